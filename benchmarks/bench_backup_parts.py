@@ -4,7 +4,8 @@ Opens one page snapshot of ``DB`` (a store built by ``bench_backup.py``; a conne
 of this process keeps its ``-shm`` while the parts run, the file is not written) with
 ``--tree`` (a ``src`` folder) first on the import path, and times, in this thread's
 CPU seconds (best of ``--repeat``), each part a backup runs: the page plan, the read of
-the image alone (``preadv``) and with the page filter, zstd of the image at the tree's
+the image alone (``preadv``), with the page filter, and (a tree with a page pass,
+backupc) with the page digests taken in the same pass, zstd of the image at the tree's
 own setting (``filecopy.LEVEL``) and at level -20, AES-256-GCM of the compressed
 chunks, the page digests, the heads' statement and their split, and the manifest's
 packing and compression. The parts that run on other threads in a backup (sealing,
@@ -17,6 +18,7 @@ pipeline's own costs (thread hand-offs, page faults of new buffers, the writes).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sqlite3
@@ -71,6 +73,13 @@ def main() -> None:
 
         out["preadv"], _ = best(n, read_only)
         out["read_and_filter"], _ = best(n, lambda: sum(map(len, snap.chunks(args.chunk))))
+        if "seed" in inspect.signature(snap.chunks).parameters:  # backupc: one pass
+            from statekeeper.backends import sqlite_pagepass
+
+            out["page_pass"] = "C" if sqlite_pagepass.NATIVE else "Python"
+            out["read_filter_and_digests"], _ = best(
+                n, lambda: sum(map(len, snap.chunks(args.chunk, None, 7)))
+            )
         chunks = [bytes(c) for c in snap.chunks(args.chunk)]
         out["image_MB"] = round(sum(map(len, chunks)) / 1e6, 1)
         level = filecopy.LEVEL

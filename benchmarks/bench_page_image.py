@@ -7,7 +7,8 @@ the CPU seconds of the reading thread (``time.thread_time``, the image's SHA-256
 out) and the image's SHA-256, which must be the same for every tree (the image is
 byte for byte the same). ``--callgrind``: once per tree under callgrind instead, the
 instructions of the same window (``callgrind_window.py``: deterministic, unlike CPU
-time on a loaded machine). The store is opened by a plain connection for the run
+time on a loaded machine). ``--digests``: every page's digest taken too (the page
+pass does it in a tree that has one, backupc). The store is opened by a plain connection for the run
 (a page snapshot needs its WAL index).
 
     python benchmarks/bench_page_image.py /tmp/b15/store.db --rounds 5 \\
@@ -35,9 +36,12 @@ HERE = Path(__file__).resolve().parent
 CHUNK = 8 << 20
 
 
-def child(db: str, tree: str, window: str | None) -> dict[str, object]:
+def child(db: str, tree: str, window: str | None, digests: bool = False) -> dict[str, object]:
     sys.path.insert(0, tree)
+    import inspect
+
     from statekeeper.backends import sqlite_pages
+    from statekeeper.governance.backup.pagedelta import page_digests
 
     keep = sqlite3.connect(db)
     keep.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the WAL index
@@ -56,7 +60,15 @@ def child(db: str, tree: str, window: str | None) -> dict[str, object]:
         start = time.thread_time()
         aside = 0.0
         snapshot.plan()
-        for piece in snapshot.chunks(CHUNK, spare):
+        # --digests: every page's digest too, in the page pass where the tree takes it
+        # there (backupc), else as the sealing threads did (page_digests per chunk)
+        one_pass = digests and "seed" in inspect.signature(snapshot.chunks).parameters
+        seed = 7 if one_pass else None
+        for piece in (
+            snapshot.chunks(CHUNK, spare, seed) if one_pass else snapshot.chunks(CHUNK, spare)
+        ):
+            if digests and not one_pass:
+                page_digests(piece, snapshot.page_size, 7)
             if lib is None:
                 mark = time.thread_time()
                 digest.update(piece)
@@ -79,9 +91,10 @@ def main() -> None:
     parser.add_argument("--callgrind", action="store_true", help="instructions, once per tree")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--window", help=argparse.SUPPRESS)
+    parser.add_argument("--digests", action="store_true", help="the page digests too")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.db, args.child, args.window)))
+        print(json.dumps(child(args.db, args.child, args.window, args.digests)))
         return
     trees = [str(Path(t).resolve()) for t in args.tree or ["src"]]
     report: dict[str, object] = {}
@@ -93,6 +106,7 @@ def main() -> None:
         lib = str(helper(out))
         for n, tree in enumerate(trees):
             script_args = [args.db, "--child", tree, "--window", lib]
+            script_args += ["--digests"] if args.digests else []
             report[tree] = {"instructions": run_window(__file__, script_args, out, f"t{n}")}
         print(json.dumps(report, indent=2))
         return
@@ -101,7 +115,8 @@ def main() -> None:
     for round_no in range(args.rounds):
         for tree in trees if round_no % 2 == 0 else trees[::-1]:
             out_text = subprocess.run(
-                [sys.executable, __file__, args.db, "--child", tree],
+                [sys.executable, __file__, args.db, "--child", tree]
+                + (["--digests"] if args.digests else []),
                 check=True,
                 capture_output=True,
                 text=True,

@@ -88,7 +88,9 @@ async def test_page_chunks_take_the_fast_strategy_with_small_tables(
     """The sealing threads compress a page image with zstd's fast strategy and a hash
     table of 2**11 entries, matches of 7 bytes (:data:`.filecopy.LEVEL`), not level
     -20's larger table: the bench image in 13 % less CPU and fewer bytes. Any zstd
-    reader takes the frames: the backup restores."""
+    reader takes the frames: the backup restores. (Where zstd compresses a page
+    image: a backup to S3, or without the C page pass; a local one with it makes its
+    frames of the zero runs and the rest raw, test_sqlite_pagepass.py.)"""
     made_with: list[dict[str, Any]] = []
     real = zstandard.ZstdCompressor
 
@@ -97,6 +99,7 @@ async def test_page_chunks_take_the_fast_strategy_with_small_tables(
         return real(**kwargs)
 
     monkeypatch.setattr(zstandard, "ZstdCompressor", compressor)
+    monkeypatch.setattr(filecopy, "zero_run_frames", None)
     await _filled(tmp_path / "s.db", 30)
     key = BackupKey(os.urandom(32))
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:

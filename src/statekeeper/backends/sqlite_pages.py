@@ -33,10 +33,9 @@ and says "rollback journal" (the image is a plain file, never opened with a WAL)
 
 from __future__ import annotations
 
-import functools
+import array
 import os
 import sqlite3
-import struct
 import sys
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
@@ -44,6 +43,7 @@ from urllib.parse import quote
 from . import sqlite_fds, sqlite_wal
 from .sqlite_export import COPIED_TABLES
 from .sqlite_files import connect_read_only
+from .sqlite_pagepass import BTREE, DROP, EMPTY_INDEX, EMPTY_TABLE, KEPT, OVERFLOW, page_pass
 
 __all__ = ["PageSnapshot", "open_snapshot"]
 
@@ -52,18 +52,13 @@ _FRAME_HEADER = 24
 _SHM_HEADER = 48  # one copy of the wal-index header (two copies, then checkpoint info)
 _NBACKFILL = 96
 _ORDER = sys.byteorder  # the wal-index header is in the machine's byte order
-_ZEROS = memoryview(bytes(65536))
-
-# what becomes of a page of the image
-_DROP = 0  # zeros: free, or another table's
-_BTREE = 1  # a kept b-tree page: its unused bytes zeroed
-_OVERFLOW = 2  # a kept overflow page: its unused tail zeroed
-_EMPTY_TABLE = 3  # a dropped table's root: an empty table leaf
-_EMPTY_INDEX = 4  # a dropped index's (or WITHOUT ROWID table's) root: an empty index leaf
-_KEPT = 5  # a kept page: a b-tree or an overflow page, as its first byte says
-_TREE_TYPES = frozenset((0x02, 0x05, 0x0A, 0x0D))  # b-tree page types (interior < 6)
-#: a b-tree page's header: type, first freeblock, cells, start of the cell content
-_TREE_HEAD = struct.Struct(">BHHH")
+# what becomes of a page of the image (:mod:`.sqlite_pagepass` applies it)
+_DROP = DROP
+_BTREE = BTREE
+_OVERFLOW = OVERFLOW
+_EMPTY_TABLE = EMPTY_TABLE
+_EMPTY_INDEX = EMPTY_INDEX
+_KEPT = KEPT
 #: fewer pages than this: an overflow page's first byte (of the next page's number) is 0
 _FIRST_BYTE_PAGES = 1 << 24
 _LOCK_BYTE = 0x40000000  # the page holding this offset is never used (file locks)
@@ -94,7 +89,12 @@ class PageSnapshot:
         self._db = sqlite_fds.take(path)
         self._wal = os.open(path + "-wal", os.O_RDONLY) if frames else -1
         self._plan: bytearray | None = None
-        self._unused: dict[int, int] = {}
+        #: the unused bytes at the end of each overflow page, by page number (once
+        #: ``dbstat`` read the kept trees)
+        self._unused: array.array[int] | None = None
+        #: the page digests' seed (:meth:`chunks`), and the digests of the pages read
+        self._seed: int | None = None
+        self.digests = bytearray()
         self._usable = page_size
         self._kept: list[str] = []
         #: whether ``dbstat`` read the kept trees (their overflow pages are known)
@@ -169,7 +169,8 @@ class PageSnapshot:
     def _overflow_pages(self, plan: bytearray) -> None:
         """``dbstat`` over the kept trees: each of their pages marked in ``plan``
         (b-tree or overflow) and every overflow page's unused bytes noted."""
-        unused = self._unused
+        unused = array.array("I", bytes(4 * (self.pages + 1)))
+        self._unused = unused
         for name in self._kept:
             for pageno, page_type, spare in self._stat.execute(
                 "SELECT pageno, pagetype, unused FROM dbstat WHERE name = ?", (name,)
@@ -212,14 +213,21 @@ class PageSnapshot:
         return os.pread(self._db, size, (pageno - 1) * size).ljust(size, b"\0")
 
     def chunks(
-        self, chunk_bytes: int, spare: Callable[[int], bytearray | None] | None = None
+        self,
+        chunk_bytes: int,
+        spare: Callable[[int], bytearray | None] | None = None,
+        seed: int | None = None,
     ) -> Iterator[bytearray]:
         """The image, in pieces of about ``chunk_bytes`` (whole pages), each a buffer
         the caller keeps (read into it: no copy): ``spare(n)`` if it gives one (a
         buffer of ``n`` bytes the caller is done with: every byte is overwritten), else
-        a new one."""
+        a new one. With a ``seed``, every page's digest (XXH3-128 under it,
+        :func:`~statekeeper.governance.backup.pagedelta.page_digests`) is in
+        :attr:`digests` once its piece is yielded, taken in the same pass."""
         if self._plan is None:
             self.plan()
+        self._seed = seed
+        self.digests = bytearray()
         size = self.page_size
         step = max(1, chunk_bytes // size)
         for first in range(1, self.pages + 1, step):
@@ -234,112 +242,51 @@ class PageSnapshot:
             yield buf
 
     def _apply(self, chunk: bytearray, first: int, count: int) -> None:
-        # the chunk written through a memoryview: ``bytearray[a:b] = view`` copies the
-        # view into a new bytearray first (CPython 3.11's ``bytearray_ass_subscript``),
-        # a memoryview's slice assignment copies straight in (docs/benchmarks.md,
-        # "backupmb")
-        with memoryview(chunk) as buf:
-            self._apply_view(buf, first, count)
-
-    def _apply_view(self, buf: memoryview, first: int, count: int) -> None:
+        """The chunk of pages ``first`` to ``first + count - 1``: the WAL's frames of
+        the snapshot laid in, then every page filtered by the plan and digested
+        (:mod:`.sqlite_pagepass`, in C where it was built: docs/benchmarks.md,
+        "backupc")."""
         plan = self._plan
         assert plan is not None
         size = self.page_size
-        usable = self._usable
         frames = self.frames
-        wal = self._wal
-        tree_types = _TREE_TYPES
-        zeros = _ZEROS
-        if frames:  # the snapshot's pages the WAL holds, first: each step below reads its own
-            for pageno in range(first, first + count):
-                frame = frames.get(pageno)
-                if frame is not None:
-                    at = (pageno - first) * size
-                    buf[at : at + size] = os.pread(wal, size, frame)
-        # every page's b-tree header read in one call, not one per page: plan + read +
-        # apply of the 188 MB bench image 752 -> 700 M instructions (callgrind),
-        # docs/benchmarks.md "backup15c"
-        heads = iter(_tree_heads(size, count).unpack_from(buf))
-        at = -size
-        for pageno, page_type, block, cells, content in zip(
-            range(first, first + count), heads, heads, heads, heads, strict=True
-        ):
-            at += size
-            what = plan[pageno]
-            if what in (_KEPT, _BTREE):
-                # a b-tree page (most of them), inline: the gap zeroed, the freeblocks
-                # (if any) by _clean_freeblocks
-                h = at
-                if pageno == 1:  # its b-tree header follows the file header
-                    h = at + 100
-                    page_type, block, cells, content = _TREE_HEAD.unpack_from(buf, h)
-                if page_type in tree_types:
-                    gap = h + (12 if page_type < 0x06 else 8) + 2 * cells
-                    end = at + (content or 65536)
-                    if gap < end <= at + usable:
-                        buf[gap:end] = zeros[: end - gap]
-                    if block:
-                        _clean_freeblocks(buf, at, block, usable)
-                    if pageno == 1:
-                        _plain_header(buf)
-                    continue
-                if what == _BTREE:
-                    continue  # dbstat says a b-tree page, yet it does not read as one
-                if page_type or self._read_overflow:
-                    what = _DROP  # neither: not a page of a kept tree
-                else:  # an overflow page: how much of it is used, dbstat says
-                    self._overflow_pages(plan)
-                    what = plan[pageno]
-                    if what == _KEPT:
-                        what = _DROP
-            if what == _OVERFLOW:
-                spare = self._unused.get(pageno, 0)
-                end = at + usable
-                if 0 < spare <= usable - 4:
-                    buf[end - spare : end] = _ZEROS[:spare]
-            elif what == _DROP:
-                buf[at : at + size] = _ZEROS[:size]
-            else:
-                _empty_leaf(buf, at, size, usable, what == _EMPTY_TABLE)
-
-
-@functools.lru_cache(maxsize=4)
-def _tree_heads(size: int, count: int) -> struct.Struct:
-    """The b-tree header (:data:`_TREE_HEAD`) at the start of each of ``count`` pages
-    of ``size`` bytes: ``4 * count`` values."""
-    return struct.Struct(">" + f"BHHH{size - _TREE_HEAD.size}x" * count)
-
-
-def _clean_freeblocks(buf: memoryview, at: int, block: int, usable: int) -> None:
-    """Zero the bodies of the freeblocks of the b-tree page at ``at`` whose list
-    starts at ``block`` (https://www.sqlite.org/fileformat2.html, 1.6); the page's
-    structure is left as it is."""
-    while block:
-        start = at + block
-        if block + 4 > usable:
-            break  # not a freeblock SQLite wrote: left alone
-        following = (buf[start] << 8) | buf[start + 1]
-        length = (buf[start + 2] << 8) | buf[start + 3]
-        if length > 4 and block + length <= usable:
-            buf[start + 4 : start + length] = _ZEROS[: length - 4]
-        if following <= block:  # the list is in increasing order: its end
-            break
-        block = following
-
-
-def _plain_header(buf: memoryview) -> None:
-    """Page 1's file header: no free-page list (those pages are zeros), and the
-    rollback-journal format (the image is opened as a plain file, no WAL)."""
-    buf[18] = buf[19] = 1
-    buf[32:40] = _ZEROS[:8]
-
-
-def _empty_leaf(buf: memoryview, at: int, size: int, usable: int, table: bool) -> None:
-    buf[at : at + size] = _ZEROS[:size]
-    buf[at] = 0x0D if table else 0x0A
-    content = usable if usable < 65536 else 0
-    buf[at + 5] = content >> 8
-    buf[at + 6] = content & 0xFF
+        with memoryview(chunk) as buf:
+            if frames:  # the snapshot's pages the WAL holds, first
+                wal = self._wal
+                for pageno in range(first, first + count):
+                    frame = frames.get(pageno)
+                    if frame is not None:
+                        at = (pageno - first) * size
+                        buf[at : at + size] = os.pread(wal, size, frame)
+            seed = self._seed
+            digests = None
+            if seed is not None:
+                done = len(self.digests)
+                self.digests.extend(bytes(16 * count))
+                digests = memoryview(self.digests)[done:]
+            try:
+                start = 0
+                while start < count:
+                    stop = page_pass(
+                        buf,
+                        plan,
+                        self._unused,
+                        digests,
+                        first,
+                        start,
+                        count,
+                        size,
+                        self._usable,
+                        self._read_overflow,
+                        seed or 0,
+                    )
+                    if stop < 0:
+                        break
+                    self._overflow_pages(plan)  # then the pass takes its page again
+                    start = stop
+            finally:
+                if digests is not None:
+                    digests.release()
 
 
 def open_snapshot(path: str, timeout: float) -> PageSnapshot | None:

@@ -82,7 +82,7 @@ from .framepack import last, named_by, packb
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
-    from .sealer import ChunkSealer
+    from .sealer import ChunkSealer, Level
 
 __all__ = [
     "ENV_BACKUP_KEY",
@@ -370,10 +370,11 @@ class FrameWriter:
             return sealer.close()
 
     def sealer(
-        self, chunk_bytes: int, threads: int, level: int | dict[str, int] = -1, page_size: int = 0
+        self, chunk_bytes: int, threads: int, level: Level = -1, page_size: int = 0
     ) -> ChunkSealer:
-        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file (its
-        chunks' pages digested, if ``page_size``)."""
+        """A :class:`~.sealer.ChunkSealer` writing raw chunks into this file (``level``:
+        zstd's, or what makes each chunk's zstd frame; its pages digested, if
+        ``page_size``)."""
         from .sealer import ChunkSealer
 
         return ChunkSealer(self, chunk_bytes, threads, level, page_size)

@@ -173,14 +173,13 @@ def write_page_delta(
         snapshot.plan()
         pageno = 1
         with writer.sealer(chunk_bytes, THREADS, LEVEL) as sealer:
-            for piece in snapshot.chunks(chunk_bytes, spare):
-                listed = page_digests(piece, size, seed)
-                found = listed if compare is None else compare(piece, size)
-                at = len(digests)
-                digests.extend(listed)
+            at = 0  # where this piece starts in every kind (16 bytes a page)
+            # each piece's digests taken in the pass that reads it (in C where built)
+            for piece in snapshot.chunks(chunk_bytes, spare, seed):
+                listed = snapshot.digests
+                found = listed[at:] if compare is None else compare(piece, size)
                 view = memoryview(piece)
                 for i in range(0, len(found), DIGEST):
-                    # ``at``: where this piece starts in every kind (16 bytes a page)
                     if found[i : i + DIGEST] != parent[at + i : at + i + DIGEST]:
                         changed.extend(_PAGENO.pack(pageno))
                         page = (i // DIGEST) * size
@@ -188,6 +187,8 @@ def write_page_delta(
                     pageno += 1
                 view.release()
                 held[:] = [piece]
+                at = len(listed)
+            digests.extend(snapshot.digests)
             return sealer.close()
 
     from .fileformat import HEAD_TAGS

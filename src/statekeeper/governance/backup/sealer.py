@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import BackupError
 from .fileformat import CHUNK, _aad, _u64
@@ -18,7 +19,14 @@ from .pagedelta import page_digests
 if TYPE_CHECKING:
     from .fileformat import FrameWriter
 
-__all__ = ["ChunkSealer"]
+#: what a chunk's frame is made of
+Buffer = bytes | bytearray | memoryview
+#: zstd's level, or its fast strategy's parameters, or what makes a sealing thread's
+#: maker of chunks' zstd frames (its ``compress(chunk)``: the frame, valid until its
+#: next call)
+Level = int | dict[str, int] | Callable[[], Any]
+
+__all__ = ["ChunkSealer", "Level"]
 
 #: a sealed chunk: its frame's head, its ciphertext (a view of the reused buffer), its
 #: tag, the buffer and the plain piece (both handed back once written), its pages'
@@ -55,12 +63,13 @@ class ChunkSealer:
         writer: FrameWriter,
         chunk_bytes: int,
         threads: int,
-        level: int | dict[str, int],
+        level: Level,
         page_size: int = 0,
     ) -> None:
         self._writer = writer
         #: ``page_size``: every chunk is whole pages, each digested by the sealing
         #: threads (:func:`.pagedelta.page_digests`) into :attr:`digests`, in order
+        #: (where the page pass is Python's: the C pass digests them as it reads)
         self._page_size = page_size
         self.digests = bytearray()
         self._chunk = max(1, chunk_bytes)
@@ -110,7 +119,9 @@ class ChunkSealer:
         zstd = getattr(self._local, "zstd", None)
         if zstd is None:
             level = self._level
-            if isinstance(level, int):
+            if callable(level):  # frames of their own (filecopy.write_pages)
+                zstd = level()
+            elif isinstance(level, int):
                 zstd = zstandard.ZstdCompressor(level=level)
             else:  # the fast strategy's tables (:data:`.filecopy.LEVEL`)
                 params = zstandard.ZstdCompressionParameters(

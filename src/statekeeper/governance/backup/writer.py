@@ -497,7 +497,10 @@ async def _write_pages(
         with location.writing() as out:
             writer = FrameWriter(out, header, key)
             if parent is None:
-                body = await asyncio.to_thread(write_pages, writer, snapshot, chunk_bytes, progress)
+                local = location.s3 is None  # zero runs left out, nothing compressed
+                body = await asyncio.to_thread(
+                    write_pages, writer, snapshot, chunk_bytes, progress, local
+                )
             else:
                 body = await asyncio.to_thread(
                     write_page_delta,
