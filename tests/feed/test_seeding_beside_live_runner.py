@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from statekeeper import StateStore
-from statekeeper.feed import ProjectionRunner
+from statekeeper.feed import ProjectionRunner, seeding
 
 from .test_rebuild_beside_live_runner import Seen, _wait_position
 
@@ -99,3 +99,76 @@ async def test_a_seeding_beside_a_live_runner_loses_no_event(
     assert rows == [(seq, 1) for seq in range(1, 5)]  # seq 4 neither lost nor doubled
     assert after == [(seq, 1) for seq in range(1, 6)]
     assert (status.state, status.position) == ("live", 5)
+
+
+async def test_a_live_apply_after_the_seeding_is_not_doubled(
+    feed_url: str, open_store: Opener, tmp_path: Path
+) -> None:
+    """Seq 4 is in the state the agent is seeded from; the live runner's commit of it
+    comes after the seeding, before the rebuild follows the feed (state
+    ``rebuilding``, seeds it started without): applied there, it was in twice."""
+    store = open_store(feed_url)
+    for i in range(3):
+        await store.save("a", {"i": i})
+    rm = tmp_path / "rm.db"
+    async with (
+        ProjectionRunner(store, rm, [SeenSeeded()]) as live,
+        ProjectionRunner(store, rm, [SeenSeeded()]) as rebuilder,
+    ):
+        following = asyncio.create_task(live.run())
+        rebuilding: asyncio.Task[int] | None = None
+        try:
+            await _wait_position(live, 3)
+            await store.trim_feed(await live.consumed())
+
+            # the live runner's commit of seq 4 is held until the seeding is over
+            holding, release, tried = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            in_db = live._in_db
+
+            async def held(fn: Any, *args: Any) -> Any:
+                events = args[1] if fn == live._apply_sync and len(args) > 1 else ()
+                mine = any(e.seq == 4 for e in events)
+                if mine:
+                    holding.set()
+                    await release.wait()
+                try:
+                    return await in_db(fn, *args)
+                finally:
+                    if mine:
+                        tried.set()
+
+            live._in_db = held  # type: ignore[method-assign]
+            await store.save("a", {"i": 3})
+            await holding.wait()
+
+            # the rebuild seeds a from seq 4 and stops before following the feed
+            seeded, go = asyncio.Event(), asyncio.Event()
+            rb_in_db = rebuilder._in_db
+
+            async def paused(fn: Any, *args: Any) -> Any:
+                result = await rb_in_db(fn, *args)
+                if fn is seeding._seeded:
+                    seeded.set()
+                    await go.wait()
+                return result
+
+            rebuilder._in_db = paused  # type: ignore[method-assign]
+            rebuilding = asyncio.create_task(rebuilder.rebuild("seen"))
+            await seeded.wait()
+            release.set()
+            await tried.wait()
+            go.set()
+            await rebuilding
+            rows = await rebuilder.query("SELECT seq, n FROM seen ORDER BY seq")
+            await store.save("a", {"i": 4})
+            await _wait_position(live, 5)
+            after = await live.query("SELECT seq, n FROM seen ORDER BY seq")
+        finally:
+            following.cancel()
+            if rebuilding is not None:
+                rebuilding.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+            if rebuilding is not None:
+                await asyncio.gather(rebuilding, return_exceptions=True)
+    assert rows == [(seq, 1) for seq in range(1, 5)]  # seq 4 once
+    assert after == [(seq, 1) for seq in range(1, 6)]
