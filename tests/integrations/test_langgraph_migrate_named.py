@@ -70,3 +70,39 @@ def test_a_named_thread_the_source_lacks_fails_the_move(
     )
     assert result.exit_code == 1, result.output
     assert "'t-typo' not found" in result.output
+
+
+def test_an_export_that_names_a_missing_thread_creates_no_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The missing thread is found before the target is opened: a new SQLite file is
+    not left behind set up empty (it was created, then the check failed), and a file
+    that was there is not touched."""
+    for name in ("STATEKEEPER_URL", "STATEKEEPER_KEY_FILE", "STATEKEEPER_KEYS"):
+        monkeypatch.delenv(name, raising=False)
+    url = f"sqlite:///{tmp_path}/agents.db"
+    with StatekeeperSaver.from_url(url) as saver:
+        chat().compile(checkpointer=saver).invoke(
+            {"messages": [HumanMessage("hi", id="h")]}, {"configurable": {"thread_id": "t1"}}
+        )
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(ThreadNotFound):
+        export_threads(url, str(out / "new.sqlite"), thread_ids=["t1", "t-typo"])
+    assert sorted(p.name for p in out.iterdir()) == []
+
+    runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb"})
+    target = out / "cli.sqlite"
+    result = runner.invoke(app, ["langgraph", "export", url, str(target), "--thread", "t-typo"])
+    assert result.exit_code == 1, result.output
+    assert "'t-typo' not found" in result.output
+    assert sorted(p.name for p in out.iterdir()) == []
+
+    kept = out / "kept.sqlite"
+    kept.write_bytes(b"")  # an empty file the user made: an export target to set up
+    before = kept.stat()
+    result = runner.invoke(app, ["langgraph", "export", url, str(kept), "--thread", "t-typo"])
+    assert result.exit_code == 1, result.output
+    after = kept.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert sorted(p.name for p in out.iterdir()) == ["kept.sqlite"]

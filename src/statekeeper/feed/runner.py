@@ -77,6 +77,8 @@ CREATE TABLE IF NOT EXISTS sk_projections (
 )
 """
 _ERROR_CHARS = 500
+#: seconds between two looks of a live runner at a projection being seeded
+_SEEDING_POLL = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,12 +281,18 @@ class ProjectionRunner:
         db.execute("BEGIN IMMEDIATE")
         try:
             row = db.execute(
-                "SELECT position, cursor FROM sk_projections WHERE name = ?", (name,)
+                "SELECT position, cursor, state FROM sk_projections WHERE name = ?", (name,)
             ).fetchone()
             stored = self._stored(row, shards)
             if committed is not None and any(
                 s < c for s, c in zip(stored.positions, committed.positions, strict=True)
             ):
+                raise _Reset
+            if row[2] == "seeding" or (not seeded and has_seeds(db, name)):
+                # a rebuild from the states began since this runner started (its reset
+                # need not move the position back: the feed may be trimmed right there);
+                # applying now could land an event under a seed read before it (lost)
+                # or after it (doubled)
                 raise _Reset
             applied = 0
             for change in events:
@@ -349,11 +357,17 @@ class ProjectionRunner:
         self, projection: Projection, stop_at_head: bool, progress: Progress | None
     ) -> int:
         position, state, _ = await self._position(projection.name)
-        if state == "seeding":
-            raise ProjectionError(
-                f"projection {projection.name!r} is being rebuilt from the agents' states"
-                f" (the rebuild was interrupted): run `rebuild {projection.name}` to finish it"
-            )
+        while state == "seeding":
+            if stop_at_head:
+                raise ProjectionError(
+                    f"projection {projection.name!r} is being rebuilt from the agents' states"
+                    f" (the rebuild was interrupted): run `rebuild {projection.name}` to finish"
+                    " it"
+                )
+            # live: wait for the rebuild (in another task or process) to finish seeding,
+            # then follow from where it stands, its seeds known
+            await asyncio.sleep(_SEEDING_POLL)
+            position, state, _ = await self._position(projection.name)
         seeded = await self._in_db(has_seeds, projection.name)  # (kept while failed too)
         sub = self.store.subscribe(
             position,

@@ -387,15 +387,21 @@ def _copy(
 ) -> MigrationReport:
     """Open both sides (``(url, opener)``), run the copy, close them (target first),
     with the savers' database errors told as :class:`~statekeeper.errors.BackendError`."""
+    named = None if thread_ids is None else [str(t) for t in thread_ids]
     with _database_errors(source[0], target[0]), contextlib.ExitStack() as sides:
         source_side = source[1]()
         sides.callback(source_side.close)
+        # a mistyped --thread fails before the target is opened: an export's new
+        # SQLite file or PostgreSQL tables are not left behind, set up and empty
+        for thread_id in named or ():
+            if not source_side.index(thread_id):
+                raise ThreadNotFound(thread_id, source=True)
         target_side = target[1]()
         sides.callback(target_side.close)
         return _run(
             source_side,
             target_side,
-            thread_ids=thread_ids,
+            thread_ids=named,
             dry_run=dry_run,
             verify=verify,
             progress=progress,
