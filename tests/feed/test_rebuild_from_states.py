@@ -4,6 +4,9 @@ from 0"); a projection that counts events gets a typed error saying what to do."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -186,3 +189,65 @@ def test_seeding_a_projection_made_from_events_is_a_typed_refusal() -> None:
     state = Snapshot("a", 1, None, {}, 1, 0.0, 0.0)
     with pytest.raises(ProjectionError, match="'tool_calls' cannot be seeded"):
         projection.seed(db, state)
+
+
+async def test_a_live_runner_on_an_interrupted_seeding_says_it_waits_then_follows(
+    open_store: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live ``run`` meeting a seeding that died does not apply, and does not wait in
+    silence: one warning names the projection and the command that finishes it."""
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    live = tmp_path / "live.db"
+    await _trimmed(store, live)
+    monkeypatch.setattr(seeding, "PAGE", 2)
+    get_many = store.get_many
+    calls = 0
+
+    class Crash(Exception):
+        pass
+
+    async def crashing(agent_ids: Sequence[str]) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise Crash
+        return await get_many(agent_ids)
+
+    said = asyncio.Event()
+    messages: list[str] = []
+
+    class Said(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+            said.set()
+
+    handler = Said(logging.WARNING)
+    logger = logging.getLogger("statekeeper.feed.runner")
+    logger.addHandler(handler)
+    fresh = tmp_path / "fresh.db"
+    try:
+        async with ProjectionRunner(store, fresh) as runner:
+            store.get_many = crashing  # type: ignore[method-assign]
+            with pytest.raises(Crash):
+                await runner.rebuild("agent_activity")
+            store.get_many = get_many  # type: ignore[method-assign]
+            async with ProjectionRunner(store, fresh) as follower:
+                following = asyncio.create_task(follower.run(["agent_activity"]))
+                try:
+                    await said.wait()
+                    assert len(messages) == 1
+                    assert "'agent_activity'" in messages[0]
+                    assert "rebuild agent_activity" in messages[0]
+                    await runner.rebuild("agent_activity")
+                    head = (await store.feed_bounds())[1]
+                    while (await follower.consumed(["agent_activity"])).total < head:  # noqa: ASYNC110
+                        await asyncio.sleep(0.01)
+                    assert not following.done()
+                finally:
+                    following.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await following
+            assert len(messages) == 1  # said once, not once a poll
+    finally:
+        logger.removeHandler(handler)
+    assert _dump(fresh, "agent_activity") == _dump(live, "agent_activity")

@@ -32,6 +32,7 @@ cannot raises :class:`~statekeeper.errors.ProjectionNeedsHistory`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 import threading
@@ -79,6 +80,7 @@ CREATE TABLE IF NOT EXISTS sk_projections (
 _ERROR_CHARS = 500
 #: seconds between two looks of a live runner at a projection being seeded
 _SEEDING_POLL = 0.1
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +359,7 @@ class ProjectionRunner:
         self, projection: Projection, stop_at_head: bool, progress: Progress | None
     ) -> int:
         position, state, _ = await self._position(projection.name)
+        waited = False
         while state == "seeding":
             if stop_at_head:
                 raise ProjectionError(
@@ -365,7 +368,16 @@ class ProjectionRunner:
                     " it"
                 )
             # live: wait for the rebuild (in another task or process) to finish seeding,
-            # then follow from where it stands, its seeds known
+            # then follow from where it stands, its seeds known; said once, so a wait
+            # on a rebuild that died is not silent
+            if not waited:
+                waited = True
+                _log.warning(
+                    "projection %r is being rebuilt from the agents' states: waiting for the"
+                    " rebuild to finish (if it was interrupted, run `rebuild %s`)",
+                    projection.name,
+                    projection.name,
+                )
             await asyncio.sleep(_SEEDING_POLL)
             position, state, _ = await self._position(projection.name)
         seeded = await self._in_db(has_seeds, projection.name)  # (kept while failed too)
