@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from ..errors import NotAStore
+from ..errors import BackendUnavailable, NotAStore
 from . import sqlite_fds
 
 __all__ = [
@@ -81,7 +81,8 @@ def _header(path: str) -> bytes:
 def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
     """Classify ``path`` without writing to it (see the module documentation).
 
-    Raises :class:`OSError` when the file exists but cannot be read.
+    Raises :class:`OSError` when the file exists but cannot be read, and
+    :class:`~statekeeper.errors.BackendUnavailable` when another process holds it locked.
     """
     name = os.fspath(path)
     p = Path(name)
@@ -97,6 +98,7 @@ def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
     try:
         conn = connect_read_only(name, timeout=5.0)
     except sqlite3.Error as exc:
+        _busy(name, exc)
         return SqliteFile(name, "not-sqlite", detail=str(exc))
     try:
         owned = int(conn.execute("PRAGMA application_id").fetchone()[0]) == APPLICATION_ID
@@ -110,9 +112,20 @@ def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
             return SqliteFile(name, "foreign", owned=owned)
         return SqliteFile(name, "store", owned=owned, detail=str(row[0]))
     except sqlite3.Error as exc:
+        _busy(name, exc)
         return SqliteFile(name, "not-sqlite", detail=str(exc))
     finally:
         conn.close()
+
+
+def _busy(path: str, exc: sqlite3.Error) -> None:
+    """A SQLite file another process holds locked (writing it) is not thereby "not a
+    SQLite database": :class:`~statekeeper.errors.BackendUnavailable` saying so."""
+    if getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        raise BackendUnavailable(
+            f"{path} is locked by another process that is writing it ({exc}); it could "
+            "not be read within 5 s and was left unchanged: try again once it is done"
+        ) from None
 
 
 def _why(info: SqliteFile) -> str:

@@ -210,8 +210,10 @@ def show(
     async def go() -> tuple[Any, int]:
         async with open_store(url, key_file=key_file) as store:
             head = await _require(store, agent)
+            # to the end of its µs: an event's own time, as shown (rounded), includes it
+            through = None if when is None else when + 5e-7
             try:
-                snap = await store.load(agent, at_seq=at, at_time=when)
+                snap = await store.load(agent, at_seq=at, at_time=through)
             except AgentNotFound:
                 if when is None:
                     raise

@@ -5,11 +5,12 @@ base without gaps, an end line per agent, a creation first), each fault a
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, NonNormalAgentId
+from ..errors import ConfigurationError, NonNormalAgentId, StatekeeperError
 from .export_base import base_of
 from .export_file import Ending
 from .export_holds import hold_of
@@ -142,10 +143,8 @@ def parse_lines(
                 f"line {number}: agent {agent_id!r} seq {seq} "
                 f"(expected {current.base_seq + len(current.events) + 1})"
             )
-        if seq == 1 and not _is_creation(line):
-            raise ConfigurationError(
-                f"line {number}: the first event of {agent_id!r} is not a creation"
-            )
+        if seq == 1:
+            line = _creation(number, line)
         current.events.append(line)
     if not ending.version:
         raise ConfigurationError("empty, not a statekeeper export (no header line)")
@@ -155,16 +154,37 @@ def parse_lines(
     return agents
 
 
-def _is_creation(line: dict[str, Any]) -> bool:
+def _creation(number: int, line: dict[str, Any]) -> dict[str, Any]:
+    """The first event of an agent, as the import writes it: a creation, whose JSON Patch
+    replaces the whole document. One that a schema migration rewrote carries the upcast
+    after that replace: it is folded into it (the same state, one replace)."""
     ops = line["ops"]
-    return (
+    if not (
         not line["info"]
-        and len(ops) == 1
-        and isinstance(ops[0], dict)
+        and ops
+        and all(isinstance(op, dict) for op in ops)
         and ops[0].get("op") == "replace"
         and ops[0].get("path") == ""
         and isinstance(ops[0].get("value"), dict)
-    )
+    ):
+        raise ConfigurationError(
+            f"line {number}: the first event of {line['agent_id']!r} is not a creation"
+        )
+    if len(ops) == 1:
+        return line
+    from .. import patch
+
+    try:
+        value = patch.apply(copy.deepcopy(ops[0]["value"]), copy.deepcopy(ops[1:]))
+    except StatekeeperError as exc:
+        raise ConfigurationError(
+            f"line {number}: the first event of {line['agent_id']!r}, after its replace: {exc}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            f"line {number}: the first event of {line['agent_id']!r} is not a creation"
+        )
+    return {**line, "ops": [{"op": "replace", "path": "", "value": value}]}
 
 
 def creatable(store: StateStore, agent_id: str) -> None:

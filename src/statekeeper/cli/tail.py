@@ -2,7 +2,8 @@
 ``-f`` the new ones as they are committed.
 
 Following polls the store every ``--interval`` seconds (default 0.5): for one agent it
-reads the events after the last one printed; for the whole store it pages through
+reads the events after the last one printed (from the first again when the agent was
+deleted and written again); for the whole store it pages through
 the agent list and reads the new events of every agent whose head moved (a cost that
 grows with the number of agents). Events are read verified, as by ``history``. Stop
 with Ctrl-C (exit code 0). The whole store's tail passes over the agents ``forget``
@@ -84,19 +85,41 @@ async def _last_events(store: StateStore, agent_id: str, head: int, n: int) -> l
     return await kept_history(store, agent_id, max(0, head - n), head)
 
 
-async def _heads(store: StateStore) -> dict[str, int]:
-    return {info.agent_id: info.head_seq async for info in store.iter_agents()}
+async def _heads(store: StateStore) -> dict[str, tuple[int, float]]:
+    """Each agent's head seq and creation time (a new one: deleted and written again)."""
+    return {i.agent_id: (i.head_seq, i.created_at) async for i in store.iter_agents()}
+
+
+async def _mark(store: StateStore, agent_id: str, seq: int) -> bytes | None:
+    """The stored checksum of the agent's record at ``seq`` (None: there is none)."""
+    from ..store.namespaced import stored_id
+
+    raw = await store.backend.read(stored_id(store, agent_id), after_seq=seq - 1, to_seq=seq)
+    return raw[0].checksum if raw else None
 
 
 async def _follow_agent(
-    store: StateStore, agent_id: str, seen: int, show: _Printer, interval: float
+    store: StateStore,
+    agent_id: str,
+    start: tuple[int, bytes | None],
+    show: _Printer,
+    interval: float,
 ) -> None:
+    """From ``start``: the last seq printed and the checksum of its record then."""
     import asyncio
 
+    from ..store.kept import kept_history
+
+    seen, mark = start
     while True:
-        async for ev in store.history(agent_id, after_seq=seen):
+        if seen:
+            now = await _mark(store, agent_id, seen)  # None: trimmed by retention, or gone
+            if (now is not None and now != mark) or await store.head(agent_id) < seen:
+                seen = 0  # deleted and written again: the new stream from its start
+        for ev in await kept_history(store, agent_id, seen):  # (past what retention trimmed)
             show(ev)
             seen = ev.seq
+        mark = await _mark(store, agent_id, seen) if seen else None
         await asyncio.sleep(interval)
 
 
@@ -110,7 +133,11 @@ def _left_out(forgotten: list[str]) -> None:
 
 
 async def _follow_store(
-    store: StateStore, seen: dict[str, int], show: _Printer, interval: float, gone: set[str]
+    store: StateStore,
+    seen: dict[str, tuple[int, float]],
+    show: _Printer,
+    interval: float,
+    gone: set[str],
 ) -> None:
     import asyncio
 
@@ -118,9 +145,9 @@ async def _follow_store(
 
     while True:
         heads = await _heads(store)
-        for agent_id, head in heads.items():
-            done = seen.get(agent_id, 0)
-            if head < done:  # deleted and re-created: start over
+        for agent_id, (head, created) in heads.items():
+            done, since = seen.get(agent_id, (0, created))
+            if head < done or created != since:  # deleted and re-created: start over
                 done = 0
             if head > done and agent_id not in gone:
                 try:
@@ -131,7 +158,7 @@ async def _follow_store(
                     events = []
                 for ev in events:
                     show(ev)
-            seen[agent_id] = head
+            seen[agent_id] = head, created
         await asyncio.sleep(interval)
 
 
@@ -174,17 +201,18 @@ def tail(
                 head = await store.head(agent)
                 if head == 0 and not follow:
                     raise AgentNotFound(agent)
+                mark = await _mark(store, agent, head) if head else None
                 for ev in await _last_events(store, agent, head, lines):
                     show(ev)
                 if follow:
-                    await _follow_agent(store, agent, head, show, interval)
+                    await _follow_agent(store, agent, (head, mark), show, interval)
                 return
             heads = await _heads(store)
             recent: list[Any] = []
             forgotten: list[str] = []
             with bar("reading", disable=json_out or not lines) as progress:
                 task = progress.add_task("tail", total=len(heads))
-                for agent_id, head in heads.items():
+                for agent_id, (head, _) in heads.items():
                     try:
                         recent.extend(await _last_events(store, agent_id, head, lines))
                     except AgentForgotten:  # crypto-shredded: unreadable by design

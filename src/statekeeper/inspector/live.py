@@ -5,7 +5,10 @@
 migration by rewrite, a repair: the head's tag changed without a new seq, or the head
 went back — so everything the page shows is stale and it reloads. The head's version
 is a short hash of the stream's head tag, which changes with every append *and* with
-a rewrite; the page is given the version it shows (never the tag itself).
+a rewrite; the page is given the version it shows (never the tag itself). When the head
+moved on, the record the page showed as its head is read again: a rewrite followed by
+an append in the same interval (a migration under a running agent), or another stream
+under the same id (deleted and written again), changed it, and the page reloads too.
 """
 
 from __future__ import annotations
@@ -52,17 +55,21 @@ async def head_events(
     ``version`` (None: the first look is the baseline), checked every ``interval``
     seconds until ``disconnected()``."""
     last = since
+    mark: bytes | None = None  # the checksum of the record at `last`, once known
     yield b"retry: 2000\n\n"
     while not await disconnected():
         now: str | None
         try:
             await store.head(agent_id)  # (still readable by this principal?)
             head, now = await head_version(store, agent_id)
+            if version is None and head == last:
+                version = now  # the baseline of a page that gave none
+            moved = head > last and mark is not None and await _mark(store, agent_id, last) != mark
+            if head != last or now != version or mark is None:
+                mark = await _mark(store, agent_id, head)
         except StatekeeperError:
-            head, now = last, version
-        if version is None and head == last:
-            version = now  # the baseline of a page that gave none
-        if head < last or (head == last and now != version):
+            head, now, moved = last, version, False
+        if moved or head < last or (head == last and now != version):
             yield f"event: rewritten\ndata: {head}\n\n".encode()
         elif head != last:
             yield f"event: head\ndata: {head}\n\n".encode()
@@ -70,3 +77,11 @@ async def head_events(
             yield b": idle\n\n"
         last, version = head, now
         await asyncio.sleep(interval)
+
+
+async def _mark(store: StateStore, agent_id: str, seq: int) -> bytes | None:
+    """The stored checksum of the agent's record at ``seq`` (None: there is none)."""
+    if seq < 1:
+        return None
+    raw = await store.backend.read(stored_id(store, agent_id), after_seq=seq - 1, to_seq=seq)
+    return raw[0].checksum if raw else None

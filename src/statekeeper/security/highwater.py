@@ -182,6 +182,8 @@ class HighWater:
         (cancelled: the loop is shutting down, a write-behind buffer's last appends
         noted then are written by the store itself)."""
         loop = asyncio.get_running_loop()
+        if self._guard is not None and self._guard.get_loop() is loop:
+            return  # (one per loop: a second would drop the first, collected pending)
         self._released = released = loop.create_future()
         self._guard = loop.create_task(self._guard_run(released), name=WAITING)
 

@@ -9,8 +9,10 @@ row to estimate: it is treated as absorbing (``P_ii = 1``) and listed in
 
 The stationary distribution π (``πP = π``, ``Σπ = 1``) is unique when the chain is
 irreducible (every state reaches every other); then it is solved exactly, and its
-entropy rate is the chain's. Otherwise the Cesàro average of ``π₀Pⁿ`` from the
-uniform distribution is given, with ``irreducible=False``.
+entropy rate is the chain's. Otherwise the limit of the Cesàro average of ``π₀Pⁿ``
+from the uniform distribution is given (exactly: each closed class's own stationary
+distribution, weighted by the mass that starts in it or is absorbed into it), with
+``irreducible=False``; it too solves ``πP = π``.
 
 >>> m = estimate([("idle", "busy"), ("busy", "idle"), ("busy", "busy")])
 >>> m.states
@@ -204,14 +206,69 @@ def _stationary(matrix: Sequence[Sequence[float]], irreducible: bool) -> list[fl
         return []
     if irreducible:
         return _solve_stationary(matrix)
-    # Cesàro average of the iterates from the uniform distribution
-    pi = [1.0 / k] * k
-    total = [0.0] * k
-    for _ in range(5000):
-        pi = [sum(pi[i] * matrix[i][j] for i in range(k)) for j in range(k)]
-        total = [t + p for t, p in zip(total, pi, strict=True)]
-    s = sum(total)
-    return [t / s for t in total]
+    return _cesaro_limit(matrix)
+
+
+def _cesaro_limit(matrix: Sequence[Sequence[float]]) -> list[float]:
+    """``lim (1/N) Σ π₀Pⁿ`` from the uniform π₀, exactly: the mass that starts in or
+    ends up in each closed class (absorption probabilities from the transient states),
+    spread over that class by its own stationary distribution. (Iterating a few
+    thousand steps instead leaves the mass of a slow transient loop — a retry loop
+    left once in a thousand turns — on its transient states.)"""
+    k = len(matrix)
+    reach = [_reach(matrix, i) for i in range(k)]
+    closed: list[list[int]] = []
+    placed: set[int] = set()
+    for i in range(k):
+        if i in placed:
+            continue
+        cls = sorted(j for j in reach[i] if i in reach[j])
+        if all(reach[j] <= set(cls) for j in cls):  # nothing leaves it: recurrent
+            closed.append(cls)
+            placed.update(cls)
+    transient = [i for i in range(k) if i not in placed]
+    at = {s: n for n, s in enumerate(transient)}
+    # absorption probabilities: (I - Q) X = R, Q = P on the transient states
+    system = [
+        [(1.0 if at[j] == n else 0.0) - matrix[i][j] for j in transient]
+        + [sum(matrix[i][j] for j in cls) for cls in closed]
+        for n, i in enumerate(transient)
+    ]
+    absorbed = _solve(system, len(transient))
+    pi = [0.0] * k
+    for c, cls in enumerate(closed):
+        mass = (len(cls) + sum(row[c] for row in absorbed)) / k
+        inner = _solve_stationary([[matrix[i][j] for j in cls] for i in cls])
+        for j, p in zip(cls, inner, strict=True):
+            pi[j] = mass * p
+    s = sum(pi)
+    return [p / s for p in pi]
+
+
+def _reach(matrix: Sequence[Sequence[float]], start: int) -> set[int]:
+    seen, todo = {start}, [start]
+    while todo:
+        i = todo.pop()
+        for j, p in enumerate(matrix[i]):
+            if p > 0 and j not in seen:
+                seen.add(j)
+                todo.append(j)
+    return seen
+
+
+def _solve(a: list[list[float]], n: int) -> list[list[float]]:
+    """Solve the n×n system of the augmented rows ``a`` (its right-hand sides after
+    column n) by Gauss-Jordan elimination with partial pivoting."""
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        a[col], a[pivot] = a[pivot], a[col]
+        p = a[col][col]
+        a[col] = [v / p for v in a[col]]
+        for r in range(n):
+            if r != col and a[r][col] != 0.0:
+                f = a[r][col]
+                a[r] = [v - f * w for v, w in zip(a[r], a[col], strict=True)]
+    return [row[n:] for row in a]
 
 
 def _solve_stationary(matrix: Sequence[Sequence[float]]) -> list[float]:
