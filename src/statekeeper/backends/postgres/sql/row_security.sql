@@ -85,6 +85,13 @@ CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
 GRANT USAGE ON SCHEMA {s} TO {r};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {r};
 REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
+-- an event's feed position is the sequence's (the column's default), never a role's:
+-- one event of its own moved far ahead would carry every subscriber past the events
+-- of every other namespace written after it (skipped, silently), one moved back would
+-- be delivered again or never. statekeeper writes every other column, never this one.
+REVOKE INSERT, UPDATE ON {s}.sk_events FROM {r};
+GRANT INSERT (agent_id, seq, kind, ts, payload, checksum),
+      UPDATE (agent_id, seq, kind, ts, payload, checksum) ON {s}.sk_events TO {r};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
 
