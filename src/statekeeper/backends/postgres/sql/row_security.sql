@@ -48,19 +48,23 @@ $fn$;
 -- of statekeeper's own) is appendable by every role, never deletable, and read only by
 -- a log admin (every tenant's entries are in it; a writer chains on the head's link
 -- alone: the block audit_head); the legal holds (statekeeper.governance.holds) readable
--- by every role (each purge checks them), changed only by a role whose grants cover
--- them (admin on everything).
+-- by every role (each purge checks them), changed only by a log admin (admin on
+-- everything). The grants apply to agents only: statekeeper's own streams
+-- (chr(1) || 'sk-...') are in namespaces such as chr(1) || 'sk-audit', which a pattern
+-- of one segment ('*') matches as it matches 'acme'.
 CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT ((p_agent OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-audit/log'))
             AND ((p_need OPERATOR(pg_catalog.=) 2)
                  OR ((p_need OPERATOR(pg_catalog.=) 1) AND {s}.sk_log_admin())))
         OR ((p_agent OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-holds/registry'))
-            AND (p_need OPERATOR(pg_catalog.<=) 1))
-        OR EXISTS (SELECT 1 FROM {s}.sk_grants g
+            AND ((p_need OPERATOR(pg_catalog.<=) 1) OR {s}.sk_log_admin()))
+        OR ((pg_catalog."left"(p_agent, 4)
+             OPERATOR(pg_catalog.<>) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-'))
+            AND EXISTS (SELECT 1 FROM {s}.sk_grants g
                     WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
                       AND (g.perm OPERATOR(pg_catalog.>=) p_need)
-                      AND ({s}.sk_namespace(p_agent) OPERATOR(pg_catalog.~) g.pattern))
+                      AND ({s}.sk_namespace(p_agent) OPERATOR(pg_catalog.~) g.pattern)))
 $fn$;
 
 -- name: table
