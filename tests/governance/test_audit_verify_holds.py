@@ -50,10 +50,12 @@ async def test_a_purge_after_the_holds_were_deleted_is_a_problem(tmp_path: Path)
         await add_hold(store, "acme/alice", "Smith v. Acme")
         await add_hold(store, "legal/*", "regulator inquiry")
     assert await _verify(url) == []
-    # someone with write access to the file deletes the holds stream, nothing else
+    # someone with write access to the file deletes the holds stream and the store's
+    # mark of keeping holds (alone, the stream's absence makes every purge fail)
     with sqlite3.connect(path) as db:
         for table in ("sk_events", "sk_snapshots", "sk_agents"):
             db.execute(f"DELETE FROM {table} WHERE agent_id = char(1) || 'sk-holds/registry'")
+        db.execute("DELETE FROM sk_meta WHERE key = 'marker:legal-holds'")
     assert await _purge_all(url) == ["acme/alice", "acme/bob", "legal/case-7"]
     problems = await _verify(url)
     assert len(problems) == 2, problems
