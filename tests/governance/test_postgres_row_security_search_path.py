@@ -130,3 +130,38 @@ async def test_a_tenant_role_cannot_move_the_audit_head_back_through_its_own_ope
         report = await AuditLog(owner.backend, KEYRING).verify()
         assert report.ok, report.problems
         assert report.entries == 3
+
+
+async def test_a_tenant_role_cannot_append_without_the_feeds_lock(
+    setup: tuple[str, str, str],
+) -> None:
+    """The feed passes a position only once every append holding its lock has ended:
+    an append made without it (the role's own no-op lock function found first) could
+    commit behind the subscribers, its event never delivered to anyone."""
+    import psycopg
+
+    schema, role, own = setup
+    policy = parse_policy(POLICY_TEXT)
+    async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+        await owner.save("globex/eu/g1", {"n": 1})
+    await enforce_in_postgres(POSTGRES_DSN, schema, policy, roles={"bob": role})
+    _pg(f'CREATE SCHEMA "{own}" AUTHORIZATION "{role}"')
+    s = f'"{schema}"'
+    with psycopg.connect(_as(role)) as conn, psycopg.connect(POSTGRES_DSN) as watcher:
+        conn.execute(
+            f'CREATE FUNCTION "{own}".pg_advisory_xact_lock_shared(integer, integer) '
+            "RETURNS void LANGUAGE plpgsql AS $$BEGIN END$$"
+        )
+        conn.execute(f'SET search_path = "{own}", pg_catalog')
+        conn.execute(
+            f"INSERT INTO {s}.sk_events (agent_id, seq, kind, ts, payload, checksum)"
+            " VALUES ('globex/eu/g2', 1, 'x', 0, '\\x00', '\\x00')"
+        )  # its own namespace; the transaction stays open
+        pid = conn.info.backend_pid
+        held = watcher.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 23117"
+            " AND objsubid = 2 AND granted AND pid = %s",
+            (pid,),
+        ).fetchone()
+        conn.rollback()
+    assert held == (1,)
