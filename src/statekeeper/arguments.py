@@ -131,10 +131,21 @@ def check_agent_id(agent_id: object, argument: str = "agent_id") -> str:
 
 def id_shape_problem(agent_id: str, argument: str = "agent_id") -> str | None:
     """Why ``agent_id`` is not a *normal* id (:func:`check_new_agent_id`), or None."""
-    if "." not in agent_id and "//" not in agent_id and agent_id[0] != "/" != agent_id[-1]:
+    if (
+        "." not in agent_id
+        and "//" not in agent_id
+        and agent_id[0] != "/" != agent_id[-1]
+        and agent_id[0] != "\x01"
+    ):
         return None  # (the common case: four scans, no split)
     parts = agent_id.split("/")
-    if any(not part for part in parts):
+    if agent_id[0] == "\x01":
+        why = (
+            "it starts with '\\x01', which marks the store's own streams (the audit log, "
+            "the legal holds): such an agent would be left out of listings, the change "
+            "feed, verify, export and retention"
+        )
+    elif any(not part for part in parts):
         why = "it has an empty segment (leading, trailing or '//')"
     elif any(part in (".", "..") for part in parts):
         why = "it has a '.' or '..' segment (an id is not a path: nothing resolves it)"

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Capability
+from .audit_holds import HoldChecks
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -102,6 +103,7 @@ class StoreChecks:
 
     __slots__ = (
         "agents",
+        "holds",
         "restore_times",
         "restores",
         "started",
@@ -120,6 +122,7 @@ class StoreChecks:
         self.restore_times: dict[int, float] = {}  # restore entry seq -> its time
         self.started: float | None = None  # the time of the log's first entry
         self.unchecked: Counter[str] = Counter()
+        self.holds = HoldChecks()  # no purge of an agent a hold in force covers
 
     def see(self, entry: AuditEntry) -> None:
         detail = entry.detail
@@ -129,6 +132,7 @@ class StoreChecks:
         if type(voided) is int:
             self.voided.add(voided)
             return
+        self.holds.see(entry)
         if entry.operation == "restore" and entry.outcome == "ok":
             self.restores.append(entry.seq)
             self.restore_times[entry.seq] = entry.time
@@ -200,6 +204,7 @@ class StoreChecks:
                 if s.op in _SNAPSHOTS:
                     await self._snapshot(backend, agent, s, later, unapplied, problems)
         await self._unlogged_leases(backend, problems)
+        problems.extend(self.holds.problems(self.voided))
         return unapplied, problems
 
     def _forget(self, agent: str, s: _Seen, unapplied: list[str]) -> None:

@@ -46,7 +46,7 @@ from ..arguments import HOLDS_STREAM
 from ..backends.base import Capability
 from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
 from ..records import AppendRequest, RawEvent
-from ..store.holds import HOLD_ADD, HOLD_REMOVE, Hold, check_pattern, find_hold
+from ..store.holds import HOLD_ADD, HOLD_REMOVE, HOLDS_MARKER, Hold, check_pattern, find_hold
 from ..store.holds import list_holds as _in_force
 from ..store.holds import read_holds as _read
 from ..store.namespaced import NamespacedStateStore
@@ -250,3 +250,7 @@ async def _append(
             check_tag=backend.compares_head_tag,
         )
     )
+    # once a record is committed (never before: a store marked without one would refuse
+    # every purge), the store says it keeps holds, so that losing them all is seen
+    if await backend.read_marker(HOLDS_MARKER) is False:
+        await backend.set_marker(HOLDS_MARKER)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .store import StateStore
 
 __all__ = [
+    "HOLDS_MARKER",
     "HOLD_ADD",
     "HOLD_REMOVE",
     "Hold",
@@ -36,6 +37,10 @@ __all__ = [
 #: the record types of the holds stream: a hold placed, a hold released
 HOLD_ADD = "hold.add"
 HOLD_REMOVE = "hold.remove"
+#: the store-level marker set once the holds stream's first record is committed: a
+#: store that has it and no holds stream lost its holds (the stream deleted whole,
+#: rows removed from the database), which every purge then refuses to take as "none"
+HOLDS_MARKER = "legal-holds"
 _PAGE = 500
 
 
@@ -94,6 +99,15 @@ async def list_holds(store: StateStore) -> tuple[Hold, ...]:
     backend = store.backend
     seq, tag = await backend.head_tag(HOLDS_STREAM)
     if seq == 0:
+        if await backend.read_marker(HOLDS_MARKER):
+            raise IntegrityError(
+                HOLDS_STREAM,
+                0,
+                "the legal holds are missing: the store is marked as keeping them (set "
+                "with their first record), so their records were deleted; every purge is "
+                "refused until they are placed again ('statekeeper hold add', from the "
+                "audit log's hold entries or a backup)",
+            )
         return ()
     try:
         known = _READ.get(backend)

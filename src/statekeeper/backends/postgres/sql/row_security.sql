@@ -15,12 +15,23 @@ ALTER TABLE {s}.sk_grants ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_own_grants ON {s}.sk_grants;
 CREATE POLICY sk_own_grants ON {s}.sk_grants FOR SELECT USING (db_role = current_user);
 
+-- The bodies of the functions the policies call name every operator and function by
+-- its schema (pg_catalog): a SQL function's body is parsed when it runs, with the
+-- search_path of the session running it, so a role that may create objects in some
+-- schema (PostgreSQL 14 and older let every role create in "public") and puts it first
+-- (SET search_path = own, pg_catalog) would otherwise have its own "~" or "=" decide
+-- what it may read. (Not "SET search_path" on the functions: that would stop the
+-- planner from inlining them into every row's check.)
+
 -- an agent id's namespace: the part before its last '/' ('' for none), as in Python
 CREATE OR REPLACE FUNCTION {s}.sk_namespace(p_agent text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN length(p_agent) - strpos(reverse(p_agent), '/') > 0
-                 AND strpos(reverse(p_agent), '/') > 0
-           THEN left(p_agent, length(p_agent) - strpos(reverse(p_agent), '/'))
+    SELECT CASE WHEN ((pg_catalog.length(p_agent)
+                       OPERATOR(pg_catalog.-) pg_catalog.strpos(pg_catalog.reverse(p_agent), '/'))
+                      OPERATOR(pg_catalog.>) 0)
+                 AND (pg_catalog.strpos(pg_catalog.reverse(p_agent), '/') OPERATOR(pg_catalog.>) 0)
+           THEN pg_catalog."left"(p_agent, pg_catalog.length(p_agent)
+                       OPERATOR(pg_catalog.-) pg_catalog.strpos(pg_catalog.reverse(p_agent), '/'))
            ELSE '' END
 $fn$;
 
@@ -30,23 +41,30 @@ $fn$;
 -- log), no other
 CREATE OR REPLACE FUNCTION {s}.sk_log_admin() RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT has_table_privilege(current_user, '{s}.sk_feed_floor', 'UPDATE')
+    SELECT pg_catalog.has_table_privilege(current_user, '{s}.sk_feed_floor', 'UPDATE')
 $fn$;
 
 -- may the current role do p_need (1 read, 2 write) on p_agent? The audit log (a stream
 -- of statekeeper's own) is appendable by every role, never deletable, and read only by
 -- a log admin (every tenant's entries are in it; a writer chains on the head's link
 -- alone: the block audit_head); the legal holds (statekeeper.governance.holds) readable
--- by every role (each purge checks them), changed only by a role whose grants cover
--- them (admin on everything).
+-- by every role (each purge checks them), changed only by a log admin (admin on
+-- everything). The grants apply to agents only: statekeeper's own streams
+-- (chr(1) || 'sk-...') are in namespaces such as chr(1) || 'sk-audit', which a pattern
+-- of one segment ('*') matches as it matches 'acme'.
 CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT (p_agent = chr(1) || 'sk-audit/log'
-            AND (p_need = 2 OR (p_need = 1 AND {s}.sk_log_admin())))
-        OR (p_agent = chr(1) || 'sk-holds/registry' AND p_need <= 1)
-        OR EXISTS (SELECT 1 FROM {s}.sk_grants g
-                    WHERE g.db_role = current_user AND g.perm >= p_need
-                      AND {s}.sk_namespace(p_agent) ~ g.pattern)
+    SELECT ((p_agent OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-audit/log'))
+            AND ((p_need OPERATOR(pg_catalog.=) 2)
+                 OR ((p_need OPERATOR(pg_catalog.=) 1) AND {s}.sk_log_admin())))
+        OR ((p_agent OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-holds/registry'))
+            AND ((p_need OPERATOR(pg_catalog.<=) 1) OR {s}.sk_log_admin()))
+        OR ((pg_catalog."left"(p_agent, 4)
+             OPERATOR(pg_catalog.<>) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-'))
+            AND EXISTS (SELECT 1 FROM {s}.sk_grants g
+                    WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
+                      AND (g.perm OPERATOR(pg_catalog.>=) p_need)
+                      AND ({s}.sk_namespace(p_agent) OPERATOR(pg_catalog.~) g.pattern)))
 $fn$;
 
 -- name: table
@@ -71,6 +89,13 @@ CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
 GRANT USAGE ON SCHEMA {s} TO {r};
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {r};
 REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
+-- an event's feed position is the sequence's (the column's default), never a role's:
+-- one event of its own moved far ahead would carry every subscriber past the events
+-- of every other namespace written after it (skipped, silently), one moved back would
+-- be delivered again or never. statekeeper writes every other column, never this one.
+REVOKE INSERT, UPDATE ON {s}.sk_events FROM {r};
+GRANT INSERT (agent_id, seq, kind, ts, payload, checksum),
+      UPDATE (agent_id, seq, kind, ts, payload, checksum) ON {s}.sk_events TO {r};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
 
@@ -85,8 +110,9 @@ CREATE POLICY sk_read ON {s}.sk_agents FOR SELECT
 DROP POLICY IF EXISTS sk_update ON {s}.sk_agents;
 CREATE POLICY sk_update ON {s}.sk_agents FOR UPDATE
     USING ({s}.sk_allowed(agent_id, 2)) WITH CHECK ({s}.sk_allowed(agent_id, 2));
+-- (its search_path is set: a role's own "<" or "=" must not decide it)
 CREATE OR REPLACE FUNCTION {s}.sk_audit_head_forward() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF (NEW.agent_id IS DISTINCT FROM OLD.agent_id OR NEW.head_seq < OLD.head_seq)
        AND NOT {s}.sk_log_admin() THEN

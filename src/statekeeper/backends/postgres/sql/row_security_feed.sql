@@ -6,6 +6,18 @@
 -- namespace ('**'), as the store itself requires for trim_feed.
 
 -- name: setup
+-- the appends' feed lock (sql/feed.sql), its calls named in pg_catalog: the trigger runs
+-- in the session of the role that appends, with its search_path, and a role's own
+-- pg_advisory_xact_lock_shared found first (a no-op) would let its appends commit
+-- behind the feed's safe frontier: their events passed over by every subscriber
+CREATE OR REPLACE FUNCTION {s}.sk_feed_mark() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(23117, pg_catalog.hashtext(
+        'statekeeper-feed:' OPERATOR(pg_catalog.||) TG_TABLE_SCHEMA));
+    RETURN NULL;
+END
+$fn$;
 ALTER TABLE {s}.sk_feed_floor ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_read ON {s}.sk_feed_floor;
 CREATE POLICY sk_read ON {s}.sk_feed_floor FOR SELECT USING (true);
