@@ -121,7 +121,7 @@ async def test_a_lease_token_that_is_not_one_is_refused(token: object, tmp_path:
     async with StateStore(into) as store:
         await store.save("other", {"n": 0})
     text = "".join(json.dumps(x) + "\n" for x in edited).encode()
-    with pytest.raises(ConfigurationError, match="lease_token .* is not a fencing token"):
+    with pytest.raises(ConfigurationError, match=r"lease_token .* is not a fencing token"):
         await import_agents(into, io.BytesIO(text))
     async with StateStore(into) as store:
         assert await store.head("a") == 0  # nothing imported
