@@ -20,7 +20,6 @@ import uuid
 from pathlib import Path
 
 import _common  # noqa: F401  (the statekeeper measured: PYTHONPATH's, else this checkout's)
-
 from statekeeper import StateStore
 from statekeeper.cli.transfer import export_agents, import_agents
 from statekeeper.governance.backup import BackupKey, backup, restore
