@@ -42,7 +42,7 @@ def test_an_export_of_an_encrypted_store_is_owner_only(tmp_path: Path) -> None:
     assert b"s3cr3t" in out.read_bytes()  # decrypted...
     assert _private(out), oct(out.stat().st_mode)  # ...so readable by its owner only
     header = json.loads(out.read_bytes().splitlines()[0])
-    assert header["encrypted"] is True and header["version"] == 2
+    assert header["encrypted"] is True and header["version"] == 3
 
 
 def test_an_export_of_a_plain_store_says_nothing_of_encryption(tmp_path: Path) -> None:

@@ -317,7 +317,7 @@ def test_import_reads_a_version_1_file_written_before_the_completion_line(
     lines = [
         json.loads(line) for line in sk_in_process("export", "--db", source).stdout.splitlines()
     ]
-    assert lines[0]["version"] == 2 and "complete" in lines[-1]
+    assert lines[0]["version"] == 3 and "complete" in lines[-1]
     old = [{**lines[0], "version": 1}, *lines[1:-1]]  # as version 1 wrote it
     file = tmp_path / "v1.jsonl"
     file.write_text("".join(json.dumps(line) + "\n" for line in old))

@@ -981,6 +981,18 @@ class Backend(abc.ABC):
         default refuses."""
         raise CapabilityUnsupported(self.name, Capability.LEASE_LIST.value)
 
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        """Raise each agent's fencing token to at least the one given, as a lease nobody
+        holds: the newest token another store granted the agent, carried by an
+        export/import or a backup/restore, so the next grant here is greater than every
+        token the source ever granted. A stored token at or above it is left alone (a
+        token never goes back); a lease held under a lower one is released (its writes
+        are refused from then on). Engines without leases do nothing; one with leases
+        that does not carry them refuses (:class:`~statekeeper.errors.CapabilityUnsupported`)
+        rather than let its tokens start again below the source's."""
+        if self.supports_leases and tokens:
+            raise CapabilityUnsupported(self.name, "carrying lease tokens")
+
     def refuse_fence(self, request: AppendRequest) -> None:
         """For engines without leases: refuse a fenced append rather than store it
         unchecked."""

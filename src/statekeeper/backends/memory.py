@@ -3,7 +3,8 @@
 Nothing survives the process. Appends are atomic with respect to the event loop (no
 ``await`` happens between the head check and the write). Leases expire on ``clock``
 (the process's wall clock by default); a fenced append checks its token in the same
-atomic step.
+atomic step. Over 600 lines because it is the reference engine: the whole contract,
+every call of it, in one class.
 """
 
 from __future__ import annotations
@@ -585,6 +586,13 @@ class MemoryBackend(Backend):
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check()
         return self._leases.get(agent_id)
+
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        self._check()
+        for agent_id, token in tokens:
+            current = self._leases.get(agent_id)
+            if current is None or current.token < token:
+                self._leases[agent_id] = LeaseInfo(agent_id, None, token, 0.0)
 
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         self._check()

@@ -11,6 +11,7 @@ backend's ``clock``.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LeaseHeld, LeaseLost
@@ -93,6 +94,19 @@ class SQLiteLeases(SQLitePart):
             " token = excluded.token, expires_at = excluded.expires_at",
             (agent_id, lease.holder, lease.token, now + lease.ttl),
         )
+
+    def _carry_sync(self, tokens: Sequence[tuple[str, int]]) -> None:
+        with self._writing() as conn:
+            conn.executemany(
+                "INSERT INTO sk_leases(agent_id, holder, token, expires_at) VALUES (?, NULL, ?, 0)"
+                " ON CONFLICT(agent_id) DO UPDATE SET holder = NULL, token = excluded.token,"
+                " expires_at = 0 WHERE sk_leases.token < excluded.token",
+                list(tokens),
+            )
+
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        if tokens:
+            await self._write(self._carry_sync, list(tokens))
 
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         with translated(self.path):

@@ -785,6 +785,9 @@ class TieredBackend(Backend):
         self._check_open()
         return await self.durable.get_lease(agent_id)
 
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        await self.durable.carry_lease_tokens(tokens)
+
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         self._check_open()
         return await self.durable.list_leases(after, limit)

@@ -18,6 +18,12 @@ itself and stored as if it were the source's. ``import`` refuses a file whose li
 not digest to it, before anything is written. It detects damage, not a forger (who
 can digest an edited file again: keep an export where only you can write it). A
 completion line without it (an export written before it existed) is read as before.
+
+Version 3 end lines may carry ``"lease_token"``: the agent's newest fencing token at
+the source (see :mod:`.transfer`). An older reader would import the file dropping
+them, the target handing out tokens the source already granted, with nothing said:
+the version tells it the file is not one it reads. Versions 1 and 2 (no tokens) are
+read as before: the target's tokens then start as they do for a new agent.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ from ..errors import ConfigurationError
 __all__ = ["FORMAT", "VERSION", "Ending", "Sealed", "completion_line", "header_line"]
 
 FORMAT = "statekeeper-export"
-VERSION = 2
-_READABLE = (1, 2)
+VERSION = 3
+_READABLE = (1, 2, 3)
 
 
 def header_line(exported_at: str, *, encrypted: bool = False) -> dict[str, Any]:

@@ -32,6 +32,12 @@ class ImportedAgent:
     base: Snapshot | None = None
 
     @property
+    def lease_token(self) -> int:
+        """The newest fencing token the source granted the agent (0: none said)."""
+        token = (self.end or {}).get("lease_token", 0)
+        return token if type(token) is int else 0
+
+    @property
     def base_seq(self) -> int:
         return self.base.seq if self.base is not None else 0
 
@@ -90,6 +96,12 @@ def parse_lines(
                     f"line {number}: agent {current.agent_id!r} ends at seq {line.get('seq')!r}"
                     f" but has {len(current.events)} event(s)"
                     + (f" after its base at seq {current.base_seq}" if current.base else "")
+                )
+            token = line.get("lease_token", 1)
+            if type(token) is not int or token < 1:
+                raise ConfigurationError(
+                    f"line {number}: agent {current.agent_id!r}: lease_token {token!r}"
+                    " is not a fencing token (an int >= 1)"
                 )
             current.end = line
             current = None

@@ -5,7 +5,10 @@ The file: a header line ``{"format": "statekeeper-export", "version": 1, ...}``,
 per agent one line per event, oldest first — ``{"agent_id", "seq", "type", "ts",
 "info", "ops", "fsm", "actor", "key", "v"}`` (``ts`` is the event's timestamp in epoch
 seconds, ``ops`` its JSON Patch, ``fsm`` the state it moved the machine to) — and an
-``{"end": agent_id, "seq", "state", "schema_version"}`` line with the head; the file
+``{"end": agent_id, "seq", "state", "schema_version"}`` line with the head (version 3:
+and ``"lease_token"``, the agent's newest fencing token, when it ever had a lease;
+``import`` raises the target's token to it before it writes any agent, so the
+target's next grant is greater than every token the source granted); the file
 ends with a completion line (:mod:`.export_file`: a cut-short file is refused). An agent
 retention compacted (``keep_last``: its history before a base snapshot is gone)
 starts with a ``{"base": agent_id, "seq", "state", "data", "schema_version",
@@ -159,6 +162,9 @@ async def export_agents(
             "state": snap.fsm_state,
             "schema_version": snap.schema_version,
         }
+        token = await _lease_token(store, agent_id)
+        if token:  # the newest fencing token, for the target's next grant to pass it
+            end["lease_token"] = token
         sealed.write(dumps(end) + b"\n")
         held.agent(agent_id)
         agents += 1
@@ -168,6 +174,17 @@ async def export_agents(
         sealed.write(dumps(line) + b"\n")
     sealed.write(dumps(completion_line(agents, events, sealed.digest())) + b"\n")
     return agents, events, forgotten
+
+
+async def _lease_token(store: StateStore, agent_id: str) -> int:
+    """The agent's newest fencing token (0: it never had a lease, or the engine has
+    none)."""
+    from ..store.namespaced import stored_id
+
+    if not store.backend.supports_leases:
+        return 0
+    lease = await store.backend.get_lease(stored_id(store, agent_id))
+    return lease.token if lease is not None else 0
 
 
 async def _write(store: StateStore, agent: _Agent, stamp: list[float], stored: int) -> None:
@@ -366,6 +383,11 @@ async def import_agents(
         placed = await place_holds(store, holds, f"export {getattr(source, 'name', 'stdin')}")
         if holds_placed is not None:
             holds_placed.extend(placed)
+        # the source's newest fencing tokens next, before the agents: the target's next
+        # grant passes every token the source granted (a moved lease is not held)
+        await store.backend.carry_lease_tokens(
+            [(stored_id(store, a.agent_id), a.lease_token) for a, _ in todo if a.lease_token]
+        )
         task = progress.add_task("import", total=len(todo)) if progress is not None else None
         events = 0
         if todo and header.encrypted and not store.codec.encrypted:

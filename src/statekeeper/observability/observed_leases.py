@@ -4,6 +4,7 @@ own module so that each stays small."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..records import LeaseInfo
@@ -57,3 +58,6 @@ class LeaseCalls:
             "list_leases", None, self.inner.list_leases, after, limit
         )
         return leases
+
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        await self._obs.call("carry_lease_tokens", None, self.inner.carry_lease_tokens, tokens)

@@ -250,6 +250,26 @@ class LeaseConformance(Contract):
             await backend.append(fenced("a", 0, ("w1", tokens[0])))
         assert await backend.append(fenced("a", 0, after.fence)) == AppendResult("a", 1, 1)
 
+    async def test_a_carried_token_raises_never_lowers_and_is_not_held(
+        self, leasing: Backend
+    ) -> None:
+        # what import and restore do before they write the agents (carry_lease_tokens)
+        backend = leasing
+        held = await backend.acquire_lease("held", "w1", 30.0)  # token 1, held
+        for _ in range(5):
+            high = await backend.acquire_lease("high", "w1", 30.0)  # token 5
+        await backend.carry_lease_tokens([("new", 4), ("held", 3), ("high", 2)])
+        new = await backend.get_lease("new")
+        assert new is not None and (new.holder, new.token) == (None, 4)
+        raised = await backend.get_lease("held")
+        assert raised is not None and (raised.holder, raised.token) == (None, 3)
+        with pytest.raises(LeaseLost):  # the lease held under a lower token is gone
+            await backend.append(fenced("held", 0, held.fence))
+        assert await backend.get_lease("high") == high  # above it: left alone
+        assert (await backend.acquire_lease("new", "w1", 30.0)).token == 5
+        assert (await backend.acquire_lease("held", "w2", 30.0)).token == 4
+        await backend.carry_lease_tokens([])
+
     async def test_concurrent_acquires_have_one_winner(self, leasing: Backend) -> None:
         backend = leasing
         results = await asyncio.gather(

@@ -3,6 +3,7 @@ server's clock, tokens that only grow. A mixin of :class:`~.backend.PostgresBack
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import (
@@ -94,6 +95,19 @@ class Leases(PostgresPart):
             return row
 
         return await self._retrying("lease_release", op) is not None
+
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        self._check_can_write()
+        if not tokens:
+            return
+        query = self._sql["lease_carry"]
+        params = {"agents": [a for a, _ in tokens], "tokens": [t for _, t in tokens]}
+
+        async def op() -> None:
+            async with self._connection() as conn:
+                await conn.execute(query, params)
+
+        await self._retrying("lease_carry", op)
 
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         self._check_open()

@@ -203,6 +203,7 @@ SCRIPTS = (
     "lease_acquire",
     "lease_renew",
     "lease_release",
+    "lease_carry",
     "rewrite",
     "set_ttl",
     "hold_sync",
@@ -381,6 +382,7 @@ class RedisBackend(Backend):
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))
+        self._carry_script = register(lua("lease_carry"))
         self._closed = False
         self._reconnect = Reconnecting(
             engine="redis",
@@ -1405,6 +1407,21 @@ class RedisBackend(Backend):
             )
 
         return bool(await self._retrying("release_lease", op))
+
+    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
+        self._check_can_write()
+
+        async def one(agent_id: str, token: int) -> None:
+            key = self._lease_key(agent_id)
+
+            async def op() -> Any:
+                return await self._write(agent_id, self._carry_script, [key], [str(token)])
+
+            await self._retrying("carry_lease_tokens", op)
+
+        # each lease its own key (its own shard): one script per agent, 64 at a time
+        for start in range(0, len(tokens), 64):
+            await asyncio.gather(*(one(a, t) for a, t in tokens[start : start + 64]))
 
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check_open()

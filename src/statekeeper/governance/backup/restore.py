@@ -100,6 +100,7 @@ from .filecopy import copy_folder, opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, VERSION, BackupKey, FrameReader
 from .imagecheck import check_image
 from .imagewrite import write_image
+from .leasetokens import carry_leases
 from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
@@ -510,6 +511,7 @@ async def restore(
                 " them and restore the others (--skip-existing; skip_existing=True)"
             )
         _check_target_takes(store, plans, tags)
+        await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
         if holds:  # placed before the agents they protect are written
             carried = await carry_holds(store, holds, ids[-1], given)
         written = await write_image(store, parts, plans, tags)

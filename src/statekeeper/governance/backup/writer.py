@@ -62,6 +62,7 @@ from .fileformat import (
     FrameWriter,
     Header,
 )
+from .leasetokens import sealed_leases, sealing_leases
 from .location import Location, named_as_given
 from .nsholds import namespace_holds, sealed_holds, sealing_holds
 from .pagedelta import page_layout, since_parent, write_page_delta
@@ -171,7 +172,12 @@ async def backup(
     """
     # (reading them is not using them); a namespace's backup lists the holds on it in
     # its manifest (.nsholds)
-    with store.backend.in_place(), sealing_holds(await namespace_holds(store)):
+    # and every manifest lists the agents' newest fencing tokens (.leasetokens)
+    with (
+        store.backend.in_place(),
+        sealing_holds(await namespace_holds(store)),
+        sealing_leases(store),
+    ):
         return await _backup(store, to, key, since, chunk_bytes, progress, audit, overwrite)
 
 
@@ -382,6 +388,7 @@ async def _backup(
             "streams": streams,
             "deleted": deleted,
             **sealed_holds(),
+            **(await sealed_leases()),
         }
         await asyncio.to_thread(writer.finish, manifest)
         written = writer.offset
@@ -531,6 +538,7 @@ async def _finish_whole(
         "namespace": namespace,
         **body,
         **sealed_holds(),
+        **(await sealed_leases()),
     }
     await asyncio.to_thread(writer.finish, manifest)
 

@@ -40,6 +40,11 @@ SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s
 -- no row back when another holder's lease runs or the token moved on
 INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) VALUES (%(agent)s, %(holder)s, %(token)s, extract(epoch FROM clock_timestamp()) + %(ttl)s) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at WHERE l.token = %(token)s - 1 AND (l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp())) RETURNING token
 
+-- name: lease_carry
+-- a token carried from another store (Backend.carry_lease_tokens): the row raised to
+-- it, nobody holding it; a row already at or above it is left alone
+INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) SELECT a, NULL, t, 0 FROM unnest(%(agents)s::text[], %(tokens)s::bigint[]) AS u(a, t) ON CONFLICT (agent_id) DO UPDATE SET holder = NULL, token = EXCLUDED.token, expires_at = 0 WHERE l.token < EXCLUDED.token
+
 -- name: lease_list
 SELECT agent_id, holder, token, expires_at FROM {s}.sk_leases WHERE agent_id > %(after)s ORDER BY agent_id LIMIT %(limit)s
 
