@@ -43,10 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from ...arguments import AUDIT_STREAM, INTERNAL_PREFIX
+from ...arguments import INTERNAL_PREFIX
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
-from ..hooks import AuditSink, GovernanceEvent, emit, require_namespace, store_sink
+from ..hooks import AuditSink, require_namespace
+from .audited import audit_backup
 from .filecopy import copy_folder, copy_of, write_copy, write_pages
 from .fileformat import (
     FILE_IMAGES,
@@ -260,7 +261,7 @@ async def _backup(
                 started,
                 None if parent is None or parent_pages is None else (parent, parent_pages),
             )
-            await _audit_backup(store, audit, result)
+            await audit_backup(store, audit, result)
             return result
     if parent is not None:
         previous = parent.streams
@@ -280,7 +281,7 @@ async def _backup(
                     progress,
                     started,
                 )
-                await _audit_backup(store, audit, result)
+                await audit_backup(store, audit, result)
                 return result
         if backend.copies_out:  # else no target opened: the row path below
             header = Header.new(backup_id, None, key, created, VERSION_COPY)
@@ -288,7 +289,7 @@ async def _backup(
                 backend, namespace, location, header, key, chunk_bytes, progress, started
             )
             if copied is not None:
-                await _audit_backup(store, audit, copied)
+                await audit_backup(store, audit, copied)
                 return copied
     heads = await list_heads(backend, namespace + "/" if namespace else "")
     header = Header.new(backup_id, parent_id, key, created)
@@ -409,30 +410,8 @@ async def _backup(
         len(inner),
         inner,
     )
-    await _audit_backup(store, audit, result)
+    await audit_backup(store, audit, result)
     return result
-
-
-async def _audit_backup(store: StateStore, given: AuditSink | None, result: BackupResult) -> None:
-    """Record the backup in ``given``, else the store's audit log (a whole store's
-    backup copied it when there is one: known without another read)."""
-    whole = not isinstance(store, NamespacedStateStore)
-    kept = AUDIT_STREAM in result.internal_streams if whole else None
-    await emit(
-        await store_sink(store, given, kept=kept),
-        GovernanceEvent(
-            "backup",
-            None,
-            "ok",
-            details={
-                "backup_id": result.backup_id,
-                "parent": result.parent,
-                "agents": result.agents,
-                "events": result.events,
-                "location": result.location,
-            },
-        ),
-    )
 
 
 class _NoCopy(StatekeeperError):
