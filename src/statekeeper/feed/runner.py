@@ -47,6 +47,7 @@ from ..errors import (
     ProjectionError,
     ProjectionFailed,
     ProjectionNeedsHistory,
+    StatekeeperError,
     UnknownProjection,
 )
 from ..records import FeedEvent
@@ -114,8 +115,9 @@ class ProjectionStatus:
         return max(0, self.head - self.position)
 
 
-class _Reset(Exception):
-    """The stored position went back under a follower (a rebuild reset it)."""
+class _Reset(StatekeeperError):
+    """The stored position went back under a follower (a rebuild reset it): control
+    flow inside the runner, never raised to a caller."""
 
     applied = 0
 
