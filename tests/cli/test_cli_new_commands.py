@@ -90,6 +90,43 @@ def test_diff_is_coloured_on_a_colour_terminal(tmp_path: Path) -> None:
     assert "\x1b[32m" in result.stdout  # green addition
 
 
+def test_diff_of_the_first_event_shows_the_creation(tmp_path: Path) -> None:
+    """``--to 1`` (and ``diff AGENT`` of a one-event agent) compares with the state
+    before the agent existed, not seq 1 with itself ("no difference: x@1 = x@1")."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    populate(url)
+    store = SyncStateStore(url)
+    try:
+        store.save("solo", {"n": 1})
+    finally:
+        store.close()
+    for args in (["alpha", "--to", "1"], ["solo"]):
+        result = sk_in_process("diff", *args, "--db", url, "--exit-code")
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert "no difference" not in result.stdout
+        assert f"--- {args[0]}@0 (did not exist)" in result.stdout
+        assert f"+++ {args[0]}@1" in result.stdout
+    assert (
+        '+    "task": "research"' in sk_in_process("diff", "alpha", "--to", "1", "--db", url).stdout
+    )
+    doc = json.loads(sk_in_process("diff", "solo", "--db", url, "--json").stdout)
+    assert doc["from"] == {"agent_id": "solo", "seq": 0, "state": None, "data": None}
+    assert doc["to"]["seq"] == 1 and doc["to"]["data"] == {"n": 1}
+    assert doc["same"] is False
+    assert doc["ops"] == [
+        {"op": "add", "path": "", "value": {"state": doc["to"]["state"], "data": {"n": 1}}}
+    ]
+    # --to alone: --from defaults to the seq before it
+    two = json.loads(sk_in_process("diff", "alpha", "--to", "3", "--db", url, "--json").stdout)
+    assert (two["from"]["seq"], two["to"]["seq"]) == (2, 3)
+
+
+def test_diff_help_says_the_real_defaults() -> None:
+    out = " ".join(sk_in_process("diff", "--help").stdout.split())
+    assert "head-1" not in out
+    assert "--to minus 1" in out
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

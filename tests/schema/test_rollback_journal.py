@@ -3,6 +3,7 @@ run: the journal's own run stays resumable, finalizable and rollbackable."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -96,3 +97,26 @@ def test_cli_rollback_of_the_journals_run_by_id_marks_the_journal(tmp_path: Path
     assert record is not None and record.rolled_back
     refused = _cli("--db", url, "migrate", "--finalize", *app)
     assert refused.returncode != 0 and "rolled back" in refused.stderr
+
+
+def test_cli_rollback_of_a_run_that_migrated_nothing_says_so(tmp_path: Path) -> None:
+    """Every agent already at the target: the run migrated none, and its rollback
+    restores none. ``--json`` said ``"target": 0`` (no such version); now ``null``
+    and the text says there was nothing to roll back."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    journal = str(tmp_path / "j.json")
+
+    async def at_v2() -> None:
+        async with StateStore(url) as store:
+            await TypedStates(store, apps.support_v2).create("x", apps.SupportV2(customer="c"))
+
+    asyncio.run(at_v2())
+    args = ["--db", url, "migrate", "--app", "tests.schema.apps:v2", "--journal", journal]
+    assert _cli(*args).returncode == 0
+    back = _cli(*args, "--rollback", "--json")
+    assert back.returncode == 0, back.stderr
+    out = json.loads(back.stdout)
+    assert (out["action"], out["changed"], out["target"]) == ("rollback", 0, None)
+    text = _cli(*args, "--rollback")
+    assert text.returncode == 0, text.stderr
+    assert "nothing to roll back" in text.stdout

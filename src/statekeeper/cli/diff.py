@@ -1,7 +1,9 @@
 """``statekeeper diff``: what changed in an agent's state between two seqs, or how two
 agents' states differ, as a coloured diff of the JSON documents.
 
-* ``diff AGENT`` — the last event's change (``--from`` head-1 ``--to`` head);
+* ``diff AGENT [--to SEQ]`` — what event ``--to`` (default the head) changed: ``--from``
+  defaults to ``--to`` minus 1, and seq 0 is the agent before it existed (``null``), so
+  the diff of seq 1 shows the creation;
 * ``diff AGENT --from SEQ [--to SEQ]`` — between two points of one agent's stream;
 * ``diff AGENT OTHER [--from SEQ] [--to SEQ]`` — AGENT (at ``--from``, default its
   head) against OTHER (at ``--to``, default its head).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -51,12 +54,39 @@ async def _at(store: StateStore, agent_id: str, seq: int | None) -> Snapshot:
     return await store.load(agent_id, at_seq=seq if seq is not None else head)
 
 
-def _document(snap: Snapshot) -> dict[str, Any]:
-    return {"state": snap.fsm_state, "data": snap.data}
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """One side of the diff: an agent at a seq, or (seq 0) before it existed."""
+
+    agent_id: str
+    seq: int
+    document: dict[str, Any] | None
+
+    @property
+    def label(self) -> str:
+        tail = "" if self.document is not None else " (did not exist)"
+        return f"{self.agent_id}@{self.seq}{tail}"
+
+    def json(self) -> dict[str, Any]:
+        doc = self.document or {"state": None, "data": None}
+        return {"agent_id": self.agent_id, "seq": self.seq, **doc}
+
+    def lines(self) -> list[str]:
+        if self.document is None:
+            return []
+        return json.dumps(self.document, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
 
 
-def _label(snap: Snapshot) -> str:
-    return f"{snap.agent_id}@{snap.seq}"
+def _side(snap: Snapshot) -> _Side:
+    return _Side(snap.agent_id, snap.seq, {"state": snap.fsm_state, "data": snap.data})
+
+
+def _ops(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[Any]:
+    from .. import patch
+
+    if a is None and b is not None:  # the creation: the whole document is added
+        return [{"op": "add", "path": "", "value": b}]
+    return patch.diff(a, b)
 
 
 @app.command()
@@ -74,7 +104,10 @@ def diff(
             "--from",
             metavar="SEQ",
             min=1,
-            help="The first side's seq [default: head-1 for one agent, else the head].",
+            help=(
+                "The first side's seq [default for one agent: --to minus 1, where 0 is "
+                "before the agent existed; for two agents: AGENT's head]."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -84,7 +117,7 @@ def diff(
             "--to",
             metavar="SEQ",
             min=1,
-            help="The second side's seq [default: the head].",
+            help="The second side's seq [default: the head (of OTHER for two agents)].",
             show_default=False,
         ),
     ] = None,
@@ -99,44 +132,35 @@ def diff(
     json_out: JsonOption = False,
 ) -> None:
     """Show how an agent's state changed between two seqs, or how two agents differ."""
-    from .. import patch
-
     url = resolve_url(ctx, db)
 
-    async def go() -> tuple[Snapshot, Snapshot]:
+    async def go() -> tuple[_Side, _Side]:
         async with open_store(url, key_file=key_file) as store:
             if other is not None:
-                return await _at(store, agent, from_seq), await _at(store, other, to_seq)
+                left = await _at(store, agent, from_seq)
+                return _side(left), _side(await _at(store, other, to_seq))
             head = await store.head(agent)
             if head == 0:
                 raise AgentNotFound(agent)
-            to = to_seq if to_seq is not None else head
-            frm = from_seq if from_seq is not None else max(1, to - 1)
-            return await _at(store, agent, frm), await _at(store, agent, to)
+            right = await _at(store, agent, to_seq if to_seq is not None else head)
+            frm = from_seq if from_seq is not None else right.seq - 1
+            if frm == 0:  # the event --to is the creation: compare with nothing
+                return _Side(agent, 0, None), _side(right)
+            return _side(await _at(store, agent, frm)), _side(right)
 
     left, right = run(go())
-    a, b = _document(left), _document(right)
-    ops = patch.diff(a, b)
+    ops = _ops(left.document, right.document)
     if json_out:
-        render.print_json(
-            {
-                "from": {"agent_id": left.agent_id, "seq": left.seq, **a},
-                "to": {"agent_id": right.agent_id, "seq": right.seq, **b},
-                "same": not ops,
-                "ops": ops,
-            }
-        )
+        render.print_json({"from": left.json(), "to": right.json(), "same": not ops, "ops": ops})
     else:
         console = out_console()
-        a_lines = json.dumps(a, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-        b_lines = json.dumps(b, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
         lines = list(
             difflib.unified_diff(
-                a_lines, b_lines, _label(left), _label(right), n=context, lineterm=""
+                left.lines(), right.lines(), left.label, right.label, n=context, lineterm=""
             )
         )
         if not lines:
-            console.print(f"no difference: {escape(_label(left))} = {escape(_label(right))}")
+            console.print(f"no difference: {escape(left.label)} = {escape(right.label)}")
         for line in lines:
             text = escape(line)
             if line.startswith(("---", "+++")):

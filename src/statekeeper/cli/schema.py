@@ -137,6 +137,11 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
     console.print(f"[bold]{head}[/]")
     if report.resumed_after is not None:
         console.print(f"resumed after agent {escape(report.resumed_after)!r}")
+    if report.action == "rollback" and report.target is None and not report.failed:
+        console.print(
+            "nothing to roll back: no agent holds a migration by this run that is not "
+            "rolled back already (it migrated none, or they were restored)"
+        )
     versions = ", ".join(f"v{k}: {v:,}" for k, v in sorted(report.versions.items()))
     console.print(f"agents scanned: {report.scanned:,}" + (f" ({versions})" if versions else ""))
     console.print(f"{verb}: {report.changed:,}   unchanged: {report.unchanged:,}   "
@@ -400,11 +405,12 @@ def _print_status(report: MigrationReport) -> None:
         f"[bold]{escape(report.model)}: {agents:,} stored agent(s) by schema version"
         f" (current: {report.target})[/]"
     )
+    current = report.target if report.target is not None else 0
     for version, count in sorted(report.versions.items()):
         note = ""
-        if version < report.target:
+        if version < current:
             note = "  older: `statekeeper migrate` rewrites them"
-        elif version > report.target:
+        elif version > current:
             note = "  newer than this code"
         console.print(f"  v{version}  {count:,}{escape(note)}", soft_wrap=True)
     if report.other:

@@ -42,7 +42,9 @@ class MigrationReport:
 
     run_id: str
     model: str
-    target: int
+    #: the version migrated to; a rollback: the version restored to, None when it
+    #: restored no agent (nothing of the run left to roll back)
+    target: int | None
     action: str = "migrate"
     dry_run: bool = False
     #: agents in the store when the run started (the progress total)

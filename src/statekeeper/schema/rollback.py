@@ -140,7 +140,7 @@ async def rollback(
         raise InvalidArgument("run_id", "give the run id of the migration (or its journal)")
     run: str = run_id
     started = time.monotonic()
-    report = MigrationReport(run, schema.name, 0, action="rollback")
+    report = MigrationReport(run, schema.name, None, action="rollback")
     report.total = await store.count_agents()
     codec = store.codec
     from .migrate import apply_page, before_rewrites
