@@ -139,18 +139,16 @@ async def test_writes_during_the_seeding_are_applied_exactly_once(
         assert db.execute("SELECT count(*) FROM sk_projection_seeds").fetchone() == (0,)
 
 
-async def test_an_interrupted_seeding_resumes_and_follows_nothing_meanwhile(
-    open_store: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
-    live = tmp_path / "live.db"
-    await _trimmed(store, live)
+class Crash(Exception):
+    """The rebuild's process dying on its third page of states."""
+
+
+def _crash_on_third_page(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Seed two agents a page and make ``store.get_many`` raise :class:`Crash` on its
+    third call; returns the real ``get_many``."""
     monkeypatch.setattr(seeding, "PAGE", 2)
     get_many = store.get_many
     calls = 0
-
-    class Crash(Exception):
-        pass
 
     async def crashing(agent_ids: Sequence[str]) -> Any:
         nonlocal calls
@@ -160,6 +158,16 @@ async def test_an_interrupted_seeding_resumes_and_follows_nothing_meanwhile(
         return await get_many(agent_ids)
 
     store.get_many = crashing  # type: ignore[method-assign]
+    return get_many
+
+
+async def test_an_interrupted_seeding_resumes_and_follows_nothing_meanwhile(
+    open_store: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    live = tmp_path / "live.db"
+    await _trimmed(store, live)
+    _crash_on_third_page(store, monkeypatch)
     fresh = tmp_path / "fresh.db"
     async with ProjectionRunner(store, fresh) as runner:
         with pytest.raises(Crash):
@@ -199,20 +207,6 @@ async def test_a_live_runner_on_an_interrupted_seeding_says_it_waits_then_follow
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     live = tmp_path / "live.db"
     await _trimmed(store, live)
-    monkeypatch.setattr(seeding, "PAGE", 2)
-    get_many = store.get_many
-    calls = 0
-
-    class Crash(Exception):
-        pass
-
-    async def crashing(agent_ids: Sequence[str]) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls == 3:
-            raise Crash
-        return await get_many(agent_ids)
-
     said = asyncio.Event()
     messages: list[str] = []
 
@@ -227,7 +221,7 @@ async def test_a_live_runner_on_an_interrupted_seeding_says_it_waits_then_follow
     fresh = tmp_path / "fresh.db"
     try:
         async with ProjectionRunner(store, fresh) as runner:
-            store.get_many = crashing  # type: ignore[method-assign]
+            get_many = _crash_on_third_page(store, monkeypatch)
             with pytest.raises(Crash):
                 await runner.rebuild("agent_activity")
             store.get_many = get_many  # type: ignore[method-assign]
