@@ -227,8 +227,6 @@ def test_every_public_call_of_the_store_is_governed() -> None:
         "iter_agents": "pages through list_agents, which filters",
         "witness": "the store's own witness object",
         "snapshot_events": "a setting of the store",
-        "feed_bounds": "two positions of the change feed, no agent data",
-        "feed_cursor_bounds": "feed_bounds per shard: positions, no agent data",
     }
     public = {
         name

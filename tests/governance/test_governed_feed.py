@@ -126,3 +126,26 @@ async def test_subscriptions_are_audited_when_reads_are(as_principal: Make) -> N
     assert [(e.principal, e.outcome, e.detail) for e in started] == [
         ("alice", "ok", {"from_position": 0, "namespace": "acme"})
     ]
+
+
+async def test_the_feed_bounds_are_told_only_to_who_may_read_every_namespace(
+    as_principal: Make,
+) -> None:
+    """The head counts every tenant's events: a principal that may not read the whole
+    store is refused it (audited), on a plain store and in a namespace, rather than
+    shown a figure over agents it may not read (their write volume)."""
+    ops = await _seed(as_principal)
+    assert (await ops.feed_bounds())[1] >= 6  # may read everything: the bounds
+    assert (await ops.feed_cursor_bounds()).head.total >= 6
+    alice = as_principal("alice")  # reads acme/**
+    acme = as_principal("alice", namespace="acme")
+    for store in (alice, acme):
+        with pytest.raises(AccessDenied, match="feed_bounds") as caught:
+            await store.feed_bounds()
+        assert caught.value.principal == "alice"
+        with pytest.raises(AccessDenied, match="feed_cursor_bounds"):
+            await store.feed_cursor_bounds()
+    assert ("alice", "feed_bounds", "denied") in await _entries(ops)
+    assert ("alice", "feed_cursor_bounds", "denied") in await _entries(ops)
+    # subscribing still works for alice, from the start or a position she was given
+    assert len(await _all(alice)) == 3

@@ -163,6 +163,39 @@ async def test_holds_are_audited_need_admin_and_refusals_are_recorded() -> None:
         assert (await log.verify()).ok
 
 
+@pytest.mark.parametrize("namespace", [None, "acme"])
+async def test_a_refused_hold_of_a_namespace_names_the_pattern_not_a_made_up_agent(
+    namespace: str | None,
+) -> None:
+    """Holding (or releasing) ``globex/*`` without ``admin`` on ``globex``: the
+    refusal names the namespace and the pattern asked about — no agent ``globex/x``
+    that nobody named — in the error and in the audit log; a store opened in a
+    namespace says the same (patterns are full ids there too)."""
+    keys = ring()
+    async with StateStore("memory://", keyring=keys) as plain:
+        where = {"namespace": namespace} if namespace else {}
+        alice = StateStore(
+            plain.backend, keyring=keys, principal="alice", policy=POLICY, audit=Audit(), **where
+        )
+        for change in (add_hold, remove_hold):
+            with pytest.raises(AccessDenied) as caught:
+                await change(alice, "globex/*", "a matter")
+            message = str(caught.value)
+            assert "globex/x" not in message, message
+            assert "'globex/*'" in message and "admin on namespace 'globex'" in message
+            assert caught.value.agent_id is None and caught.value.namespace == "globex"
+        with pytest.raises(AccessDenied, match="'globex/eu/g1'"):  # an agent: named as given
+            await add_hold(alice, "globex/eu/g1", "a matter")
+        log = AuditLog(plain.backend, keys)
+        denied = [e async for e in log.entries() if e.outcome == "denied"]
+        assert [(e.operation, e.agent_id) for e in denied] == [
+            ("hold", None),
+            ("release-hold", None),
+            ("hold", "globex/eu/g1"),
+        ]
+        assert [e.detail.get("pattern") for e in denied[:2]] == ["globex/*", "globex/*"]
+
+
 async def test_a_tampered_holds_stream_fails_every_purge_instead_of_guessing(
     tmp_path: Path,
 ) -> None:

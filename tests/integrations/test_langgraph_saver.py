@@ -233,6 +233,60 @@ def test_a_bad_timing_option_is_refused_and_opens_nothing(
     assert after <= before
 
 
+_BAD_SAVER_OPTIONS = [
+    {"prefix": ""},
+    {"prefix": "lg#"},
+    {"prefix": "lg//"},
+    {"writes_wait": -0.001},
+    {"run_lease": 0},
+]
+
+
+@pytest.mark.parametrize("bad", _BAD_SAVER_OPTIONS, ids=lambda bad: "-".join(map(str, bad.items())))
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("opener", ["from_url", "afrom_url"])
+def test_a_bad_saver_option_is_refused_before_any_store_is_opened(
+    tmp_path: Any, engine: str, opener: str, bad: dict[str, Any]
+) -> None:
+    """``from_url`` / ``afrom_url`` with a saver option it refuses: the
+    ``ConfigurationError`` comes before the store is opened, so nothing is left behind —
+    no SQLite file created (nor held), no PostgreSQL schema made (nor pool left open),
+    no loop thread running."""
+    import threading
+
+    from statekeeper import ConfigurationError
+
+    from ..backends._services import fresh_url
+
+    def loop_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "statekeeper-langgraph"}
+
+    def schema_exists(schema: str) -> bool:
+        import psycopg
+
+        from ..backends._services import POSTGRES_DSN
+
+        with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
+            query = "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s"
+            return conn.execute(query, (schema,)).fetchone() is not None
+
+    async def aopen(url: str) -> None:
+        await StatekeeperSaver.afrom_url(url, **bad)
+
+    before = loop_threads()
+    with fresh_url(engine, tmp_path, "bad.db") as url:
+        with pytest.raises(ConfigurationError, match=next(iter(bad))):
+            if opener == "from_url":
+                StatekeeperSaver.from_url(url, **bad)
+            else:
+                asyncio.run(aopen(url))
+        if engine == "sqlite":
+            assert list(tmp_path.iterdir()) == []  # no file made, so none held
+        else:
+            assert not schema_exists(url.rsplit("schema=", 1)[1])
+    assert loop_threads() <= before
+
+
 async def test_an_older_checkpoint_read_again_is_not_replayed_again(api: Api) -> None:
     """Time travel reads the checkpoint it starts from more than once (``get_state``,
     then the run or ``update_state``): the second read of an older checkpoint is served

@@ -44,7 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import HOLDS_STREAM
 from ..backends.base import Capability
-from ..errors import AgentOnHold, ConflictError, InvalidArgument, RetriesExhausted
+from ..errors import (
+    AccessDenied,
+    AgentOnHold,
+    ConflictError,
+    InvalidArgument,
+    RetriesExhausted,
+)
 from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, HOLDS_MARKER, Hold, check_pattern, find_hold
 from ..store.holds import list_holds as _in_force
@@ -146,6 +152,29 @@ async def remove_hold(
     return await _change(store, pattern, reason, HOLD_REMOVE, audit)
 
 
+async def _require_admin(store: StateStore, pattern: str, operation: str) -> None:
+    """``admin`` on the held agent, or on the namespace whose agents ``NAMESPACE/*``
+    holds; a refusal (audited) names what was asked about: the agent, or the pattern
+    and its namespace."""
+    if not pattern.endswith("/*"):
+        await require(store, pattern, "admin", operation)
+        return
+    gov = getattr(store, "_governance", None)
+    policy = getattr(gov, "policy", None)
+    if gov is None or policy is None:
+        return
+    namespace, principal = pattern[:-2], gov.principal or ""
+    if policy.allows(principal, f"{namespace}/-", "admin"):  # (an agent of the namespace)
+        return
+    why = (
+        f"holding {pattern!r} needs admin on namespace {namespace!r}"
+        if policy.knows(principal)
+        else "the policy does not name it"
+    )
+    exc = AccessDenied(principal, "admin", operation, None, why, namespace=namespace)
+    await gov.refuse(exc, None, {"pattern": pattern, "namespace": namespace})
+
+
 async def _change(
     store: StateStore,
     pattern: str,
@@ -161,10 +190,7 @@ async def _change(
     if kind == HOLD_ADD and not reason:
         raise InvalidArgument("reason", "a legal hold needs a reason (the matter it is for)")
     operation = "hold" if kind == HOLD_ADD else "release-hold"
-    # admin on the agent, or on an agent of the held namespace (refusals are audited)
-    await require(
-        store, pattern[:-1] + "x" if pattern.endswith("/*") else pattern, "admin", operation
-    )
+    await _require_admin(store, pattern, operation)
     principal = getattr(getattr(store, "_governance", None), "principal", None)
     await check_keys(store, _SEALED_UNREADABLE)
     adding = kind == HOLD_ADD

@@ -46,7 +46,7 @@ from ..records import (
 )
 from . import conditional
 from .feed import FeedAccess, Subscription
-from .feed_cursor import FeedCursor
+from .feed_cursor import FeedBounds, FeedCursor
 from .store import StateStore
 
 if TYPE_CHECKING:
@@ -571,6 +571,20 @@ class GovernedStateStore(StateStore):
         self, from_position: int | FeedCursor | str, namespace: str | None, agent_prefix: str | None
     ) -> FeedAccess:
         return _FeedAccess(self._governance, namespace, agent_prefix, from_position)
+
+    async def feed_bounds(self) -> tuple[int, int]:
+        """:meth:`StateStore.feed_bounds` for a principal that may ``read`` every
+        namespace (``**``) only: positions are store-wide, so the head counts every
+        tenant's events (their write volume); anyone else is refused
+        (:class:`AccessDenied`, audited) rather than shown figures over agents it may
+        not read."""
+        await self._governance.require_namespace("", "read", "feed_bounds")
+        return await super().feed_bounds()
+
+    async def feed_cursor_bounds(self) -> FeedBounds:
+        """:meth:`StateStore.feed_cursor_bounds`, on :meth:`feed_bounds`'s terms."""
+        await self._governance.require_namespace("", "read", "feed_cursor_bounds")
+        return await super().feed_cursor_bounds()
 
     async def trim_feed(self, through: int | FeedCursor | str) -> int:
         gov = await self._allowed(None, "admin", "trim_feed")

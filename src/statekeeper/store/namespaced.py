@@ -24,7 +24,8 @@ relative before it reaches the caller (:meth:`NamespacedStateStore.relative_erro
 
 Store-wide calls with no agent id (``health``, ``stats``, ``flush``, ``close``,
 ``feed_bounds``, ``feed_cursor_bounds``, ``trim_feed``) act on the whole store, as they do without a
-namespace (a policy given with ``principal=`` still decides ``trim_feed``).
+namespace (a policy given with ``principal=`` still decides ``trim_feed``, and gives the
+feed's bounds only to a principal that may read every namespace).
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from .faults import CheckpointForkError, ThreadBusyError, ThreadNotFound
 from .loop import BoundLoop
 from .pruning import RetentionReport, _SaverPruning
 from .state import _SaverPortal as _SaverPortal  # (imported by the inspector)
+from .state import check_saver_options
 
 __all__ = [
     "CheckpointForkError",
@@ -163,6 +164,7 @@ class StatekeeperSaver(_SaverPruning):
         store. The saver closes the store it opened.
         """
         saver_opts, store_opts = _split_options(options)
+        check_saver_options(**saver_opts)  # before a store is opened (or created) for it
         portal = _SaverPortal("statekeeper-langgraph")
         try:
             store = portal.call(_make_store(url, store_opts))
@@ -188,6 +190,7 @@ class StatekeeperSaver(_SaverPruning):
         :class:`~statekeeper.errors.ConfigurationError` (they would deadlock it).
         Close it with :meth:`aclose` (or ``async with``) on that loop."""
         saver_opts, store_opts = _split_options(options)
+        check_saver_options(**saver_opts)  # before a store is opened (or created) for it
         store = await _make_store(url, store_opts)
         try:
             return cls(

@@ -46,6 +46,24 @@ def _close_at_exit(saver: Any) -> Callable[[], None]:
     return close_at_exit(saver, flush=saver._owns_store)
 
 
+def check_saver_options(
+    *, prefix: str = "lg/", writes_wait: float = 0.005, run_lease: float = 30.0, **_: Any
+) -> None:
+    """Raise :class:`ConfigurationError` naming a saver option the saver refuses
+    (``from_url`` asks before it opens a store, so a refused call leaves nothing open
+    or created)."""
+    if not prefix or "#" in prefix:
+        raise ConfigurationError("prefix must be non-empty and must not contain '#'")
+    if (problem := id_shape_problem(f"{prefix}t#0", "thread agent id")) is not None:
+        raise ConfigurationError(  # ("lg//", "../lg/": refused when a thread is created)
+            f"prefix {prefix!r} makes ids no agent may be created under: {problem}"
+        )
+    if writes_wait < 0:
+        raise ConfigurationError("writes_wait must be >= 0 seconds")
+    if run_lease <= 0:
+        raise ConfigurationError("run_lease must be > 0 seconds")
+
+
 class _SaverState(BaseCheckpointSaver[int]):
     """Options and state of a saver (the base of every saver mixin)."""
 
@@ -69,12 +87,7 @@ class _SaverState(BaseCheckpointSaver[int]):
         _owns_store: bool = False,
     ) -> None:
         super().__init__(serde=serde or safe_serializer(allowed_types))
-        if not prefix or "#" in prefix:
-            raise ConfigurationError("prefix must be non-empty and must not contain '#'")
-        if (problem := id_shape_problem(f"{prefix}t#0", "thread agent id")) is not None:
-            raise ConfigurationError(  # ("lg//", "../lg/": refused when a thread is created)
-                f"prefix {prefix!r} makes ids no agent may be created under: {problem}"
-            )
+        check_saver_options(prefix=prefix, writes_wait=writes_wait, run_lease=run_lease)
         self.store = store
         #: a plain StateStore's write pipeline, whose append takes the document the
         #: saver made (wrapped stores — governed, namespaced — keep their own path)
@@ -94,8 +107,6 @@ class _SaverState(BaseCheckpointSaver[int]):
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._locks = KeyedLock()  # one per thread
         self._queued: dict[str, builtins.list[_Pending]] = {}
-        if writes_wait < 0:
-            raise ConfigurationError("writes_wait must be >= 0 seconds")
         self.writes_wait = writes_wait
         #: per thread: pending writes waiting for the run's next checkpoint to join
         self._waiting: dict[str, builtins.list[asyncio.Future[None]]] = {}
@@ -104,8 +115,6 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: guards it (callers' threads park, the loop's runner takes)
         self._parked: dict[str, builtins.list[_Pending]] = {}
         self._parking = threading.Lock()
-        if run_lease <= 0:
-            raise ConfigurationError("run_lease must be > 0 seconds")
         self.run_lease = run_lease
         self._clock = clock
         #: runs of this process holding (or claiming) a thread, by (id(control), thread)
