@@ -4,6 +4,7 @@ layout recorded and enforced, per-shard feeds, cluster URLs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ pytest.importorskip("redis")
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-from statekeeper.backends import open_backend
+from statekeeper.backends import SQLiteBackend, TieredBackend, open_backend
 from statekeeper.backends.redis import RedisBackend
 from statekeeper.errors import CapabilityUnsupported, ConfigurationError
 from statekeeper.store import StateStore
@@ -110,6 +111,34 @@ async def test_the_layout_is_recorded_and_a_different_one_refused(prefix: str) -
     again = RedisBackend.from_url(f"{REDIS_URL}?prefix={prefix}&shards=4")
     assert [e.seq for e in await again.read("a")] == [1]
     await again.close()
+
+
+async def test_health_reports_a_store_recorded_with_another_layout(
+    prefix: str, tmp_path: Path
+) -> None:
+    """Every operation of a backend opened with the wrong ``shards=`` is refused, so
+    its health is not ok: a tiered store whose hot tier was so misconfigured reported
+    it healthy while never using it (each hot call failed, silently passed over)."""
+    sharded = RedisBackend(REDIS_URL, prefix=prefix, shards=4)
+    await sharded.append(request("a", 0, 1))
+    assert (await sharded.health()).ok
+    await sharded.close()
+    for shards, message in [(2, "created with shards=4"), (None, r"open it with \?shards=4")]:
+        wrong = RedisBackend(REDIS_URL, prefix=prefix, shards=shards)
+        health = await wrong.health()
+        assert not health.ok
+        assert re.search(message, health.detail["error"])
+        await wrong.close()
+    hot = RedisBackend(REDIS_URL, prefix=prefix, shards=2, retry_timeout=0)
+    tiered = TieredBackend(durable=SQLiteBackend(tmp_path / "durable.db"), hot=hot)
+    try:
+        await tiered.append(request("b", 0, 1))
+        health = await tiered.health()
+        assert health.ok  # the durable tier decides; the hot tier's trouble is shown
+        assert health.detail["hot"]["ok"] is False
+        assert "created with shards=4" in health.detail["hot"]["error"]
+    finally:
+        await tiered.close()
 
 
 async def test_a_plain_store_is_not_hidden_behind_a_sharded_one(prefix: str) -> None:

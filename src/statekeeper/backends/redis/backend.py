@@ -505,6 +505,12 @@ class RedisBackend(Backend):
             got = await self._client.eval(_CLAIM_LAYOUT, 1, meta_key, str(want))
         else:
             got = await self._client.hget(meta_key, b"shards")
+        self._compare_layout(got)
+
+    def _compare_layout(self, got: Any) -> None:
+        """:class:`ConfigurationError` unless ``got`` (the meta hash's ``shards``
+        field) is the layout this backend was built with (or not recorded yet)."""
+        want = self.layout.shards
         recorded = int(got) if got else None
         if recorded is not None and want is None:
             raise ConfigurationError(
@@ -1731,6 +1737,10 @@ class RedisBackend(Backend):
             info = await asyncio.wait_for(self._client.info("server"), timeout=5)
             detail["redis_version"] = info.get("redis_version")
             detail["ttl"] = self.ttl
+            # a store recorded with another layout refuses every operation of this
+            # backend: not healthy (a tiered backend's hot tier was reported ok so)
+            got = await asyncio.wait_for(self._client.hget(self.layout.meta, b"shards"), 5)
+            self._compare_layout(got)
             if not self.evictable:  # a CONFIG SET since the backend opened (.eviction)
                 policy = await asyncio.wait_for(evicting_policy(self._client), timeout=5)
                 if policy is not None:
