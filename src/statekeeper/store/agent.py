@@ -28,6 +28,7 @@ agent it opened still has unwritten changes warns with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
@@ -118,6 +119,8 @@ class DurableAgent:
         #: the lease every write is fenced with (None: optimistic concurrency only)
         self.lease: Leased | None = lease
         self._last: TransitionResult[Any, Any] | None = None
+        #: held by a transition from firing until its write returned (see transition)
+        self._serial = asyncio.Lock()
         machine.add_listener(self._on_transition)
         machine.add_restore_check(self._on_restore)
         self._adopt(snapshot)
@@ -364,7 +367,17 @@ class DurableAgent:
         check_mapping(metadata, "metadata", optional=True)
         check_optional_name(idempotency_key, "idempotency_key")
         check_optional_name(actor, "actor")
-        if idempotency_key is not None and await self._landed(idempotency_key):
+        if id(self.machine) in _FIRING.get():  # from a hook of this agent's transition
+            return await self._transition(event, metadata, idempotency_key, actor)
+        # one at a time, write included: two tasks' moves, written with one expected seq,
+        # were undone out of order on conflict (the machine left in a state never stored)
+        async with self._serial:
+            return await self._transition(event, metadata, idempotency_key, actor)
+
+    async def _transition(
+        self, event: Any, metadata: Mapping[str, Any] | None, key: str | None, actor: str | None
+    ) -> bool:
+        if key is not None and await self._landed(key):
             return True
         before = self.machine.state_value
         self._last = None
@@ -383,9 +396,7 @@ class DurableAgent:
         if metadata:
             info["metadata"] = dict(metadata)
         try:
-            await self._write(
-                EventType.TRANSITION, info, self.machine.state_value, idempotency_key, actor
-            )
+            await self._write(EventType.TRANSITION, info, self.machine.state_value, key, actor)
         except BaseException:
             with self._moving():
                 if result is not None:
