@@ -22,7 +22,7 @@ from statekeeper import (
     TransitionRule,
     UnsavedChangesWarning,
 )
-from statekeeper.errors import MachineError
+from statekeeper.errors import MachineError, UnknownState
 from statekeeper.machine.types import TransitionResult
 from statekeeper.records import EventType
 
@@ -174,6 +174,29 @@ async def test_transitions_fired_by_concurrent_tasks_are_all_stored_in_order(
     assert (agent.machine.state_value, agent.seq) == ("idle", 4)
     moves = [(e.info["from"], e.info["to"]) async for e in store.history("a1", after_seq=1)]
     assert moves == [("idle", "busy"), ("busy", "busy2"), ("busy2", "idle")]
+
+
+async def test_an_agent_stored_in_a_state_its_new_machine_lacks_is_refused_naming_it(
+    store: StateStore,
+) -> None:
+    # the machine's definition changed between runs ("busy" renamed "working") while
+    # the agent sat in "busy": opening it is refused, naming the agent and the state,
+    # and the machine that was refused is not bound to an agent that was never opened
+    def lifecycle(busy: str) -> AgentStateMachine[str, str]:
+        return AgentStateMachine(
+            rules=[TransitionRule("idle", "go", busy), TransitionRule(busy, "done", "idle")]
+        )
+
+    old = await store.agent("a1", lifecycle("busy"))
+    await old.transition("go")
+    new = lifecycle("working")
+    with pytest.raises(UnknownState) as refused:
+        await store.agent("a1", new)
+    assert "'busy'" in str(refused.value)
+    assert any("agent 'a1'" in note for note in refused.value.__notes__)
+    assert new.fire("go") and new.state_value == "working"  # still a bare machine
+    new.restore("idle")
+    assert (await store.load("a1")).fsm_state == "busy"
 
 
 async def test_unserializable_data_reverts_the_transition(store: StateStore) -> None:
