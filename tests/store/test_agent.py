@@ -3,6 +3,7 @@ transition, restored exactly after a restart."""
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import Callable
 
@@ -21,7 +22,7 @@ from statekeeper import (
     TransitionRule,
     UnsavedChangesWarning,
 )
-from statekeeper.errors import MachineError
+from statekeeper.errors import MachineError, UnknownState
 from statekeeper.machine.types import TransitionResult
 from statekeeper.records import EventType
 
@@ -137,6 +138,65 @@ async def test_a_stale_agent_conflicts_and_its_machine_is_reverted(store: StateS
     assert mine.state is AgentState.PROCESSING  # type: ignore[comparison-overlap]
     assert mine.data == {}
     assert await store.head("a1") == 2
+
+
+async def test_transitions_fired_by_concurrent_tasks_are_all_stored_in_order(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # three tasks fire one agent while each write is in flight (it yields to the loop
+    # first, as a real engine's does): each must be stored, or refused with the machine
+    # left where the stream is; the machine must never end in a state never stored
+    cycle = AgentStateMachine(
+        rules=[
+            TransitionRule("idle", "go", "busy"),
+            TransitionRule("busy", "go", "busy2"),
+            TransitionRule("busy2", "go", "idle"),
+        ]
+    )
+    agent = await store.agent("a1", cycle)
+    append = store.append
+
+    async def in_flight(*args: object, **kwargs: object) -> object:
+        for _ in range(5):
+            await asyncio.sleep(0)  # (loop turns, not time: the other tasks run here)
+        return await append(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "append", in_flight)
+
+    async def fire(i: int) -> bool:
+        agent.data[f"k{i}"] = i
+        return await agent.transition("go")
+
+    assert await asyncio.gather(*(fire(i) for i in range(3))) == [True, True, True]
+    stored = await store.load("a1")
+    assert (stored.fsm_state, stored.seq) == ("idle", 4)
+    assert stored.data == {"k0": 0, "k1": 1, "k2": 2}
+    assert (agent.machine.state_value, agent.seq) == ("idle", 4)
+    moves = [(e.info["from"], e.info["to"]) async for e in store.history("a1", after_seq=1)]
+    assert moves == [("idle", "busy"), ("busy", "busy2"), ("busy2", "idle")]
+
+
+async def test_an_agent_stored_in_a_state_its_new_machine_lacks_is_refused_naming_it(
+    store: StateStore,
+) -> None:
+    # the machine's definition changed between runs ("busy" renamed "working") while
+    # the agent sat in "busy": opening it is refused, naming the agent and the state,
+    # and the machine that was refused is not bound to an agent that was never opened
+    def lifecycle(busy: str) -> AgentStateMachine[str, str]:
+        return AgentStateMachine(
+            rules=[TransitionRule("idle", "go", busy), TransitionRule(busy, "done", "idle")]
+        )
+
+    old = await store.agent("a1", lifecycle("busy"))
+    await old.transition("go")
+    new = lifecycle("working")
+    with pytest.raises(UnknownState) as refused:
+        await store.agent("a1", new)
+    assert "'busy'" in str(refused.value)
+    assert any("agent 'a1'" in note for note in refused.value.__notes__)
+    assert new.fire("go") and new.state_value == "working"  # still a bare machine
+    new.restore("idle")
+    assert (await store.load("a1")).fsm_state == "busy"
 
 
 async def test_unserializable_data_reverts_the_transition(store: StateStore) -> None:

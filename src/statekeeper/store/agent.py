@@ -9,9 +9,9 @@ Ordering of a transition: guards → exit hooks → action → enter hooks → l
 callbacks run in memory first (see :mod:`statekeeper.machine`), then the event is
 appended. If the append fails (conflict, storage error, unserializable data) the
 transition is reverted — state, entry time, in-memory history and statistics — and the
-error propagates; side effects the
-action or callbacks already caused are not undone — record their results in
-``agent.data`` so the next attempt can see them.
+error propagates; side effects the action or callbacks already caused are not undone —
+record their results in ``agent.data`` so the next attempt can see them. A durable
+agent's transitions run one at a time (from firing until the write returned).
 
 An event the machine does not allow from the current state (no rule, or every guard
 refused) raises :class:`~statekeeper.errors.InvalidTransition`: nothing is written and
@@ -28,6 +28,7 @@ agent it opened still has unwritten changes warns with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
@@ -42,6 +43,7 @@ from ..errors import (
     MachineError,
     SerializationError,
     StatekeeperError,
+    UnknownState,
     WriteBufferError,
 )
 from ..records import AppendResult, Event, EventType, Snapshot
@@ -118,9 +120,14 @@ class DurableAgent:
         #: the lease every write is fenced with (None: optimistic concurrency only)
         self.lease: Leased | None = lease
         self._last: TransitionResult[Any, Any] | None = None
+        self._serial = asyncio.Lock()  # one transition at a time, firing through its write
+        try:  # (before the machine is hooked: refused, it stays a bare machine)
+            self._adopt(snapshot)
+        except UnknownState as exc:
+            exc.add_note(f"agent {agent_id!r} is stored in it: open it with a machine that has it")
+            raise
         machine.add_listener(self._on_transition)
         machine.add_restore_check(self._on_restore)
-        self._adopt(snapshot)
         store._machines.adopt(self)
         #: the write pipeline whose one-call save a common save may take (a plain
         #: StateStore's, decided once here; wrappers keep their own write path)
@@ -364,7 +371,15 @@ class DurableAgent:
         check_mapping(metadata, "metadata", optional=True)
         check_optional_name(idempotency_key, "idempotency_key")
         check_optional_name(actor, "actor")
-        if idempotency_key is not None and await self._landed(idempotency_key):
+        if id(self.machine) in _FIRING.get():  # from a hook of this agent's transition
+            return await self._transition(event, metadata, idempotency_key, actor)
+        async with self._serial:
+            return await self._transition(event, metadata, idempotency_key, actor)
+
+    async def _transition(
+        self, event: Any, metadata: Mapping[str, Any] | None, key: str | None, actor: str | None
+    ) -> bool:
+        if key is not None and await self._landed(key):
             return True
         before = self.machine.state_value
         self._last = None
@@ -383,9 +398,7 @@ class DurableAgent:
         if metadata:
             info["metadata"] = dict(metadata)
         try:
-            await self._write(
-                EventType.TRANSITION, info, self.machine.state_value, idempotency_key, actor
-            )
+            await self._write(EventType.TRANSITION, info, self.machine.state_value, key, actor)
         except BaseException:
             with self._moving():
                 if result is not None:
