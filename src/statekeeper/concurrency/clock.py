@@ -40,6 +40,7 @@ node-c 3599000 60000
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ def refuse_future(
 class HybridClock:
     """A hybrid logical clock for one node (one writer: a process, a replica).
 
+    Thread-safe: the threads of a process may share one clock (each stamp is read
+    and advanced under a lock, so no two calls return the same stamp).
+
     Args:
         node: this writer's id, the tie-break between equal ``(wall, logical)``.
         wall: the physical clock, seconds since the epoch.
@@ -140,20 +144,29 @@ class HybridClock:
         self.max_drift = max_drift
         self._wall = wall
         self._last = Timestamp(0, 0, node)
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("node", "max_drift", "_wall", "_last")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _physical(self) -> int:
         return int(self._wall() * 1000)
 
     def now(self) -> Timestamp:
         """A stamp for a local write: greater than every stamp made or observed so far."""
-        physical = self._physical()
-        last = self._last
-        if physical > last.wall:
-            stamp = Timestamp(physical, 0, self.node)
-        else:
-            stamp = Timestamp(last.wall, last.logical + 1, self.node)
-        self._last = stamp
-        return stamp
+        with self._lock:
+            physical = self._physical()
+            last = self._last
+            if physical > last.wall:
+                stamp = Timestamp(physical, 0, self.node)
+            else:
+                stamp = Timestamp(last.wall, last.logical + 1, self.node)
+            self._last = stamp
+            return stamp
 
     def observe(self, remote: Timestamp) -> Timestamp:
         """Merge a stamp received from another node; returns the stamp of that event,
@@ -161,6 +174,10 @@ class HybridClock:
 
         Raises :class:`~statekeeper.errors.ClockDriftExceeded` (the clock unchanged) if
         ``remote`` is more than ``max_drift`` seconds ahead of this node's wall clock."""
+        with self._lock:
+            return self._observe(remote)
+
+    def _observe(self, remote: Timestamp) -> Timestamp:
         physical = self._physical()
         if self.max_drift is not None:
             ahead = remote.wall - physical

@@ -272,16 +272,6 @@ class PNCounter(CRDT):
         return cls(GCounter(dict(state["p"])), GCounter(dict(state["n"])))
 
 
-# -- last-writer-wins ---------------------------------------------------------------------
-
-
-def _wins(a: tuple[Timestamp, str], b: tuple[Timestamp, str]) -> bool:
-    """True when entry ``a`` (stamp, canonical value) beats ``b``: greater stamp, then
-    greater canonical value (equal stamps from one node should carry one value; if not,
-    the choice must still not depend on merge order)."""
-    return a > b
-
-
 class LWWRegister(CRDT):
     """One value; the write with the greatest :class:`~.clock.Timestamp` wins.
 
@@ -319,7 +309,8 @@ class LWWRegister(CRDT):
         self._check(other)
         if other._stamp is None:
             return self
-        if self._stamp is None or _wins((other._stamp, other._canon), (self._stamp, self._canon)):
+        # greater stamp, then greater canonical value (never the order of the merge)
+        if self._stamp is None or (other._stamp, other._canon) > (self._stamp, self._canon):
             _future(None, other._stamp, max_drift)
             return other
         return self
@@ -440,12 +431,12 @@ class LWWMap(CRDT):
 
     @classmethod
     def _from_state(cls, state: Any) -> LWWMap:
-        return cls(
-            {
-                k: (Timestamp.from_json(e["stamp"]), bool(e.get("deleted")), e.get("value"))
-                for k, e in dict(state).items()
-            }
-        )
+        entries = {}
+        for k, e in dict(state).items():
+            if type(gone := e.get("deleted", False)) is not bool or ("value" in e) == gone:
+                raise ValueError(f"key {k!r} needs a value or (only) deleted: true, not {e!r}")
+            entries[k] = (Timestamp.from_json(e["stamp"]), gone, e.get("value"))
+        return cls(entries)
 
 
 # -- sets and lists -----------------------------------------------------------------------
@@ -456,6 +447,12 @@ def _scoped(tag: str, key: str) -> str:
     if not isinstance(tag, str):
         raise ConfigurationError(f"an ORSet tag must be a string, not {type(tag).__name__}")
     return f"{tag}@{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}"
+
+
+def _tag_list(tags: Any) -> frozenset[str]:
+    if not isinstance(tags, list):  # (a string would be read as its characters)
+        raise ValueError(f"ORSet tags are a list, not {tags!r}")
+    return frozenset(tags)
 
 
 class ORSet(CRDT):
@@ -543,8 +540,10 @@ class ORSet(CRDT):
 
     @classmethod
     def _from_state(cls, state: Any) -> ORSet:
-        adds = {_canon(e): (e, tags) for e, tags in state["adds"]}
-        return cls(adds, state["removed"])
+        adds: dict[str, tuple[Any, frozenset[str]]] = {}
+        for e, tags in state["adds"]:  # (one element listed twice: all its tags)
+            adds[_canon(e)] = (e, adds.get(_canon(e), (e, frozenset()))[1] | _tag_list(tags))
+        return cls(adds, _tag_list(state["removed"]))
 
 
 class AppendOnlyList(CRDT):

@@ -56,6 +56,7 @@ from ..errors import (
     AgentReplaced,
     ConfigurationError,
     FutureStampRefused,
+    InvalidArgument,
     MergeConflict,
     StatekeeperError,
 )
@@ -448,11 +449,7 @@ def _paths(exc: Unresolved, default: str) -> tuple[str, ...]:
 
 
 def _join_clocks(a: VectorClock | None, b: VectorClock | None) -> VectorClock | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a.merge(b)
+    return b if a is None else a if b is None else a.merge(b)
 
 
 def _max_stamp(a: Version, b: Version) -> Timestamp | None:
@@ -550,6 +547,8 @@ async def merge_into(
     Raises :class:`~statekeeper.errors.MergeConflict` (nothing written) when the
     versions cannot be reconciled.
     """
+    if isinstance(base_seq, bool) or not isinstance(base_seq, int) or base_seq < 0:
+        raise InvalidArgument("base_seq", f"base_seq must be an int >= 0, not {base_seq!r}")
     limit = _Budget(attempts, budget, backoff)
     base: Version | None = None
     incarnation: float | None = None
