@@ -230,6 +230,7 @@ CROSS_AGENT = {
     "list_oldest_written",
     "list_oldest_written_after",
     "lease_list",
+    "lease_carry",
     "count",
     "count_prefix",
     "orphaned_events",
