@@ -118,9 +118,11 @@ async def test_a_restored_store_loads_each_agent_at_its_backed_up_head(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a backup ships one snapshot per agent (writer.py entries): an agent whose"
-    " latest snapshot is a tail is restored without the tail's base, so verify reports"
-    " it and every cold load warns and replays the whole stream (found by cold1q)",
+    reason="a SQLite store's restore copies one snapshot per agent, the latest at or below"
+    " its head (backends/sqlite_import.py; the backup's export selects the same,"
+    " backends/sqlite_export.py): an agent whose latest snapshot is a tail is restored"
+    " without the tail's base, so verify reports it and every cold load warns and"
+    " replays the whole stream (found by cold1q)",
 )
 @pytest.mark.parametrize("policy", RESTORED)
 async def test_a_restored_store_verifies_and_loads_from_its_snapshots(
