@@ -125,16 +125,11 @@ class DurableAgent:
         self._last: TransitionResult[Any, Any] | None = None
         self._serial = asyncio.Lock()  # one transition at a time, firing through its write
         self._queued = EventQueue()  # fired from its own hooks (run-to-completion, .rtc)
-        try:  # (before the machine is hooked: refused, it stays a bare machine)
-            self._adopt(snapshot)
-        except UnknownState as exc:
-            exc.add_note(f"agent {agent_id!r} is stored in it: open it with a machine that has it")
-            raise
+        self._adopt(snapshot)  # (before the machine is hooked: refused, it stays bare)
         machine.add_listener(self._on_transition)
         machine.add_restore_check(self._on_restore)
         store._machines.adopt(self)
-        #: the write pipeline whose one-call save a common save may take (a plain
-        #: StateStore's, decided once here; wrappers keep their own write path)
+        #: the write pipeline a common save may take in one call (a plain StateStore's)
         from .store import StateStore as _Plain  # (store.py imports this module)
 
         self._fast: WritePipeline | None = store._writes if type(store) is _Plain else None
@@ -195,6 +190,12 @@ class DurableAgent:
         self.lease = lease
 
     def _adopt(self, snapshot: Snapshot) -> None:
+        if snapshot.fsm_state is not None:  # (before anything is adopted: refused, unchanged)
+            try:
+                self.machine.state_for(snapshot.fsm_state)
+            except UnknownState as exc:  # (open it with a machine that has the state)
+                how = "is stored in a state its machine lacks"
+                raise exc.for_agent(self.agent_id, how) from None
         self.seq = snapshot.seq
         #: the chain link at ``seq`` as read (None: not known): a write refuses a stream
         #: deleted and re-created since, whose link at ``seq`` differs (see writes.SEEN)
