@@ -3,6 +3,7 @@ progress file. One implementation below every layer that writes one."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import hashlib
@@ -13,12 +14,14 @@ import shutil
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
     "new_temporary",
     "place_unless_exists",
     "remove_stale_temporaries",
+    "staged_new_file",
     "sync_directory",
     "write_atomically",
 ]
@@ -132,6 +135,26 @@ def write_atomically(target: Path, text: str, *, mode: int = 0o666, durable: boo
         raise
     if durable:
         sync_directory(target.parent)
+
+
+@contextlib.contextmanager
+def staged_new_file(target: Path, mode: int = 0o666) -> Iterator[Path]:
+    """A new file that appears at ``target`` only complete: the block builds it at the
+    empty temporary sibling it is given (:func:`new_temporary`), and once it ends
+    without an error the file is put at ``target`` — unless a file is there by then
+    (never replaced: ``FileExistsError``). On an error, or that refusal, the temporary
+    file is removed with the journal files SQLite keeps beside a database (``-wal``,
+    ``-shm``, ``-journal``): a failed run leaves no partial file that looks whole."""
+    fd, tmp = new_temporary(target, mode)
+    os.close(fd)
+    try:
+        yield tmp
+        if not place_unless_exists(str(tmp), str(target)):
+            raise FileExistsError(errno.EEXIST, "created meanwhile: not replaced", str(target))
+        sync_directory(target.parent)
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
 def sync_directory(folder: Path) -> None:

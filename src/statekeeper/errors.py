@@ -373,7 +373,19 @@ class InvalidTransition(MachineError):
 
 
 class UnknownState(MachineError, ValueError):
-    """A state value does not belong to the machine (e.g. when restoring a stored state)."""
+    """A state value does not belong to the machine (e.g. when restoring a stored state).
+
+    ``state`` is the value; ``agent_id`` the agent stored in it (None: no agent's, a
+    bare machine's)."""
+
+    def __init__(self, message: str, state: Any = None, agent_id: str | None = None) -> None:
+        self.state = state
+        self.agent_id = agent_id
+        super().__init__(message)
+
+    def for_agent(self, agent_id: str, how: str) -> UnknownState:
+        """This error, met for agent ``agent_id`` (``how`` it met the state), naming it."""
+        return UnknownState(f"agent {agent_id!r} {how}: {self}", self.state, agent_id)
 
 
 class InvalidMachineDefinition(MachineError, ValueError):
@@ -392,7 +404,12 @@ class CallbackError(MachineError):
 
 
 class UnknownEvent(MachineError, ValueError):
-    """An event value does not belong to the machine (e.g. when resolving a stored event)."""
+    """An event value does not belong to the machine (e.g. when resolving a stored event);
+    ``event`` is the value."""
+
+    def __init__(self, message: str, event: Any = None) -> None:
+        self.event = event
+        super().__init__(message)
 
 
 class AsyncRequired(MachineError, TypeError):

@@ -32,6 +32,13 @@ steps URL AGENT LOG STEPS [PAUSE]
     (fsync'ed). PAUSE = ``before:k`` | ``inside:k`` | ``after-effect:k`` prints
     ``at PAUSE`` at that point and sleeps until killed; ``slow`` sleeps 20 ms before
     and after each effect.
+keyed URL NAME LOG COUNT AGENT...
+    COUNT keyed updates ``op-0`` .. ``op-(COUNT-1)`` (``op-i`` on AGENT ``i % len``),
+    starting at a place NAME picks and wrapping round, so that several workers (and
+    the replacements of killed ones) retry the same operations as crashed clients do:
+    ``update(..., idempotency_key="op-i")`` appends ``op-i`` to ``keys`` and adds 1 to
+    ``n``; each acknowledged one is logged as one line ``op-i`` (one ``write(2)`` on an
+    ``O_APPEND`` file: a SIGKILL never leaves half a line).
 sync-steps URL AGENT LOG STEPS [PAUSE]
     ``steps`` from sync code: a ``SyncStateStore`` and ``SyncSteps``, the same effects
     and pause points.
@@ -249,6 +256,26 @@ def sync_steps(url: str, agent: str, log: str, count: int, pause: str | None) ->
         say(json.dumps(results))
 
 
+async def keyed(url: str, name: str, log: str, count: int, agents: list[str]) -> None:
+    import zlib
+
+    async with StateStore(url) as store:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        wait_for_go()
+        start = zlib.crc32(name.encode()) % count
+        for j in range(count):
+            i = (start + j) % count
+            key = f"op-{i}"
+
+            def apply(data: dict[str, Any], key: str = key) -> None:
+                data["keys"] = [*data.get("keys", []), key]
+                data["n"] = data.get("n", 0) + 1
+
+            await update(store, agents[i % len(agents)], apply, idempotency_key=key)
+            os.write(fd, f"{key}\n".encode())
+        say(json.dumps({"done": count}))
+
+
 def main(argv: list[str]) -> None:
     command, url, *rest = argv
     if command == "rmw":
@@ -265,6 +292,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(step_taker(url, rest[0], float(rest[1])))
     elif command == "steps":
         asyncio.run(steps(url, rest[0], rest[1], int(rest[2]), rest[3] if len(rest) > 3 else None))
+    elif command == "keyed":
+        asyncio.run(keyed(url, rest[0], rest[1], int(rest[2]), rest[3:]))
     elif command == "sync-steps":
         sync_steps(url, rest[0], rest[1], int(rest[2]), rest[3] if len(rest) > 3 else None)
     else:

@@ -193,7 +193,7 @@ async def test_an_agent_stored_in_a_state_its_new_machine_lacks_is_refused_namin
     with pytest.raises(UnknownState) as refused:
         await store.agent("a1", new)
     assert "'busy'" in str(refused.value)
-    assert any("agent 'a1'" in note for note in refused.value.__notes__)
+    assert "agent 'a1'" in str(refused.value) and refused.value.agent_id == "a1"
     assert new.fire("go") and new.state_value == "working"  # still a bare machine
     new.restore("idle")
     assert (await store.load("a1")).fsm_state == "busy"

@@ -1894,42 +1894,31 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         if seq != 1 and snapshot is None and self._save_next:
             # the common save: one statement, its own transaction (_SAVE_NEXT)
             try:
-                try:
-                    execute(
-                        _SAVE_NEXT,
-                        (
-                            agent_id,
-                            seq,
-                            timestamp,
-                            _bind(payload),
-                            _bind(checksum),
-                            None if head_tag is None else _bind(head_tag),
-                            None if expected_tag is None else _bind(expected_tag),
-                        ),
-                    )
-                    self.append_commits += 1
-                except sqlite3.IntegrityError as exc:  # (rolled back: no WAL pages)
-                    if exc.args and exc.args[0] == _MOVED:  # refused, nothing written
-                        found = execute(_HEAD_SEQ, (agent_id,)).fetchone()
-                        refused = ConflictError(
-                            agent_id, seq - 1, found[0] if found is not None else 0
-                        )
-                    else:
-                        failure = self._failure(exc)
-                except sqlite3.OperationalError as exc:
-                    if _busy(exc):  # nothing written: the writer thread waits for the lock
-                        return False
-                    raise
-                except BaseException:
-                    conn = self._writer
-                    if conn is not None and conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error:
-                with _translated(self.path):
-                    raise
+                execute(
+                    _SAVE_NEXT,
+                    (
+                        agent_id,
+                        seq,
+                        timestamp,
+                        _bind(payload),
+                        _bind(checksum),
+                        None if head_tag is None else _bind(head_tag),
+                        None if expected_tag is None else _bind(expected_tag),
+                    ),
+                )
+                self.append_commits += 1
+                outcome = None
+            except BaseException as exc:
+                outcome = self._statement_failed(exc, agent_id, seq, None)
             finally:
                 self._writer_busy.release()
+            if outcome is not None:  # (rolled back: nothing written)
+                if outcome is _BUSY:
+                    return False  # the writer thread waits for the lock
+                if isinstance(outcome, ConflictError):
+                    refused = outcome
+                else:
+                    failure = outcome
             return self._next_done(payload, failure, refused)
         try:
             try:
@@ -2168,25 +2157,43 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         event = request.events[0]
         seq = event.seq
         cur = self._append_cursor
-        result: Any
         try:
-            try:
-                cur.execute(
-                    _APPEND_NEXT,
-                    (
-                        agent_id,
-                        seq,
-                        event.type,
-                        event.timestamp,
-                        _bind(event.payload),
-                        _bind(event.checksum),
-                        _bind_tag(request.head_tag),
-                        _bind_tag(request.expected_tag),
-                        key,
-                    ),
-                )
-                result = AppendResult(agent_id, seq, seq)
-            except sqlite3.IntegrityError as exc:  # (rolled back: nothing written)
+            cur.execute(
+                _APPEND_NEXT,
+                (
+                    agent_id,
+                    seq,
+                    event.type,
+                    event.timestamp,
+                    _bind(event.payload),
+                    _bind(event.checksum),
+                    _bind_tag(request.head_tag),
+                    _bind_tag(request.expected_tag),
+                    key,
+                ),
+            )
+        except BaseException as exc:
+            return self._statement_failed(exc, agent_id, seq, key)
+        finally:
+            self._writer_busy.release()
+        self.append_commits += 1
+        self._wal_pages += _pages((request,)) * self._wal_scale
+        if self._wal_pages >= self._wal_limit:
+            self._wrote(0)
+        return AppendResult(agent_id, seq, seq)
+
+    def _statement_failed(
+        self, exc: BaseException, agent_id: str, seq: int, key: str | None
+    ) -> Any:
+        """What ONE statement in autocommit (:data:`_SAVE_NEXT`, :data:`_APPEND_NEXT`)
+        that raised ``exc`` comes to, the writer still held: the refusal (the head
+        moved: :class:`ConflictError`), a duplicate's result (``key`` stored already),
+        the constraint's error, or :data:`_BUSY` (the file's lock busy) — nothing
+        written in each case (the statement rolled back). Anything else is raised
+        (a SQLite error translated), the writer's transaction rolled back if open."""
+        try:
+            if isinstance(exc, sqlite3.IntegrityError):
+                cur = self._append_cursor
                 if exc.args and exc.args[0] == _MOVED:  # refused
                     found = cur.execute(_HEAD_SEQ, (agent_id,)).fetchone()
                     return ConflictError(agent_id, seq - 1, found[0] if found is not None else 0)
@@ -2194,25 +2201,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 if row is None:
                     return self._failure(exc)
                 return AppendResult(agent_id, row[0], row[1], duplicate=True)
-            except sqlite3.OperationalError as exc:
-                if _busy(exc):
-                    return _BUSY
-                raise
-            except BaseException:
-                conn = self._writer
-                if conn is not None and conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            if isinstance(exc, sqlite3.OperationalError) and _busy(exc):
+                return _BUSY
+            conn = self._writer
+            if conn is not None and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise exc
         except sqlite3.Error:
             with _translated(self.path):
                 raise
-        finally:
-            self._writer_busy.release()
-        self.append_commits += 1
-        self._wal_pages += _pages((request,)) * self._wal_scale
-        if self._wal_pages >= self._wal_limit:
-            self._wrote(0)
-        return result
 
     def _commit_lone(self, pages: int, write: Callable[..., Any], *args: Any) -> Any:
         """``write(*args)`` (one append's statements: :meth:`_append_one` or

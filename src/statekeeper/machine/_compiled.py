@@ -74,7 +74,7 @@ class ValueNames(Generic[T]):
         if label is not None:
             return self.by_label[label]
         known = ", ".join(repr(v) for v in self.by_label)
-        raise self.error(f"{value!r} is not {self.a_kind} of {machine} (known: {known})")
+        raise self.error(f"{value!r} is not {self.a_kind} of {machine} (known: {known})", value)
 
     def stands_for(self, value: object) -> str | None:
         """A hint when ``value`` is not registered itself but is the stored string of

@@ -910,7 +910,7 @@ class AgentStateMachine(Generic[S, E]):
         """Rules whose ``from_state`` is ``state``, in registration order."""
         out = self._out.get(state)
         if out is None:
-            raise UnknownState(f"unknown state {state!r}")
+            raise UnknownState(f"unknown state {state!r}", state)
         return tuple(edge.rule for edges in out.values() for edge in edges)
 
     def available_events(self) -> tuple[E, ...]:

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidTransition
+from ..errors import InvalidTransition, UnknownState
 from ..records import Event, EventType
 from .registry import ModelSchema, _cast_event
 
@@ -78,29 +78,38 @@ def replay(machine: AgentStateMachine[Any, Any], events: Iterable[Event]) -> int
     fit."""
     count = 0
     for event in events:
-        if event.fsm_state is not None and event.type != EventType.TRANSITION:
-            machine.restore(event.fsm_state)
-            continue
-        if event.type != EventType.TRANSITION:
-            continue
-        source, target, trigger = (
-            event.info.get("from"),
-            event.info.get("to"),
-            event.info.get("event"),
-        )
-        machine.restore(str(source))
-        if trigger is not None:
-            machine.state_for(str(target))  # UnknownState if the definition lost it
-            if str(target) not in _targets(machine, trigger):
-                raise InvalidTransition(
-                    machine.current_state,
-                    trigger,
-                    f"seq {event.seq} of agent {event.agent_id!r} moved to {target!r}, "
-                    "which the current machine does not allow",
-                )
-        machine.restore(str(target))
-        count += 1
+        try:
+            count += _replay_one(machine, event)
+        except UnknownState as exc:  # (the definition lost a state the history holds)
+            how = f"at seq {event.seq} is in a state the machine lacks"
+            raise exc.for_agent(event.agent_id, how) from None
     return count
+
+
+def _replay_one(machine: AgentStateMachine[Any, Any], event: Event) -> int:
+    """Check and replay one event (see :func:`replay`): 1 for a transition, else 0."""
+    if event.fsm_state is not None and event.type != EventType.TRANSITION:
+        machine.restore(event.fsm_state)
+        return 0
+    if event.type != EventType.TRANSITION:
+        return 0
+    source, target, trigger = (
+        event.info.get("from"),
+        event.info.get("to"),
+        event.info.get("event"),
+    )
+    machine.restore(str(source))
+    if trigger is not None:
+        machine.state_for(str(target))  # UnknownState if the definition lost it
+        if str(target) not in _targets(machine, trigger):
+            raise InvalidTransition(
+                machine.current_state,
+                trigger,
+                f"seq {event.seq} of agent {event.agent_id!r} moved to {target!r}, "
+                "which the current machine does not allow",
+            )
+    machine.restore(str(target))
+    return 1
 
 
 def _targets(machine: AgentStateMachine[Any, Any], trigger: Any) -> set[Any]:

@@ -11,7 +11,8 @@ appended. If the append fails (conflict, storage error, unserializable data) the
 transition is reverted — state, entry time, in-memory history and statistics — and the
 error propagates; side effects the action or callbacks already caused are not undone —
 record their results in ``agent.data`` so the next attempt can see them. A durable
-agent's transitions run one at a time (from firing until the write returned).
+agent's transitions run one at a time (from firing until the write returned); one
+fired from its own hook is queued until the current one is stored (:mod:`.rtc`).
 
 An event the machine does not allow from the current state (no rule, or every guard
 refused) raises :class:`~statekeeper.errors.InvalidTransition`: nothing is written and
@@ -47,8 +48,10 @@ from ..errors import (
     WriteBufferError,
 )
 from ..records import AppendResult, Event, EventType, Snapshot
+from .agent_lease import check_agent_lease
 from .change import diff_by_key, dump_keys
 from .observing import refused
+from .rtc import EventQueue
 from .state import HELD_AS_BYTES, unpack_document
 from .tracked import plain_copy
 from .tracker import Tracker
@@ -59,7 +62,7 @@ if TYPE_CHECKING:
     from .store import Leased, StateStore
     from .writes import WritePipeline
 
-__all__ = ["DurableAgent"]
+__all__ = ["DurableAgent", "check_agent_lease"]
 
 
 #: the machines (by id) a DurableAgent is moving in this context (firing, restoring the
@@ -121,16 +124,12 @@ class DurableAgent:
         self.lease: Leased | None = lease
         self._last: TransitionResult[Any, Any] | None = None
         self._serial = asyncio.Lock()  # one transition at a time, firing through its write
-        try:  # (before the machine is hooked: refused, it stays a bare machine)
-            self._adopt(snapshot)
-        except UnknownState as exc:
-            exc.add_note(f"agent {agent_id!r} is stored in it: open it with a machine that has it")
-            raise
+        self._queued = EventQueue()  # fired from its own hooks (run-to-completion, .rtc)
+        self._adopt(snapshot)  # (before the machine is hooked: refused, it stays bare)
         machine.add_listener(self._on_transition)
         machine.add_restore_check(self._on_restore)
         store._machines.adopt(self)
-        #: the write pipeline whose one-call save a common save may take (a plain
-        #: StateStore's, decided once here; wrappers keep their own write path)
+        #: the write pipeline a common save may take in one call (a plain StateStore's)
         from .store import StateStore as _Plain  # (store.py imports this module)
 
         self._fast: WritePipeline | None = store._writes if type(store) is _Plain else None
@@ -191,6 +190,12 @@ class DurableAgent:
         self.lease = lease
 
     def _adopt(self, snapshot: Snapshot) -> None:
+        if snapshot.fsm_state is not None:  # (before anything is adopted: refused, unchanged)
+            try:
+                self.machine.state_for(snapshot.fsm_state)
+            except UnknownState as exc:  # (open it with a machine that has the state)
+                how = "is stored in a state its machine lacks"
+                raise exc.for_agent(self.agent_id, how) from None
         self.seq = snapshot.seq
         #: the chain link at ``seq`` as read (None: not known): a write refuses a stream
         #: deleted and re-created since, whose link at ``seq`` differs (see writes.SEEN)
@@ -367,14 +372,22 @@ class DurableAgent:
         the machine again — its guards, hooks and actions do not run — and the agent
         is reloaded to the stored state (pending changes dropped, as for any
         duplicate); its state had moved on, so firing again would have been refused
-        or, on a cycle, made a second move."""
+        or, on a cycle, made a second move. Fired from this agent's own hook: queued, True
+        returned, run once the current transition is stored (:mod:`.rtc`)."""
         check_mapping(metadata, "metadata", optional=True)
         check_optional_name(idempotency_key, "idempotency_key")
         check_optional_name(actor, "actor")
-        if id(self.machine) in _FIRING.get():  # from a hook of this agent's transition
-            return await self._transition(event, metadata, idempotency_key, actor)
+        if self._queue_from_hook(event, metadata, idempotency_key, actor):
+            return True  # fired from its own hook: runs once that is stored (see .rtc)
         async with self._serial:
-            return await self._transition(event, metadata, idempotency_key, actor)
+            return await self._queued.run(self, (event, metadata, idempotency_key, actor))
+
+    def _queue_from_hook(
+        self, event: Any, metadata: Mapping[str, Any] | None, key: str | None, actor: str | None
+    ) -> bool:
+        """Queue the event when fired from a hook of this agent's running transition."""
+        firing = id(self.machine) in _FIRING.get()
+        return firing and self._queued.put((event, metadata, key, actor))
 
     async def _transition(
         self, event: Any, metadata: Mapping[str, Any] | None, key: str | None, actor: str | None
@@ -585,16 +598,3 @@ class DurableAgent:
         return (
             f"DurableAgent({self.agent_id!r}, state={self.machine.state_value!r}, seq={self.seq})"
         )
-
-
-def check_agent_lease(store: StateStore, agent_id: str, lease: object) -> None:
-    """Refuse ``lease`` for ``agent_id`` of ``store`` (as the caller names it) when it
-    was granted on another agent (see :func:`.writes.check_lease_agent`)."""
-    from .namespaced import NamespacedStateStore
-    from .writes import check_lease_agent, check_write_options
-
-    check_write_options(None, None, lease)
-    if isinstance(store, NamespacedStateStore):
-        check_lease_agent(store.qualify(agent_id), lease, store.relative)
-    else:
-        check_lease_agent(agent_id, lease)

@@ -497,7 +497,10 @@ class SyncDurableAgent:
         idempotency_key: str | None = None,
         actor: str | None = None,
     ) -> bool:
-        """See :meth:`DurableAgent.transition`."""
+        """See :meth:`DurableAgent.transition` (fired from a hook of this agent's own
+        transition, which runs on the portal's loop, the event is queued the same way)."""
+        if self.agent._queue_from_hook(event, metadata, idempotency_key, actor):
+            return True
         return self._portal.call(
             self.agent.transition(event, metadata, idempotency_key=idempotency_key, actor=actor)
         )

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import (
@@ -39,6 +41,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from ..._files import staged_new_file
 from ...errors import BackendError, ConfigurationError
 from .faults import ThreadNotFound
 from .migrate_compare import (
@@ -50,7 +53,7 @@ from .migrate_compare import (
     compare_threads,
 )
 from .migrate_sides import _NEW, Indexes, _Empty, _open_statekeeper, _PeerSide, _Side
-from .peers import IncompatibleTarget, NotALangGraphDatabase, open_peer
+from .peers import IncompatibleTarget, NotALangGraphDatabase, _sqlite_path, open_peer
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -349,24 +352,48 @@ def export_threads(
             "LangGraph's savers keep threads in SQLite (a path or sqlite:///file.db) or "
             "PostgreSQL (postgresql://…)",
         )
-    return _copy(
-        (source_url, lambda: _open_statekeeper(source_url, keyring, readonly=True)),
-        # decrypted records of an encrypted store: a new SQLite file is its owner's only
-        (target_url, lambda: _peer_target(target_url, dry_run, private=keyring is not None)),
-        thread_ids=thread_ids,
-        dry_run=dry_run,
-        verify=verify,
-        progress=progress,
-        convert=_peer_tuple,
-    )
+    private = keyring is not None  # decrypted records: a new SQLite file is its owner's only
+
+    def copy(into: str) -> MigrationReport:
+        return _copy(
+            (source_url, lambda: _open_statekeeper(source_url, keyring, readonly=True)),
+            (target_url, lambda: _peer_target(into, dry_run, private=private, shown=target_url)),
+            thread_ids=thread_ids,
+            dry_run=dry_run,
+            verify=verify,
+            progress=progress,
+            convert=_peer_tuple,
+        )
+
+    new_file = _new_sqlite_file(target_url, dry_run)
+    if new_file is None:  # PostgreSQL, a dry run, or a database there (resumed in place)
+        return copy(target_url)
+    # built beside it and put there once copied and verified: a failed export leaves no
+    # partial (or unverified) file that looks like a good one
+    with staged_new_file(new_file, 0o600 if private else 0o666) as staged:
+        return copy(str(staged))
 
 
-def _peer_target(url: str, dry_run: bool, *, private: bool = False) -> _Side:
+def _new_sqlite_file(url: str, dry_run: bool) -> Path | None:
+    """The SQLite file an export would create (None: none, or it exists)."""
+    if dry_run or url.split("://", 1)[0].lower() in ("postgresql", "postgres"):
+        return None
+    path = _sqlite_path(url)
+    if os.path.lexists(path) or not path.parent.is_dir():  # (open_peer says why not)
+        return None
+    return path
+
+
+def _peer_target(url: str, dry_run: bool, *, private: bool = False, shown: str = "") -> _Side:
     """The LangGraph database an export writes into; for a dry run, read-only, and a
     database that does not exist yet counts as empty (everything would be copied).
-    ``private``: a SQLite file created is its owner's only (0600)."""
+    ``private``: a SQLite file created is its owner's only (0600). ``shown``: the
+    target as the caller named it (``url`` is then the temporary file it is built in)."""
     if not dry_run:
-        return _PeerSide(open_peer(url, readonly=False, private=private))
+        side = _PeerSide(open_peer(url, readonly=False, private=private))
+        if shown and shown != url:
+            side.location = side.db.location = str(_sqlite_path(shown))
+        return side
     try:
         return _PeerSide(open_peer(url, readonly=True))
     except NotALangGraphDatabase as exc:
