@@ -24,6 +24,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.codec.keys import Keyring
 from statekeeper.errors import HistoryCompacted
+from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 
@@ -207,3 +208,27 @@ async def test_a_stream_compacted_by_retention_restores_clean(
             await check_restored(dst, heads, snapshots, caplog)
             with pytest.raises(HistoryCompacted):  # compacted in the target too
                 await dst.load("t0/a", at_seq=1)
+
+
+async def test_an_audited_restore_records_the_rebuild_and_its_log_verifies(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """On a target with an audit log the rebuilt snapshot is a ``repair`` entry naming
+    it (as ``statekeeper repair`` records one), and ``audit verify`` finds nothing."""
+    key = BackupKey(os.urandom(32))
+    policy = parse_policy('[principals.ops]\nadmin = ["**"]\n')
+    async with StateStore(f"sqlite:///{tmp_path / 'src.db'}", keyring=keys(), **TAILS) as src:
+        await fill(src, HEADS)
+        snapshots = await latest_snapshots(src, HEADS)
+        await backup(src, tmp_path / "full.skb", key)
+    target = f"sqlite:///{tmp_path / 'dst.db'}"
+    async with StateStore(
+        target, keyring=keys(), principal="ops", policy=policy, audit=Audit(), cache_size=0
+    ) as dst:
+        await restore(dst, [tmp_path / "full.skb"], key)
+        await check_restored(dst, HEADS, snapshots, caplog)
+        log = AuditLog(dst.backend, keys())
+        entries = [(e.operation, e.agent_id) async for e in log.entries()]
+        assert ("repair", "a") in entries and ("restore", None) in entries
+        report = await log.verify()
+        assert report.problems == [] and report.unchecked == {}
