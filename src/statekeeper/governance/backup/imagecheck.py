@@ -40,6 +40,7 @@ from ...errors import StatekeeperError
 from ...store.body import SNAPSHOT_TYPE
 from .filecopy import GROUP_AGENTS, GROUP_BYTES
 from .fileformat import HEAD_TAGS, FrameReader
+from .wholesnaps import is_delta
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -228,6 +229,7 @@ def _scan(
             if at is None or (opened.prev is not None and opened.prev != at):
                 raise _Doubt
             got.snapshot, got.snap_link = (seq, number, group), (seq, at)
+            got.delta = is_delta(codec, agent_id, seq, opened)
         if progress is not None and done % 256 == 0:
             progress("verify", done, total)
     if next(events, None) is not None or snap is not None:

@@ -43,6 +43,10 @@ events in one write), or, on an engine that cannot hold one (without
 ``Capability.BASE_IMPORT``), a :class:`~statekeeper.errors.BackupError` naming the
 agent before anything is written.
 
+**Delta snapshots.** A stream's latest snapshot that is a delta or a tail snapshot
+(its base is not in the backup) is written, then rebuilt whole at its seq by the
+target from the restored events (:mod:`.wholesnaps`): the restored store verifies clean.
+
 **Streamed.** The files are read twice, chunk by chunk: a checking pass (everything
 above) that keeps per agent only its head, chain link and where its snapshot is, then
 a writing pass that re-reads (and re-authenticates) each chunk (a file backup: its
@@ -105,6 +109,8 @@ from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreholds import carry_holds, holds_of
+from .restoretarget import check_namespace, check_target_takes
+from .wholesnaps import is_delta, rebuild_whole
 from .writepass import write_all as _write_all
 
 if TYPE_CHECKING:
@@ -126,6 +132,9 @@ class _Plan:
     #: the latest snapshot: (seq, file, chunk) where it is, and the link at its seq
     snapshot: tuple[int, int, int] | None = None
     snap_link: tuple[int, bytes] | None = None
+    #: that snapshot is a delta (its base not in the backup): rebuilt whole after
+    #: the writing pass (:mod:`.wholesnaps`)
+    delta: bool = False
     forgotten: bool = False
     #: a stream compacted by retention: its base seq (0: whole from seq 1)
     compacted: int = 0
@@ -428,6 +437,7 @@ def _follow(
             if at is None or (opened.prev is not None and opened.prev != at):
                 raise IntegrityError(agent_id, seq, "the snapshot does not belong to the stream")
             plan.snapshot, plan.snap_link = (seq, *where), (seq, at)
+            plan.delta = is_delta(codec, agent_id, seq, opened)
     except AgentForgotten:
         plan.forgotten = True
     except KeyNotFound:
@@ -470,7 +480,7 @@ async def restore(
     with contextlib.ExitStack() as stack:
         paths = local_copies(stack, backups)  # errors name the locations given
         ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
-        _check_namespace(store, listed)
+        check_namespace(store, listed)
         # on a store opened as a principal (a plain store allows everything, as
         # ``require`` says: no 100,000 awaits of it for nothing)
         governed = getattr(store, "_governance", None) is not None
@@ -510,7 +520,7 @@ async def restore(
                 f" {present[0]!r}): restore into an empty store, delete them first, or keep"
                 " them and restore the others (--skip-existing; skip_existing=True)"
             )
-        _check_target_takes(store, plans, tags)
+        check_target_takes(store, plans, tags)
         await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
         if holds:  # placed before the agents they protect are written
             carried = await carry_holds(store, holds, ids[-1], given)
@@ -519,6 +529,12 @@ async def restore(
             written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
         elif progress is not None:
             progress("write", written, written)
+        rebuilt = [
+            (a, p.snapshot[0], p.compacted)
+            for a, p in plans.items()
+            if a in tags and p.delta and p.snapshot
+        ]
+        await rebuild_whole(store, rebuilt)
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
@@ -563,36 +579,3 @@ async def _held(store: StateStore, agent_ids: dict[str, bytes]) -> dict[str, int
         return dict.fromkeys(agent_ids, 0)
     heads = await asyncio.gather(*(backend.head(a) for a in agent_ids))
     return dict(zip(agent_ids, heads, strict=True))
-
-
-def _check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
-    """A stream compacted by retention is written as it is stored (its base snapshot,
-    then the events after it): the target engine must be able to hold one, else
-    :class:`~statekeeper.errors.BackupError` before anything is written."""
-    if store.backend.supports(Capability.BASE_IMPORT):
-        return
-    compacted = sorted(a for a in tags if plans[a].compacted)
-    if compacted:
-        plan = plans[compacted[0]]
-        raise BackupError(
-            f"agent {compacted[0]!r} (and {len(compacted) - 1} more) was compacted by"
-            f" retention (its history before seq {plan.compacted + 1} is gone): the target"
-            f" engine {store.backend.name} cannot hold a compacted stream; restore into"
-            " memory, SQLite, PostgreSQL, Redis, S3 or tiered (nothing was restored)"
-        )
-
-
-def _check_namespace(store: StateStore, listed: set[str]) -> None:
-    """A target opened in a namespace takes only streams inside it (a backup holds
-    stored, full ids: they are restored as they are, never re-qualified)."""
-    if not isinstance(store, NamespacedStateStore) or not store.namespace:
-        return
-    prefix = store.namespace + "/"
-    outside = sorted(a for a in listed if not a.startswith(prefix))
-    if outside:
-        shown = "the store's own streams" if outside[0][:1] == "\x01" else repr(outside[0])
-        raise BackupError(
-            f"the backup holds {len(outside)} stream(s) outside namespace"
-            f" {store.namespace!r} (e.g. {shown}); a target opened in a namespace takes"
-            " only its own agents: restore into the whole store (no namespace) instead"
-        )

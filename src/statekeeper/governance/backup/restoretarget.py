@@ -1,0 +1,51 @@
+"""What a restore's target must take before anything is written: a stream compacted
+by retention needs an engine that holds one, a target opened in a namespace takes only
+the streams inside it. Each refusal is a :class:`~statekeeper.errors.BackupError`
+naming the first stream it refuses."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...backends.base import Capability
+from ...errors import BackupError
+from ...store.namespaced import NamespacedStateStore
+
+if TYPE_CHECKING:
+    from ...store import StateStore
+    from .restore import _Plan
+
+__all__ = ["check_namespace", "check_target_takes"]
+
+
+def check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
+    """A stream compacted by retention is written as it is stored (its base snapshot,
+    then the events after it): the target engine must be able to hold one, else
+    :class:`~statekeeper.errors.BackupError` before anything is written."""
+    if store.backend.supports(Capability.BASE_IMPORT):
+        return
+    compacted = sorted(a for a in tags if plans[a].compacted)
+    if compacted:
+        plan = plans[compacted[0]]
+        raise BackupError(
+            f"agent {compacted[0]!r} (and {len(compacted) - 1} more) was compacted by"
+            f" retention (its history before seq {plan.compacted + 1} is gone): the target"
+            f" engine {store.backend.name} cannot hold a compacted stream; restore into"
+            " memory, SQLite, PostgreSQL, Redis, S3 or tiered (nothing was restored)"
+        )
+
+
+def check_namespace(store: StateStore, listed: set[str]) -> None:
+    """A target opened in a namespace takes only streams inside it (a backup holds
+    stored, full ids: they are restored as they are, never re-qualified)."""
+    if not isinstance(store, NamespacedStateStore) or not store.namespace:
+        return
+    prefix = store.namespace + "/"
+    outside = sorted(a for a in listed if not a.startswith(prefix))
+    if outside:
+        shown = "the store's own streams" if outside[0][:1] == "\x01" else repr(outside[0])
+        raise BackupError(
+            f"the backup holds {len(outside)} stream(s) outside namespace"
+            f" {store.namespace!r} (e.g. {shown}); a target opened in a namespace takes"
+            " only its own agents: restore into the whole store (no namespace) instead"
+        )
