@@ -155,6 +155,13 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             dials once within it and raises
             :class:`~statekeeper.errors.BackendUnavailable` with the reason if that
             fails; later (lost connections) the ``retry_timeout`` budget applies.
+        socket_timeout: seconds the statements of one operation may take before the
+            server counts as lost (a frozen server, a network that drops packets
+            without a reset: neither ever closes the connection). The connection is
+            given up and the operation retried like any lost connection, within
+            ``retry_timeout``; an append whose outcome stays unknown raises
+            :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``.
+            Schema migrations are not bounded by it.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
         partitions: create a new schema hash-partitioned by agent id into this many
@@ -209,6 +216,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         reconnect_timeout: float = 5.0,
         prepare_threshold: int | None = 5,
         connect_timeout: float = 10.0,
+        socket_timeout: float = 60.0,
         readonly: bool = False,
         partitions: int | None = None,
         replica_url: str | None = None,
@@ -221,6 +229,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         if not connect_timeout > 0:
             raise ConfigurationError("connect_timeout must be > 0 seconds")
+        if not socket_timeout > 0:
+            raise ConfigurationError("socket_timeout must be > 0 seconds")
         _schema.check_partitions(partitions)
         self.dsn = dsn
         self.schema = schema
@@ -228,6 +238,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self.readonly = readonly
         self.retry_timeout = retry_timeout
         self.connect_timeout = connect_timeout
+        self.socket_timeout = socket_timeout
         # libpq counts whole seconds (and treats 1 as 2); the probe is bounded exactly
         self._connect_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -451,13 +462,18 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             await self._pool.check()
 
     @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A live connection from the pool.
+    async def _connection(
+        self, bounded: bool = True
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A live connection from the pool, its statements answered within
+        ``socket_timeout`` (when ``bounded``) or the connection counts as lost.
 
         Each one is tested as it is taken (:func:`.connection.check_connection`: a ``select`` on
         its socket, a round trip only when the server wrote to an idle connection); a
         dead one is closed — the pool replaces it in the background — and the next is
-        taken at once, without the pool's backoff between failed checks.
+        taken at once, without the pool's backoff between failed checks. A server that
+        stops answering (SIGSTOP, a silent network) never closes the connection: without
+        the bound an operation waited for ever, whatever ``retry_timeout`` said.
         """
         if self._end.ending:
             async with self._end.connection() as conn:
@@ -473,8 +489,17 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
                     await conn.close()
                 await self._pool.putconn(conn)
                 conn = await self._pool.getconn(timeout=self._wait)
+        bound = asyncio.timeout(self.socket_timeout if bounded else None)
         try:
-            yield conn
+            async with bound:
+                yield conn
+        except TimeoutError as exc:
+            if not bound.expired():
+                raise
+            # psycopg cancelled the statement (or closed the connection); retried as lost
+            raise psycopg.OperationalError(
+                f"no answer within {self.socket_timeout:g}s (socket_timeout)"
+            ) from exc
         finally:
             await self._pool.putconn(conn)
 

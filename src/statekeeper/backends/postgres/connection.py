@@ -35,6 +35,7 @@ _OWN_OPTIONS = (
     "retry_timeout",
     "reconnect_timeout",
     "connect_timeout",
+    "socket_timeout",
     "partitions",
     "replica_url",
 )
@@ -47,7 +48,8 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
     ``postgres://`` and ``postgresql+psycopg://`` are accepted spellings. Returns the
     DSN (with every other query option left in place) and keyword arguments for
     :class:`PostgresBackend`. ``connect_timeout`` (seconds, fractions allowed) is
-    taken out too: it bounds the first connection (see :class:`PostgresBackend`).
+    taken out too: it bounds the first connection (see :class:`PostgresBackend`);
+    ``socket_timeout`` bounds the statements of one pool checkout.
     ``partitions=N`` hash-partitions a new schema by agent id; ``replica_url=`` (a
     percent-encoded ``postgresql://`` URL) is a streaming replica that serves loads
     and the feed.
@@ -68,7 +70,8 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
         elif key in ("partitions", "pool_min_size", "pool_max_size"):
             kwargs[key.removeprefix("pool_")] = int_option(key, value, url)
         else:
-            kwargs[key] = float_option(key, value, url, positive=key == "connect_timeout")
+            positive = key in ("connect_timeout", "socket_timeout")
+            kwargs[key] = float_option(key, value, url, positive=positive)
     dsn = urlunsplit(
         # libpq does not read "+" as a space: percent-encode (options=-c%20statement_timeout=…)
         ("postgresql", parts.netloc, parts.path, urlencode(keep, quote_via=quote), parts.fragment)
