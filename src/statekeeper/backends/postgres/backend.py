@@ -33,7 +33,8 @@ because it is one class implementing the whole Backend contract.
   :class:`~statekeeper.errors.BackendUnavailable` at once with the server's (or
   libpq's) own reason — no retries, no pool warnings.
 * Only failures of the connection are retried: SQLSTATE class 08, an administrator
-  or crash shutdown (57P01-57P03), a connection the client library found broken (no
+  or crash shutdown (57P01-57P03), a session ended by the server's idle timeouts
+  (57P05, 25P03), a connection the client library found broken (no
   SQLSTATE), a pool timeout, and serialization failures / deadlocks. Every other
   error (``statement_timeout``, a size limit, a permission, a constraint) raises
   :class:`~statekeeper.errors.BackendRejected` at once with the server's message;

@@ -80,8 +80,10 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
 
 
 #: SQLSTATEs outside class 08 that mean "the connection went away", not "the statement
-#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now
-_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03"})
+#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now, and the sessions the
+#: server ends on its own timers (idle_session_timeout, idle_in_transaction_session_
+#: timeout: the session and its transaction are gone, nothing of it committed)
+_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
 
 
 async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -92,7 +94,8 @@ async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
 def transient(exc: BaseException) -> bool:
     """True for failures of the connection (not of the statement): worth a retry.
 
-    SQLSTATE class 08 and 57P01-57P03; a pool timeout; an error the client library
+    SQLSTATE class 08, 57P01-57P03, and 57P05 / 25P03 (the server's idle timeouts
+    ended the session); a pool timeout; an error the client library
     raised itself about its connection (no SQLSTATE: a broken socket, a closed
     connection); serialization failures and deadlocks (the transaction was rolled
     back, so running it again is safe). Anything else — ``statement_timeout``
