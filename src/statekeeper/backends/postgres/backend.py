@@ -119,6 +119,7 @@ from .refusals import denied
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .watchdog import Watchdog
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresBackend", "parse_postgres_url"]
 
@@ -240,6 +241,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self.retry_timeout = retry_timeout
         self.connect_timeout = connect_timeout
         self.socket_timeout = socket_timeout
+        self._watchdog = Watchdog(socket_timeout)
         # libpq counts whole seconds (and treats 1 as 2); the probe is bounded exactly
         self._connect_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -417,6 +419,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         if self._closed:
             return
         self._closed = True
+        self._watchdog.close()
         await self._end.stop()
         await self._feed.close()
         if self._replica is not None:
@@ -490,18 +493,20 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
                     await conn.close()
                 await self._pool.putconn(conn)
                 conn = await self._pool.getconn(timeout=self._wait)
-        bound = asyncio.timeout(self.socket_timeout if bounded else None)
+        watch = self._watchdog if bounded else None
+        token = watch.start() if watch is not None else 0
         try:
-            async with bound:
-                yield conn
-        except TimeoutError as exc:
-            if not bound.expired():
+            yield conn
+        except asyncio.CancelledError as exc:
+            if watch is None or not watch.fired(token):
                 raise
             # psycopg cancelled the statement (or closed the connection); retried as lost
             raise psycopg.OperationalError(
                 f"no answer within {self.socket_timeout:g}s (socket_timeout)"
             ) from exc
         finally:
+            if watch is not None:
+                watch.stop(token)
             await self._pool.putconn(conn)
 
     async def _query(
