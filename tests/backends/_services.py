@@ -162,6 +162,28 @@ class PrivatePostgres:
         """``fast``: a clean shutdown; ``immediate``: a crash (recovery on next start)."""
         self._ctl("-m", mode, "stop")
 
+    def processes(self) -> list[int]:
+        """The postmaster's pid and its children's (the backends, the WAL writer...)."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        children = subprocess.run(
+            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        return [postmaster, *map(int, children)]
+
+    def freeze(self) -> list[int]:
+        """SIGSTOP every process of the server (its sockets stay open, nothing answers);
+        returns them for :meth:`thaw`."""
+        frozen = self.processes()
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        return frozen
+
+    def thaw(self, frozen: list[int]) -> None:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.stop("immediate")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from urllib.parse import quote
@@ -275,3 +276,48 @@ async def test_the_feed_on_a_standby_itself_is_refused_with_the_way_out(
             await standby.read_feed(0, 10)
     finally:
         await standby.close()
+
+
+def _freeze_replica(pair: ReplicaPair) -> list[int]:
+    """SIGSTOP the replica's postmaster and its children (sockets open, no answer)."""
+    with open(os.path.join(pair.data, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    children = subprocess.run(
+        ["pgrep", "-P", str(postmaster)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    frozen = [postmaster, *map(int, children)]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    return frozen
+
+
+async def test_a_frozen_replica_sends_reads_to_the_primary_within_socket_timeout(
+    pair: ReplicaPair,
+) -> None:
+    """Before, a read sent to a replica that stopped answering (SIGSTOP) never returned:
+    only a failed connection sent reads to the primary, and a frozen server fails none."""
+    backend = PostgresBackend(
+        pair.primary.dsn,
+        schema="agents",
+        max_size=2,
+        replica_url=pair.replica_dsn,
+        retry_timeout=5,
+        connect_timeout=2,
+        socket_timeout=0.5,
+    )
+    try:
+        await backend.append(request("a", 0, b"one"))
+        await asyncio.to_thread(pair.caught_up)
+        assert [e.payload for e in await backend.read("a")] == [b"one"]
+        frozen = _freeze_replica(pair)
+        try:
+            # (the bound only turns the old hang into a failure)
+            read = await asyncio.wait_for(backend.read("a"), 240)
+        finally:
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        assert [e.payload for e in read] == [b"one"]
+        assert _served(backend)["primary"] >= 1
+    finally:
+        await backend.close()

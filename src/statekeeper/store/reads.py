@@ -3,10 +3,10 @@
 Every record read is decoded through the codec (authenticated, and checked against
 the chain), a state is the nearest usable snapshot plus the events after it, and the
 latest state of each agent is kept folded in an LRU cache that later reads bring up
-to date (one indexed read when nothing changed). :class:`ReadPath` owns that cache and
-the records pinned by write-behind appends not yet stored; the write pipeline
-(:mod:`.writes`) puts the state after each acknowledged append into it.
-"""
+to date (one indexed read when nothing changed; one storage lost: :mod:`.seen`).
+:class:`ReadPath` owns it and the records pinned by write-behind appends not yet
+stored; the write pipeline (:mod:`.writes`) puts the state after each acknowledged
+append into it."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from ..errors import (
 from ..records import EventRow, RawEvent, RawSnapshot, event_rows
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
-from .cache import LRUCache
 from .copies import public_copy
 from .incarnation import check_in_stream
+from .seen import RecordCache
 from .state import (
     AgentRecord,
     apply_payloads,
@@ -67,13 +67,9 @@ def _inline_base(backend: Backend, state_now: Any, name: str = "snapshots_now") 
 
 
 class ReadPath:
-    """Decode, fold and cache agent states read from ``backend``.
-
-    Args:
-        cache_size: folded states kept (0: none).
-        validate_cache: bring a cached state up to date with storage before serving it
-            (one indexed read); off, a cached state is served as it is.
-    """
+    """Decode, fold and cache agent states read from ``backend``. ``cache_size``:
+    folded states kept (0: none); ``validate_cache``: bring a cached state up to date
+    with storage (one indexed read) before serving it, else serve it as it is."""
 
     def __init__(
         self, backend: Backend, codec: Codec, *, cache_size: int, validate_cache: bool
@@ -81,7 +77,7 @@ class ReadPath:
         self.backend = backend
         self.codec = codec
         self.validate = validate_cache
-        self.cache: LRUCache[str, AgentRecord] = LRUCache(cache_size)
+        self.cache = RecordCache(cache_size)
         #: agents with appends still in the write-behind buffer: never evicted
         self.pinned: dict[str, AgentRecord] = {}
         #: states folded from the backend (not served from the cache)
@@ -519,6 +515,8 @@ class ReadPath:
             if head == 0:
                 return None
             record = await self.fold(agent_id, head, head, tag, at_head=True)
+        if self.cache.gone:  # a state dropped as no longer stored: a rollback?
+            self.cache.check(record)
         self.cache.put(agent_id, record)
         return record
 
@@ -588,7 +586,7 @@ class ReadPath:
 
     def forget(self, agent_id: str) -> None:
         """Drop what is cached or pinned of ``agent_id``."""
-        self.cache.discard(agent_id)
+        self.cache.forget(agent_id)
         self.pinned.pop(agent_id, None)
 
     def kept(self, record: AgentRecord) -> bool:

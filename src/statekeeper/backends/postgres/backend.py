@@ -33,7 +33,8 @@ because it is one class implementing the whole Backend contract.
   :class:`~statekeeper.errors.BackendUnavailable` at once with the server's (or
   libpq's) own reason — no retries, no pool warnings.
 * Only failures of the connection are retried: SQLSTATE class 08, an administrator
-  or crash shutdown (57P01-57P03), a connection the client library found broken (no
+  or crash shutdown (57P01-57P03), a session ended by the server's idle timeouts
+  (57P05, 25P03), a connection the client library found broken (no
   SQLSTATE), a pool timeout, and serialization failures / deadlocks. Every other
   error (``statement_timeout``, a size limit, a permission, a constraint) raises
   :class:`~statekeeper.errors.BackendRejected` at once with the server's message;
@@ -118,6 +119,7 @@ from .refusals import denied
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .watchdog import Watchdog
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresBackend", "parse_postgres_url"]
 
@@ -155,6 +157,13 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             dials once within it and raises
             :class:`~statekeeper.errors.BackendUnavailable` with the reason if that
             fails; later (lost connections) the ``retry_timeout`` budget applies.
+        socket_timeout: seconds the statements of one operation may take before the
+            server counts as lost (a frozen server, a network that drops packets
+            without a reset: neither ever closes the connection). The connection is
+            given up and the operation retried like any lost connection, within
+            ``retry_timeout``; an append whose outcome stays unknown raises
+            :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``.
+            Schema migrations are not bounded by it.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
         partitions: create a new schema hash-partitioned by agent id into this many
@@ -209,6 +218,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         reconnect_timeout: float = 5.0,
         prepare_threshold: int | None = 5,
         connect_timeout: float = 10.0,
+        socket_timeout: float = 60.0,
         readonly: bool = False,
         partitions: int | None = None,
         replica_url: str | None = None,
@@ -221,6 +231,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         if not connect_timeout > 0:
             raise ConfigurationError("connect_timeout must be > 0 seconds")
+        if not socket_timeout > 0:
+            raise ConfigurationError("socket_timeout must be > 0 seconds")
         _schema.check_partitions(partitions)
         self.dsn = dsn
         self.schema = schema
@@ -228,6 +240,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self.readonly = readonly
         self.retry_timeout = retry_timeout
         self.connect_timeout = connect_timeout
+        self.socket_timeout = socket_timeout
+        self._watchdog = Watchdog(socket_timeout)
         # libpq counts whole seconds (and treats 1 as 2); the probe is bounded exactly
         self._connect_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -405,6 +419,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         if self._closed:
             return
         self._closed = True
+        self._watchdog.close()
         await self._end.stop()
         await self._feed.close()
         if self._replica is not None:
@@ -451,13 +466,18 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             await self._pool.check()
 
     @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A live connection from the pool.
+    async def _connection(
+        self, bounded: bool = True
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A live connection from the pool, its statements answered within
+        ``socket_timeout`` (when ``bounded``) or the connection counts as lost.
 
         Each one is tested as it is taken (:func:`.connection.check_connection`: a ``select`` on
         its socket, a round trip only when the server wrote to an idle connection); a
         dead one is closed — the pool replaces it in the background — and the next is
-        taken at once, without the pool's backoff between failed checks.
+        taken at once, without the pool's backoff between failed checks. A server that
+        stops answering (SIGSTOP, a silent network) never closes the connection: without
+        the bound an operation waited for ever, whatever ``retry_timeout`` said.
         """
         if self._end.ending:
             async with self._end.connection() as conn:
@@ -473,9 +493,20 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
                     await conn.close()
                 await self._pool.putconn(conn)
                 conn = await self._pool.getconn(timeout=self._wait)
+        watch = self._watchdog if bounded else None
+        token = watch.start() if watch is not None else 0
         try:
             yield conn
+        except asyncio.CancelledError as exc:
+            if watch is None or not watch.fired(token):
+                raise
+            # psycopg cancelled the statement (or closed the connection); retried as lost
+            raise psycopg.OperationalError(
+                f"no answer within {self.socket_timeout:g}s (socket_timeout)"
+            ) from exc
         finally:
+            if watch is not None:
+                watch.stop(token)
             await self._pool.putconn(conn)
 
     async def _query(

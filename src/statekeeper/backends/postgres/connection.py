@@ -35,6 +35,7 @@ _OWN_OPTIONS = (
     "retry_timeout",
     "reconnect_timeout",
     "connect_timeout",
+    "socket_timeout",
     "partitions",
     "replica_url",
 )
@@ -47,7 +48,8 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
     ``postgres://`` and ``postgresql+psycopg://`` are accepted spellings. Returns the
     DSN (with every other query option left in place) and keyword arguments for
     :class:`PostgresBackend`. ``connect_timeout`` (seconds, fractions allowed) is
-    taken out too: it bounds the first connection (see :class:`PostgresBackend`).
+    taken out too: it bounds the first connection (see :class:`PostgresBackend`);
+    ``socket_timeout`` bounds the statements of one pool checkout.
     ``partitions=N`` hash-partitions a new schema by agent id; ``replica_url=`` (a
     percent-encoded ``postgresql://`` URL) is a streaming replica that serves loads
     and the feed.
@@ -68,7 +70,8 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
         elif key in ("partitions", "pool_min_size", "pool_max_size"):
             kwargs[key.removeprefix("pool_")] = int_option(key, value, url)
         else:
-            kwargs[key] = float_option(key, value, url, positive=key == "connect_timeout")
+            positive = key in ("connect_timeout", "socket_timeout")
+            kwargs[key] = float_option(key, value, url, positive=positive)
     dsn = urlunsplit(
         # libpq does not read "+" as a space: percent-encode (options=-c%20statement_timeout=…)
         ("postgresql", parts.netloc, parts.path, urlencode(keep, quote_via=quote), parts.fragment)
@@ -77,8 +80,10 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
 
 
 #: SQLSTATEs outside class 08 that mean "the connection went away", not "the statement
-#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now
-_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03"})
+#: is wrong": admin_shutdown, crash_shutdown, cannot_connect_now, and the sessions the
+#: server ends on its own timers (idle_session_timeout, idle_in_transaction_session_
+#: timeout: the session and its transaction are gone, nothing of it committed)
+_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
 
 
 async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -89,7 +94,8 @@ async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
 def transient(exc: BaseException) -> bool:
     """True for failures of the connection (not of the statement): worth a retry.
 
-    SQLSTATE class 08 and 57P01-57P03; a pool timeout; an error the client library
+    SQLSTATE class 08, 57P01-57P03, and 57P05 / 25P03 (the server's idle timeouts
+    ended the session); a pool timeout; an error the client library
     raised itself about its connection (no SQLSTATE: a broken socket, a closed
     connection); serialization failures and deadlocks (the transaction was rolled
     back, so running it again is safe). Anything else — ``statement_timeout``

@@ -30,6 +30,7 @@ to the primary: a stale answer there would only turn into a conflict.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -203,7 +204,16 @@ class ReplicaReads:
                 await conn.close()
             await self.pool.putconn(conn)
             raise
+        watch = self.backend._watchdog  # a frozen replica is an unreachable one
+        token = watch.start()
         try:
             yield conn
+        except asyncio.CancelledError as exc:
+            if not watch.fired(token):
+                raise
+            raise psycopg.OperationalError(
+                f"no answer within {self.backend.socket_timeout:g}s (socket_timeout)"
+            ) from exc
         finally:
+            watch.stop(token)
             await self.pool.putconn(conn)

@@ -187,7 +187,8 @@ async def migrate(backend: PostgresBackend) -> None:
     ident = sql.Identifier(schema)
     if await _current(backend):
         return  # nothing to do (and a role without DDL rights may open the store)
-    async with backend._connection() as conn, conn.transaction():
+    # unbounded: a migration of a big schema (or waiting for another starter's) may be long
+    async with backend._connection(bounded=False) as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=ident))
         await conn.execute(
