@@ -43,9 +43,11 @@ import orjson
 from .. import patch
 from ..codec import Codec
 from ..codec.formats import JSON
+from ..codec.pipeline import ZERO_LINK
 from ..codec.types import needs_tagging
 from ..errors import AgentForgotten
 from ..records import RawEvent, RawSnapshot, RewriteRequest, Snapshot
+from ..security.rekey_checks import sealed_now
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -373,12 +375,60 @@ def restore_request(codec: Codec, head: Head, agent_id: str, kept: Original) -> 
         return None
     if head.snapshot is not None and kept.snapshot is None:
         return None  # a snapshot taken since: a rewrite cannot remove it
-    snaps = () if kept.snapshot is None else (kept.snapshot,)
-    e = kept.event
-    link = codec.open(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum).link
-    return Rewrite(
-        RewriteRequest(agent_id, head.seq, head.tag, (kept.event,), snaps, kept.tag), link
+    event, snapshot, tag, link = _sealed_now(codec, agent_id, kept)
+    snaps = () if snapshot is None else (snapshot,)
+    return Rewrite(RewriteRequest(agent_id, head.seq, head.tag, (event,), snaps, tag), link)
+
+
+def _sealed_now(
+    codec: Codec, agent_id: str, kept: Original
+) -> tuple[RawEvent, RawSnapshot | None, bytes | None, bytes]:
+    """``kept``'s event, snapshot and head tag as ``codec`` seals them now, and the
+    event's link. They were kept as stored when the migration ran: in the clear, or
+    under the key active then. ``statekeeper rekey`` since re-encrypted the event that
+    holds them, not them — put back as they are, they would be records in the clear in
+    an encrypted store (which refuses them) or records under a key rotation retired.
+    Such records are re-sealed under the active key: the same content, format, chain
+    link and place, as ``rekey`` re-seals (the bytes are authentic: they were read out
+    of the verified event that kept them)."""
+    e, s = kept.event, kept.snapshot
+    reader = codec.migrating()  # (opens kept records written without a key)
+    opened = reader.open(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum)
+    keyring = codec.keyring
+    if keyring is None or sealed_now(opened, e.payload, keyring.active_id, _own_keys(codec)):
+        return e, s, kept.tag, opened.link
+    sealed = codec.seal(
+        agent_id,
+        e.seq,
+        e.type,
+        e.timestamp,
+        opened.body,
+        opened.prev or ZERO_LINK,
+        fmt=opened.format,
+        legacy_link=opened.prev is None,
+        algorithm=opened.algorithm,
     )
+    event = RawEvent(e.seq, e.type, e.timestamp, sealed.payload, sealed.checksum)
+    snapshot = None
+    if s is not None:
+        snap = reader.open(agent_id, s.seq, _SNAPSHOT, s.timestamp, s.payload, s.checksum)
+        resealed = codec.seal(
+            agent_id,
+            s.seq,
+            _SNAPSHOT,
+            s.timestamp,
+            snap.body,
+            opened.link,  # a snapshot carries the link of the event at its seq
+            fmt=snap.format,
+            algorithm=snap.algorithm,
+        )
+        snapshot = RawSnapshot(s.seq, s.timestamp, resealed.payload, resealed.checksum)
+    return event, snapshot, codec.head_tag(agent_id, e.seq, sealed.link), sealed.link
+
+
+def _own_keys(codec: Codec) -> bool:
+    """Whether ``codec`` seals each agent's records with its own data key (a vault)."""
+    return codec.keyring is not None and codec.keyring.data_keys is not None
 
 
 def strip_request(codec: Codec, agent_id: str, head: Head, run_id: str) -> Rewrite | None:
@@ -400,6 +450,7 @@ def strip_request(codec: Codec, agent_id: str, head: Head, run_id: str) -> Rewri
 
 
 def original_body(codec: Codec, agent_id: str, kept: Original) -> dict[str, Any]:
-    """The decoded body of the pre-migration event ``kept`` holds."""
-    body, _ = _open_body(codec, agent_id, kept.event)
+    """The decoded body of the pre-migration event ``kept`` holds (kept as stored: in
+    the clear when the store was encrypted since, see :func:`_sealed_now`)."""
+    body, _ = _open_body(codec.migrating(), agent_id, kept.event)
     return body
