@@ -143,13 +143,13 @@ async def rollback(
     report = MigrationReport(run, schema.name, None, action="rollback")
     report.total = await store.count_agents()
     codec = store.codec
-    from .migrate import apply_page, before_rewrites
+    from .applying import apply_page, before_rewrites
 
     #: agents this run migrated (restored or not): none at all means no such run here
     found = [0]
 
     async def one(agent_id: str) -> None:
-        from .migrate import apply
+        from .applying import apply
 
         (full,) = stored(store, [agent_id])  # the id the records name
         for _attempt in range(RETRIES):
@@ -314,7 +314,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
     """Drop the pre-migration bytes of ``run_id`` from every head event still holding
     them (a head written since keeps them in its history: a rewrite there would change
     the links of every later record)."""
-    from .migrate import apply, apply_page, before_rewrites
+    from .applying import apply, apply_page, before_rewrites
 
     codec = store.codec
 
