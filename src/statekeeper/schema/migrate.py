@@ -56,6 +56,7 @@ from ..errors import (
     InvalidArgument,
     MigrationError,
     SchemaError,
+    SerializationError,
     StoredStateInvalid,
 )
 from ..records import Snapshot
@@ -238,7 +239,9 @@ async def migrate(
             return DONE
         try:
             new = _target_doc(schema, doc, version, target, agent_id, snap.seq)
-        except SchemaError as exc:
+            if dry_run:  # what the run's write would refuse (the run: when it writes)
+                codec.serialize(new, "state")
+        except (SchemaError, SerializationError) as exc:
             report.failed.append(failure(agent_id, snap.seq, version, exc))
             return DONE
         if attempt == 0:
@@ -261,7 +264,11 @@ async def migrate(
             if head.seq != snap.seq:  # written between the two reads
                 report.retries += 1
                 return RETRY
-            request = migrate_request(codec, head, snap, new, target, run.run_id)
+            try:
+                request = migrate_request(codec, head, snap, new, target, run.run_id)
+            except SerializationError as exc:  # an upcast the codec cannot store
+                report.failed.append(failure(agent_id, snap.seq, version, exc))
+                return DONE
             if request is not None:
                 return request
         return doc, new, version
@@ -308,6 +315,10 @@ async def migrate(
                 report.retries += 1
                 continue
             except AgentNotFound:
+                return
+            except SerializationError as exc:  # an upcast the codec cannot store
+                seq = read.seq if read is not None else None
+                report.failed.append(failure(agent_id, seq, step[2], exc))
                 return
             report.changed += 1
             return
