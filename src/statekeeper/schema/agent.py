@@ -77,7 +77,11 @@ class TypedAgent(DurableAgent, Generic[M]):
             snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq
         )
         fsm = schema.state_name(snapshot.fsm_state, version)
-        if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
+        #: the machine state is stored under a name renamed since: the next write,
+        #: which stamps the current version, records it under its current name (else
+        #: the stored state would read as the old name at the new version)
+        self._fsm_renamed = fsm != snapshot.fsm_state
+        if self._fsm_renamed:  # a state renamed since it was recorded
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
         super()._adopt(snapshot)
         self._state: M = state
@@ -118,9 +122,19 @@ class TypedAgent(DurableAgent, Generic[M]):
         """True when :attr:`state` has changes not yet written."""
         return bool(patch.diff(self._baseline, self.schema.dump(self._state, self.agent_id)))
 
-    async def _write(self, *args: Any, **kwargs: Any) -> AppendResult:
-        result = await super()._write(*args, **kwargs)
+    async def _write(
+        self,
+        event_type: str,
+        info: dict[str, Any],
+        fsm_state: str | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> AppendResult:
+        if fsm_state is None and self._fsm_renamed:  # (see _adopt)
+            fsm_state = self.machine.state_value
+        result = await super()._write(event_type, info, fsm_state, *args, **kwargs)
         if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
+            self._fsm_renamed = False
             # the baseline is the model's own document; the stored one, with the
             # undeclared keys carried, is what the next write carries them from
             self._baseline = self._plain

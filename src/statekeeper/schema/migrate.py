@@ -224,7 +224,7 @@ async def migrate(
     def plan(agent_id: str, snap: Snapshot | None, head: Head | None, attempt: int) -> Any:
         """One attempt's decision for an agent, without I/O: DONE (counted already),
         RETRY (written between the reads), a :class:`Rewrite` to apply, or the
-        ``(doc, new, version)`` of a ``schema.migrate`` event to append."""
+        ``(doc, new, version, fsm)`` of a ``schema.migrate`` event to append."""
         if snap is None:
             return DONE
         doc = snap.data
@@ -260,18 +260,20 @@ async def migrate(
         if dry_run:
             report.changed += 1
             return DONE
+        # a machine state renamed up to the target is recorded under its new name
+        fsm = schema.state_name(snap.fsm_state, version) if version < target else None
         if rewriting and head is not None:
             if head.seq != snap.seq:  # written between the two reads
                 report.retries += 1
                 return RETRY
             try:
-                request = migrate_request(codec, head, snap, new, target, run.run_id)
+                request = migrate_request(codec, head, snap, new, target, run.run_id, fsm)
             except SerializationError as exc:  # an upcast the codec cannot store
                 report.failed.append(failure(agent_id, snap.seq, version, exc))
                 return DONE
             if request is not None:
                 return request
-        return doc, new, version
+        return doc, new, version, fsm
 
     async def one(
         agent_id: str,
@@ -301,13 +303,14 @@ async def migrate(
                     await apply(store, step)
                 else:
                     assert read is not None
-                    doc, new, version = step
+                    doc, new, version, fsm = step
                     info = {"run": run.run_id, "model": schema.name, "from": version, "to": target}
                     await store.append(
                         agent_id,
                         MIGRATE_EVENT,
                         info,
                         ops=patch.diff(doc, new),
+                        fsm_state=fsm if fsm != read.fsm_state else None,
                         expected_seq=read.seq,
                         schema_version=target,
                     )

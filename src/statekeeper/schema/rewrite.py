@@ -283,10 +283,13 @@ def migrate_request(
     new: dict[str, Any],
     target: int,
     run_id: str,
+    fsm: str | None = None,
 ) -> Rewrite | None:
     """The rewrite that brings ``state`` (folded at ``head``) to ``new`` at version
     ``target``, keeping the pre-migration bytes under :data:`PRE`; None when the stream
-    cannot be rewritten (see the module docs) or ``state`` is not the one at ``head``."""
+    cannot be rewritten (see the module docs) or ``state`` is not the one at ``head``.
+    ``fsm``: the machine state's name at ``target`` when a rename changed it (recorded
+    in the event and the snapshot: read at ``target``, the old name would not be)."""
     agent_id = state.agent_id
     raw = head.event
     if raw is None or head.tag is None or state.seq != head.seq:
@@ -317,8 +320,10 @@ def migrate_request(
         rewritten["ops"] = ops
     rewritten["v"] = target
     rewritten[PRE] = pre
+    if fsm is not None and fsm != state.fsm_state:
+        rewritten["fsm"] = fsm
     whole = {
-        "fsm": state.fsm_state,
+        "fsm": fsm if fsm is not None else state.fsm_state,
         "v": target,
         "created_at": state.created_at,
         "updated_at": state.updated_at,
