@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import migrate
 
 from .test_events import _record_v1, machine_v2, v2
@@ -43,4 +44,16 @@ async def test_a_migration_records_the_renamed_state(tmp_path: Path, method: str
         await _record_v1(store)
     async with StateStore(url) as store:  # the new code
         assert (await migrate(store, v2, method=method)).ok
+        await _opens_on_the_new_machine(store)
+
+
+async def test_typed_states_save_records_the_renamed_state(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    async with StateStore(url) as store:  # the old code
+        await _record_v1(store)
+    async with StateStore(url) as store:  # the new code, without an agent handle
+        states = TypedStates(store, v2)
+        state = await states.load("a-1")
+        state.notes.append("more")
+        await states.save("a-1", state)
         await _opens_on_the_new_machine(store)

@@ -357,6 +357,8 @@ class TypedStates(Generic[M]):
         version (only the difference is written). The stored keys the model does not
         declare are kept as they are. See :meth:`StateStore.save`."""
         document = self._dump(state, agent_id, "save")
+        if fsm_state is None and self.schema.state_renames:
+            fsm_state = await self._renamed_state(agent_id)
         token = None
         if self.schema.adapter.carries:  # carried onto the record the save is made on
             token = SAVE_CARRY.set(self._carry(agent_id, state, document))
@@ -376,6 +378,16 @@ class TypedStates(Generic[M]):
                 SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
         return result
+
+    async def _renamed_state(self, agent_id: str) -> str | None:
+        """The stored machine state's current name when a rename changed it: a save
+        stamps the current version, read through no rename (one read, only for a
+        model whose machine states were renamed)."""
+        snap = await self.store.get(agent_id)
+        if snap is None or snap.schema_version >= self.schema.version:
+            return None
+        name = self.schema.state_name(snap.fsm_state, snap.schema_version)
+        return name if name != snap.fsm_state else None
 
     def _carry(
         self, agent_id: str, state: M, document: dict[str, Any]
