@@ -261,13 +261,15 @@ async def migrate(
             report.changed += 1
             return DONE
         # a machine state renamed up to the target is recorded under its new name
-        fsm = schema.state_name(snap.fsm_state, version) if version < target else None
+        upto = version < target == schema.version  # (renames lead to the code's version)
+        fsm = schema.state_name(snap.fsm_state, version) if upto else None
         if rewriting and head is not None:
             if head.seq != snap.seq:  # written between the two reads
                 report.retries += 1
                 return RETRY
+            named = schema if upto else None
             try:
-                request = migrate_request(codec, head, snap, new, target, run.run_id, fsm)
+                request = migrate_request(codec, head, snap, new, target, run.run_id, fsm, named)
             except SerializationError as exc:  # an upcast the codec cannot store
                 report.failed.append(failure(agent_id, snap.seq, version, exc))
                 return DONE
