@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.schema import TypedStates
-from statekeeper.schema.migrate import migrate
+from statekeeper.schema import SchemaRegistry, TypedStates
+from statekeeper.schema.migrate import migrate, rollback
 
-from .test_events import _record_v1, machine_v2, v2
+from .test_events import Doc, _record_v1, machine_v1, machine_v2, v1, v2
 
 
 async def _opens_on_the_new_machine(store: StateStore) -> None:
@@ -57,3 +57,25 @@ async def test_typed_states_save_records_the_renamed_state(tmp_path: Path) -> No
         state.notes.append("more")
         await states.save("a-1", state)
         await _opens_on_the_new_machine(store)
+
+
+async def test_a_rollback_records_the_state_as_the_old_version_names_it(tmp_path: Path) -> None:
+    back = SchemaRegistry().register(Doc, name="doc", version=2)
+    back.rename_states(1, {"thinking": "reasoning"})
+    back.downcaster(2)(lambda doc: doc)
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    async with StateStore(url) as store:  # the old code
+        await _record_v1(store)
+    async with StateStore(url) as store:  # the new code: migrated, then written
+        report = await migrate(store, back)
+        agent = await store.agent("a-1", machine_v2(), model=back)
+        agent.state.notes.append("more")
+        await agent.save()
+    async with StateStore(url) as store:  # statekeeper migrate --rollback
+        rolled = await rollback(store, back, run_id=report.run_id)
+        assert rolled.changed == 1 and rolled.target == 1
+    async with StateStore(url) as store:  # the old code again
+        stored = await store.load("a-1")
+        assert (stored.fsm_state, stored.schema_version) == ("thinking", 1)
+        old = await store.agent("a-1", machine_v1(), model=v1)
+        assert old.fsm_state == "thinking" and old.state.notes == ["n", "more"]

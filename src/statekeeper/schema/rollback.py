@@ -229,12 +229,16 @@ async def rollback(
                     report.forced += 1
             info = {"run": run, "model": schema.name, "migration_seq": migration_seq,
                     "from": snap.schema_version, "to": back_to}  # fmt: skip
+            # the machine state as the version rolled back to names it (read at
+            # back_to, a name renamed since would not be known)
+            fsm = schema.state_name_back(snap.fsm_state, snap.schema_version, back_to)
             try:
                 await store.append(
                     agent_id,
                     ROLLBACK_EVENT,
                     info,
                     ops=patch.diff(snap.data, doc),
+                    fsm_state=fsm if fsm != snap.fsm_state else None,
                     expected_seq=snap.seq,
                     schema_version=back_to,
                 )
