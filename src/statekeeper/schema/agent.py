@@ -77,7 +77,11 @@ class TypedAgent(DurableAgent, Generic[M]):
             snapshot.data, version, agent_id=snapshot.agent_id, seq=snapshot.seq
         )
         fsm = schema.state_name(snapshot.fsm_state, version)
-        if fsm != snapshot.fsm_state:  # a state renamed since it was recorded
+        #: the machine state is stored under a name renamed since: the next write,
+        #: which stamps the current version, records it under its current name (else
+        #: the stored state would read as the old name at the new version)
+        self._fsm_renamed = fsm != snapshot.fsm_state
+        if self._fsm_renamed:  # a state renamed since it was recorded
             snapshot = dataclasses.replace(snapshot, fsm_state=fsm)
         super()._adopt(snapshot)
         self._state: M = state
@@ -118,9 +122,19 @@ class TypedAgent(DurableAgent, Generic[M]):
         """True when :attr:`state` has changes not yet written."""
         return bool(patch.diff(self._baseline, self.schema.dump(self._state, self.agent_id)))
 
-    async def _write(self, *args: Any, **kwargs: Any) -> AppendResult:
-        result = await super()._write(*args, **kwargs)
+    async def _write(
+        self,
+        event_type: str,
+        info: dict[str, Any],
+        fsm_state: str | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> AppendResult:
+        if fsm_state is None and self._fsm_renamed:  # (see _adopt)
+            fsm_state = self.machine.state_value
+        result = await super()._write(event_type, info, fsm_state, *args, **kwargs)
         if not result.duplicate:  # (a duplicate refreshed: _adopt set the baseline)
+            self._fsm_renamed = False
             # the baseline is the model's own document; the stored one, with the
             # undeclared keys carried, is what the next write carries them from
             self._baseline = self._plain
@@ -343,6 +357,8 @@ class TypedStates(Generic[M]):
         version (only the difference is written). The stored keys the model does not
         declare are kept as they are. See :meth:`StateStore.save`."""
         document = self._dump(state, agent_id, "save")
+        if fsm_state is None and self.schema.state_renames:
+            fsm_state = await self._renamed_state(agent_id)
         token = None
         if self.schema.adapter.carries:  # carried onto the record the save is made on
             token = SAVE_CARRY.set(self._carry(agent_id, state, document))
@@ -362,6 +378,16 @@ class TypedStates(Generic[M]):
                 SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
         return result
+
+    async def _renamed_state(self, agent_id: str) -> str | None:
+        """The stored machine state's current name when a rename changed it: a save
+        stamps the current version, read through no rename (one read, only for a
+        model whose machine states were renamed)."""
+        snap = await self.store.get(agent_id)
+        if snap is None or snap.schema_version >= self.schema.version:
+            return None
+        name = self.schema.state_name(snap.fsm_state, snap.schema_version)
+        return name if name != snap.fsm_state else None
 
     def _carry(
         self, agent_id: str, state: M, document: dict[str, Any]

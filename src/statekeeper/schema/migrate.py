@@ -38,7 +38,6 @@ version, a sample diff per version and the agents that would fail validation.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import time
@@ -57,10 +56,12 @@ from ..errors import (
     InvalidArgument,
     MigrationError,
     SchemaError,
+    SerializationError,
     StoredStateInvalid,
 )
-from ..records import AuditMark, Snapshot
+from ..records import Snapshot
 from ..store.governed import governance_of
+from .applying import apply, apply_page, before_rewrites
 from .models import MODEL_KEY, field_errors
 from .registry import ModelSchema, SchemaRegistry
 from .report import (
@@ -108,8 +109,6 @@ __all__ = [
 MIGRATE_EVENT = "schema.migrate"
 ROLLBACK_EVENT = "schema.rollback"
 METHODS = ("rewrite", "append")
-#: rewrites in flight at once on an engine without a native rewrite_many
-PAGE_CONCURRENCY = 64
 
 
 def _target_doc(
@@ -137,174 +136,6 @@ def _target_doc(
         # (validated just above); the undeclared keys carried, at any depth
         cast = adapter.keep(state, adapter.dump_validated(state), cast, agent_id)
     return {MODEL_KEY: schema.name, **cast}
-
-
-async def before_rewrites(store: StateStore, agent_ids: list[str]) -> None:
-    """Before a page of rewrites: the store's witness replaces its marks of those agents
-    by deletions (a mark of a link the rewrite replaces would read as a rollback)."""
-    witness = getattr(store, "_witness", None)
-    if witness is not None:
-        await witness.rewriting(agent_ids)
-
-
-async def _announce(store: StateStore, batch: list[Rewrite]) -> tuple[int, list[AuditMark]] | None:
-    """The ``migrate`` entries of ``batch``, one per agent, written BEFORE its rewrites
-    (entry first, docs/governance.md), each naming the checksum the agent's head event
-    has once rewritten, so that ``audit verify`` reports one whose rewrite a crash
-    stopped (``unapplied``). None on a store without an audit log that can."""
-    gov = governance_of(store)
-    many = getattr(gov.audit if gov is not None else None, "record_ahead_many", None)
-    if gov is None or many is None or not batch:
-        return None
-    marks: list[AuditMark] = []
-    pairs: list[tuple[AuditMark, Any]] = []
-    for rewrite in batch:
-        request = rewrite.request
-        seq = request.expected_seq
-        event = next((e for e in request.events if e.seq == seq), None)
-        mark = AuditMark("migrate", gov.principal, request.agent_id, seq, seq)
-        marks.append(mark)
-        pairs.append((mark, event.checksum.hex() if event is not None else True))
-    first: int = await many(pairs)
-    return first, marks
-
-
-async def _void(
-    store: StateStore,
-    announced: tuple[int, list[AuditMark]] | None,
-    indexes: list[int],
-    exc: BaseException,
-) -> None:
-    """Void the entries (:func:`_announce`) of the rewrites at ``indexes``: not applied."""
-    gov = governance_of(store)
-    void_many = getattr(gov.audit if gov is not None else None, "void_many", None)
-    if announced is None or void_many is None or not isinstance(exc, Exception):
-        return
-    first, marks = announced
-    await void_many([(first + i, marks[i]) for i in indexes], exc)
-
-
-def _together(store: StateStore) -> Any:
-    """The store's audit log when a page's rewrites and their entries can be ONE commit
-    (:meth:`~statekeeper.governance.AuditLog.rewrite_with`, on an engine with
-    ``append_together``: memory, SQLite, PostgreSQL), else None (no log, or the
-    entries go first)."""
-    gov = governance_of(store)
-    log = gov.audit if gov is not None else None
-    if (
-        log is None
-        or not callable(getattr(log, "rewrite_with", None))
-        or not getattr(log, "records_with_writes", False)
-        or getattr(log, "backend", None) is not store.backend
-        or not store.backend.changes_leases_and_rewrites
-    ):
-        return None
-    return log
-
-
-def _marks(store: StateStore, batch: list[Rewrite]) -> list[AuditMark]:
-    gov = governance_of(store)
-    principal = gov.principal if gov is not None else None
-    return [
-        AuditMark(
-            "migrate",
-            principal,
-            r.request.agent_id,
-            r.request.expected_seq,
-            r.request.expected_seq,
-        )
-        for r in batch
-    ]
-
-
-async def apply(store: StateStore, rewrite: Rewrite) -> None:
-    """Apply ``rewrite`` (ConflictError when the head moved), then drop this process's
-    cached state of the agent (a later read would fold it again anyway: the event at
-    its head has a new checksum) and note the new head link in the store's witness (a
-    mark of the old link would read as the store rolled back). On a store with an
-    audit log its ``migrate`` entry is committed with it (memory, SQLite, PostgreSQL)
-    or written first (voided when it fails)."""
-    log = _together(store)
-    if log is not None:
-        done = await log.rewrite_with([rewrite.request], _marks(store, [rewrite]))
-        if not done[0]:
-            request = rewrite.request
-            raise ConflictError(
-                request.agent_id, request.expected_seq, await store.backend.head(request.agent_id)
-            )
-        applied(store, rewrite)
-        return
-    announced = await _announce(store, [rewrite])
-    try:
-        await store.backend.rewrite(rewrite.request)
-    except BaseException as exc:
-        await _void(store, announced, [0], exc)
-        raise
-    applied(store, rewrite)
-
-
-async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
-    """Apply a page's rewrites with :meth:`Backend.rewrite_many` (one transaction on
-    SQLite, one statement on PostgreSQL; in turn elsewhere), then note each applied
-    one (:func:`applied`). Returns those not applied: their head moved meanwhile."""
-    await asyncio.sleep(0)  # let the live system run between pages (memory never waits)
-    if not batch:
-        return []
-    backend = store.backend
-    moved: list[Rewrite] = []
-    log = _together(store)
-    if log is not None and len({r.request.agent_id for r in batch}) == len(batch):
-        # the page's rewrites and their entries: one commit
-        done = await log.rewrite_with([r.request for r in batch], _marks(store, batch))
-        for rewrite, ok in zip(batch, done, strict=True):
-            if ok:
-                applied(store, rewrite)
-            else:
-                moved.append(rewrite)
-        return moved
-    # entry first: the page's entries (one per agent) before any of its rewrites; those
-    # not applied (head moved) are voided after, together
-    announced = await _announce(store, batch)
-    index = {id(rewrite): i for i, rewrite in enumerate(batch)}
-    if not backend.rewrites_many:  # one call per agent (Redis, S3): concurrently
-
-        async def one(rewrite: Rewrite) -> None:
-            try:
-                await backend.rewrite(rewrite.request)
-            except ConflictError:
-                moved.append(rewrite)
-            else:
-                applied(store, rewrite)
-
-        # (an error here leaves the entries of rewrites not made unvoided: which ones
-        # were made cannot be told, so `audit verify` tells, as unapplied)
-        await each(batch, PAGE_CONCURRENCY, one)
-    else:
-        try:
-            done = await backend.rewrite_many([r.request for r in batch])
-        except BaseException as exc:  # one commit: nothing of the page was written
-            await _void(store, announced, list(range(len(batch))), exc)
-            raise
-        for rewrite, ok in zip(batch, done, strict=True):
-            if ok:
-                applied(store, rewrite)
-            else:
-                moved.append(rewrite)
-    if moved:
-        conflict = ConflictError(moved[0].request.agent_id, moved[0].request.expected_seq, -1)
-        await _void(store, announced, sorted(index[id(r)] for r in moved), conflict)
-    return moved
-
-
-def applied(store: StateStore, rewrite: Rewrite) -> None:
-    """After ``rewrite`` was applied: see :func:`apply`."""
-    agent_id = rewrite.request.agent_id
-    reads = getattr(store, "_reads", None)
-    if reads is not None:
-        reads.forget(agent_id)
-    witness = getattr(store, "_witness", None)
-    if witness is not None:
-        witness.acked(agent_id, rewrite.request.expected_seq, rewrite.link)
 
 
 @holds_journal
@@ -393,7 +224,7 @@ async def migrate(
     def plan(agent_id: str, snap: Snapshot | None, head: Head | None, attempt: int) -> Any:
         """One attempt's decision for an agent, without I/O: DONE (counted already),
         RETRY (written between the reads), a :class:`Rewrite` to apply, or the
-        ``(doc, new, version)`` of a ``schema.migrate`` event to append."""
+        ``(doc, new, version, fsm)`` of a ``schema.migrate`` event to append."""
         if snap is None:
             return DONE
         doc = snap.data
@@ -408,7 +239,9 @@ async def migrate(
             return DONE
         try:
             new = _target_doc(schema, doc, version, target, agent_id, snap.seq)
-        except SchemaError as exc:
+            if dry_run:  # what the run's write would refuse (the run: when it writes)
+                codec.serialize(new, "state")
+        except (SchemaError, SerializationError) as exc:
             report.failed.append(failure(agent_id, snap.seq, version, exc))
             return DONE
         if attempt == 0:
@@ -427,14 +260,22 @@ async def migrate(
         if dry_run:
             report.changed += 1
             return DONE
+        # a machine state renamed up to the target is recorded under its new name
+        upto = version < target == schema.version  # (renames lead to the code's version)
+        fsm = schema.state_name(snap.fsm_state, version) if upto else None
         if rewriting and head is not None:
             if head.seq != snap.seq:  # written between the two reads
                 report.retries += 1
                 return RETRY
-            request = migrate_request(codec, head, snap, new, target, run.run_id)
+            named = schema if upto else None
+            try:
+                request = migrate_request(codec, head, snap, new, target, run.run_id, fsm, named)
+            except SerializationError as exc:  # an upcast the codec cannot store
+                report.failed.append(failure(agent_id, snap.seq, version, exc))
+                return DONE
             if request is not None:
                 return request
-        return doc, new, version
+        return doc, new, version, fsm
 
     async def one(
         agent_id: str,
@@ -464,13 +305,14 @@ async def migrate(
                     await apply(store, step)
                 else:
                     assert read is not None
-                    doc, new, version = step
+                    doc, new, version, fsm = step
                     info = {"run": run.run_id, "model": schema.name, "from": version, "to": target}
                     await store.append(
                         agent_id,
                         MIGRATE_EVENT,
                         info,
                         ops=patch.diff(doc, new),
+                        fsm_state=fsm if fsm != read.fsm_state else None,
                         expected_seq=read.seq,
                         schema_version=target,
                     )
@@ -478,6 +320,10 @@ async def migrate(
                 report.retries += 1
                 continue
             except AgentNotFound:
+                return
+            except SerializationError as exc:  # an upcast the codec cannot store
+                seq = read.seq if read is not None else None
+                report.failed.append(failure(agent_id, seq, step[2], exc))
                 return
             report.changed += 1
             return

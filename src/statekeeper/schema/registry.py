@@ -224,6 +224,15 @@ class ModelSchema(Generic[M]):
         """A machine state recorded under ``version`` as it is called now."""
         return _rename(name, version, self.version, self.state_renames)
 
+    def state_name_back(self, name: str | None, version: int, target: int) -> str | None:
+        """A machine state named as at ``version`` as ``target`` (lower) named it: the
+        renames undone (a name two old states were both renamed to stays as it is)."""
+        for step in range(version - 1, target - 1, -1):
+            olds = [old for old, new in self.state_renames.get(step, {}).items() if new == name]
+            if len(olds) == 1:
+                name = olds[0]
+        return name
+
     def event_name(self, name: str, version: int) -> str:
         """A machine event or custom event type recorded under ``version``, as named now."""
         renamed = _rename(name, version, self.version, self.event_renames)

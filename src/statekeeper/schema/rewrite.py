@@ -43,12 +43,15 @@ import orjson
 from .. import patch
 from ..codec import Codec
 from ..codec.formats import JSON
+from ..codec.pipeline import ZERO_LINK
 from ..codec.types import needs_tagging
 from ..errors import AgentForgotten
-from ..records import RawEvent, RawSnapshot, RewriteRequest, Snapshot
+from ..records import EventType, RawEvent, RawSnapshot, RewriteRequest, Snapshot
+from ..security.rekey_checks import sealed_now
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
+    from .registry import ModelSchema
 
 __all__ = [
     "PRE",
@@ -281,10 +284,17 @@ def migrate_request(
     new: dict[str, Any],
     target: int,
     run_id: str,
+    fsm: str | None = None,
+    schema: ModelSchema[Any] | None = None,
 ) -> Rewrite | None:
     """The rewrite that brings ``state`` (folded at ``head``) to ``new`` at version
     ``target``, keeping the pre-migration bytes under :data:`PRE`; None when the stream
-    cannot be rewritten (see the module docs) or ``state`` is not the one at ``head``."""
+    cannot be rewritten (see the module docs) or ``state`` is not the one at ``head``.
+    ``fsm``: the machine state's name at ``target`` when a rename changed it (recorded
+    in the event and the snapshot: read at ``target``, the old name would not be).
+    ``schema`` (when ``target`` is its version): the head event's names are brought to
+    it too — a transition's event and states renamed in the body; a custom event whose
+    type or info the casters change cannot be (its type is the record's): None."""
     agent_id = state.agent_id
     raw = head.event
     if raw is None or head.tag is None or state.seq != head.seq:
@@ -306,6 +316,8 @@ def migrate_request(
         pre["snap"] = [s.timestamp, _b64(s.payload), _b64(s.checksum)]
     rewritten = dict(body)
     rewritten.pop(PRE, None)  # an earlier run's: it lives on inside pre["event"]
+    if schema is not None and not _renamed(schema, raw.type, rewritten, state.schema_version):
+        return None
     upcast = patch.diff(state.data, new)
     # plain: the original body decoded from plain JSON, the pre-migration bytes are
     # base64 strings, so only the upcast can hold a value the codec must tag
@@ -315,8 +327,10 @@ def migrate_request(
         rewritten["ops"] = ops
     rewritten["v"] = target
     rewritten[PRE] = pre
+    if fsm is not None and fsm != state.fsm_state:
+        rewritten["fsm"] = fsm
     whole = {
-        "fsm": state.fsm_state,
+        "fsm": fsm if fsm is not None else state.fsm_state,
         "v": target,
         "created_at": state.created_at,
         "updated_at": state.updated_at,
@@ -324,6 +338,27 @@ def migrate_request(
         "data": new,
     }
     return _reseal(codec, agent_id, head, rewritten, prev, whole, plain)
+
+
+def _renamed(schema: ModelSchema[Any], event_type: str, body: dict[str, Any], version: int) -> bool:
+    """Bring ``body`` (an event of ``event_type`` recorded at ``version``) to the names
+    of the schema's version, as typed history reads an event of that version (see
+    :func:`.events.upcast_event`); False when that cannot be done in the body."""
+    if event_type == EventType.TRANSITION:
+        if isinstance(body.get("event"), str):
+            body["event"] = schema.event_name(body["event"], version)
+        for key in ("from", "to"):
+            if isinstance(body.get(key), str):
+                body[key] = schema.state_name(body[key], version)
+        return True
+    if event_type in (EventType.CREATED, EventType.PATCH, EventType.STEP):
+        return True
+    for step in range(version, schema.version):  # a custom event: cast or renamed?
+        if (event_type, step) in schema.event_upcasters:
+            return False
+        if schema.event_renames.get(step, {}).get(event_type, event_type) != event_type:
+            return False
+    return True
 
 
 def kept_in(codec: Codec, agent_id: str, raw: RawEvent) -> Original | None:
@@ -373,12 +408,60 @@ def restore_request(codec: Codec, head: Head, agent_id: str, kept: Original) -> 
         return None
     if head.snapshot is not None and kept.snapshot is None:
         return None  # a snapshot taken since: a rewrite cannot remove it
-    snaps = () if kept.snapshot is None else (kept.snapshot,)
-    e = kept.event
-    link = codec.open(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum).link
-    return Rewrite(
-        RewriteRequest(agent_id, head.seq, head.tag, (kept.event,), snaps, kept.tag), link
+    event, snapshot, tag, link = _sealed_now(codec, agent_id, kept)
+    snaps = () if snapshot is None else (snapshot,)
+    return Rewrite(RewriteRequest(agent_id, head.seq, head.tag, (event,), snaps, tag), link)
+
+
+def _sealed_now(
+    codec: Codec, agent_id: str, kept: Original
+) -> tuple[RawEvent, RawSnapshot | None, bytes | None, bytes]:
+    """``kept``'s event, snapshot and head tag as ``codec`` seals them now, and the
+    event's link. They were kept as stored when the migration ran: in the clear, or
+    under the key active then. ``statekeeper rekey`` since re-encrypted the event that
+    holds them, not them — put back as they are, they would be records in the clear in
+    an encrypted store (which refuses them) or records under a key rotation retired.
+    Such records are re-sealed under the active key: the same content, format, chain
+    link and place, as ``rekey`` re-seals (the bytes are authentic: they were read out
+    of the verified event that kept them)."""
+    e, s = kept.event, kept.snapshot
+    reader = codec.migrating()  # (opens kept records written without a key)
+    opened = reader.open(agent_id, e.seq, e.type, e.timestamp, e.payload, e.checksum)
+    keyring = codec.keyring
+    if keyring is None or sealed_now(opened, e.payload, keyring.active_id, _own_keys(codec)):
+        return e, s, kept.tag, opened.link
+    sealed = codec.seal(
+        agent_id,
+        e.seq,
+        e.type,
+        e.timestamp,
+        opened.body,
+        opened.prev or ZERO_LINK,
+        fmt=opened.format,
+        legacy_link=opened.prev is None,
+        algorithm=opened.algorithm,
     )
+    event = RawEvent(e.seq, e.type, e.timestamp, sealed.payload, sealed.checksum)
+    snapshot = None
+    if s is not None:
+        snap = reader.open(agent_id, s.seq, _SNAPSHOT, s.timestamp, s.payload, s.checksum)
+        resealed = codec.seal(
+            agent_id,
+            s.seq,
+            _SNAPSHOT,
+            s.timestamp,
+            snap.body,
+            opened.link,  # a snapshot carries the link of the event at its seq
+            fmt=snap.format,
+            algorithm=snap.algorithm,
+        )
+        snapshot = RawSnapshot(s.seq, s.timestamp, resealed.payload, resealed.checksum)
+    return event, snapshot, codec.head_tag(agent_id, e.seq, sealed.link), sealed.link
+
+
+def _own_keys(codec: Codec) -> bool:
+    """Whether ``codec`` seals each agent's records with its own data key (a vault)."""
+    return codec.keyring is not None and codec.keyring.data_keys is not None
 
 
 def strip_request(codec: Codec, agent_id: str, head: Head, run_id: str) -> Rewrite | None:
@@ -400,6 +483,7 @@ def strip_request(codec: Codec, agent_id: str, head: Head, run_id: str) -> Rewri
 
 
 def original_body(codec: Codec, agent_id: str, kept: Original) -> dict[str, Any]:
-    """The decoded body of the pre-migration event ``kept`` holds."""
-    body, _ = _open_body(codec, agent_id, kept.event)
+    """The decoded body of the pre-migration event ``kept`` holds (kept as stored: in
+    the clear when the store was encrypted since, see :func:`_sealed_now`)."""
+    body, _ = _open_body(codec.migrating(), agent_id, kept.event)
     return body

@@ -143,13 +143,13 @@ async def rollback(
     report = MigrationReport(run, schema.name, None, action="rollback")
     report.total = await store.count_agents()
     codec = store.codec
-    from .migrate import apply_page, before_rewrites
+    from .applying import apply_page, before_rewrites
 
     #: agents this run migrated (restored or not): none at all means no such run here
     found = [0]
 
     async def one(agent_id: str) -> None:
-        from .migrate import apply
+        from .applying import apply
 
         (full,) = stored(store, [agent_id])  # the id the records name
         for _attempt in range(RETRIES):
@@ -229,12 +229,16 @@ async def rollback(
                     report.forced += 1
             info = {"run": run, "model": schema.name, "migration_seq": migration_seq,
                     "from": snap.schema_version, "to": back_to}  # fmt: skip
+            # the machine state as the version rolled back to names it (read at
+            # back_to, a name renamed since would not be known)
+            fsm = schema.state_name_back(snap.fsm_state, snap.schema_version, back_to)
             try:
                 await store.append(
                     agent_id,
                     ROLLBACK_EVENT,
                     info,
                     ops=patch.diff(snap.data, doc),
+                    fsm_state=fsm if fsm != snap.fsm_state else None,
                     expected_seq=snap.seq,
                     schema_version=back_to,
                 )
@@ -314,7 +318,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
     """Drop the pre-migration bytes of ``run_id`` from every head event still holding
     them (a head written since keeps them in its history: a rewrite there would change
     the links of every later record)."""
-    from .migrate import apply, apply_page, before_rewrites
+    from .applying import apply, apply_page, before_rewrites
 
     codec = store.codec
 

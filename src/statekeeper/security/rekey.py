@@ -255,6 +255,7 @@ async def _rekey_stream(
     link: bytes = ZERO_LINK
     cursor = 0
     pending: list[tuple[RawEvent, RawEvent]] = []  # (as read, re-encrypted)
+    walked: tuple[bytes, ...] = ()  # the checksums of the record at ``cursor`` (read, new)
     links: dict[int, bytes] = {}  # the link at each seq that has a snapshot
 
     async def flush() -> None:
@@ -330,6 +331,7 @@ async def _rekey_stream(
                     raise IntegrityError(agent_id, raw.seq, CHAIN_BROKEN)
                 link = opened.link
                 cursor = raw.seq
+                walked = (raw.checksum,)
                 if raw.seq in wanted:
                     links[raw.seq] = link
                 if sealed_now(opened, raw.payload, active, own_keys):
@@ -347,6 +349,7 @@ async def _rekey_stream(
                     algorithm=opened.algorithm,
                 )
                 assert sealed.link == opened.link  # the chain is untouched
+                walked = (raw.checksum, sealed.checksum)
                 pending.append(
                     (
                         raw,
@@ -407,8 +410,15 @@ async def _rekey_stream(
         except ConflictError as exc:
             if exc.agent_id != agent_id:
                 raise
-            # appended meanwhile: walk the new records too, then finish at the new head
+            # appended meanwhile: walk the new records too, then finish at the new head;
+            # but a head rewritten in place (a migration, its rollback or finalize: the
+            # same seq, another link) is walked again, from the start — its records
+            # would not follow the link walked, nor its tag match it
             stats.retries += 1
+            if walked:
+                rows = await backend.read(agent_id, head - 1, head)
+                if not rows or rows[0].checksum not in walked:
+                    raise _Restart from None
             continue
         stats.events += len(pending)
         stats.snapshots += len(new_snaps)
