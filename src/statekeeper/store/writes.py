@@ -222,11 +222,33 @@ class WritePipeline:
             if durability == "async"
             else None
         )
+        # the engine's own count of commits at open, when it shares one commit among
+        # the appends of concurrent saves by itself (SQLite's commit queue)
+        self._engine = backend
+        self._engine_commits: int | None = (
+            getattr(backend, "append_commits", None) if backend.groups_appends else None
+        )
         #: the common save may take :meth:`save_fast` (see :meth:`decide_fast`)
         self.fast = False
         #: the flat save of a cached agent (see :mod:`.flat`), None when ruled out
         self.flat: FlatSave | None = None
         self.decide_fast()
+
+    @property
+    def commits(self) -> int:
+        """Commits made so far, a shared commit counted once: the group committer's
+        (``group``), the write-behind flushes (``async``), the engine's own count when
+        it commits concurrent appends together (SQLite's commit queue: every store on
+        the engine included, as for the group committer), else one per append."""
+        if self.group is not None:
+            return self.group.commits
+        if self.behind is not None:
+            return self.behind.flushes
+        base = self._engine_commits
+        if base is None:
+            return self.appends
+        now: int = getattr(self._engine, "append_commits", base)
+        return now - base
 
     # -- what is decided once, not per save ----------------------------------------------
 
