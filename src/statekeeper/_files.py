@@ -17,7 +17,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
+    "folder_locked",
     "new_temporary",
     "place_unless_exists",
     "remove_stale_temporaries",
@@ -155,6 +161,33 @@ def staged_new_file(target: Path, mode: int = 0o666) -> Iterator[Path]:
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def folder_locked(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock for a read-modify-write of the small file ``target`` (a
+    key file: read, a key added, written back with :func:`write_atomically`), across
+    processes: another run doing the same waits, then reads what this one wrote,
+    instead of writing back what it read before and dropping this one's change.
+
+    The lock is an advisory ``flock`` on ``target``'s folder, not on the file: the
+    file is replaced by each write (a new inode, which a waiting process would not
+    have locked), and no lock file is left beside it. Where folders cannot be locked
+    (not POSIX, a file system without ``flock``) it does nothing."""
+    if fcntl is None:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:  # (a missing folder: the write that follows names it)
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):  # (no flock on this file system: unlocked)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the flock)
 
 
 def sync_directory(folder: Path) -> None:

@@ -283,6 +283,22 @@ def test_demo_refuses_to_wipe_a_foreign_store(runner: CliRunner, tmp_path: Path)
         assert store.load("precious").data == {"x": 1}
 
 
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm", ".sk-witness"])
+def test_demo_leaves_files_beside_a_missing_database_alone(
+    runner: CliRunner, tmp_path: Path, suffix: str
+) -> None:
+    """``--db diary`` with no ``diary`` but a ``diary-journal`` of the user's: the demo
+    deleted it (every side-file name of its database, whoever made it) and went on."""
+    db = tmp_path / "diary"
+    mine = tmp_path / f"diary{suffix}"
+    mine.write_text("my notes\n", encoding="utf-8")
+    result = runner.invoke(app, ["demo", "--db", str(db), "--step-delay", "0.01", "--seed", "1"])
+    assert result.exit_code == 2, result.output
+    assert "refusing to touch" in result.stderr and mine.name in result.stderr
+    assert mine.read_text(encoding="utf-8") == "my notes\n"
+    assert not db.exists()
+
+
 @pytest.mark.parametrize(
     "args",
     [

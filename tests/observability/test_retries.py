@@ -107,3 +107,51 @@ async def test_retries_before_instrumenting_are_not_counted() -> None:
         await other.save("a", {"n": 3})
         await store.save("a", {"n": 4})
         assert counter(registry, "statekeeper_retries_total") == 1
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_a_stale_cached_head_under_expected_seq_is_one_conflict_and_no_retry(
+    durability: str,
+) -> None:
+    """A save with ``expected_seq`` at the head this store cached, which another store
+    has moved since: the engine's compare-and-set refuses it, the store reads the head
+    and raises the conflict. One conflict met (not the engine's and the store's again),
+    and no write made again (nothing was retried: the caller gets the conflict)."""
+    registry = CollectorRegistry()
+    backend = MemoryBackend()
+    async with (
+        StateStore(backend, durability=durability, witness=False) as store,  # type: ignore[arg-type]
+        StateStore(backend, witness=False) as other,
+    ):
+        instrument(store, registry=registry, tracing=False)
+        await store.save("a", {"n": 0})  # seq 1, cached by store
+        await other.save("a", {"n": 1})  # seq 2: store's cached head is stale
+        with pytest.raises(ConflictError):
+            await store.save("a", {"n": 2}, expected_seq=1)
+        assert counter(registry, "statekeeper_conflicts_total") == 1
+        assert counter(registry, "statekeeper_retries_total") == 0
+
+
+@pytest.mark.parametrize("durability", ["sync", "group"])
+async def test_a_durable_agent_save_on_a_moved_head_is_one_conflict_and_no_retry(
+    durability: str,
+) -> None:
+    """The same through a :class:`DurableAgent` (its save appends on its cached record
+    first, then through ``StateStore.append`` with ``expected_seq``)."""
+    registry = CollectorRegistry()
+    backend = MemoryBackend()
+    async with (
+        StateStore(backend, durability=durability, witness=False) as store,  # type: ignore[arg-type]
+        StateStore(backend, witness=False) as other,
+    ):
+        instrument(store, registry=registry, tracing=False)
+        agent = await store.agent("a")
+        agent.data["n"] = 0
+        await agent.save()
+        await other.save("a", {"n": 1})  # behind the agent's back
+        agent.data["n"] = 2
+        with pytest.raises(ConflictError):
+            await agent.save()
+        await agent.refresh()  # (its change dropped: not written)
+        assert counter(registry, "statekeeper_conflicts_total") == 1
+        assert counter(registry, "statekeeper_retries_total") == 0

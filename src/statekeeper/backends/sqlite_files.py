@@ -82,7 +82,8 @@ def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
     """Classify ``path`` without writing to it (see the module documentation).
 
     Raises :class:`OSError` when the file exists but cannot be read, and
-    :class:`~statekeeper.errors.BackendUnavailable` when another process holds it locked.
+    :class:`~statekeeper.errors.BackendUnavailable` when another process holds it locked
+    or SQLite cannot read it now (an I/O error, a full disk: :func:`_unreadable`).
     """
     name = os.fspath(path)
     p = Path(name)
@@ -99,6 +100,7 @@ def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
         conn = connect_read_only(name, timeout=5.0)
     except sqlite3.Error as exc:
         _busy(name, exc)
+        _unreadable(name, exc)
         return SqliteFile(name, "not-sqlite", detail=str(exc))
     try:
         owned = int(conn.execute("PRAGMA application_id").fetchone()[0]) == APPLICATION_ID
@@ -113,6 +115,7 @@ def inspect_sqlite_file(path: str | os.PathLike[str]) -> SqliteFile:
         return SqliteFile(name, "store", owned=owned, detail=str(row[0]))
     except sqlite3.Error as exc:
         _busy(name, exc)
+        _unreadable(name, exc)
         return SqliteFile(name, "not-sqlite", detail=str(exc))
     finally:
         conn.close()
@@ -126,6 +129,28 @@ def _busy(path: str, exc: sqlite3.Error) -> None:
             f"{path} is locked by another process that is writing it ({exc}); it could "
             "not be read within 5 s and was left unchanged: try again once it is done"
         ) from None
+
+
+#: SQLite's own verdicts on a file's content: the file is not (or no longer) a database
+_NOT_A_DATABASE = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+
+
+def _unreadable(path: str, exc: sqlite3.Error) -> None:
+    """A file with a SQLite header that SQLite could not read for another reason than
+    its content — an I/O error, a file it could not open or make (the ``-shm`` of a WAL
+    database on a full disk, past a file-size limit, in a read-only folder), no
+    memory — is not thereby "not a SQLite database" (whose advice, ``statekeeper
+    init``, invites replacing a whole store):
+    :class:`~statekeeper.errors.BackendUnavailable` naming SQLite's error."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None or code & 0xFF in _NOT_A_DATABASE:
+        return
+    name = getattr(exc, "sqlite_errorname", "") or f"code {code}"
+    raise BackendUnavailable(
+        f"{path} cannot be read: {exc} ({name}): a full disk, a file-size limit or a"
+        " folder that cannot be written (SQLite makes a -shm file beside a WAL database"
+        " to read it)? It was left unchanged"
+    ) from None
 
 
 def _why(info: SqliteFile) -> str:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import ConfigurationError
 from . import render
 from ._markup import escape
 from .app import (
@@ -76,31 +75,13 @@ def keys_generate(
     ] = True,
 ) -> None:
     """Create a new random AES-256 key (print it as id=base64, or add it to a key file)."""
-    import json
-
-    from ..codec.keys import Keyring, generate_key
+    from ..codec.keys import add_key_to_file, generate_key
 
     if key_file is None:
         typer.echo(f"{key_id or 'k1'}={generate_key()}")
         return
-    keys: dict[str, str] = {}
-    active = None
-    vault = None
     check_output_file(key_file, "key file", json_tagged("keys"))
-    if key_file.exists():
-        Keyring.from_file(key_file)  # must be a valid key file before it is extended
-        doc = json.loads(key_file.read_text(encoding="utf-8"))
-        keys, active, vault = dict(doc["keys"]), doc.get("active"), doc.get("data_keys")
-    # after the highest kN of the file, never len+1: once older keys are retired, a
-    # freed number is an id records, backups and witnesses still name for old material
-    numbers = [int(k[1:]) for k in keys if k[:1] == "k" and k[1:].isascii() and k[1:].isdigit()]
-    new_id = key_id or f"k{max(numbers, default=0) + 1}"
-    if new_id in keys:
-        raise ConfigurationError(f"{key_file} already has a key {new_id!r}")
-    keys[new_id] = generate_key()
-    if activate or active is None:
-        active = new_id
-    Keyring.write_file(key_file, keys, active, vault)  # the vault, if any, stays
+    new_id, active = add_key_to_file(key_file, key_id=key_id, activate=activate)
     out_console().print(
         f"added key {escape(new_id)!r} to {escape(str(key_file))}"
         + (" (active)" if active == new_id else "")

@@ -45,11 +45,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._files import warn_if_open_to_others, write_atomically
+from .._files import folder_locked, warn_if_open_to_others, write_atomically
 from ..errors import AgentForgotten, BackendUnavailable, ConfigurationError, DecryptionError
 from .datakeys import KeyVault, open_vault
 
-__all__ = ["KEY_BYTES", "DerivedKey", "Keyring", "generate_key"]
+__all__ = ["KEY_BYTES", "DerivedKey", "Keyring", "add_key_to_file", "generate_key"]
 
 #: length of a master key (AES-256)
 KEY_BYTES = 32
@@ -460,3 +460,41 @@ class Keyring:
             doc["data_keys"] = data_keys
         data = json.dumps(doc, indent=2) + "\n"
         write_atomically(Path(path), data, mode=0o600)
+
+
+def add_key_to_file(
+    path: str | os.PathLike[str], *, key_id: str | None = None, activate: bool = True
+) -> tuple[str, str]:
+    """Add a new random key to the key file at ``path`` (created, mode 0600, when
+    missing): ``(its id, the file's active key id)``. Its id is ``key_id``, else
+    ``k<N+1>`` after the file's highest ``kN``; it becomes the active key when
+    ``activate`` or the file had none. The file's other keys and its vault stay.
+
+    Raises :class:`~statekeeper.errors.ConfigurationError` when the file is not a valid
+    key file or already has a key ``key_id``. Read and written under
+    :func:`~statekeeper._files.folder_locked`: two runs at once add two keys (the second
+    reads what the first wrote), never one key written over the other's."""
+    target = Path(path)
+    with folder_locked(target):
+        return _add_key(target, key_id, activate)
+
+
+def _add_key(target: Path, key_id: str | None, activate: bool) -> tuple[str, str]:
+    keys: dict[str, str] = {}
+    active: str | None = None
+    vault = None
+    if target.exists():
+        Keyring.from_file(target)  # must be a valid key file before it is extended
+        doc = json.loads(target.read_text(encoding="utf-8"))
+        keys, active, vault = dict(doc["keys"]), doc.get("active"), doc.get("data_keys")
+    # after the highest kN of the file, never len+1: once older keys are retired, a
+    # freed number is an id records, backups and witnesses still name for old material
+    numbers = [int(k[1:]) for k in keys if k[:1] == "k" and k[1:].isascii() and k[1:].isdigit()]
+    new_id = key_id or f"k{max(numbers, default=0) + 1}"
+    if new_id in keys:
+        raise ConfigurationError(f"{target} already has a key {new_id!r}")
+    keys[new_id] = generate_key()
+    if activate or active is None:
+        active = new_id
+    Keyring.write_file(target, keys, active, vault)  # the vault, if any, stays
+    return new_id, active

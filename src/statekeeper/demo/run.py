@@ -122,9 +122,15 @@ async def _agent_ids(url: str) -> list[str]:
         return [info.agent_id async for info in store.iter_agents()]
 
 
+#: the files beside a demo database that are its own (SQLite's, its witness's)
+_SIDE_FILES = ("-wal", "-shm", "-journal", ".sk-witness", ".sk-witness.lock")
+
+
 def _check_owned(db_path: Path) -> None:
     """Refuse (:class:`~statekeeper.errors.NotOwned`, nothing touched) a database file
-    or files folder the demo cannot prove it created."""
+    or files folder the demo cannot prove it created, and a side file (``-journal``,
+    ``-wal``, ``.sk-witness``...) beside a database that does not exist: wiping a run
+    deletes them, and only a database the demo made vouches for its side files."""
     from ..backends.sqlite_files import describe, inspect_sqlite_file
 
     info = inspect_sqlite_file(db_path)
@@ -133,6 +139,14 @@ def _check_owned(db_path: Path) -> None:
             f"refusing to touch {db_path}: it {describe(info)} that statekeeper did not "
             "create (no statekeeper marker); choose another --db"
         )
+    if info.kind == "missing":  # a side file of no database of the demo's: someone's
+        for suffix in _SIDE_FILES:
+            side = Path(f"{db_path}{suffix}")
+            if os.path.lexists(side):
+                raise NotOwned(
+                    f"refusing to touch {side}: it is beside no database the demo made"
+                    f" ({db_path} does not exist); remove it or choose another --db"
+                )
     files = files_dir(db_path)
     if files.exists() and not (files / FILES_MARKER).is_file():
         raise NotOwned(
@@ -162,7 +176,7 @@ def _prepare(db_path: Path, keep: bool) -> str:
                 "refusing to wipe it: choose another --db, or pass --keep"
             )
     if not keep:
-        for suffix in ("", "-wal", "-shm", "-journal", ".sk-witness", ".sk-witness.lock"):
+        for suffix in ("", *_SIDE_FILES):  # (the database's own: checked above)
             Path(f"{db_path}{suffix}").unlink(missing_ok=True)
         (files_dir(db_path) / "tools.log").unlink(missing_ok=True)
         existing = []

@@ -182,13 +182,22 @@ def init_vault(
     (nothing changed). Refused with :class:`~statekeeper.errors.ConfigurationError`,
     before anything is written: a key file that is not one, one that names another vault
     (moving it would orphan the data keys in it), a vault path in a missing folder, a
-    folder, or an existing file that is not a key vault."""
-    from ..codec.datakeys import SqliteKeyVault
-    from ..codec.keys import Keyring
+    folder, or an existing file that is not a key vault. The key file is read and
+    written back under :func:`~statekeeper._files.folder_locked`, as ``keys generate``
+    adds a key to it: neither run writes back a file without the other's change."""
+    from .._files import folder_locked
 
     key_path = Path(key_file)
     if key_path.is_dir():
         raise ConfigurationError(f"key file {key_path} is a folder")
+    with folder_locked(key_path):
+        return _init_vault(key_path, vault)
+
+
+def _init_vault(key_path: Path, vault: str | os.PathLike[str] | None) -> tuple[bool, Path]:
+    from ..codec.datakeys import SqliteKeyVault
+    from ..codec.keys import Keyring
+
     ring = Keyring.from_file(key_path)  # a valid key file (opens its vault, if it has one)
     doc = json.loads(key_path.read_text(encoding="utf-8"))
     target = Path(vault) if vault is not None else key_path.with_name(key_path.stem + ".vault.db")

@@ -343,7 +343,11 @@ class Instrumentation:
         tallies = self.tallies
         key = (name, error)
         tallies.operation_errors[key] = tallies.operation_errors.get(key, 0) + 1
-        from_backend = getattr(exc, "__statekeeper_backend__", False)
+        # (a conflict the store raises after the engine refused the same write on a
+        # stale cached head carries the engine's as its cause: counted there already)
+        from_backend = getattr(exc, "__statekeeper_backend__", False) or getattr(
+            exc.__cause__, "__statekeeper_backend__", False
+        )
         if error == "conflict":
             if not from_backend:
                 tallies.conflicts += 1  # found by the store itself (expected_seq)

@@ -1156,5 +1156,5 @@ class StateStore:
             snapshots_written=writes.snapshots_written,
             loads_from_backend=self._reads.loads,
             buffered=len(writes.behind) if writes.behind is not None else 0,
-            commits=writes.group.commits if writes.group is not None else writes.appends,
+            commits=writes.commits,
         )

@@ -185,6 +185,11 @@ class WritePipeline:
         self.snapshots_written = 0
         #: writes made again after a conflict (the metrics' exact retry count)
         self.retries = 0
+        #: the engine's conflict on an agent's stale cached head, met by an append on
+        #: the cached record (:meth:`_append_trusted`) whose caller makes the write
+        #: again through :meth:`write`: a retry only if :meth:`write` appends again
+        #: (not when it finds ``expected_seq`` gone and raises), and the same conflict
+        self.stale: dict[str, ConflictError] = {}
         # links of appends still in the write-behind buffer, for their witness marks
         self.buffered_links: dict[str, dict[int, bytes]] = {}
         self._locks = KeyedLock()
@@ -217,11 +222,33 @@ class WritePipeline:
             if durability == "async"
             else None
         )
+        # the engine's own count of commits at open, when it shares one commit among
+        # the appends of concurrent saves by itself (SQLite's commit queue)
+        self._engine = backend
+        self._engine_commits: int | None = (
+            getattr(backend, "append_commits", None) if backend.groups_appends else None
+        )
         #: the common save may take :meth:`save_fast` (see :meth:`decide_fast`)
         self.fast = False
         #: the flat save of a cached agent (see :mod:`.flat`), None when ruled out
         self.flat: FlatSave | None = None
         self.decide_fast()
+
+    @property
+    def commits(self) -> int:
+        """Commits made so far, a shared commit counted once: the group committer's
+        (``group``), the write-behind flushes (``async``), the engine's own count when
+        it commits concurrent appends together (SQLite's commit queue: every store on
+        the engine included, as for the group committer), else one per append."""
+        if self.group is not None:
+            return self.group.commits
+        if self.behind is not None:
+            return self.behind.flushes
+        base = self._engine_commits
+        if base is None:
+            return self.appends
+        now: int = getattr(self._engine, "append_commits", base)
+        return now - base
 
     # -- what is decided once, not per save ----------------------------------------------
 
@@ -332,6 +359,9 @@ class WritePipeline:
                 and self._unseen(agent_id)
             )
             attempt = 0
+            # the engine's conflict on a stale cached head, not counted yet: the write
+            # made again is a retry; a conflict raised instead is this one, met again
+            stale = self.stale.pop(agent_id, None) if self.stale else None
             while True:
                 record = reads.trusted(agent_id) if trusting else None
                 if record is None and unread:
@@ -360,7 +390,7 @@ class WritePipeline:
                     if earlier is not None:
                         return earlier
                 if expected_seq is not None and expected_seq != base:
-                    raise ConflictError(agent_id, expected_seq, base)
+                    raise ConflictError(agent_id, expected_seq, base) from stale
                 if expected_seq is not None and record is not None:
                     seen = SEEN.get()
                     if (
@@ -373,7 +403,7 @@ class WritePipeline:
                         if trusting:  # the cache may be stale: ask the backend
                             trusting = False
                             continue
-                        raise recreated(agent_id, expected_seq)
+                        raise recreated(agent_id, expected_seq) from stale
                 if dumped is not None:
                     dumped.packed, dumped.plain = None, False
                 ops, fsm = make(record)
@@ -394,6 +424,9 @@ class WritePipeline:
                     dumped.packed if dumped is not None else None,
                     dumped is not None and dumped.plain,
                 )
+                if stale is not None:  # written again after the engine's conflict
+                    self.retries += 1
+                    stale = None
                 if self.behind is not None:
                     reads.pinned[agent_id] = new_record
                     reads.cache.put(agent_id, new_record)
@@ -433,11 +466,11 @@ class WritePipeline:
                             obs.appended_snapshot(request)
                     else:
                         result = await self.submit(request)
-                except ConflictError:
+                except ConflictError as exc:
                     reads.cache.discard(agent_id)
                     if trusting:  # the cached head was stale: not an attempt of its own
                         trusting = False
-                        self.retries += 1
+                        stale = exc  # (a retry once written again, see above)
                         continue
                     if expected_seq is not None or attempt == self.write_retries:
                         raise
@@ -726,7 +759,8 @@ class WritePipeline:
         """The append of a save built on the cached record without reading it first
         (:meth:`save_fast`, :meth:`append_made`), alone or through the group committer:
         its result, or None on a conflict (the record was stale: dropped from the cache
-        and counted in :attr:`retries`, for the caller's general path to make it again).
+        and the conflict kept in :attr:`stale`, for the caller's general path to make
+        it again — a retry — or raise it).
         Any other failure drops the record too and is raised.
 
         ``row``, instead of a request: the arguments of ``Backend.append_next`` (one
@@ -742,9 +776,9 @@ class WritePipeline:
                 result = await self.backend.append(request)
             else:
                 result = await group.submit(request)
-        except ConflictError:
+        except ConflictError as exc:
             self.reads.cache.discard(agent_id)
-            self.retries += 1
+            self.stale[agent_id] = exc
             return None
         except BaseException:
             self.reads.cache.discard(agent_id)

@@ -254,11 +254,17 @@ _LG_SQLITE = {
 }
 
 
-def _sqlite_verdict(conn: sqlite3.Connection) -> str | None:
-    """Why the database is not a LangGraph SqliteSaver one (None when it is)."""
+def _sqlite_verdict(conn: sqlite3.Connection, *, target: bool = False) -> str | None:
+    """Why the database is not a LangGraph SqliteSaver one (None when it is); ``target``:
+    it was given as the database to copy into (``langgraph export``), not out of."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     tables = _sqlite_tables(conn)
     if app_id == _SK_APPLICATION_ID or any(t.startswith("sk_") for t in tables):
+        if target:
+            return (
+                "it is a statekeeper store, not a LangGraph SqliteSaver database: give a"
+                " new file or a SqliteSaver's database to copy the threads into"
+            )
         return "it is a statekeeper store (to copy out of statekeeper use `langgraph export`)"
     if not tables:
         return "it is empty"
@@ -321,7 +327,7 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool, private: bool = False)
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         empty = not _sqlite_tables(conn) and app_id == 0
-        reason = None if empty else _sqlite_verdict(conn)
+        reason = None if empty else _sqlite_verdict(conn, target=True)
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise IncompatibleTarget(location, f"it is not a SQLite database ({exc})") from None
