@@ -1,4 +1,5 @@
-"""A lease grant that a cancelled ``acquire`` gives back (:class:`.leases.LeaseManager`).
+"""A lease grant that a cancelled ``acquire`` gives back (:class:`.leases.LeaseManager`),
+and the end of a heartbeat that keeps its caller's cancellation (:func:`ended`).
 
 The request that grants a lease (``Backend.acquire_lease``, or a grant committed with
 its audit entry) is not interrupted when its caller is cancelled — a SQLite writer
@@ -17,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["granting", "kept", "releasing"]
+__all__ = ["ended", "granting", "kept", "releasing"]
 
 logger = logging.getLogger("statekeeper.concurrency.leases")
 
@@ -80,3 +81,19 @@ async def _released(release: Callable[[], Awaitable[Any]]) -> None:
         await release()
     except Exception as exc:  # it runs out at its TTL
         logger.warning("giving back a lease its acquire did not hand over failed: %s", exc)
+
+
+async def ended(task: asyncio.Task[Any]) -> None:
+    """Cancel a helper ``task`` (a lease's heartbeat) and wait for its end: its own
+    cancellation is absorbed, the caller's is raised. Was ``with
+    suppress(CancelledError): await task``, which swallowed the caller's too — a
+    ``release()`` cancelled while the heartbeat ended went on and returned as if it was
+    not (``asyncio.timeout`` around it never fired;
+    tests/concurrency/test_lease_stop_cancelled.py)."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise

@@ -55,7 +55,7 @@ from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, released_with, validate_ttl
 from ..errors import AccessDenied, ConflictError, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseChange, LeaseInfo, StreamChange
-from .lease_grants import granting, kept, releasing
+from .lease_grants import ended, granting, kept, releasing
 
 if TYPE_CHECKING:
     from ..store.namespaced import NamespacedStateStore
@@ -306,9 +306,7 @@ class Lease:
             self._stop_beating.set()
         if task is None or task.done() or task is asyncio.current_task():
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await ended(task)  # (a cancellation of this call is raised: was swallowed)
 
     async def __aenter__(self) -> Lease:
         return self
