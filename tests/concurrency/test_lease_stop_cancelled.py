@@ -66,3 +66,34 @@ async def test_a_timeout_around_release_fires() -> None:
         lease.start_heartbeat(interval=0.001)
         async with asyncio.timeout(30):
             assert await lease.release() is True
+
+
+@pytest.mark.parametrize("renewing", [False, True])
+async def test_a_cancelled_hold_block_still_releases(
+    monkeypatch: pytest.MonkeyPatch, renewing: bool
+) -> None:
+    """The block of ``hold()`` cancelled (also while a renewal is in flight): its exit
+    stops the heartbeat and releases — the cancellation that ended the block is not
+    one of the stop's own."""
+    async with StateStore("memory://") as store:
+        manager = LeaseManager(store, holder="w1", ttl=60)
+        inside = asyncio.Event()
+        entered, finish = await _slow_renewal(monkeypatch, store)
+
+        async def work() -> None:
+            async with manager.hold("job"):
+                inside.set()
+                await asyncio.Event().wait()
+
+        if renewing:
+            monkeypatch.setattr(manager, "ttl", 0.003)  # a beat every millisecond
+        task = asyncio.ensure_future(work())
+        await inside.wait()
+        if renewing:
+            await entered.wait()
+        task.cancel()
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        stored = await store.backend.get_lease("job")
+        assert stored is not None and stored.holder is None

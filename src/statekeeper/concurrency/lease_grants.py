@@ -90,10 +90,14 @@ async def ended(task: asyncio.Task[Any]) -> None:
     ``release()`` cancelled while the heartbeat ended went on and returned as if it was
     not (``asyncio.timeout`` around it never fired;
     tests/concurrency/test_lease_stop_cancelled.py)."""
+    current = asyncio.current_task()
+    # counted before: a caller already being cancelled (hold()'s exit after its block
+    # was) still waits for the heartbeat's end and releases; only a cancellation that
+    # arrives during this wait is the caller's own
+    before = current.cancelling() if current is not None else 0
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current is not None and current.cancelling() > before:
             raise
