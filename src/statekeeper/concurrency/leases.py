@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -54,6 +55,7 @@ from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, released_with, validate_ttl
 from ..errors import AccessDenied, ConflictError, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseChange, LeaseInfo, StreamChange
+from .lease_grants import ended, granting, kept, releasing
 
 if TYPE_CHECKING:
     from ..store.namespaced import NamespacedStateStore
@@ -304,9 +306,7 @@ class Lease:
             self._stop_beating.set()
         if task is None or task.done() or task is asyncio.current_task():
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await ended(task)  # (a cancellation of this call is raised: was swallowed)
 
     async def __aenter__(self) -> Lease:
         return self
@@ -405,7 +405,10 @@ class LeaseManager:
                         detail = {"holder": self.holder, "token": token}
                         entry = await gov.ahead("lease", stored, detail)
                     try:
-                        info = await self.backend.acquire_lease(stored, self.holder, ttl)
+                        info = await granting(
+                            self.backend.acquire_lease(stored, self.holder, ttl),
+                            functools.partial(self._release_grant, ttl=ttl, sent=sent),
+                        )
                     except LeaseHeld as exc:
                         held = exc
                     else:
@@ -424,7 +427,7 @@ class LeaseManager:
             raise
         lease = Lease(self, info, ttl, sent)
         if entry is None or info.token != token:
-            await self.audit("lease", lease)
+            await kept(self.audit("lease", lease), lease.release)
         return lease
 
     def together(self) -> Any:
@@ -461,10 +464,14 @@ class LeaseManager:
             if held is None:
                 token = stored_info.token + 1 if stored_info is not None else 1
                 change = StreamChange(stored, lease=LeaseChange(self.holder, token, ttl))
+                made = Lease(self, LeaseInfo(stored, self.holder, token, 0.0), ttl, sent)
                 try:
-                    await log.record_with_change(
-                        change, "lease", principal=gov.principal,
-                        detail={"holder": self.holder, "token": token},
+                    await granting(
+                        log.record_with_change(
+                            change, "lease", principal=gov.principal,
+                            detail={"holder": self.holder, "token": token},
+                        ),
+                        releasing(made),
                     )  # fmt: skip
                 except ConflictError as exc:
                     if exc.agent_id != stored:
@@ -473,10 +480,10 @@ class LeaseManager:
                 except LeaseHeld as exc:
                     held = exc
                 else:
-                    info = await self.backend.get_lease(stored)
+                    info = await kept(self.backend.get_lease(stored), made.release)
                     if info is None or info.token != token:
                         # taken over already (a TTL this short): the grant as made, lost
-                        info = LeaseInfo(stored, self.holder, token, 0.0)
+                        return made
                     return Lease(self, info, ttl, sent)
             if time.monotonic() + pause > deadline:
                 await gov.record(
@@ -485,6 +492,9 @@ class LeaseManager:
                 raise self.relative_error(held) from None
             await asyncio.sleep(pause)
             pause = min(pause * 2, poll)
+
+    async def _release_grant(self, info: LeaseInfo, *, ttl: float, sent: float) -> bool:
+        return await Lease(self, info, ttl, sent).release()  # (see lease_grants.granting)
 
     async def _held_elsewhere(self, stored: str) -> tuple[LeaseHeld | None, LeaseInfo | None]:
         """The refusal an attempt would meet, when the stored lease is another

@@ -1,0 +1,103 @@
+"""A lease grant that a cancelled ``acquire`` gives back (:class:`.leases.LeaseManager`),
+and the end of a heartbeat that keeps its caller's cancellation (:func:`ended`).
+
+The request that grants a lease (``Backend.acquire_lease``, or a grant committed with
+its audit entry) is not interrupted when its caller is cancelled — a SQLite writer
+thread cannot be, a server may already have applied it — and its caller never gets the
+:class:`~.leases.Lease` that could release it. Without these helpers a cancelled
+``acquire`` (``asyncio.wait_for``, a cancelled task group, Ctrl-C in the sync face)
+whose grant committed kept the lease held for its whole TTL, every other worker
+refused (tests/concurrency/test_lease_acquire_cancelled.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["ended", "granting", "kept", "releasing"]
+
+logger = logging.getLogger("statekeeper.concurrency.leases")
+
+_G = TypeVar("_G")
+
+#: give-backs of grants whose acquire was cancelled again meanwhile (kept referenced)
+_GIVING_BACK: set[asyncio.Future[None]] = set()
+
+
+async def granting(
+    request: Coroutine[Any, Any, _G], give_back: Callable[[_G], Awaitable[Any]]
+) -> _G:
+    """``request`` (a grant) awaited; when the caller is cancelled meanwhile, the
+    request runs to its end and a grant it made is given back (``give_back(granted)``)
+    before the cancellation is raised. Cancelled again while giving it back, the
+    give-back goes on in the background."""
+    grant = asyncio.ensure_future(request)
+    try:
+        return await asyncio.shield(grant)
+    except asyncio.CancelledError:
+        back = asyncio.ensure_future(_give_back(grant, give_back))
+        _GIVING_BACK.add(back)
+        back.add_done_callback(_GIVING_BACK.discard)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(back)
+        raise
+
+
+async def kept(step: Awaitable[_G], release: Callable[[], Awaitable[Any]]) -> _G:
+    """``step`` of an acquire after its lease was granted: when it fails or is
+    cancelled the caller never gets the lease, so ``release()`` is awaited first
+    (shielded; its own failure logged, the step's error raised)."""
+    try:
+        return await step
+    except BaseException:
+        back = asyncio.ensure_future(_released(release))
+        _GIVING_BACK.add(back)
+        back.add_done_callback(_GIVING_BACK.discard)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(back)
+        raise
+
+
+def releasing(lease: Any) -> Callable[[object], Awaitable[Any]]:
+    """A ``give_back`` for :func:`granting` that releases ``lease`` (made before the
+    grant, at the token it asks for), whatever the grant returned."""
+    return lambda _: lease.release()
+
+
+async def _give_back(grant: asyncio.Future[_G], give_back: Callable[[_G], Awaitable[Any]]) -> None:
+    try:
+        granted = await grant
+    except BaseException:  # nothing granted (refused, failed, cancelled itself)
+        return
+    await _released(lambda: give_back(granted))
+
+
+async def _released(release: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        await release()
+    except Exception as exc:  # it runs out at its TTL
+        logger.warning("giving back a lease its acquire did not hand over failed: %s", exc)
+
+
+async def ended(task: asyncio.Task[Any]) -> None:
+    """Cancel a helper ``task`` (a lease's heartbeat) and wait for its end: its own
+    cancellation is absorbed, the caller's is raised. Was ``with
+    suppress(CancelledError): await task``, which swallowed the caller's too — a
+    ``release()`` cancelled while the heartbeat ended went on and returned as if it was
+    not (``asyncio.timeout`` around it never fired;
+    tests/concurrency/test_lease_stop_cancelled.py)."""
+    current = asyncio.current_task()
+    # counted before: a caller already being cancelled (hold()'s exit after its block
+    # was) still waits for the heartbeat's end and releases; only a cancellation that
+    # arrives during this wait is the caller's own
+    before = current.cancelling() if current is not None else 0
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        if current is not None and current.cancelling() > before:
+            raise
