@@ -23,9 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from statekeeper import StateStore
 from statekeeper.errors import WriteBufferError
+
+# Hypothesis's default 200 ms deadline per example is a timing assertion: on a loaded
+# 2-core machine an example of a correct test can take longer (seen:
+# tests/concurrency/test_orset_tags.py beside eight workers). Every property test runs
+# without it; what they assert is behaviour, never speed.
+settings.register_profile("statekeeper", deadline=None)
+settings.load_profile("statekeeper")
 
 REQUIRE_SERVICES = os.environ.get("STATEKEEPER_REQUIRE_SERVICES") == "1"
 
