@@ -82,7 +82,7 @@ from langgraph.checkpoint.base import (
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
-from callgrind_window import helper, run_window
+from callgrind_window import helper, run_window, slowed_clock
 
 KINDS = (
     "floor",
@@ -334,6 +334,7 @@ def write(kind: str, runs: int, out: Path) -> None:
     from bench_langgraph_goals import small_graph, sqlite_saver
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
+    slowed_clock()
     window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     saver: Any
