@@ -10,6 +10,7 @@ with two trees' ``PYTHONPATH`` to compare them::
 
     PYTHONPATH=<tree>/src python benchmarks/bench_keyed_append_window.py 300 /tmp/x
     PYTHONPATH=<tree>/src python benchmarks/bench_keyed_append_window.py 300 /tmp/x --no-key
+    PYTHONPATH=<tree>/src python benchmarks/bench_keyed_append_window.py 300 /tmp/x --path lean
 
 ``--statements five`` / ``--statements one`` count the statements alone (this tree's
 SQL, on a store file, raw ``sqlite3``, the same 420-byte payload every append): the
@@ -25,13 +26,19 @@ import ctypes
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
-from callgrind_window import helper, run_window
+from callgrind_window import helper, run_window, slowed_clock
 
 WARM = 50
 KEYED = "--no-key" not in sys.argv
+#: ``--path applied``: each append by ``WritePipeline.append_applied`` (the saver's path
+#: before "lgsmall2", the document after the ops handed over); ``--path lean``: by the
+#: store's lean keyed append (``store/lean.py``, the saver's path after it); default:
+#: ``StateStore.append``
+PATH = sys.argv[sys.argv.index("--path") + 1] if "--path" in sys.argv else "append"
 
 
 def _ops(i: int) -> list[dict[str, object]]:
@@ -42,9 +49,14 @@ def _ops(i: int) -> list[dict[str, object]]:
     ]
 
 
+def _after(ops: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"cp": ops[0]["value"], "n": ops[1]["value"]}
+
+
 async def _write(appends: int, out: Path) -> None:
     from statekeeper import Codec, StateStore
 
+    slowed_clock()
     window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     codec = Codec(compression="zstd-dict", compress_min_bytes=64)
@@ -55,9 +67,22 @@ async def _write(appends: int, out: Path) -> None:
             if i == WARM:
                 window.cg_start()
             key = f"k{i:016d}" if KEYED else None
-            result = await store.append(
-                "lg/t#1", "lg.cp", ops=_ops(i), expected_seq=seq, idempotency_key=key
-            )
+            ops = _ops(i)
+            result: Any = None
+            if PATH == "lean":
+                lean = store._writes.lean
+                assert lean is not None
+                result = lean("lg/t#1", "lg.cp", ops, seq, key, _after(ops))
+                if result is not None and not hasattr(result, "last_seq"):
+                    result = await result
+            elif PATH == "applied":
+                result = await store._writes.append_applied(
+                    "lg/t#1", "lg.cp", ops, seq, key, _after(ops), True
+                )
+            if result is None:
+                result = await store.append(
+                    "lg/t#1", "lg.cp", ops=ops, expected_seq=seq, idempotency_key=key
+                )
             seq = result.last_seq
         window.cg_stop()
 
@@ -122,9 +147,9 @@ def main() -> None:
         total = run_window(__file__, ["statements", kind, str(appends), str(out)], out, "stmts")
         print(f"{total / appends:>12,.0f} instructions a keyed append's statements ({kind})")
         return
-    rest = [] if KEYED else ["--no-key"]
+    rest = ([] if KEYED else ["--no-key"]) + (["--path", PATH] if PATH != "append" else [])
     total = run_window(__file__, ["write", str(appends), str(out), *rest], out, "keyed")
-    what = "keyed append" if KEYED else "append (no key)"
+    what = ("keyed append" if KEYED else "append (no key)") + f" ({PATH})"
     print(f"{total / appends:>12,.0f} instructions a {what}", flush=True)
 
 

@@ -27,7 +27,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
-from callgrind_window import helper, run_window
+from callgrind_window import helper, run_window, slowed_clock
 
 STEPS = 30
 WARM = 2
@@ -54,6 +54,7 @@ def sequence(saver: Any, thread: str) -> None:
 def write(runs: int, out: Path) -> None:
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
+    slowed_clock()
     window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     saver = StatekeeperSaver.from_url(f"sqlite:///{tmp / 'flat.db'}?synchronous=NORMAL")

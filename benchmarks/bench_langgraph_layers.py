@@ -39,6 +39,10 @@ one new thread each, after two uncounted runs), and prints the instructions per 
   store does per append (record, seal, chain, key, statements);
 - ``step-save``: the same record stored by ``StateStore.save`` of the whole
   small document (no idempotency key: the store's flat save, one statement).
+- ``step-lean``: the same record, keyed, by the store's lean keyed append
+  (``store/lean.py``: the body encoded once, sealed, the key, the head's
+  compare-and-set and the event in one statement; the general ``append`` when it
+  declines): the step-record design on the append the saver now takes.
 
 So ``sk - sk-nosql`` is the statements, ``sk-nosql - sk-nostore`` the store's record,
 ``sk-nostore - floor`` the saver's own layers, ``sqlite - floor`` all of
@@ -78,9 +82,19 @@ from langgraph.checkpoint.base import (
 
 sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: F401  (PYTHONPATH wins)
-from callgrind_window import helper, run_window
+from callgrind_window import helper, run_window, slowed_clock
 
-KINDS = ("floor", "sqlite", "sk", "sk-nosql", "sk-nostore", "bare", "step", "step-save")
+KINDS = (
+    "floor",
+    "sqlite",
+    "sk",
+    "sk-nosql",
+    "sk-nostore",
+    "bare",
+    "step",
+    "step-save",
+    "step-lean",
+)
 WARM = 2
 #: the saver's ``writes_wait``: long enough that no held write times out under
 #: callgrind on a loaded machine (at 1 s, at load ~15, some did: their callers then
@@ -213,7 +227,7 @@ class Bare(BaseCheckpointSaver[str]):
 class Step(BaseCheckpointSaver[str]):
     """See the module's ``step`` and ``step-save`` (measuring tools)."""
 
-    def __init__(self, path: Path, save: bool) -> None:
+    def __init__(self, path: Path, save: bool, lean: bool = False) -> None:
         from statekeeper import Codec, StateStore
 
         super().__init__()
@@ -225,6 +239,7 @@ class Step(BaseCheckpointSaver[str]):
             f"sqlite:///{path}?synchronous=NORMAL", codec=codec, snapshot_every=1_000_000
         )
         self.save = save
+        self.lean = lean
         self.lock = threading.Lock()
         self.seqs: dict[str, int] = {}
         self.writes: dict[str, list[Any]] = {}
@@ -264,6 +279,8 @@ class Step(BaseCheckpointSaver[str]):
                 call = self.store.create(agent, {"cp": record})
             elif self.save:
                 call = self.store.save(agent, {"cp": record}, expected_seq=seq)
+            elif self.lean:
+                call = self._lean(agent, record, seq, "k" + cid.replace("-", ""))
             else:
                 call = self.store.append(
                     agent,
@@ -275,6 +292,17 @@ class Step(BaseCheckpointSaver[str]):
             seq = self.loop.run_until_complete(call).last_seq
             self.seqs[thread] = seq
         return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    async def _lean(self, agent: str, record: dict[str, Any], seq: int, key: str) -> Any:
+        ops = [{"op": "replace", "path": "/cp", "value": record}]
+        lean = self.store._writes.lean
+        if lean is not None:
+            done = lean(agent, "lg.cp", ops, seq, key, {"cp": record})
+            if done is not None:
+                return done if hasattr(done, "last_seq") else await done
+        return await self.store.append(
+            agent, "lg.cp", ops=ops, expected_seq=seq, idempotency_key=key
+        )
 
     def put_writes(
         self,
@@ -306,6 +334,7 @@ def write(kind: str, runs: int, out: Path) -> None:
     from bench_langgraph_goals import small_graph, sqlite_saver
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
+    slowed_clock()
     window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     saver: Any
@@ -316,8 +345,8 @@ def write(kind: str, runs: int, out: Path) -> None:
         close = saver.conn.close
     elif kind == "sqlite":
         saver, close = sqlite_saver(tmp / "small.db", "NORMAL")
-    elif kind in ("step", "step-save"):
-        saver = Step(tmp / "small.db", save=kind == "step-save")
+    elif kind in ("step", "step-save", "step-lean"):
+        saver = Step(tmp / "small.db", save=kind == "step-save", lean=kind == "step-lean")
         close = saver.close
     else:
         if kind == "sk-nosql":

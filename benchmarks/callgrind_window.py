@@ -23,6 +23,23 @@ void cg_stop(void) { CALLGRIND_DUMP_STATS; CALLGRIND_STOP_INSTRUMENTATION; }
 """
 
 
+def slowed_clock() -> None:
+    """In the measured child: when ``CG_PASS_EVERY`` is set (seconds), the SQLite
+    engine's ``PASS_EVERY`` takes it. The engine commits a lone append at once only
+    while a pass of the loop was made less than ``PASS_EVERY`` (1 ms) ago or nothing
+    waits; under callgrind everything runs ~50x slower, so 1 ms goes by inside nearly
+    every append and the windows count the queued path (a pass of the loop, the
+    coroutines) that an unslowed process seldom takes: ``CG_PASS_EVERY=0.05`` counts
+    the case mix of a real run (docs/benchmarks.md, "lgsmall2": under callgrind at
+    1 ms the lean keyed append committed 22 of 360 appends at once, at 50 ms 330; 239
+    of 240 without callgrind)."""
+    every = os.environ.get("CG_PASS_EVERY")
+    if every:
+        from statekeeper.backends import sqlite
+
+        sqlite.PASS_EVERY = float(every)  # type: ignore[attr-defined]
+
+
 def helper(out: Path) -> Path:
     """The helper library in ``out`` (compiled once), for ``ctypes.CDLL`` in the child."""
     lib = out / "cgwindow.so"

@@ -168,6 +168,14 @@ def _spy_plain(saver: StatekeeperSaver) -> list[tuple[bool, bool]]:
         return await real(agent, kind, ops, *args)
 
     fast.append_applied = spy
+    lean = fast.lean
+    if lean is not None:  # (the saver calls the lean append only with plain ops)
+
+        def lean_spy(agent: str, kind: str, ops: Any, *args: Any) -> Any:
+            seen.append((any(op["path"] == "/run" for op in ops) and kind != "lg.run", True))
+            return lean(agent, kind, ops, *args)
+
+        fast.lean = lean_spy
     return seen
 
 

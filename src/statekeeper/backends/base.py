@@ -357,6 +357,31 @@ class Backend(abc.ABC):
         :meth:`append_next` (docs/benchmarks.md, "seqfoot")."""
         return False
 
+    def commit_keyed(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        key: str | None,
+    ) -> AppendResult | None:
+        """One event of type ``kind`` numbered ``seq`` (> 1) appended now, as a plain
+        call, to a head at ``seq - 1`` carrying ``expected_tag``, with the idempotency
+        key ``key`` (as stored: ``idempotency.stored_key``) claimed in the same commit —
+        :meth:`append` of that one-event request with ``check_tag``, when the engine
+        can commit it on this thread without waiting: its result (a duplicate's, nothing
+        written, when ``key`` was stored before); the
+        :class:`~statekeeper.errors.ConflictError` raised, nothing written, when the
+        head moved. None, with nothing done, when it cannot (the caller then makes the
+        append by :meth:`append`, which handles every case): the default. The
+        arguments are not checked (the store's lean append, ``store/lean.py``, builds
+        them on a cached record)."""
+        return None
+
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """:meth:`append_next` of ``row`` for an engine that groups appends
         (:attr:`groups_appends`), as a plain call when a commit of the running event loop

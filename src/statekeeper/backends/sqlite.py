@@ -2151,11 +2151,38 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         the result, a duplicate's result, the refusal (nothing written), the
         constraint's error, or :data:`_BUSY` (nothing written: the writer or the
         file's lock busy; the writer thread then makes it with its statements)."""
+        event = request.events[0]
+        return self._one_row(
+            request.agent_id,
+            event.seq,
+            event.type,
+            event.timestamp,
+            event.payload,
+            event.checksum,
+            request.head_tag,
+            request.expected_tag,
+            request.idempotency_key,
+            _pages((request,)),
+        )
+
+    def _one_row(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        key: str | None,
+        pages: int,
+    ) -> Any:
+        """:data:`_APPEND_NEXT` of one event's columns, committed now
+        (:meth:`_commit_statement`, :meth:`commit_keyed`): what
+        :meth:`_commit_statement` returns."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
             return _BUSY
-        agent_id, key = request.agent_id, request.idempotency_key
-        event = request.events[0]
-        seq = event.seq
         cur = self._append_cursor
         try:
             cur.execute(
@@ -2163,12 +2190,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 (
                     agent_id,
                     seq,
-                    event.type,
-                    event.timestamp,
-                    _bind(event.payload),
-                    _bind(event.checksum),
-                    _bind_tag(request.head_tag),
-                    _bind_tag(request.expected_tag),
+                    kind,
+                    timestamp,
+                    _bind(payload),
+                    _bind(checksum),
+                    _bind_tag(head_tag),
+                    _bind_tag(expected_tag),
                     key,
                 ),
             )
@@ -2177,7 +2204,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         finally:
             self._writer_busy.release()
         self.append_commits += 1
-        self._wal_pages += _pages((request,)) * self._wal_scale
+        self._wal_pages += pages * self._wal_scale
         if self._wal_pages >= self._wal_limit:
             self._wrote(0)
         return AppendResult(agent_id, seq, seq)
@@ -2210,6 +2237,67 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except sqlite3.Error:
             with _translated(self.path):
                 raise
+
+    def commit_keyed(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        key: str | None,
+    ) -> AppendResult | None:
+        """:meth:`Backend.commit_keyed`: in :meth:`commit_next`'s case (writable, inline
+        writes, no commit queue nor batch in flight, no other task of the loop ready, no
+        pass due, the writer idle) and on an existing stream (``seq`` > 1), the event
+        committed now as ONE statement (:data:`_APPEND_NEXT`: the key claimed, the
+        head's compare-and-set, the event row): its result — a duplicate's when the key
+        was there (nothing written) —, the refusal raised (nothing written). None, with
+        nothing done, otherwise (a busy write lock too): the caller then makes the
+        append by :meth:`append`."""
+        if (
+            seq < 2
+            or not self._save_next
+            or self.readonly
+            or self._closed
+            or not self.inline_writes
+            or self._queues
+            or self._in_flight
+        ):
+            return None
+        loop = _last_loop[0]
+        if loop is None or loop._thread_id != _get_ident():  # type: ignore[attr-defined]
+            running = asyncio.get_running_loop()
+            if not isinstance(running, asyncio.BaseEventLoop):
+                return None
+            _last_loop[0] = loop = running
+        if loop._ready:  # type: ignore[attr-defined]
+            return None  # another task is ready: append lets it run first
+        if (now := _monotonic()) >= self._pass_due:
+            if not _nothing_waits(loop):
+                return None
+            self._pass_due = now + PASS_EVERY
+        result = self._one_row(
+            agent_id,
+            seq,
+            kind,
+            timestamp,
+            payload,
+            checksum,
+            head_tag,
+            expected_tag,
+            key,
+            3 + ((len(payload) + 1100) >> 11),
+        )
+        if result is _BUSY:
+            return None
+        self._committed(1)
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[no-any-return]
 
     def _commit_lone(self, pages: int, write: Callable[..., Any], *args: Any) -> Any:
         """``write(*args)`` (one append's statements: :meth:`_append_one` or

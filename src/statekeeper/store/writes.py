@@ -62,6 +62,7 @@ from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, kept_bytes, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .flat import FlatSave, bind_flat
+from .lean import LeanAppend, bind_lean
 from .locks import KeyedLock
 from .observing import FOLD_AT, StoreObserver
 from .reads import PAGE, ReadPath
@@ -232,6 +233,7 @@ class WritePipeline:
         self.fast = False
         #: the flat save of a cached agent (see :mod:`.flat`), None when ruled out
         self.flat: FlatSave | None = None
+        self.lean: LeanAppend | None = None
         self.decide_fast()
 
     @property
@@ -273,6 +275,8 @@ class WritePipeline:
         self.flat = bind_flat(self) if self.fast else None
         #: Codec.seal of save_fast's event (a body under BLAKE3_FROM), bound once
         self.sealer = self.codec.plain_sealer() if self.fast else None
+        #: the lean keyed append of a caller's built event (see :mod:`.lean`)
+        self.lean = bind_lean(self) if self.fast else None
 
     @property
     def submitter(self) -> Callable[[AppendRequest], Awaitable[AppendResult]] | None:

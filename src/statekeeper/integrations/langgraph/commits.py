@@ -16,6 +16,7 @@ import orjson
 import zstandard
 
 from ...errors import AgentNotFound, ConflictError, SerializationError
+from ...records import AppendResult
 from . import mapping as m
 from .stream import Op, Plan, _Pending, _Stream, _update_heads
 from .streams import _SaverStreams
@@ -176,9 +177,15 @@ class _SaverCommits(_SaverStreams):
             and not store._closed
             and "append" not in store.__dict__  # (an append wrapped by its owner: taken)
         ):
-            result = await fast.append_applied(
-                st.agent_id, event_type, ops, st.seq, key, after, plain
-            )
+            lean = fast.lean
+            if lean is not None and plain:  # one call, one statement (store/lean.py)
+                done = lean(st.agent_id, event_type, ops, st.seq, key, after)
+                if done is not None:
+                    result = done if isinstance(done, AppendResult) else await done
+            if result is None:
+                result = await fast.append_applied(
+                    st.agent_id, event_type, ops, st.seq, key, after, plain
+                )
         if result is None:
             result = await store.append(
                 st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key

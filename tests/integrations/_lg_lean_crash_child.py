@@ -1,0 +1,48 @@
+"""Child process of the lean-append crash test: ``put``s checkpoints on one thread
+forever, printing each acknowledged checkpoint's id and whether the store's lean keyed
+append (``Backend.commit_keyed``) committed it, until the parent SIGKILLs it.
+
+Usage: ``python _lg_lean_crash_child.py URL THREAD``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from langgraph.checkpoint.base import empty_checkpoint
+
+from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.integrations.langgraph import StatekeeperSaver
+
+
+def main() -> None:
+    url, thread = sys.argv[1:3]
+    lean = [0]
+    commit_keyed = SQLiteBackend.commit_keyed
+
+    def counted(backend: SQLiteBackend, *args: Any) -> Any:
+        result = commit_keyed(backend, *args)
+        lean[0] += result is not None
+        return result
+
+    SQLiteBackend.commit_keyed = counted  # type: ignore[method-assign,assignment]
+    saver = StatekeeperSaver.from_url(url)
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    step = 0
+    while True:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"n": step, "text": "x" * (step % 50)}
+        checkpoint["channel_versions"] = {"n": step + 1, "text": step + 1}
+        config = saver.put(
+            config, checkpoint, {"source": "loop", "step": step, "parents": {}}, {"n": step + 1}
+        )
+        print(config["configurable"]["checkpoint_id"], lean[0], flush=True)
+        step += 1
+
+
+if __name__ == "__main__":
+    main()
