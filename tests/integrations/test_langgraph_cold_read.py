@@ -102,7 +102,9 @@ def test_a_stored_messages_fingerprint_is_worked_out_once(
     monkeypatch.setattr(serde_module.Stored, "resolve", counting)
     messages = _chat(url, thread, 4)  # a new saver: reads the 6 stored messages, 4 more turns
     assert len(messages) == 14
-    assert computed  # the turns compared the messages built from stored fields
+    # the turns compared the messages built from stored fields with what they were
+    # built with, no fingerprint needed (test_langgraph_warm_recipes.py); one worked
+    # out for another reason is worked out once
     assert len({id(s) for s in computed}) == len(computed)
 
 
