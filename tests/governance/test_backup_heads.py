@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from statekeeper import StateStore
 from statekeeper.backends import sqlite_export
@@ -173,3 +175,23 @@ def test_the_tags_cut_in_groups_are_the_tags(count: int, width: int) -> None:
 
     tags = bytes(i % 251 for i in range(count * width))
     assert _cut(tags, width) == [tags[i * width : (i + 1) * width] for i in range(count)]
+
+
+_ID = st.one_of(
+    st.text(alphabet="ab\x00\x01sk-/", max_size=8),
+    st.text(alphabet="ab\x00/", max_size=6).map(lambda t: "\x01sk-" + t),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ids=st.lists(st.one_of(_ID, st.integers(), st.none()), max_size=12))
+def test_the_own_streams_found_in_the_joined_ids_are_the_prefixed_ones(ids: list[object]) -> None:
+    """The store's own streams among a backup's ids (found in the NUL-joined ids) are
+    the ids that begin with the internal prefix, sorted: with ids holding a NUL, the
+    prefix inside an id, an empty id, or an id that is not a string."""
+    from statekeeper.arguments import INTERNAL_PREFIX
+    from statekeeper.governance.backup.writer import _internal
+
+    expected = sorted(a for a in ids if isinstance(a, str) and a.startswith(INTERNAL_PREFIX))
+    assert _internal(ids) == tuple(expected)
+    assert _internal(iter(ids)) == tuple(expected)
