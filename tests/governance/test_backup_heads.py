@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from statekeeper import StateStore
 from statekeeper.backends import sqlite_export
@@ -133,10 +135,15 @@ def test_the_tag_columns_are_the_heads_table_in_id_order(tmp_path: Path) -> None
         conn.close()
 
 
+@pytest.mark.parametrize("at", [0, 2, -1])
 @pytest.mark.parametrize("damage", ["a tag of another length", "a stream without a tag"])
-def test_tags_the_aggregate_cannot_split_take_the_rows(tmp_path: Path, damage: str) -> None:
+def test_tags_the_aggregate_cannot_split_take_the_rows(
+    tmp_path: Path, damage: str, at: int
+) -> None:
     """Tags of several lengths (several key ids) are read as rows; a stream without a
-    tag (written before head tags) is listed with None and its head checksum."""
+    tag (written before head tags) is listed with None and its head checksum. The
+    statement measures every tag against the first stream's: the odd one first (its
+    length is then the one the others differ from), in the middle or last."""
     from statekeeper.governance.backup.tagheads import tag_head_columns
 
     _store(tmp_path / "s.db", AGENTS)
@@ -145,15 +152,46 @@ def test_tags_the_aggregate_cannot_split_take_the_rows(tmp_path: Path, damage: s
         checksums = _as_rows(conn)[2]
         tags: list[bytes | None] = list(_tag_rows(conn))
         if damage == "a tag of another length":
-            tags[2] = b"\x01\x03k10" + bytes(32)
+            tags[at] = b"\x01\x03k10" + bytes(32)
         else:
-            tags[2] = None
-        agent = sorted(AGENTS)[2]
-        conn.execute("UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?", (tags[2], agent))
+            tags[at] = None
+        agent = sorted(AGENTS)[at]
+        conn.execute("UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?", (tags[at], agent))
         conn.commit()
         agents, heads, found, untagged = tag_head_columns(conn)
         assert (agents, heads) == _as_rows(conn)[:2] and found == tags
-        expected = {"agent": [agent], "checksum": [checksums[2]]} if tags[2] is None else None
+        expected = {"agent": [agent], "checksum": [checksums[at]]} if tags[at] is None else None
         assert untagged == (expected or {"agent": [], "checksum": []})
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("count", [0, 1, 511, 512, 513, 1024, 1537])
+@pytest.mark.parametrize("width", [1, 36, 41])
+def test_the_tags_cut_in_groups_are_the_tags(count: int, width: int) -> None:
+    """The tags of many streams, cut a group of 512 per unpack and the rest one by one,
+    are each stream's ``width`` bytes in order, whatever the count."""
+    from statekeeper.governance.backup.tagheads import _cut
+
+    tags = bytes(i % 251 for i in range(count * width))
+    assert _cut(tags, width) == [tags[i * width : (i + 1) * width] for i in range(count)]
+
+
+_ID = st.one_of(
+    st.text(alphabet="ab\x00\x01sk-/", max_size=8),
+    st.text(alphabet="ab\x00/", max_size=6).map(lambda t: "\x01sk-" + t),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ids=st.lists(st.one_of(_ID, st.integers(), st.none()), max_size=12))
+def test_the_own_streams_found_in_the_joined_ids_are_the_prefixed_ones(ids: list[object]) -> None:
+    """The store's own streams among a backup's ids (found in the NUL-joined ids) are
+    the ids that begin with the internal prefix, sorted: with ids holding a NUL, the
+    prefix inside an id, an empty id, or an id that is not a string."""
+    from statekeeper.arguments import INTERNAL_PREFIX
+    from statekeeper.governance.backup.writer import _internal
+
+    expected = sorted(a for a in ids if isinstance(a, str) and a.startswith(INTERNAL_PREFIX))
+    assert _internal(ids) == tuple(expected)
+    assert _internal(iter(ids)) == tuple(expected)

@@ -23,19 +23,24 @@ import orjson
 __all__ = ["COUNTS", "TAG_COLUMNS", "TagHeads", "tag_head_columns", "tag_heads"]
 
 #: every stream's agent, head seq and head tag, each column joined into one value by
-#: SQLite (no Python tuple per stream); the tags counted (NULL: a stream written before
-#: head tags) and measured (they differ in length across key ids); and the sum of the
-#: head seqs (the events the streams account for: a stream compacted by retention
-#: holds fewer), so that the heads table is scanned once per backup, not once more by
-#: the totals (:data:`COUNTS`)
+#: SQLite (no Python tuple per stream); the streams whose tag is not as long as the
+#: first stream's (NULL: a stream written before head tags; another length: another
+#: key id) counted by a filter, not aggregated (one aggregate step per stream less than
+#: a count of the tags and their shortest and longest length: the statement -25 % CPU,
+#: docs/benchmarks.md "backup2"), and the first tag's length (the subquery runs once);
+#: and the sum of the head seqs (the events the streams account for: a stream compacted
+#: by retention holds fewer), so that the heads table is scanned once per backup, not
+#: once more by the totals (:data:`COUNTS`)
 TAG_COLUMNS = """
-SELECT count(*), count(head_tag), group_concat(agent_id, char(0)), group_concat(head_seq),
+WITH first(width) AS (
+  SELECT length(CAST(head_tag AS BLOB)) FROM sk_agents WHERE head_seq > 0 LIMIT 1
+)
+SELECT count(*), group_concat(agent_id, char(0)), group_concat(head_seq),
        CAST(group_concat(CAST(head_tag AS BLOB), '') AS BLOB),
-       min(length(CAST(head_tag AS BLOB))), max(length(CAST(head_tag AS BLOB))),
-       coalesce(sum(head_seq), 0)
+       count(*) FILTER (WHERE length(CAST(head_tag AS BLOB)) IS NOT (SELECT width FROM first)),
+       (SELECT width FROM first), coalesce(sum(head_seq), 0)
 FROM sk_agents WHERE head_seq > 0
 """
-
 #: the events stored and the streams with a snapshot: the totals
 #: (:data:`~statekeeper.backends.sqlite_export.STREAM_TOTALS` without its scan of the
 #: heads table, which :data:`TAG_COLUMNS` sums)
@@ -79,24 +84,19 @@ def tag_head_columns(
 def tag_heads(conn: sqlite3.Connection) -> TagHeads:
     """:func:`tag_head_columns` and the sum of the head seqs, from one scan of the
     heads table."""
-    streams, tagged, ids, seqs, tags, shortest, longest, accounted = conn.execute(
-        TAG_COLUMNS
-    ).fetchone()
+    streams, ids, seqs, tags, other_width, width, accounted = conn.execute(TAG_COLUMNS).fetchone()
     untagged: dict[str, list[Any]] = {"agent": [], "checksum": []}
     if streams == 0:
         return TagHeads([], [], [], untagged, 0)
     agents: list[str] = ids.split("\0")
-    width = shortest or 0
-    if (
-        tagged == streams == len(agents)
-        and 0 < shortest == longest
-        and len(tags) == streams * width
-    ):
+    width = width or 0
+    if other_width == 0 and streams == len(agents) and width > 0 and len(tags) == streams * width:
         # the seqs parsed as one JSON array, the tags cut by struct: in C, no Python
         # step per stream (0.008 -> 0.002 and 0.011 -> 0.008 CPU-s for 100,000 heads,
         # docs/benchmarks.md "backupsix")
         heads: list[int] = orjson.loads("[" + seqs + "]")
-        found: list[bytes | None] = list(map(_first, struct.Struct(f"{width}s").iter_unpack(tags)))
+        found: list[bytes | None]
+        found = _cut(tags, width)
         if sorted(agents) == agents:  # the heads table's key order, checked in one pass
             return TagHeads(agents, heads, found, untagged, accounted)
     # tags of several lengths (key ids), a stream without one, or not in id order
@@ -110,3 +110,20 @@ def tag_heads(conn: sqlite3.Connection) -> TagHeads:
             untagged["agent"].append(agent_id)
             untagged["checksum"].append(row[0] if row is not None and row[0] else b"")
     return TagHeads(agents, heads, found, untagged, accounted)
+
+
+#: tags cut by one struct unpack per this many: one tuple per group, not per tag
+_GROUP = 512
+
+
+def _cut(tags: bytes, width: int) -> list[bytes | None]:
+    """``tags`` (``width`` bytes each) as a list: :data:`_GROUP` tags per unpack (a
+    1-tuple per tag, made, indexed and freed, was 0.2 of the split's 1.2 k
+    instructions a stream, docs/benchmarks.md "backup2"), the rest one by one."""
+    found: list[bytes | None] = []
+    whole = len(tags) - len(tags) % (width * _GROUP)
+    view = memoryview(tags)
+    for group in struct.Struct(f"{width}s" * _GROUP).iter_unpack(view[:whole]):
+        found.extend(group)
+    found.extend(map(_first, struct.Struct(f"{width}s").iter_unpack(view[whole:])))
+    return found
