@@ -403,7 +403,9 @@ class LeaseManager:
                         # gets another (a race, an engine that skips) records it after
                         token = stored_info.token + 1 if stored_info is not None else 1
                         detail = {"holder": self.holder, "token": token}
-                        entry = await gov.ahead("lease", stored, detail)
+                        # cancelled while it is written, the entry is voided once it is
+                        void = gov.voiding("lease", stored)
+                        entry = await granting(gov.ahead("lease", stored, detail), void)
                     try:
                         info = await granting(
                             self.backend.acquire_lease(stored, self.holder, ttl),

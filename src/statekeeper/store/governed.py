@@ -19,8 +19,18 @@ sync, group and write-behind, share the per-task pending mutation kept here.)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -182,6 +192,8 @@ _PENDING: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_pending", 
 #: the delete or snapshot this task is making (see :meth:`GovernedStateStore.delete`)
 _CHANGE: ContextVar[_Pending | None] = ContextVar("statekeeper_audit_change", default=None)
 _CHANGE_RETRIES = 100
+# voids of cancelled mutations still being written (see Governance.voided)
+_VOIDING: set[asyncio.Future[Any]] = set()
 #: entries to commit just before the entry of this task's next delete, in its commit
 _PRECEDING: ContextVar[tuple[Mapping[str, Any], ...]] = ContextVar(
     "statekeeper_audit_preceding", default=()
@@ -324,12 +336,32 @@ class Governance:
         return seq
 
     async def voided(
-        self, entry: int, operation: str, agent_id: str | None, exc: BaseException
+        self, entry: int | None, operation: str, agent_id: str | None, exc: BaseException
     ) -> None:
-        """The mutation announced by entry ``entry`` (:meth:`ahead`) failed."""
+        """The mutation announced by entry ``entry`` (:meth:`ahead`) failed (None: no
+        entry was written). A cancellation is a failure too (was: only an ``Exception``
+        voided, so an acquire cancelled after its entry left the log saying a lease was
+        granted that never was); the void is then shielded: cancelled again while it is
+        written, it goes on in the background (held in ``_VOIDING``)."""
         void = getattr(self.audit, "void", None)
-        if void is not None and isinstance(exc, Exception):
-            await void(entry, operation, principal=self.principal, agent_id=agent_id, exc=exc)
+        if void is None or entry is None:
+            return
+        written = void(entry, operation, principal=self.principal, agent_id=agent_id, exc=exc)
+        if isinstance(exc, Exception):
+            await written
+            return
+        done = asyncio.ensure_future(written)
+        _VOIDING.add(done)
+        done.add_done_callback(_VOIDING.discard)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(done)
+
+    def voiding(
+        self, operation: str, agent_id: str | None
+    ) -> Callable[[int | None], Awaitable[None]]:
+        """:meth:`voided` for an entry whose writer was cancelled while it was written
+        (a ``give_back`` for ``lease_grants.granting``)."""
+        return lambda entry: self.voided(entry, operation, agent_id, asyncio.CancelledError())
 
     async def failed(self, operation: str, agent_id: str | None, exc: BaseException) -> None:
         """Audit a mutation that raised (nothing, or not all of it, was written)."""

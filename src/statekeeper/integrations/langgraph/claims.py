@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from ...concurrency.lease_grants import ended
 from ...errors import StatekeeperError
 from ...store.conditional import delete_only_at
 from . import mapping as m
@@ -252,9 +253,9 @@ class _SaverClaims(_SaverCommits):
             timer.cancel()
         task, self._renewing = self._renewing, None
         if task is not None and not task.done():
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+            # the renewal's own cancellation is absorbed, the caller's raised (was
+            # suppress(CancelledError), which swallowed a cancelled aclose()'s too)
+            await ended(task)
 
     def _check_claim(self, st: _Stream, run: runs.Run | None) -> builtins.list[Op]:
         """Refuse a write that would interleave with another run holding the thread.
