@@ -60,3 +60,29 @@ def test_a_backup_file_written_flushes_its_directory(
         fh.write(b"backup")
     assert (tmp_path / "store.skbak").read_bytes() == b"backup"
     assert synced == [tmp_path.resolve()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_a_picture_is_flushed_before_its_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    from statekeeper.observability.analysis.markov import estimate
+    from statekeeper.observability.pictures import write_heat_map
+
+    kinds: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        kinds.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        kinds.append("replace")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_heat_map(estimate([("idle", "busy"), ("busy", "idle")]), tmp_path / "p.svg")
+    assert kinds == ["fsync file", "replace", "fsync dir"]
+    assert (tmp_path / "p.svg").stat().st_size > 0

@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 try:
     import fcntl
@@ -141,6 +142,29 @@ def write_atomically(target: Path, text: str, *, mode: int = 0o666, durable: boo
         raise
     if durable:
         sync_directory(target.parent)
+
+
+#: errno of a write that found no room (a full disk, a quota, a file size limit)
+NO_ROOM = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n))
+
+
+def replace_durably(fh: IO[bytes], tmp: Path, target: Path) -> None:
+    """Put the temporary file ``tmp`` (from :func:`new_temporary`, open as ``fh``) over
+    ``target`` so that a power loss leaves the old file or the new one whole: its data
+    flushed to disk (``fsync``) and closed, then renamed, then the folder flushed (the
+    rename). Without the first flush the rename can reach the disk before the data:
+    the previous good file replaced by an empty one. An ``OSError`` without a file
+    name (a full disk on the flush) is given ``target``'s."""
+    try:
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.close()
+        os.replace(tmp, target)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(target)
+        raise
+    sync_directory(target.parent)
 
 
 @contextlib.contextmanager

@@ -312,3 +312,26 @@ def test_the_wilson_interval_of_a_certain_outcome_reaches_one() -> None:
         assert lo <= 1.0 == hi
         lo, hi = wilson_interval(0, n)
         assert lo == 0.0 <= hi
+
+
+async def test_entropy_windows_are_bounded() -> None:
+    """Before: ``--window 1`` over a year of moves built ~31 million windows (objects),
+    with no cap. More than ``max_windows`` is refused now, typed, naming the count,
+    the cap and the smallest window that fits (which then works)."""
+    t = [0.0]
+    store = StateStore("memory://", witness=False, clock=lambda: t[0])
+    try:
+        await store.create("a", {}, fsm_state="idle")
+        await store.append("a", "transition", fsm_state="busy")  # a move at 0
+        t[0] = 20_000.0
+        await store.append("a", "transition", fsm_state="idle")  # and one at 20000
+        with pytest.raises(InvalidArgument, match="20001 windows") as caught:
+            await entropy_windows(store, 1.0)
+        said = str(caught.value)
+        assert "at most 10000" in said and "at least 3 s" in said, said
+        with pytest.raises(InvalidArgument, match="at most 100:"):
+            await entropy_windows(store, 1.0, max_windows=100)
+        assert len(await entropy_windows(store, 3.0)) <= 10_000
+        assert len(await entropy_windows(store, 200.0)) == 101
+    finally:
+        await store.close()

@@ -7,7 +7,9 @@ flush is one commit of many appends, counted as many."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -47,3 +49,30 @@ async def test_a_write_behind_flush_is_one_commit(tmp_path: Path) -> None:
         stats = store.stats()
     assert stats.appends == 20
     assert stats.commits == 1, stats
+
+
+async def test_a_failed_write_behind_flush_is_no_commit(tmp_path: Path) -> None:
+    """Before: ``WriteBehind.flushes`` counted a flush whose ``append_batch`` failed, so
+    ``commits`` (and ``statekeeper_commits_total``) counted commits that never were."""
+    from statekeeper.errors import BackendError, WriteBufferError
+
+    async with StateStore(
+        f"sqlite:///{tmp_path / 'a.db'}", durability="async", witness=False
+    ) as store:
+        behind = store._writes.behind
+        assert behind is not None
+        backend = behind._backend
+        real = backend.append_batch
+
+        async def failing(requests: Any) -> Any:
+            raise BackendError("the disk went away")
+
+        backend.append_batch = failing  # type: ignore[method-assign]
+        await store.save("a", {"n": 1})
+        with contextlib.suppress(WriteBufferError):
+            await store.flush()
+        assert store.stats().commits == 0
+        backend.append_batch = real  # type: ignore[method-assign]
+        await store.save("b", {"n": 2})
+        await store.flush()
+        assert store.stats().commits == 1

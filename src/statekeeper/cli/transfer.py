@@ -474,13 +474,18 @@ def export_cmd(
         if forgotten or deleted:  # stdout is the file: the notice goes to stderr
             err_console().print(left_out(forgotten))
         return
-    from .._files import new_temporary
+    from .._files import NO_ROOM, new_temporary, replace_durably
 
     fd, tmp = new_temporary(output)  # never an existing file, never through a symlink
     try:
         with os.fdopen(fd, "wb") as fh:
-            agents, events, forgotten = run(go(fh))
-        tmp.replace(output)
+            try:
+                agents, events, forgotten = run(go(fh))
+            except OSError as exc:  # a full disk: the file written is named
+                if exc.filename is None and exc.errno in NO_ROOM:
+                    exc.filename = str(output)
+                raise
+            replace_durably(fh, tmp, output)  # fsync, rename, fsync the folder
     finally:
         tmp.unlink(missing_ok=True)
     if json_out:

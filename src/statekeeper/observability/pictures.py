@@ -12,7 +12,6 @@ input makes the same bytes.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -109,7 +108,7 @@ def _style() -> AbstractContextManager[Any]:
 
 
 def _save(fig: Any, path: Path, fmt: str) -> Path:
-    from .._files import new_temporary
+    from .._files import new_temporary, replace_durably
 
     metadata: dict[str, Any] = (
         {"Date": None, "Creator": CREATOR} if fmt == "svg" else {"Software": CREATOR}
@@ -119,7 +118,7 @@ def _save(fig: Any, path: Path, fmt: str) -> Path:
     try:
         with open(fd, "wb") as fh:
             fig.savefig(fh, format=fmt, dpi=100, metadata=metadata, bbox_inches="tight")
-        os.replace(tmp, path)
+            replace_durably(fh, tmp, path)  # a power loss: the old picture or the new
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -324,7 +324,7 @@ class WriteBehind:
         #: entries (taken when they were buffered), by id of the buffered request
         self.auditor: BatchAuditor | None = None
         self._labels: dict[int, list[Any]] = {}
-        self.flushes = 0
+        self.flushes = 0  # flushes that committed (one wholly failed is none)
         self.flushed = 0
         #: while appends are buffered: a task that flushes them if it is cancelled —
         #: what ``asyncio.run`` does to the tasks left when its coroutine returns —
@@ -489,7 +489,8 @@ class WriteBehind:
                     results = await self._backend.append_batch(heads)
             except Exception as exc:
                 results = [exc] * len(heads)
-            self.flushes += 1
+            if any(isinstance(r, AppendResult) for r in results):  # committed: counted
+                self.flushes += 1
             if self._confirm is not None:  # a duplicate is checked like any other
                 for i, (request, result) in enumerate(zip(heads, results, strict=True)):
                     if isinstance(result, AppendResult) and result.duplicate:

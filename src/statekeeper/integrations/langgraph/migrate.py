@@ -390,8 +390,9 @@ def _peer_target(url: str, dry_run: bool, *, private: bool = False, shown: str =
     ``private``: a SQLite file created is its owner's only (0600). ``shown``: the
     target as the caller named it (``url`` is then the temporary file it is built in)."""
     if not dry_run:
-        side = _PeerSide(open_peer(url, readonly=False, private=private))
-        if shown and shown != url:
+        staged = bool(shown) and shown != url  # (the empty file made for it: not refused)
+        side = _PeerSide(open_peer(url, readonly=False, private=private, staged=staged))
+        if staged:
             side.location = side.db.location = str(_sqlite_path(shown))
         return side
     try:

@@ -18,7 +18,6 @@ selects the schema holding LangGraph's tables (it becomes the session's
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -212,7 +211,9 @@ class PeerDatabase:
             self._conn = None
 
 
-def open_peer(url: str, *, readonly: bool, private: bool = False) -> PeerDatabase:
+def open_peer(
+    url: str, *, readonly: bool, private: bool = False, staged: bool = False
+) -> PeerDatabase:
     """Open a LangGraph saver database.
 
     ``readonly`` (a source): the database must exist and hold LangGraph's tables, and is
@@ -221,11 +222,15 @@ def open_peer(url: str, *, readonly: bool, private: bool = False) -> PeerDatabas
     saver's own ``setup()``; a database that holds something else is refused.
     ``private``: a SQLite file created here is its owner's only (0600, as a key file
     is; SQLite gives its journal files the same mode): it receives decrypted records.
+    An existing 0-byte file is refused as a target (SQLite would take it as an empty
+    database: tables created in a file that is not one) unless ``staged``: the caller
+    created it empty for this (:func:`..._files.staged_new_file`).
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
         return _open_postgres(url, readonly=readonly)
-    return _open_sqlite(url, _sqlite_path(url), readonly=readonly, private=private)
+    path = _sqlite_path(url)
+    return _open_sqlite(url, path, readonly=readonly, private=private, staged=staged)
 
 
 def _sqlite_tables(conn: sqlite3.Connection) -> dict[str, set[str]]:
@@ -290,7 +295,9 @@ def _peer_saver(module: str, name: str, package: str) -> Any:
         ) from None
 
 
-def _open_sqlite(url: str, path: Path, *, readonly: bool, private: bool = False) -> PeerDatabase:
+def _open_sqlite(
+    url: str, path: Path, *, readonly: bool, private: bool = False, staged: bool = False
+) -> PeerDatabase:
     SqliteSaver = _peer_saver(
         "langgraph.checkpoint.sqlite", "SqliteSaver", "langgraph-checkpoint-sqlite"
     )
@@ -318,11 +325,16 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool, private: bool = False)
         raise IncompatibleTarget(location, "it is not a file")
     if not path.parent.is_dir():  # (SQLite would say "unable to open database file")
         raise IncompatibleTarget(location, f"no such folder: {path.parent}")
-    if private:
+    existed = path.exists()
+    if private and not existed:
         # created empty (SQLite takes it as a new database) with the mode wanted; an
         # existing file is the caller's: its mode is left as it is
-        with contextlib.suppress(FileExistsError):
+        try:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            existed = True
+    if existed and not staged and _empty_file(path):  # SQLite would take it as an empty database
+        raise IncompatibleTarget(location, "it is an empty file, not a SQLite database")
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -337,6 +349,17 @@ def _open_sqlite(url: str, path: Path, *, readonly: bool, private: bool = False)
     saver = SqliteSaver(conn)
     saver.setup()
     return PeerDatabase(location, "sqlite", saver, False, conn, True)
+
+
+def _empty_file(path: Path) -> bool:
+    """``path`` is a 0-byte file that is no SQLite database: none whose content is
+    still all in its ``-wal`` (a new database in WAL mode before a checkpoint)."""
+    try:
+        if path.stat().st_size:
+            return False
+        return not Path(f"{path}-wal").stat().st_size
+    except FileNotFoundError:
+        return True
 
 
 def _open_postgres(url: str, *, readonly: bool) -> PeerDatabase:

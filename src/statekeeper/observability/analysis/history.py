@@ -173,6 +173,10 @@ class EntropyWindow:
     entropy: float
 
 
+#: the most windows :func:`entropy_windows` builds (each one an object, empty or not)
+MAX_WINDOWS = 10_000
+
+
 async def entropy_windows(
     store: StateStore,
     window: float,
@@ -180,10 +184,13 @@ async def entropy_windows(
     agents: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
+    max_windows: int = MAX_WINDOWS,
 ) -> list[EntropyWindow]:
     """The entropy of the states agents moved into, window by window (``window``
     seconds each, from the first move): a population whose behaviour suddenly changes
-    shows up as a step in this series."""
+    shows up as a step in this series. More than ``max_windows`` windows (a window of
+    1 s over a year: 31 million) is refused with :class:`InvalidArgument` naming the
+    count and the smallest window that fits, before any is built."""
     if isinstance(window, bool) or not isinstance(window, int | float) or not window > 0:
         raise InvalidArgument(
             "window", f"window must be a positive number of seconds, not {window!r}"
@@ -192,6 +199,15 @@ async def entropy_windows(
     if not seen:
         return []
     start = min(m.at for m in seen) if since is None else since
+    last = max(m.at for m in seen) - start
+    count = int(last // window) + 1
+    if count > max_windows:
+        least = math.ceil(last / max(max_windows - 1, 1))
+        raise InvalidArgument(
+            "window",
+            f"a window of {window:g} s makes {count} windows over {last:g} s of moves; at"
+            f" most {max_windows}: use a window of at least {least} s",
+        )
     buckets: dict[int, Counter[str]] = defaultdict(Counter)
     for m in seen:
         buckets[int((m.at - start) // window)][m.target] += 1
