@@ -267,9 +267,10 @@ async def migrate(
         if dry_run:
             migrated(agent_id)
             return DONE
-        # a machine state renamed up to the target is recorded under its new name
-        upto = version < target == schema.version  # (renames lead to the code's version)
-        fsm = schema.state_name(snap.fsm_state, version) if upto else None
+        # a machine state renamed up to the target is recorded under the target's name
+        # (a target below the code's version: the renames up to it only)
+        upto = version < target
+        fsm = schema.state_name(snap.fsm_state, version, target) if upto else None
         if rewriting and head is not None:
             if head.seq != snap.seq:  # written between the two reads
                 report.retries += 1
