@@ -384,6 +384,20 @@ def kept_in(codec: Codec, agent_id: str, raw: RawEvent) -> Original | None:
     )
 
 
+def kept_key_ids(codec: Codec, agent_id: str, raw: RawEvent) -> list[str | None]:
+    """The key ids (None: in the clear) the pre-migration records kept in ``raw``
+    are sealed with, read from their clear headers: a rollback needs those keys
+    (``keys status`` counts them). Empty when ``raw`` keeps none."""
+    kept = kept_in(codec, agent_id, raw)
+    if kept is None:
+        return []
+    payloads = [kept.event.payload]
+    if kept.snapshot is not None:
+        payloads.append(kept.snapshot.payload)
+    headers = [Codec.header(payload) for payload in payloads]
+    return [h.key_id if h is not None else "(unreadable)" for h in headers]
+
+
 async def original(
     store: StateStore, agent_id: str, run_id: str | None = None, *, window: int = 64
 ) -> Original | None:
