@@ -57,3 +57,21 @@ async def test_one_unstorable_upcast_fails_that_agent_only(
         assert report.changed == N - 1
         versions = {f"s-{i}": (await store.load(f"s-{i}")).schema_version for i in range(N)}
         assert versions == {f"s-{i}": 1 if f"s-{i}" == BAD else 2 for i in range(N)}
+
+
+@pytest.mark.parametrize("method", ["rewrite", "append"])
+async def test_the_fields_removed_count_only_the_agents_migrated(
+    tmp_path: Path, method: str
+) -> None:
+    """``report.removed`` (the fields the casters removed, with how many agents had
+    them) counted the agent that then failed with ``SerializationError``: it still has
+    its ``customer_name``."""
+    async with StateStore(f"sqlite:///{tmp_path / 'a.db'}") as store:
+        v1 = TypedStates(store, apps.support_v1)
+        for i in range(N):
+            await v1.create(f"s-{i}", apps.SupportV1(customer_name=f"s-{i}"))
+        dry = await migrate(store, scored, dry_run=True)
+        assert dry.removed == {"customer_name": N - 1}
+        report = await migrate(store, scored, method=method)
+        assert [f.agent_id for f in report.failed] == [BAD]
+        assert report.removed == {"customer_name": N - 1}

@@ -77,3 +77,20 @@ async def test_an_agent_written_since_is_rolled_back_after_rekey(tmp_path: Path)
     url = f"sqlite:///{tmp_path / 'a.db'}"
     run_id = await _seed_and_migrate(url, None)
     await _rolled_back(url, Keyring({"k1": K1}), run_id, written=True)
+
+
+async def test_keys_status_counts_the_kept_records_under_a_rotated_key(tmp_path: Path) -> None:
+    """After a rotation (k1 → k2) the migrated head events, re-encrypted under k2, still
+    keep the pre-migration records under k1: ``keys status`` counted no k1, and once k1
+    was removed a rollback raised ``KeyNotFound``. They count under k1 until the run is
+    rolled back (or finalized)."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    run_id = await _seed_and_migrate(url, Keyring({"k1": K1}))
+    both = Keyring({"k1": K1, "k2": K2}, active="k2")
+    async with StateStore(url, keyring=both) as store:
+        await rekey(store)
+        usage = await key_usage(store)
+        assert usage.get("k1") == N + 1  # N kept events and the kept snapshot of s-1
+        back = await rollback(store, apps.support_v2, run_id=run_id)
+        assert back.ok and back.changed == N
+        assert set(await key_usage(store)) == {"k2"}

@@ -96,8 +96,9 @@ def keys_status(
     key_file: KeyFileOption = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Count stored records and stream heads per key id (read from clear headers; nothing
-    is decrypted). A key no record names any more can be removed from the keyring."""
+    """Count stored records and stream heads per key id (read from clear headers; the
+    pre-migration records a migration keeps in head events count under their key). A
+    key no record names any more can be removed from the keyring."""
     from ..security.rekey import key_usage
 
     url = resolve_url(ctx, db)

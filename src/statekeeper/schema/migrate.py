@@ -220,6 +220,16 @@ async def migrate(
 
     batched = rewriting
     RETRY, DONE = "retry", "done"
+    #: the fields the casters remove from each agent planned, counted in
+    #: ``report.removed`` once that agent is migrated (a failure, a retry that finds
+    #: it migrated already: not counted)
+    removing: dict[str, list[str]] = {}
+
+    def migrated(agent_id: str) -> None:
+        report.changed += 1
+        removed = report.removed
+        for key in removing.pop(agent_id, ()):
+            removed[key] = removed.get(key, 0) + 1
 
     def plan(agent_id: str, snap: Snapshot | None, head: Head | None, attempt: int) -> Any:
         """One attempt's decision for an agent, without I/O: DONE (counted already),
@@ -244,11 +254,8 @@ async def migrate(
         except (SchemaError, SerializationError) as exc:
             report.failed.append(failure(agent_id, snap.seq, version, exc))
             return DONE
-        if attempt == 0:
-            removed = report.removed
-            for key in doc:
-                if key not in new:  # a field the casters removed (or renamed)
-                    removed[key] = removed.get(key, 0) + 1
+        # the fields the casters removed (or renamed)
+        removing[agent_id] = [key for key in doc if key not in new]
         if version not in report.samples:
             report.samples[version] = {
                 "agent_id": agent_id,
@@ -258,11 +265,12 @@ async def migrate(
                 "after": new,
             }
         if dry_run:
-            report.changed += 1
+            migrated(agent_id)
             return DONE
-        # a machine state renamed up to the target is recorded under its new name
-        upto = version < target == schema.version  # (renames lead to the code's version)
-        fsm = schema.state_name(snap.fsm_state, version) if upto else None
+        # a machine state renamed up to the target is recorded under the target's name
+        # (a target below the code's version: the renames up to it only)
+        upto = version < target
+        fsm = schema.state_name(snap.fsm_state, version, target) if upto else None
         if rewriting and head is not None:
             if head.seq != snap.seq:  # written between the two reads
                 report.retries += 1
@@ -325,7 +333,7 @@ async def migrate(
                 seq = read.seq if read is not None else None
                 report.failed.append(failure(agent_id, seq, step[2], exc))
                 return
-            report.changed += 1
+            migrated(agent_id)
             return
         report.failed.append(
             MigrationFailure(agent_id, None, None, "too many concurrent writes", "ConflictError")
@@ -355,13 +363,17 @@ async def migrate(
                     elif step is not DONE:  # a stream the rewrite cannot take: appended
                         later.append((agent_id, read, head, 0, step))
             moved = await apply_page(store, batch)
-            report.changed += len(batch) - len(moved)
+            left = {id(r) for r in moved}
+            for r in batch:
+                if id(r) not in left:
+                    migrated(shown(store, r.request.agent_id))
             report.retries += len(moved)
             later += [(shown(store, r.request.agent_id), None, None, 1, None) for r in moved]
             await each(later, concurrency, lambda t: one(*t))
         else:
             await each(triples, concurrency, lambda t: one(*t))
         await store.flush()
+        removing.clear()  # (the page's agents not migrated)
         done += len(ids)
         report.scanned += len(ids)
         if not dry_run and path is not None:

@@ -220,9 +220,11 @@ class ModelSchema(Generic[M]):
         doc = self.adapter.dump(value, agent_id, baseline=baseline)
         return {MODEL_KEY: self.name, **doc}
 
-    def state_name(self, name: str | None, version: int) -> str | None:
-        """A machine state recorded under ``version`` as it is called now."""
-        return _rename(name, version, self.version, self.state_renames)
+    def state_name(self, name: str | None, version: int, target: int | None = None) -> str | None:
+        """A machine state recorded under ``version`` as it is called now (or at
+        ``target``, a later version)."""
+        upto = self.version if target is None else target
+        return _rename(name, version, upto, self.state_renames)
 
     def state_name_back(self, name: str | None, version: int, target: int) -> str | None:
         """A machine state named as at ``version`` as ``target`` (lower) named it: the
@@ -233,9 +235,11 @@ class ModelSchema(Generic[M]):
                 name = olds[0]
         return name
 
-    def event_name(self, name: str, version: int) -> str:
-        """A machine event or custom event type recorded under ``version``, as named now."""
-        renamed = _rename(name, version, self.version, self.event_renames)
+    def event_name(self, name: str, version: int, target: int | None = None) -> str:
+        """A machine event or custom event type recorded under ``version``, as named now
+        (or at ``target``, a later version)."""
+        upto = self.version if target is None else target
+        renamed = _rename(name, version, upto, self.event_renames)
         assert renamed is not None
         return renamed
 

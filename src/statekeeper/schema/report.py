@@ -63,8 +63,9 @@ class MigrationReport:
     failed: list[MigrationFailure] = field(default_factory=list)
     #: compare-and-set retries caused by live writers
     retries: int = 0
-    #: the stored fields the casters removed (or renamed), with how many agents had
-    #: them (the keys a model does not declare are kept: only a caster removes a field)
+    #: the stored fields the casters removed (or renamed), with how many of the agents
+    #: migrated had them (the keys a model does not declare are kept: only a caster
+    #: removes a field)
     removed: dict[str, int] = field(default_factory=dict)
     #: one example per stored version: agent, ops, document before and after
     samples: dict[int, dict[str, Any]] = field(default_factory=dict)

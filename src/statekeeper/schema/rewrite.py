@@ -292,9 +292,9 @@ def migrate_request(
     cannot be rewritten (see the module docs) or ``state`` is not the one at ``head``.
     ``fsm``: the machine state's name at ``target`` when a rename changed it (recorded
     in the event and the snapshot: read at ``target``, the old name would not be).
-    ``schema`` (when ``target`` is its version): the head event's names are brought to
-    it too — a transition's event and states renamed in the body; a custom event whose
-    type or info the casters change cannot be (its type is the record's): None."""
+    ``schema``: the head event's names are brought to ``target`` too — a transition's
+    event and states renamed in the body; a custom event whose type or info the casters
+    change up to ``target`` cannot be (its type is the record's): None."""
     agent_id = state.agent_id
     raw = head.event
     if raw is None or head.tag is None or state.seq != head.seq:
@@ -316,7 +316,9 @@ def migrate_request(
         pre["snap"] = [s.timestamp, _b64(s.payload), _b64(s.checksum)]
     rewritten = dict(body)
     rewritten.pop(PRE, None)  # an earlier run's: it lives on inside pre["event"]
-    if schema is not None and not _renamed(schema, raw.type, rewritten, state.schema_version):
+    if schema is not None and not _renamed(
+        schema, raw.type, rewritten, state.schema_version, target
+    ):
         return None
     upcast = patch.diff(state.data, new)
     # plain: the original body decoded from plain JSON, the pre-migration bytes are
@@ -340,20 +342,22 @@ def migrate_request(
     return _reseal(codec, agent_id, head, rewritten, prev, whole, plain)
 
 
-def _renamed(schema: ModelSchema[Any], event_type: str, body: dict[str, Any], version: int) -> bool:
+def _renamed(
+    schema: ModelSchema[Any], event_type: str, body: dict[str, Any], version: int, target: int
+) -> bool:
     """Bring ``body`` (an event of ``event_type`` recorded at ``version``) to the names
-    of the schema's version, as typed history reads an event of that version (see
+    of version ``target``, as typed history reads an event of that version (see
     :func:`.events.upcast_event`); False when that cannot be done in the body."""
     if event_type == EventType.TRANSITION:
         if isinstance(body.get("event"), str):
-            body["event"] = schema.event_name(body["event"], version)
+            body["event"] = schema.event_name(body["event"], version, target)
         for key in ("from", "to"):
             if isinstance(body.get(key), str):
-                body[key] = schema.state_name(body[key], version)
+                body[key] = schema.state_name(body[key], version, target)
         return True
     if event_type in (EventType.CREATED, EventType.PATCH, EventType.STEP):
         return True
-    for step in range(version, schema.version):  # a custom event: cast or renamed?
+    for step in range(version, target):  # a custom event: cast or renamed?
         if (event_type, step) in schema.event_upcasters:
             return False
         if schema.event_renames.get(step, {}).get(event_type, event_type) != event_type:
@@ -378,6 +382,20 @@ def kept_in(codec: Codec, agent_id: str, raw: RawEvent) -> Original | None:
         else RawSnapshot(raw.seq, float(snap[0]), _raw(snap[1]), _raw(snap[2])),
         tag=_raw(pre["tag"]),
     )
+
+
+def kept_key_ids(codec: Codec, agent_id: str, raw: RawEvent) -> list[str | None]:
+    """The key ids (None: in the clear) the pre-migration records kept in ``raw``
+    are sealed with, read from their clear headers: a rollback needs those keys
+    (``keys status`` counts them). Empty when ``raw`` keeps none."""
+    kept = kept_in(codec, agent_id, raw)
+    if kept is None:
+        return []
+    payloads = [kept.event.payload]
+    if kept.snapshot is not None:
+        payloads.append(kept.snapshot.payload)
+    headers = [Codec.header(payload) for payload in payloads]
+    return [h.key_id if h is not None else "(unreadable)" for h in headers]
 
 
 async def original(

@@ -21,6 +21,7 @@ from ..errors import (
     MigrationError,
     SchemaError,
     SchemaVersionTooNew,
+    SerializationError,
 )
 from ..records import Event
 from .models import MODEL_KEY
@@ -32,6 +33,7 @@ from .report import (
     MigrationReport,
     Progress,
     each,
+    failure,
     model_schema,
     pages,
     refuse_other_store,
@@ -245,6 +247,9 @@ async def rollback(
             except ConflictError:
                 report.retries += 1
                 continue
+            except SerializationError as exc:  # a downcast the codec cannot store
+                report.failed.append(failure(agent_id, snap.seq, snap.schema_version, exc))
+                return
             report.changed += 1
             return
 

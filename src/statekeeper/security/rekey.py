@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
+from .keyusage import key_usage
 from .rekey_checks import forgotten, sealed_now
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 
@@ -541,54 +542,3 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
     detail = {"audit_log": True}
     await _rekey_audited(store, AUDIT_STREAM, batch, stats, governance, entry, None, detail, codec)
     return stats
-
-
-async def key_usage(store: StateStore) -> dict[str, int]:
-    """How many stored records (events, snapshots) and stream heads name each key, read
-    from clear headers without decrypting anything. ``"(none)"`` counts records stored
-    in the clear. Use it to confirm that a retired key is no longer needed.
-
-    On a store opened as a principal: the agents it may read, and the audit log (every
-    tenant's entries) only for an admin on ``**``, who alone may read it."""
-    from ..store.governed import governance_of  # (the store imports this package)
-
-    backend = store.backend
-    gov = governance_of(store)
-    with_log = gov is None or gov.store_admin()
-    counts: dict[str, int] = {}
-
-    def count(key_id: str | None) -> None:
-        name = key_id if key_id is not None else "(none)"
-        counts[name] = counts.get(name, 0) + 1
-
-    async def ids() -> AsyncIterator[str]:
-        async for info in store.iter_agents():
-            yield info.agent_id
-        if with_log and await backend.head(AUDIT_STREAM) > 0:
-            yield AUDIT_STREAM  # sealed like a stream: its keys count too
-        if await backend.head(HOLDS_STREAM) > 0:
-            yield HOLDS_STREAM  # the legal holds (statekeeper hold): the same
-
-    async for agent_id in ids():
-        _, tag = await backend.head_tag(agent_id)
-        count(Codec.head_key_id(tag) if tag is not None and len(tag) > 1 and tag[1] else None)
-        cursor = 0
-        while True:
-            page = await backend.read(agent_id, cursor, None, limit=_PAGE)
-            for raw in page:
-                header = Codec.header(raw.payload)
-                count(header.key_id if header is not None else "(unreadable)")
-                cursor = raw.seq
-            if len(page) < _PAGE:
-                break
-        below: int | None = None
-        while True:
-            snap = await backend.latest_snapshot(agent_id, below)
-            if snap is None:
-                break
-            header = Codec.header(snap.payload)
-            count(header.key_id if header is not None else "(unreadable)")
-            if snap.seq <= 1:
-                break
-            below = snap.seq - 1
-    return counts

@@ -1,0 +1,87 @@
+"""``statekeeper keys status``: how many stored records name each key
+(:func:`key_usage`), so that a key is retired only once nothing needs it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from ..arguments import AUDIT_STREAM, HOLDS_STREAM
+from ..codec import Codec
+from ..errors import StatekeeperError
+from ..records import RawEvent
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["key_usage"]
+
+_PAGE = 500
+
+
+async def key_usage(store: StateStore) -> dict[str, int]:
+    """How many stored records (events, snapshots) and stream heads name each key, read
+    from clear headers. ``"(none)"`` counts records stored in the clear. Use it to
+    confirm that a retired key is no longer needed.
+
+    The pre-migration records a migration keeps inside each migrated head event (for
+    its rollback, until it is finalized or rolled back) count under the key they are
+    sealed with: a rotation re-encrypts the event around them, not them, and a
+    rollback needs that key to read them. Only the head event is opened for them (one
+    decryption per stream); one written since its migration keeps them below its
+    head, not counted.
+
+    On a store opened as a principal: the agents it may read, and the audit log (every
+    tenant's entries) only for an admin on ``**``, who alone may read it."""
+    from ..schema.rewrite import kept_key_ids  # (the schema imports the store)
+    from ..store.governed import governance_of  # (the store imports this package)
+
+    backend = store.backend
+    gov = governance_of(store)
+    with_log = gov is None or gov.store_admin()
+    counts: dict[str, int] = {}
+
+    def count(key_id: str | None) -> None:
+        name = key_id if key_id is not None else "(none)"
+        counts[name] = counts.get(name, 0) + 1
+
+    async def ids() -> AsyncIterator[str]:
+        async for info in store.iter_agents():
+            yield info.agent_id
+        if with_log and await backend.head(AUDIT_STREAM) > 0:
+            yield AUDIT_STREAM  # sealed like a stream: its keys count too
+        if await backend.head(HOLDS_STREAM) > 0:
+            yield HOLDS_STREAM  # the legal holds (statekeeper hold): the same
+
+    async for agent_id in ids():
+        _, tag = await backend.head_tag(agent_id)
+        count(Codec.head_key_id(tag) if tag is not None and len(tag) > 1 and tag[1] else None)
+        cursor = 0
+        last: RawEvent | None = None
+        while True:
+            page = await backend.read(agent_id, cursor, None, limit=_PAGE)
+            for raw in page:
+                header = Codec.header(raw.payload)
+                count(header.key_id if header is not None else "(unreadable)")
+                cursor = raw.seq
+            last = page[-1] if page else last
+            if len(page) < _PAGE:
+                break
+        if last is not None:
+            try:  # (the head event opened: its key may be gone, counted missing above)
+                kept = kept_key_ids(store.codec, agent_id, last)
+            except StatekeeperError:
+                kept = []
+            for key_id in kept:
+                count(key_id)
+        below: int | None = None
+        while True:
+            snap = await backend.latest_snapshot(agent_id, below)
+            if snap is None:
+                break
+            header = Codec.header(snap.payload)
+            count(header.key_id if header is not None else "(unreadable)")
+            if snap.seq <= 1:
+                break
+            below = snap.seq - 1
+    return counts
