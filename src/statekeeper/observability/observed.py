@@ -162,6 +162,38 @@ class ObservedBackend(LeaseCalls, Backend):
                 obs.snapshot_size.observe(len(row[7].payload))
         return committed
 
+    def commit_keyed(
+        self,
+        agent_id: str,
+        seq: int,
+        kind: str,
+        timestamp: float,
+        payload: bytes,
+        checksum: bytes,
+        head_tag: bytes | None,
+        expected_tag: bytes | None,
+        key: str | None,
+    ) -> AppendResult | None:
+        """The engine's :meth:`~statekeeper.backends.base.Backend.commit_keyed` (the
+        store's lean keyed append), timed and counted as an ``append`` when it committed
+        or answered a duplicate (None, nothing done, when it did not: the caller then
+        awaits :meth:`append`, timed there); a refusal counted as a failed ``append``.
+        Traced, it commits nothing here: :meth:`append` makes it inside its span."""
+        obs = self._obs
+        if obs._tracer is not None:
+            return None
+        t0 = _perf()
+        try:
+            result = self.inner.commit_keyed(
+                agent_id, seq, kind, timestamp, payload, checksum, head_tag, expected_tag, key
+            )
+        except BaseException as exc:
+            obs.backend_failed("append", exc, _perf() - t0, None)
+            raise
+        if result is not None:
+            obs.append_hist.observe(_perf() - t0)
+        return result
+
     def join_next(self, row: NextRow) -> Awaitable[BaseException | None] | None:
         """The engine's :meth:`~statekeeper.backends.base.Backend.join_next`, timed and
         counted as an ``append`` when it joined an open commit (None, nothing done, when
