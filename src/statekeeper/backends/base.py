@@ -71,6 +71,7 @@ __all__ = [
     "Capability",
     "Health",
     "KeptKeys",
+    "KeyedRow",
     "LatestRead",
     "NextRow",
     "StoreRequest",
@@ -357,21 +358,10 @@ class Backend(abc.ABC):
         :meth:`append_next` (docs/benchmarks.md, "seqfoot")."""
         return False
 
-    def commit_keyed(
-        self,
-        agent_id: str,
-        seq: int,
-        kind: str,
-        timestamp: float,
-        payload: bytes,
-        checksum: bytes,
-        head_tag: bytes | None,
-        expected_tag: bytes | None,
-        key: str | None,
-    ) -> AppendResult | None:
-        """One event of type ``kind`` numbered ``seq`` (> 1) appended now, as a plain
-        call, to a head at ``seq - 1`` carrying ``expected_tag``, with the idempotency
-        key ``key`` (as stored: ``idempotency.stored_key``) claimed in the same commit —
+    def commit_keyed(self, row: KeyedRow) -> AppendResult | None:
+        """The event ``row`` (:data:`KeyedRow`: of type ``kind``, numbered ``seq`` > 1)
+        appended now, as a plain call, to a head at ``seq - 1`` carrying
+        ``expected_tag``, with the idempotency key ``key`` claimed in the same commit —
         :meth:`append` of that one-event request with ``check_tag``, when the engine
         can commit it on this thread without waiting: its result (a duplicate's, nothing
         written, when ``key`` was stored before); the
@@ -1102,6 +1092,12 @@ _MAX_ID = MAX_ID_BYTES // 4
 #: payload, checksum, head_tag, expected_tag, snapshot)``
 NextRow: TypeAlias = tuple[
     str, int, float, bytes, bytes, bytes | None, bytes | None, RawSnapshot | None
+]
+#: the event :meth:`Backend.commit_keyed` commits, in order: ``(agent_id, seq, kind,
+#: timestamp, payload, checksum, head_tag, expected_tag, key)`` — ``kind`` the event's
+#: type, ``key`` its idempotency key as stored (``idempotency.stored_key``) or None
+KeyedRow: TypeAlias = tuple[
+    str, int, str, float, bytes, bytes, bytes | None, bytes | None, str | None
 ]
 
 

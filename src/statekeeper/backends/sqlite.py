@@ -94,6 +94,7 @@ from . import sqlite_fds, sqlite_feed, sqlite_wal
 from .base import (
     Capability,
     KeptKeys,
+    KeyedRow,
     NextRow,
     check_fence,
     validate_from_base,
@@ -2152,7 +2153,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         constraint's error, or :data:`_BUSY` (nothing written: the writer or the
         file's lock busy; the writer thread then makes it with its statements)."""
         event = request.events[0]
-        return self._one_row(
+        row = (
             request.agent_id,
             event.seq,
             event.type,
@@ -2162,27 +2163,16 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             request.head_tag,
             request.expected_tag,
             request.idempotency_key,
-            _pages((request,)),
         )
+        return self._one_row(row, _pages((request,)))
 
-    def _one_row(
-        self,
-        agent_id: str,
-        seq: int,
-        kind: str,
-        timestamp: float,
-        payload: bytes,
-        checksum: bytes,
-        head_tag: bytes | None,
-        expected_tag: bytes | None,
-        key: str | None,
-        pages: int,
-    ) -> Any:
+    def _one_row(self, row: KeyedRow, pages: int) -> Any:
         """:data:`_APPEND_NEXT` of one event's columns, committed now
         (:meth:`_commit_statement`, :meth:`commit_keyed`): what
         :meth:`_commit_statement` returns."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
             return _BUSY
+        agent_id, seq, kind, timestamp, payload, checksum, head_tag, expected_tag, key = row
         cur = self._append_cursor
         try:
             cur.execute(
@@ -2238,18 +2228,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             with _translated(self.path):
                 raise
 
-    def commit_keyed(
-        self,
-        agent_id: str,
-        seq: int,
-        kind: str,
-        timestamp: float,
-        payload: bytes,
-        checksum: bytes,
-        head_tag: bytes | None,
-        expected_tag: bytes | None,
-        key: str | None,
-    ) -> AppendResult | None:
+    def commit_keyed(self, row: KeyedRow) -> AppendResult | None:
         """:meth:`Backend.commit_keyed`: in :meth:`commit_next`'s case (writable, inline
         writes, no commit queue nor batch in flight, no other task of the loop ready, no
         pass due, the writer idle) and on an existing stream (``seq`` > 1), the event
@@ -2258,6 +2237,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         was there (nothing written) —, the refusal raised (nothing written). None, with
         nothing done, otherwise (a busy write lock too): the caller then makes the
         append by :meth:`append`."""
+        seq = row[1]
         if (
             seq < 2
             or not self._save_next
@@ -2280,18 +2260,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if not _nothing_waits(loop):
                 return None
             self._pass_due = now + PASS_EVERY
-        result = self._one_row(
-            agent_id,
-            seq,
-            kind,
-            timestamp,
-            payload,
-            checksum,
-            head_tag,
-            expected_tag,
-            key,
-            3 + ((len(payload) + 1100) >> 11),
-        )
+        result = self._one_row(row, 3 + ((len(row[4]) + 1100) >> 11))
         if result is _BUSY:
             return None
         self._committed(1)

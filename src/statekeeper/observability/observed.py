@@ -13,7 +13,15 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from ..backends.base import Backend, Capability, Health, KeptKeys, LatestRead, NextRow
+from ..backends.base import (
+    Backend,
+    Capability,
+    Health,
+    KeptKeys,
+    KeyedRow,
+    LatestRead,
+    NextRow,
+)
 from ..records import (
     AgentInfo,
     AppendRequest,
@@ -162,18 +170,7 @@ class ObservedBackend(LeaseCalls, Backend):
                 obs.snapshot_size.observe(len(row[7].payload))
         return committed
 
-    def commit_keyed(
-        self,
-        agent_id: str,
-        seq: int,
-        kind: str,
-        timestamp: float,
-        payload: bytes,
-        checksum: bytes,
-        head_tag: bytes | None,
-        expected_tag: bytes | None,
-        key: str | None,
-    ) -> AppendResult | None:
+    def commit_keyed(self, row: KeyedRow) -> AppendResult | None:
         """The engine's :meth:`~statekeeper.backends.base.Backend.commit_keyed` (the
         store's lean keyed append), timed and counted as an ``append`` when it committed
         or answered a duplicate (None, nothing done, when it did not: the caller then
@@ -184,9 +181,7 @@ class ObservedBackend(LeaseCalls, Backend):
             return None
         t0 = _perf()
         try:
-            result = self.inner.commit_keyed(
-                agent_id, seq, kind, timestamp, payload, checksum, head_tag, expected_tag, key
-            )
+            result = self.inner.commit_keyed(row)
         except BaseException as exc:
             obs.backend_failed("append", exc, _perf() - t0, None)
             raise

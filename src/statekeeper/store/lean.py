@@ -146,7 +146,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             mark_snapshot(new, marks)
             return land(agent_id, new, record, event_type, now, payload, checksum, key, snapshot)
         try:
-            result = commit(agent_id, seq, event_type, now, payload, checksum, tag, record.tag, key)
+            row = (agent_id, seq, event_type, now, payload, checksum, tag, record.tag, key)
+            result = commit(row)
         except ConflictError:  # the cached head was stale: the general path makes it
             cache.discard(agent_id)
             pipeline.retries += 1
