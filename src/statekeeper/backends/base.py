@@ -359,7 +359,7 @@ class Backend(abc.ABC):
         return False
 
     def commit_keyed(self, row: KeyedRow) -> AppendResult | None:
-        """The event ``row`` (:data:`KeyedRow`: of type ``kind``, numbered ``seq`` > 1)
+        """The event ``row`` (:data:`KeyedRow`: of type ``event_type``, numbered ``seq`` > 1)
         appended now, as a plain call, to a head at ``seq - 1`` carrying
         ``expected_tag``, with the idempotency key ``key`` claimed in the same commit —
         :meth:`append` of that one-event request with ``check_tag``, when the engine
@@ -1093,8 +1093,8 @@ _MAX_ID = MAX_ID_BYTES // 4
 NextRow: TypeAlias = tuple[
     str, int, float, bytes, bytes, bytes | None, bytes | None, RawSnapshot | None
 ]
-#: the event :meth:`Backend.commit_keyed` commits, in order: ``(agent_id, seq, kind,
-#: timestamp, payload, checksum, head_tag, expected_tag, key)`` — ``kind`` the event's
+#: the event :meth:`Backend.commit_keyed` commits, in order: ``(agent_id, seq, event_type,
+#: timestamp, payload, checksum, head_tag, expected_tag, key)`` — ``event_type`` the event's
 #: type, ``key`` its idempotency key as stored (``idempotency.stored_key``) or None
 KeyedRow: TypeAlias = tuple[
     str, int, str, float, bytes, bytes, bytes | None, bytes | None, str | None

@@ -2172,7 +2172,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         :meth:`_commit_statement` returns."""
         if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
             return _BUSY
-        agent_id, seq, kind, timestamp, payload, checksum, head_tag, expected_tag, key = row
+        agent_id, seq, event_type, timestamp, payload, checksum, head_tag, expected_tag, key = row
         cur = self._append_cursor
         try:
             cur.execute(
@@ -2180,7 +2180,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 (
                     agent_id,
                     seq,
-                    kind,
+                    event_type,
                     timestamp,
                     _bind(payload),
                     _bind(checksum),
