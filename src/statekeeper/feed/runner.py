@@ -51,7 +51,7 @@ from ..errors import (
     UnknownProjection,
 )
 from ..records import FeedEvent
-from ..store.feed import feed_shards, store_feed_bounds
+from ..store.feed import check_count, feed_shards, store_feed_bounds
 from ..store.feed_cursor import FeedCursor, as_cursor
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name
@@ -137,10 +137,7 @@ class ProjectionRunner:
         *,
         batch_size: int = 256,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgument(
-                "batch_size", f"batch_size must be an int >= 1, not {batch_size!r}"
-            )
+        check_count("batch_size", batch_size)
         chosen = list(projections) if projections is not None else [p() for p in BUILTINS.values()]
         self.projections: dict[str, Projection] = {}
         for projection in chosen:

@@ -70,6 +70,7 @@ __all__ = [
     "FeedBounds",
     "FeedCursor",
     "Subscription",
+    "check_count",
     "feed_bounds_per_shard",
     "feed_shards",
     "namespace_prefix",
@@ -171,6 +172,19 @@ async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) 
     return sum(dropped)
 
 
+#: the largest page a feed read can ask for: every engine counts in 64-bit integers
+#: (a larger one failed inside the engine: OverflowError on SQLite, a rejected
+#: statement on PostgreSQL and Redis)
+MAX_COUNT = 2**63 - 1
+
+
+def check_count(name: str, value: object) -> None:
+    """Refuse a page size (``batch_size``, ``next_batch``'s ``limit``) that is not an
+    int from 1 to :data:`MAX_COUNT`, naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise InvalidArgument(name, f"{name} must be an int from 1 to 2**63-1, not {value!r:.60}")
+
+
 def _sharded(backend: Backend) -> Any:
     # a backend with feed_shards > 1: read_shard_feed, shard_feed_bounds_all, trim_shard_feed
     return backend
@@ -237,10 +251,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         stop_at_head: bool = False,
         access: FeedAccess | None = None,
     ) -> None:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise InvalidArgument(
-                "batch_size", f"batch_size must be an int >= 1, not {batch_size!r}"
-            )
+        check_count("batch_size", batch_size)
         prefixes: list[str] = []
         if namespace is not None:
             prefixes.append(namespace_prefix(namespace))
@@ -533,7 +544,12 @@ class Subscription(AsyncIterator[FeedEvent]):
     async def next_batch(self, limit: int = 256) -> list[FeedEvent]:
         """Up to ``limit`` events: waits (live) until at least one is there, then adds
         what is stored already without waiting again. ``[]`` once a ``stop_at_head``
-        subscription is done. What projections apply in one transaction."""
+        subscription is done. What projections apply in one transaction.
+
+        ``limit`` is an int from 1 (else :class:`~statekeeper.errors.InvalidArgument`,
+        nothing read: 0, a negative or a str limit returned one event, and a str one
+        also hid the read's errors)."""
+        check_count("limit", limit)
         undo: list[tuple[int, int, FeedRecord]] = []
         try:
             out = [await self._next(undo)]
