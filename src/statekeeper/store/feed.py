@@ -129,6 +129,20 @@ async def _committed(backend: Backend, bounds: list[tuple[int, int]]) -> list[tu
     return [(floor, max(head, await newest()))]
 
 
+async def _handed_out(backend: Backend, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``bounds`` with the head raised to the last position the feed handed out, where
+    the newest committed one can go back (PostgreSQL: it is the largest position still
+    stored, lower once the agent holding it is deleted): what a resume point of this
+    store may reach. A consumer's own cursor, taken before such a delete, was refused
+    as another store's after a restart until the next append; not a bound for a
+    ``stop_at_head`` catch-up (no position up to it may ever commit again)."""
+    handed_out = getattr(backend, "feed_handed_out_head", None)
+    if handed_out is None or feed_shards(backend) != 1:
+        return bounds
+    floor, head = bounds[0]
+    return [(floor, max(head, await handed_out()))]
+
+
 def lags_commits(backend: Backend) -> bool:
     """True when the backend's feed head is a safe frontier that lags what is committed
     (PostgreSQL, while appends are in flight: ``feed_committed_head``); elsewhere every
@@ -461,10 +475,13 @@ class Subscription(AsyncIterator[FeedEvent]):
         past = any(p > head for (_, head), p in zip(bounds, self._at, strict=True))
         if past or self._stop_at_head:
             bounds = await _committed(store.backend, bounds)
+        reach = bounds
+        if any(p > head for (_, head), p in zip(bounds, self._at, strict=True)):
+            reach = await _handed_out(store.backend, bounds)
         # a resume point past the head (a store restored from an older backup, another
         # store's cursor) would deliver nothing until the feed got there: the events
         # in between passed over unseen (was: silently)
-        check_within(bounds, self._at, "from_position", "nothing was delivered")
+        check_within(reach, self._at, "from_position", "nothing was delivered")
         self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._settles = self._stop_at_head and lags_commits(store.backend)
         self._started = True
