@@ -457,7 +457,8 @@ class ProjectionRunner:
         since_floor: bool = False,
     ) -> int:
         """Empty projection ``name`` and apply the feed from position 0 up to the head;
-        resumes an interrupted rebuild. Returns how many events it applied (this run).
+        resumes an interrupted rebuild (one the feed was trimmed past since starts over,
+        as below). Returns how many events it applied (this run).
 
         When the feed was trimmed (retention), its start is gone: a projection that
         implements :meth:`Projection.seed` is rebuilt from every agent's current state
@@ -477,7 +478,14 @@ class ProjectionRunner:
                 " implement Projection.seed)",
             )
         self.seeded = 0
-        _, state, _ = await self._position(name)
+        stored, state, _ = await self._position(name)
+        if state in ("rebuilding", "seeding"):
+            bounds = await store_feed_bounds(self.store)
+            if any(p < floor for p, (floor, _) in zip(stored.positions, bounds, strict=True)):
+                # the feed was trimmed past the interrupted rebuild: it cannot resume, so
+                # it starts over as below (was: resumed, and raised FeedPositionCompacted
+                # at every call, since_floor=True included — the projection stuck)
+                state = "trimmed"
         if state not in ("rebuilding", "seeding"):
             bounds = await store_feed_bounds(self.store)
             floors = FeedCursor(tuple(floor for floor, _ in bounds))
