@@ -51,8 +51,8 @@ from ..errors import (
     UnknownProjection,
 )
 from ..records import FeedEvent
-from ..store.feed import check_count, feed_shards, store_feed_bounds
-from ..store.feed_cursor import FeedCursor, as_cursor
+from ..store.feed import feed_shards, store_feed_bounds
+from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name
 from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
@@ -389,6 +389,18 @@ class ProjectionRunner:
         target = sum(h for _, h in await store_feed_bounds(self.store))
         total = 0
         committed = position
+
+        async def idle(cursor: FeedCursor) -> None:
+            # live, before waiting: every position up to the cursor was applied (the
+            # batches before were committed) or is of other types: it is the position
+            nonlocal committed
+            if cursor == committed:
+                return
+            await self._in_db(self._apply_sync, projection, [], cursor, seeded, committed)
+            committed = cursor
+
+        if not stop_at_head:
+            sub.on_idle(idle)
         try:
             while True:
                 batch = await sub.next_batch(self.batch_size)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import namespaces
@@ -60,7 +60,7 @@ from ..errors import (
 )
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
-from .feed_cursor import FeedBounds, FeedCursor, as_cursor
+from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -70,7 +70,6 @@ __all__ = [
     "FeedBounds",
     "FeedCursor",
     "Subscription",
-    "check_count",
     "feed_bounds_per_shard",
     "feed_shards",
     "namespace_prefix",
@@ -186,19 +185,6 @@ async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) 
     return sum(dropped)
 
 
-#: the largest page a feed read can ask for: every engine counts in 64-bit integers
-#: (a larger one failed inside the engine: OverflowError on SQLite, a rejected
-#: statement on PostgreSQL and Redis)
-MAX_COUNT = 2**63 - 1
-
-
-def check_count(name: str, value: object) -> None:
-    """Refuse a page size (``batch_size``, ``next_batch``'s ``limit``) that is not an
-    int from 1 to :data:`MAX_COUNT`, naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
-        raise InvalidArgument(name, f"{name} must be an int from 1 to 2**63-1, not {value!r:.60}")
-
-
 def _sharded(backend: Backend) -> Any:
     # a backend with feed_shards > 1: read_shard_feed, shard_feed_bounds_all, trim_shard_feed
     return backend
@@ -309,9 +295,21 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._at: list[int] = list(start.positions)
         #: the shards' heads seen by the last live poll (sharded stores)
         self._seen: list[int] = list(start.positions)
+        #: awaited with the cursor before a live wait, when it moved since (on_idle)
+        self._idle: Callable[[FeedCursor], Awaitable[None]] | None = None
+        self._idle_at: list[int] = list(start.positions)
 
     def __aiter__(self) -> Subscription:
         return self
+
+    def on_idle(self, callback: Callable[[FeedCursor], Awaitable[None]]) -> None:
+        """Have ``callback(cursor)`` awaited before each live wait once the cursor moved
+        since the last call: inside the call asking for more (``anext``,
+        :meth:`next_batch`) before it took any event, so each position up to ``cursor``
+        was handed over before or passed over (filtered out, a gap) — a resume point
+        for a consumer done with what it was handed. A projection runner records it (a
+        projection of rare types kept its position at its last event while live)."""
+        self._idle = callback
 
     @property
     def cursor(self) -> FeedCursor:
@@ -556,6 +554,9 @@ class Subscription(AsyncIterator[FeedEvent]):
                     # nothing more up to the head taken at the start (its records were
                     # deleted, or filtered): done
                     raise StopAsyncIteration
+            if self._idle is not None and self._at != self._idle_at:
+                self._idle_at = list(self._at)
+                await self._idle(self.cursor)
             await self._wait()
 
     async def next_batch(self, limit: int = 256) -> list[FeedEvent]:
