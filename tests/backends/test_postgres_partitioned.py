@@ -241,6 +241,7 @@ CROSS_AGENT = {
     "feed_floor",
     "feed_trim",
     "feed_trimmed",
+    "feed_handed_out",
     "feed_position",
     "partitions",
     "row_security",

@@ -223,6 +223,10 @@ class TieredBackend(Backend):
                 #: the feed's newest committed position, where its head is a safe
                 #: frontier that lags it (a PostgreSQL durable tier: store/feed.py)
                 self.feed_committed_head = committed
+            handed_out = getattr(durable, "feed_handed_out_head", None)
+            if handed_out is not None:
+                #: the last position its feed handed out (store/feed.py)
+                self.feed_handed_out_head = handed_out
         if durable.supports(Capability.LEASE_LIST):
             caps.add(Capability.LEASE_LIST)
         if durable.supports(Capability.KEY_EXPIRY) and (

@@ -52,7 +52,7 @@ from ..errors import (
 )
 from ..records import FeedEvent
 from ..store.feed import feed_shards, store_feed_bounds
-from ..store.feed_cursor import FeedCursor, as_cursor
+from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name
 from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
@@ -137,10 +137,7 @@ class ProjectionRunner:
         *,
         batch_size: int = 256,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgument(
-                "batch_size", f"batch_size must be an int >= 1, not {batch_size!r}"
-            )
+        check_count("batch_size", batch_size)
         chosen = list(projections) if projections is not None else [p() for p in BUILTINS.values()]
         self.projections: dict[str, Projection] = {}
         for projection in chosen:
@@ -392,6 +389,18 @@ class ProjectionRunner:
         target = sum(h for _, h in await store_feed_bounds(self.store))
         total = 0
         committed = position
+
+        async def idle(cursor: FeedCursor) -> None:
+            # live, before waiting: every position up to the cursor was applied (the
+            # batches before were committed) or is of other types: it is the position
+            nonlocal committed
+            if cursor == committed:
+                return
+            await self._in_db(self._apply_sync, projection, [], cursor, seeded, committed)
+            committed = cursor
+
+        if not stop_at_head:
+            sub.on_idle(idle)
         try:
             while True:
                 batch = await sub.next_batch(self.batch_size)
@@ -460,7 +469,8 @@ class ProjectionRunner:
         since_floor: bool = False,
     ) -> int:
         """Empty projection ``name`` and apply the feed from position 0 up to the head;
-        resumes an interrupted rebuild. Returns how many events it applied (this run).
+        resumes an interrupted rebuild (one the feed was trimmed past since starts over,
+        as below). Returns how many events it applied (this run).
 
         When the feed was trimmed (retention), its start is gone: a projection that
         implements :meth:`Projection.seed` is rebuilt from every agent's current state
@@ -480,7 +490,14 @@ class ProjectionRunner:
                 " implement Projection.seed)",
             )
         self.seeded = 0
-        _, state, _ = await self._position(name)
+        stored, state, _ = await self._position(name)
+        if state in ("rebuilding", "seeding"):
+            bounds = await store_feed_bounds(self.store)
+            if any(p < floor for p, (floor, _) in zip(stored.positions, bounds, strict=True)):
+                # the feed was trimmed past the interrupted rebuild: it cannot resume, so
+                # it starts over as below (was: resumed, and raised FeedPositionCompacted
+                # at every call, since_floor=True included — the projection stuck)
+                state = "trimmed"
         if state not in ("rebuilding", "seeding"):
             bounds = await store_feed_bounds(self.store)
             floors = FeedCursor(tuple(floor for floor, _ in bounds))

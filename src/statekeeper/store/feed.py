@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import namespaces
@@ -60,7 +60,7 @@ from ..errors import (
 )
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
-from .feed_cursor import FeedBounds, FeedCursor, as_cursor
+from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -126,6 +126,20 @@ async def _committed(backend: Backend, bounds: list[tuple[int, int]]) -> list[tu
         return bounds
     floor, head = bounds[0]
     return [(floor, max(head, await newest()))]
+
+
+async def _handed_out(backend: Backend, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``bounds`` with the head raised to the last position the feed handed out, where
+    the newest committed one can go back (PostgreSQL: it is the largest position still
+    stored, lower once the agent holding it is deleted): what a resume point of this
+    store may reach. A consumer's own cursor, taken before such a delete, was refused
+    as another store's after a restart until the next append; not a bound for a
+    ``stop_at_head`` catch-up (no position up to it may ever commit again)."""
+    handed_out = getattr(backend, "feed_handed_out_head", None)
+    if handed_out is None or feed_shards(backend) != 1:
+        return bounds
+    floor, head = bounds[0]
+    return [(floor, max(head, await handed_out()))]
 
 
 def lags_commits(backend: Backend) -> bool:
@@ -237,10 +251,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         stop_at_head: bool = False,
         access: FeedAccess | None = None,
     ) -> None:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise InvalidArgument(
-                "batch_size", f"batch_size must be an int >= 1, not {batch_size!r}"
-            )
+        check_count("batch_size", batch_size)
         prefixes: list[str] = []
         if namespace is not None:
             prefixes.append(namespace_prefix(namespace))
@@ -284,9 +295,21 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._at: list[int] = list(start.positions)
         #: the shards' heads seen by the last live poll (sharded stores)
         self._seen: list[int] = list(start.positions)
+        #: awaited with the cursor before a live wait, when it moved since (on_idle)
+        self._idle: Callable[[FeedCursor], Awaitable[None]] | None = None
+        self._idle_at: list[int] = list(start.positions)
 
     def __aiter__(self) -> Subscription:
         return self
+
+    def on_idle(self, callback: Callable[[FeedCursor], Awaitable[None]]) -> None:
+        """Have ``callback(cursor)`` awaited before each live wait once the cursor moved
+        since the last call: inside the call asking for more (``anext``,
+        :meth:`next_batch`) before it took any event, so each position up to ``cursor``
+        was handed over before or passed over (filtered out, a gap) — a resume point
+        for a consumer done with what it was handed. A projection runner records it (a
+        projection of rare types kept its position at its last event while live)."""
+        self._idle = callback
 
     @property
     def cursor(self) -> FeedCursor:
@@ -450,10 +473,13 @@ class Subscription(AsyncIterator[FeedEvent]):
         past = any(p > head for (_, head), p in zip(bounds, self._at, strict=True))
         if past or self._stop_at_head:
             bounds = await _committed(store.backend, bounds)
+        reach = bounds
+        if any(p > head for (_, head), p in zip(bounds, self._at, strict=True)):
+            reach = await _handed_out(store.backend, bounds)
         # a resume point past the head (a store restored from an older backup, another
         # store's cursor) would deliver nothing until the feed got there: the events
         # in between passed over unseen (was: silently)
-        check_within(bounds, self._at, "from_position", "nothing was delivered")
+        check_within(reach, self._at, "from_position", "nothing was delivered")
         self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._settles = self._stop_at_head and lags_commits(store.backend)
         self._started = True
@@ -528,12 +554,20 @@ class Subscription(AsyncIterator[FeedEvent]):
                     # nothing more up to the head taken at the start (its records were
                     # deleted, or filtered): done
                     raise StopAsyncIteration
+            if self._idle is not None and self._at != self._idle_at:
+                self._idle_at = list(self._at)
+                await self._idle(self.cursor)
             await self._wait()
 
     async def next_batch(self, limit: int = 256) -> list[FeedEvent]:
         """Up to ``limit`` events: waits (live) until at least one is there, then adds
         what is stored already without waiting again. ``[]`` once a ``stop_at_head``
-        subscription is done. What projections apply in one transaction."""
+        subscription is done. What projections apply in one transaction.
+
+        ``limit`` is an int from 1 (else :class:`~statekeeper.errors.InvalidArgument`,
+        nothing read: 0, a negative or a str limit returned one event, and a str one
+        also hid the read's errors)."""
+        check_count("limit", limit)
         undo: list[tuple[int, int, FeedRecord]] = []
         try:
             out = [await self._next(undo)]

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from ..errors import FeedCursorMismatch, InvalidArgument
 
-__all__ = ["FeedBounds", "FeedCursor", "as_cursor"]
+__all__ = ["MAX_COUNT", "FeedBounds", "FeedCursor", "as_cursor", "check_count"]
 
 _FORM = re.compile(r"^fc1:(0|[1-9][0-9]{0,18})(\.(0|[1-9][0-9]{0,18})){0,4095}$")
 
@@ -153,3 +153,16 @@ class FeedBounds(NamedTuple):
         """How many positions the feed spans (sum over shards of head - floor; gaps
         left by deleted agents count too)."""
         return self.head.total - self.floor.total
+
+
+#: the largest page a feed read can ask for: every engine counts in 64-bit integers
+#: (a larger one failed inside the engine: OverflowError on SQLite, a rejected
+#: statement on PostgreSQL and Redis)
+MAX_COUNT = 2**63 - 1
+
+
+def check_count(name: str, value: object) -> None:
+    """Refuse a page size (``batch_size``, ``next_batch``'s ``limit``) that is not an
+    int from 1 to :data:`MAX_COUNT`, naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise InvalidArgument(name, f"{name} must be an int from 1 to 2**63-1, not {value!r:.60}")

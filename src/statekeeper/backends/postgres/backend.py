@@ -295,6 +295,9 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self._feed = FeedReader(self)
         #: the newest feed position committed: at or past feed_bounds()'s (safe) head
         self.feed_committed_head = self._feed.committed
+        #: the last feed position handed out (deleted or not): what a cursor of this
+        #: store may reach (store/feed.py refuses a resume point beyond it)
+        self.feed_handed_out_head = self._feed.handed_out
         # read coalescing (see :meth:`read`)
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []

@@ -149,6 +149,17 @@ class FeedReader:
         await self.frontier()
         return self.newest
 
+    async def handed_out(self) -> int:
+        """The last position the feed's sequence handed out: an upper bound on every
+        position a reader was ever given, whatever was deleted since (the newest
+        committed one goes back when the agent holding it is deleted, and a consumer's
+        own cursor past it looked like another store's). The newest committed position
+        where the role may not read the sequence (a read-only role)."""
+        newest = await self.committed()
+        rows = await self.backend._primary_query("feed_handed_out", ())
+        value = rows[0][0] if rows else None
+        return max(newest, int(value or 0))
+
     async def position(self, agent_id: str, seq: int) -> int | None:
         """The position of ``agent_id``'s event ``seq`` (one lookup by key), None when
         it is at or below the floor or not stored."""

@@ -239,6 +239,9 @@ UPDATE {s}.sk_feed_floor SET floor = greatest(floor, %s) RETURNING floor
 -- name: feed_position
 SELECT position FROM {s}.sk_events WHERE agent_id = %s AND seq = %s AND position > (SELECT floor FROM {s}.sk_feed_floor)
 
+-- name: feed_handed_out
+SELECT CASE WHEN has_sequence_privilege('{s}.sk_feed_seq', 'SELECT,USAGE') THEN pg_sequence_last_value('{s}.sk_feed_seq') END
+
 -- name: feed_trimmed
 SELECT count(*) FROM {s}.sk_events WHERE position > (SELECT floor FROM {s}.sk_feed_floor) AND position <= %s
 
