@@ -1484,8 +1484,10 @@ def _append_run(
 #: a run of at most this many events is checked by :func:`_append_few` (a loop), a
 #: longer one by :func:`_append_run` (C-level passes over the run): the passes' fixed
 #: cost is ~7 us of CPU, a record's ~2.5 us, so below ~16 records the loop is cheaper
-#: (2 events: 5.5 against 10.3 us; 7: 17.8 against 21.3; 16: equal; 40: 101 against
-#: 89), and a load past a tail snapshot replays at most 7 (docs/benchmarks.md, "cold3")
+#: (CPU: 2 events 5.5 against 10.3 us, 7: 17.8 against 21.3, 16: equal, 40: 101
+#: against 89; instructions: 2 events 69k against 106k, 7: 231k / 253k, 12: 397k /
+#: 402k, 16: equal, 24: 783k / 756k), and a load past a tail snapshot replays at most
+#: 7 (docs/benchmarks.md, "cold3")
 FEW_APPENDS = 12
 
 
