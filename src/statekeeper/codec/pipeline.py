@@ -1135,17 +1135,22 @@ class Codec:
         saves), the first following a record whose link is ``prev``, verified as
         :meth:`decode_chain` verifies it: ``(the list's pointer, the values in order, the
         last link)``, for the fold to extend the list once (:func:`_append_run`). None
-        for anything else — a key, fewer than two events, another kind of event, more
+        for anything else — a key, no event, another kind of event, more
         than one list, a record that does not verify —: :meth:`decode_chain` then
         decodes it (and names what is wrong). A run of one (a load one event past its
-        snapshot) is checked by :func:`_append_one`: the same checks, without the
-        passes over a run (docs/benchmarks.md, "cold11", 2026-12-05 afternoon)."""
+        snapshot) is checked by :func:`_append_one`, a short run (a load past a tail
+        snapshot: at most 7) by :func:`_append_few`: the same checks, record by record,
+        without the passes over a run (docs/benchmarks.md, "cold11", 2026-12-05
+        afternoon; "cold3")."""
         if self.keyring is not None or prev is None or not events:
             return None
+        n = len(events)
         run = (
-            _append_run(agent_id, events, prev)
-            if len(events) > 1
-            else _append_one(agent_id, events[0], prev)
+            _append_one(agent_id, events[0], prev)
+            if n == 1
+            else _append_few(agent_id, events, prev)
+            if n <= FEW_APPENDS
+            else _append_run(agent_id, events, prev)
         )
         if run is None or type(run[0]) is not str:
             return None
@@ -1449,6 +1454,8 @@ def _append_run(
             matched = cast("list[re.Match[bytes]]", maybe)
             pointer = [m[1].decode() for m in matched]
             parts = [m[2] for m in matched]
+        if types.count(types[0]) != n:  # (the link input below names the first's type)
+            return None
         prefix = b"sk-link/1" + _names(agent_id, types[0])
         inputs = map(
             _join, zip(repeat(prefix, n), map(_seq_ts.pack, seqs, stamps), payloads, strict=True)
@@ -1471,6 +1478,54 @@ def _append_run(
             return None
         return pointer, values, digests[-1]
     except (TypeError, ValueError):  # (not bytes, not JSON, not UTF-8: record by record)
+        return None
+
+
+#: a run of at most this many events is checked by :func:`_append_few` (a loop), a
+#: longer one by :func:`_append_run` (C-level passes over the run): the passes' fixed
+#: cost is ~7 us of CPU, a record's ~2.5 us, so below ~16 records the loop is cheaper
+#: (CPU: 2 events 5.5 against 10.3 us, 7: 17.8 against 21.3, 16: equal, 40: 101
+#: against 89; instructions: 2 events 69k against 106k, 7: 231k / 253k, 12: 397k /
+#: 402k, 16: equal, 24: 783k / 756k), and a load past a tail snapshot replays at most
+#: 7 (docs/benchmarks.md, "cold3")
+FEW_APPENDS = 12
+
+
+def _append_few(
+    agent_id: str, events: Sequence[EventRow], link: bytes
+) -> tuple[str, list[Any], bytes] | None:
+    """:func:`_append_run` of a short run, record by record: the pointer, the values
+    and the last link when every stored event is a plain SHA-256 append to the same
+    list following ``link`` (each one's header and chain link, the checksum of its link
+    input, its body's shape matched whole by :data:`_APPEND_BODY` (no ``$``: no typed
+    value), its value parsed as one JSON value), else None: :func:`_append_one`'s
+    checks for each record (docs/benchmarks.md, "cold3")."""
+    try:
+        prefix = pointer = b""
+        run_type: str | None = None  # (the event type ``prefix`` names)
+        values: list[Any] = []
+        for seq, record_type, timestamp, payload, checksum in events:
+            if not payload.startswith(_SHA_JSON + link):
+                return None
+            found = _APPEND_BODY.match(payload, 35)
+            if found is None:
+                return None
+            if not prefix:
+                pointer = found[1]
+            elif found[1] != pointer:
+                return None  # (appends to more than one list)
+            if record_type != run_type:
+                prefix, run_type = b"sk-link/1" + _names(agent_id, record_type), record_type
+            link = hashlib.sha256(
+                b"".join((prefix, _seq_ts.pack(seq, timestamp), payload))
+            ).digest()
+            if link != checksum:
+                return None
+            values.append(_orjson_loads(found[2]))
+        if not prefix:
+            return None
+        return pointer.decode(), values, link
+    except (TypeError, ValueError, AttributeError, struct.error):  # (record by record)
         return None
 
 
