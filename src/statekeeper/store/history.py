@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 from ..codec import ZERO_LINK
 from ..codec.pipeline import CHAIN_BROKEN
-from ..errors import HistoryCompacted, IntegrityError, StatekeeperError
+from ..errors import IntegrityError, StatekeeperError
 from ..records import Event
 from .body import to_event
+from .compaction import base_error
 from .reads import PAGE, ReadPath
 
 __all__ = ["read_history"]
@@ -18,10 +19,11 @@ __all__ = ["read_history"]
 async def _gap(reads: ReadPath, agent_id: str, cursor: int, seq: int) -> StatekeeperError:
     """What a history read that finds ``seq`` after ``cursor`` raises: the stream
     starts at ``seq`` (retention compacted what was before: ``HistoryCompacted``, as a
-    load of that seq raises), else a gap in the stream (``IntegrityError``)."""
+    load of that seq raises; deleted by hand: ``IntegrityError``), else a gap in the
+    stream (``IntegrityError``)."""
     first = await reads.backend.read(agent_id, 0, None, limit=1)
     if first and first[0].seq == seq:
-        return HistoryCompacted(agent_id, seq - 1)
+        return await base_error(reads, agent_id, seq - 1)
     return IntegrityError(agent_id, cursor + 1, f"gap: next stored seq is {seq}")
 
 
@@ -40,7 +42,7 @@ async def read_history(
             # rather than reading as an agent without those events
             first = await reads.backend.read(agent_id, 0, None, limit=1)
             if first and first[0].seq > 1 and first[0].seq > to_seq:
-                raise HistoryCompacted(agent_id, first[0].seq - 1)
+                raise await base_error(reads, agent_id, first[0].seq - 1)
         for raw in page:
             if raw.seq != cursor + 1:
                 raise await _gap(reads, agent_id, cursor, raw.seq)

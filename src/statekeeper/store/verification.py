@@ -15,6 +15,7 @@ from ..codec import ZERO_LINK, Opened
 from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
 from ..errors import (
     AgentForgotten,
+    HistoryCompacted,
     IntegrityError,
     PatchError,
     SerializationError,
@@ -23,6 +24,7 @@ from ..errors import (
 from ..records import RawEvent, RawSnapshot
 from . import idempotency
 from .body import snapshot_record
+from .compaction import base_error
 from .listing import agents_past_lost
 from .state import AgentRecord, apply_payload
 
@@ -166,7 +168,11 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
     base = first[0].seq - 1 if first else 0
     if base and base in snapshots:
         # compacted by retention: the stream starts at the snapshot at its base, which
-        # carries the link of the (removed) event there; the chain goes on from it
+        # carries the link of the (removed) event there; the chain goes on from it.
+        # Unless that snapshot is not a compaction's: the history was deleted
+        error = await base_error(store._reads, agent_id, base)
+        if not isinstance(error, HistoryCompacted):
+            problems.append(Problem(agent_id, 1, _reason(error), "event"))
         record = snapshots.pop(base)
         last, link = base, record.link
     async for raw in raw_events(store, agent_id):
