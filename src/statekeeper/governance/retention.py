@@ -93,6 +93,7 @@ from .keyexpiry import apply_key_expiry, expires_keys_after
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
+from .retention_idle import check_idle
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
@@ -299,6 +300,7 @@ async def _plan_and_apply(
     done = "dry-run" if dry_run else "done"
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
+        await check_idle(store, rule, agent_id, head, updated_at, now)  # (authenticated)
         through = await removed_through(store, agent_id, head, ahead)
         purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}",
