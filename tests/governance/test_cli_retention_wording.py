@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -40,11 +41,12 @@ def test_done_is_in_the_past_tense_and_a_dry_run_says_would(tmp_path: Path) -> N
     url = f"sqlite:///{path}"
     with SyncStateStore(url) as store:
         store.save("acme/a1", {"n": 1}, idempotency_key="step-1")
-        store.save("old/x", {"n": 1})
         store.save("legal/y", {"n": 1})
-    with closing(sqlite3.connect(path)) as conn:  # written a year ago
+    # written a year ago (by the store's clock: a purge checks its record's own time)
+    with SyncStateStore(url, clock=lambda: time.time() - 365 * 86400) as store:
+        store.save("old/x", {"n": 1})
+    with closing(sqlite3.connect(path)) as conn:
         conn.execute("UPDATE sk_idempotency SET created_at = created_at - 365 * 86400")
-        conn.execute("UPDATE sk_agents SET updated_at = updated_at - 365 * 86400")
         conn.commit()
     rules = ["--rule", "hold legal/*", "--rule", "old ttl=30d", "--rule", "acme keys_ttl=30d"]
     dry = cli_in_process("retention", "apply", "--db", url, *rules, "--dry-run")
@@ -81,15 +83,11 @@ def test_a_failed_action_is_named_as_its_rule_s_action(tmp_path: Path) -> None:
     holds the SQLite write lock for the whole run."""
     path = tmp_path / "s.db"
     url = f"sqlite:///{path}"
+    with SyncStateStore(url, clock=lambda: time.time() - 365 * 86400) as store:
+        store.save("old/x", {"n": 1})  # written a year ago
     with SyncStateStore(url) as store:
-        store.save("old/x", {"n": 1})
         for n in range(3):
             store.save("new/y", {"n": n})
-    with closing(sqlite3.connect(path)) as conn:  # old/x: written a year ago
-        conn.execute("UPDATE sk_agents SET updated_at = updated_at - 365 * 86400")
-        conn.execute("UPDATE sk_agents SET updated_at = updated_at + 365 * 86400"
-                     " WHERE agent_id = 'new/y'")  # fmt: skip
-        conn.commit()
     busy = f"{url}?busy_timeout=0.2"
     rules = ["--rule", "old ttl=30d", "--rule", "new keep_last=1"]
     with closing(sqlite3.connect(path, isolation_level=None)) as holder:

@@ -673,7 +673,8 @@ class Backend(abc.ABC):
         above its head (left by a hand edit or a damaged copy): invisible to every
         read and listing. One ``(agent_id, first_seq, last_seq, count)`` per agent, in
         id order; ``StateStore.verify`` of the whole store names them. None: this engine
-        cannot tell (the default; SQLite and PostgreSQL answer with one scan)."""
+        cannot tell (the default; SQLite and PostgreSQL answer with one scan; Redis
+        names the agents its index does not list, which no listing sees either)."""
         return None
 
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:

@@ -65,10 +65,21 @@ def generate_key() -> str:
     return base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
 
 
+def _shown(key_id: object) -> str:
+    """How an error names a key id given in configuration: quoted, unless it may be a
+    key itself — a key pasted where its id goes (``STATEKEEPER_KEYS=<base64>`` without
+    ``k1=``, ``$STATEKEEPER_ACTIVE_KEY`` set to the key): an invalid id, or one of 40+
+    characters, is described by its length only, never shown."""
+    if isinstance(key_id, str) and _ID.match(key_id) and len(key_id) < 40:
+        return repr(key_id)
+    length = f"{len(key_id)} characters" if isinstance(key_id, str) else type(key_id).__name__
+    return f"<{length}: not shown, it may be a key>"
+
+
 def _check_id(key_id: object) -> str:
     if not isinstance(key_id, str) or not _ID.match(key_id):
         raise ConfigurationError(
-            f"invalid key id {key_id!r}: 1-64 characters from A-Z a-z 0-9 . _ : @ + -"
+            f"invalid key id {_shown(key_id)}: 1-64 characters from A-Z a-z 0-9 . _ : @ + -"
         )
     return key_id
 
@@ -83,11 +94,11 @@ def _material(key_id: str, value: object) -> bytes:
             padded = text + "=" * (-len(text) % 4)
             raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
         except (binascii.Error, ValueError):
-            raise ConfigurationError(f"key {key_id!r} is not valid base64") from None
+            raise ConfigurationError(f"key {_shown(key_id)} is not valid base64") from None
     else:
-        raise ConfigurationError(f"key {key_id!r} must be bytes or a base64 string")
+        raise ConfigurationError(f"key {_shown(key_id)} must be bytes or a base64 string")
     if len(raw) != KEY_BYTES:
-        raise ConfigurationError(f"key {key_id!r} must be {KEY_BYTES} bytes, not {len(raw)}")
+        raise ConfigurationError(f"key {_shown(key_id)} must be {KEY_BYTES} bytes, not {len(raw)}")
     return raw
 
 
@@ -218,7 +229,7 @@ class Keyring:
             active = next(iter(self._keys))
         self.active_id = _check_id(active)
         if fetch is None and active not in self._keys:
-            raise ConfigurationError(f"the active key {active!r} is not in the keyring")
+            raise ConfigurationError(f"the active key {_shown(active)} is not in the keyring")
         self.active  # noqa: B018 - load (and check) the active key now, not on first write
 
     def __repr__(self) -> str:
@@ -454,7 +465,7 @@ class Keyring:
         for key_id, value in keys.items():
             _material(_check_id(key_id), value)
         if active not in keys:
-            raise ConfigurationError(f"the active key {active!r} is not among the keys")
+            raise ConfigurationError(f"the active key {_shown(active)} is not among the keys")
         doc: dict[str, object] = {"active": active, "keys": dict(keys)}
         if data_keys is not None:
             doc["data_keys"] = data_keys

@@ -67,6 +67,7 @@ from ..errors import AccessDenied, AgentForgotten, AgentLost, ConflictError, Sta
 from ..namespaces import namespace_of
 from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
+from ..store.compaction import COMPACTED, marked
 from ..store.conditional import delete_only_at
 from ..store.feed_cursor import FeedCursor
 from ..store.feed_retention import LookedAhead, raised, removed_through, trim_removed
@@ -92,6 +93,7 @@ from .keyexpiry import apply_key_expiry, expires_keys_after
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
+from .retention_idle import check_idle
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
@@ -237,19 +239,19 @@ async def _tail_chains(
 async def _full_snapshot_at(
     store: StateStore, agent_id: str, head: int, seq: int
 ) -> RawSnapshot | None:
-    """The whole (not delta) snapshot to store at ``seq``, the new base; None when one
-    is stored there already (this stream's: a deleted stream's leftover is replaced)."""
+    """The whole snapshot to store at ``seq``, the new base, marked as a compaction's
+    (store/compaction.py); None when one is there (this stream's, marked already)."""
     raw = await store.backend.latest_snapshot(agent_id, seq)
     if raw is not None and raw.seq == seq:
         body, opened = store._reads.open_snapshot(agent_id, raw)
-        if "base" not in body and await snapshot_in_stream(
+        if body.get(COMPACTED) is True and await snapshot_in_stream(
             store.backend, store.codec, agent_id, seq, opened.prev
         ):
             return None
     record = await store._reads.fold(agent_id, head, seq)
     codec = store.codec
     assert record.link is not None
-    plaintext = codec.serialize(snapshot_body(record, None), "state")
+    plaintext = codec.serialize(marked(snapshot_body(record, None)), "state")
     sealed = codec.seal(
         agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, record.link
     )
@@ -298,6 +300,7 @@ async def _plan_and_apply(
     done = "dry-run" if dry_run else "done"
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
+        await check_idle(store, rule, agent_id, head, updated_at, now)  # (authenticated)
         through = await removed_through(store, agent_id, head, ahead)
         purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}",

@@ -24,6 +24,7 @@ from ..arguments import check_new_agent_id, check_ops
 from ..backends.base import Capability
 from ..records import AppendResult, RawSnapshot, Snapshot
 from .body import SNAPSHOT_TYPE, snapshot_body
+from .compaction import marked
 from .namespaced import stored_id
 from .state import AgentRecord
 from .writes import check_event_type, check_write_options, event_info
@@ -73,7 +74,7 @@ async def create_from_base(
         full_data=copy.deepcopy(base.data),
         rich=True,
     )
-    plaintext = codec.serialize(snapshot_body(record, None), "state")
+    plaintext = codec.serialize(marked(snapshot_body(record, None)), "state")
     link = hashlib.sha256(
         b"".join((b"sk-import-base/1\0", stored.encode(), b"\0", str(base.seq).encode(), plaintext))
     ).digest()

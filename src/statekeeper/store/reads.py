@@ -30,6 +30,7 @@ from ..errors import (
 from ..records import EventRow, RawEvent, RawSnapshot, event_rows
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
+from .compaction import base_error, before_stored
 from .copies import public_copy
 from .incarnation import check_in_stream
 from .seen import RecordCache
@@ -356,12 +357,15 @@ class ReadPath:
             record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
         tuner, start = self.tuner, record.seq
         began = thread_time() if tuner is not None else 0.0
-        if events:
-            if events[-1][0] > target:
-                events = [e for e in events if e[0] <= target]
-            self.apply_events(record, events)
-        if record.seq < target:  # (a load at a snapshot, or its events read: nothing)
-            await self.catch_up(record, target)
+        try:  # (a stream that starts after seq 1: compacted, or its history deleted)
+            if events:
+                if events[-1][0] > target:
+                    events = [e for e in events if e[0] <= target]
+                self.apply_events(record, events)
+            if record.seq < target:  # (a load at a snapshot, or its events read: nothing)
+                await self.catch_up(record, target)
+        except HistoryCompacted as exc:
+            raise await base_error(self, agent_id, exc.base_seq) from None
         if tuner is not None:  # snapshot_every="auto": the replay cost per event (r)
             tuner.replayed(thread_time() - began, record.seq - start)
         if record.seq == 0:
@@ -382,7 +386,7 @@ class ReadPath:
             if not events and record.seq == 0:
                 first = await self.backend.read(agent_id, 0, None, limit=1)
                 if first and first[0].seq > 1:  # retention removed the history up to it
-                    raise HistoryCompacted(agent_id, first[0].seq - 1)
+                    raise await base_error(self, agent_id, first[0].seq - 1)
                 if not first and await self.backend.head(agent_id) == 0:
                     raise AgentNotFound(agent_id)  # deleted since its head was read
             if not events:
@@ -561,28 +565,11 @@ class ReadPath:
         if at_time is not None:
             at_seq = await self.backend.seq_at(agent_id, at_time)
             if at_seq == 0:
-                return await self._before_stored(agent_id, head, at_time, tag)
+                return await before_stored(self, agent_id, head, at_time, tag)
         assert at_seq is not None
         if not 1 <= at_seq <= head:
             raise ConfigurationError(f"seq {at_seq} is outside 1..{head} for agent {agent_id!r}")
         return await self.fold(agent_id, head, at_seq, tag, at_head=at_seq == head)
-
-    async def _before_stored(
-        self, agent_id: str, head: int, at_time: float, tag: bytes | None
-    ) -> AgentRecord:
-        """The state at ``at_time``, earlier than every stored event: the retention
-        base's state when the stream was compacted and ``at_time`` is at or after the
-        base's last write; :class:`HistoryCompacted` when the agent existed then but
-        its history was compacted away; else it did not exist yet (AgentNotFound)."""
-        first = await self.backend.read(agent_id, 0, None, limit=1)
-        if not first or first[0].seq == 1:
-            raise AgentNotFound(agent_id)
-        base = await self.fold(agent_id, head, first[0].seq - 1, tag, at_head=False)
-        if at_time >= base.updated_at:
-            return base
-        if at_time >= base.created_at:
-            raise HistoryCompacted(agent_id, base.seq)
-        raise AgentNotFound(agent_id)
 
     def forget(self, agent_id: str) -> None:
         """Drop what is cached or pinned of ``agent_id``."""

@@ -15,6 +15,7 @@ from ..codec import ZERO_LINK, Opened
 from ..codec.pipeline import CHAIN_BROKEN as _CHAIN_BROKEN
 from ..errors import (
     AgentForgotten,
+    HistoryCompacted,
     IntegrityError,
     PatchError,
     SerializationError,
@@ -23,6 +24,7 @@ from ..errors import (
 from ..records import RawEvent, RawSnapshot
 from . import idempotency
 from .body import snapshot_record
+from .compaction import base_error
 from .listing import agents_past_lost
 from .state import AgentRecord, apply_payload
 
@@ -43,8 +45,9 @@ class Problem:
     it), ``"head"``, ``"idempotency"`` (a record that does not match its event),
     ``"agent"`` (the agent could not be checked at all), ``"rollback"`` (the stream
     went back in time, found by the store's witness), or ``"orphan"`` (events stored
-    for an agent that has no head row: no read or listing sees them; found when the
-    whole store is verified, on engines that can tell, SQLite and PostgreSQL).
+    for an agent that has no head row: no read or listing sees them; or, on Redis, of
+    an agent its index does not list: no listing sees it; found when the whole store
+    is verified, on engines that can tell, SQLite, PostgreSQL and Redis).
     """
 
     agent_id: str
@@ -135,18 +138,24 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
     """The events of agents with no head row (``listed``: the agents with one, whose
     events above the head their own check reports), one problem per agent."""
     found = await store.backend.orphaned_events()
-    return [
-        Problem(
-            agent_id,
-            first,
-            f"{count} event(s), seq {first}..{last}, stored without a head row: orphaned"
-            " (no read, listing or export sees them; left by a hand edit or a damaged"
-            " copy)",
-            "orphan",
+    problems = []
+    for agent_id, first, last, count in found or ():
+        if agent_id in listed or agent_id[:1] == "\x01":
+            continue
+        if await store.backend.head(agent_id):  # (Redis: stored, and off the agent index)
+            why = (
+                "of an agent the agent index does not list (no listing, verify of the whole"
+                " store, export or backup sees them; left by a hand edit)"
+            )
+        else:
+            why = (
+                "stored without a head row: orphaned (no read, listing or export sees them;"
+                " left by a hand edit or a damaged copy)"
+            )
+        problems.append(
+            Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
-        for agent_id, first, last, count in found or ()
-        if agent_id not in listed and agent_id[:1] != "\x01"
-    ]
+    return problems
 
 
 async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -> None:
@@ -166,7 +175,11 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
     base = first[0].seq - 1 if first else 0
     if base and base in snapshots:
         # compacted by retention: the stream starts at the snapshot at its base, which
-        # carries the link of the (removed) event there; the chain goes on from it
+        # carries the link of the (removed) event there; the chain goes on from it.
+        # Unless that snapshot is not a compaction's: the history was deleted
+        error = await base_error(store._reads, agent_id, base)
+        if not isinstance(error, HistoryCompacted):
+            problems.append(Problem(agent_id, 1, _reason(error), "event"))
         record = snapshots.pop(base)
         last, link = base, record.link
     async for raw in raw_events(store, agent_id):

@@ -132,6 +132,7 @@ from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
 from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
+from .orphans import orphaned_events
 from .urls import check_redis_url, is_cluster, split_options
 
 __all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
@@ -1682,6 +1683,17 @@ class RedisBackend(Backend):
             self._check_open()
             return []
         return await self._retrying("list_agents", op)
+
+    async def orphaned_events(self) -> list[tuple[str, int, int, int]] | None:
+        """Agents with events whose shard's index does not list them (:mod:`.orphans`);
+        None for a hot tier's copies (``evictable``), which the durable tier answers for."""
+        if self.evictable:
+            return None
+
+        async def op() -> list[tuple[str, int, int, int]]:
+            return await orphaned_events(self._client, self.layout)
+
+        return await self._retrying("orphaned_events", op)
 
     async def count_agents(self) -> int:
         if not self._reached:  # (the store's TTL is known once open: _settle_ttl)
