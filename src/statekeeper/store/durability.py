@@ -131,7 +131,7 @@ class GroupCommitter:
 
     @property
     def commits(self) -> int:
-        """Shared commits made so far."""
+        """Shared commits made so far (a batch that stored nothing is none)."""
         engine: int | None = getattr(self._backend, "append_commits", None)
         if engine is None or not self._backend.groups_appends or self.auditor is not None:
             return self._commits
@@ -261,8 +261,15 @@ class GroupCommitter:
             if error is not exc:
                 raise
             return
-        self._commits += 1
-        self.appends += len(batch)
+        # counted by what the batch did, not by its call: a batch whose every append was
+        # refused (or was a duplicate of one stored before) committed nothing
+        answered = stored = 0
+        for result in results:
+            if not isinstance(result, BaseException):
+                answered += 1
+                stored += not result.duplicate
+        self._commits += stored > 0
+        self.appends += answered
         for (_, _, fut), result in zip(batch, results, strict=True):
             if fut.done():  # caller was cancelled; the append itself stands
                 continue
