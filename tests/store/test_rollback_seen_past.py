@@ -156,3 +156,27 @@ async def test_an_agent_deleted_elsewhere_is_not_a_rollback(tmp_path: Path) -> N
             await store.load("a")
         assert (await store.save("a", {"n": "again"})).last_seq == 1
         assert (await store.load("a")).seq == 1
+
+
+async def test_the_check_costs_no_read_where_the_state_is_read_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an engine that reads the latest state in one call (SQLite here; PostgreSQL,
+    Redis), the event at the seq seen comes with the events after the latest snapshot:
+    a save overtaken by another writer compares it without one more read."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    async with StateStore(url) as store, StateStore(url) as other:
+        for n in range(1, 6):
+            await store.save("a", {"n": n})
+        for n in range(6, 11):
+            await other.save("a", {"other": n})
+        reads: list[int] = []
+        real = store.backend.read
+
+        async def counted(*args: object, **kwargs: object) -> object:
+            reads.append(1)
+            return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store.backend, "read", counted)
+        assert (await store.save("a", {"n": 11})).last_seq == 11  # conflict, read, retried
+        assert reads == []

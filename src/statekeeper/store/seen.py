@@ -21,13 +21,14 @@ record read and the time of the event now stored at the remembered seq):
   head: the seq is no longer lower, the history differs)
 
 is :class:`~statekeeper.errors.RollbackDetected`, raised once — later reads serve what
-is stored. The event's time comes with the read in the common case (the events after
-the latest snapshot); only when a snapshot was taken past the remembered seq is it one
-more read of one event, on this path alone (never on a read or write of an agent that
-storage still holds as this store saw it). A rekey rewrites the events' bytes, not
-their times, and is not a rollback; neither is a compacted stream whose event at that
-seq is gone, nor a stream deleted and created again by another process (it starts at
-another time).
+is stored. The event's time comes with the read where the engine reads the latest
+state in one call (SQLite, PostgreSQL, Redis: the events after the latest snapshot);
+when a snapshot was taken past the remembered seq, or on the other engines (memory,
+S3, tiered), it is one more read of one event — on this path alone, never on a read
+or write of an agent that storage still holds as this store saw it. A rekey rewrites
+the events' bytes, not their times, and is not a rollback; neither is a compacted
+stream whose event at that seq is gone, nor a stream deleted and created again by
+another process (it starts at another time).
 
 A stream wholly gone cannot be told from one deleted by another process by the stream
 alone (a delete leaves no trace in storage): the store asks its witness file then
