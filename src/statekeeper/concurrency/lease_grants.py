@@ -1,5 +1,6 @@
 """A lease grant that a cancelled ``acquire`` gives back (:class:`.leases.LeaseManager`),
-and the end of a heartbeat that keeps its caller's cancellation (:func:`ended`).
+one whose reply was lost recognised (:func:`recognised`), and the end of a heartbeat
+that keeps its caller's cancellation (:func:`ended`).
 
 The request that grants a lease (``Backend.acquire_lease``, or a grant committed with
 its audit entry) is not interrupted when its caller is cancelled — a SQLite writer
@@ -15,10 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["ended", "granting", "kept", "releasing"]
+from ..errors import BackendError, StatekeeperError
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..records import LeaseInfo
+
+__all__ = ["ended", "granting", "kept", "recognised", "releasing"]
 
 logger = logging.getLogger("statekeeper.concurrency.leases")
 
@@ -45,6 +53,34 @@ async def granting(
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(back)
         raise
+
+
+async def recognised(
+    request: Awaitable[LeaseInfo], backend: Backend, agent_id: str, holder: str
+) -> LeaseInfo:
+    """``request`` (``backend.acquire_lease(agent_id, holder, ...)``) awaited. When it
+    fails with :class:`~statekeeper.errors.BackendError` the grant may stand all the
+    same: its reply was lost and the engine gave up retrying (PostgreSQL and Redis
+    then say ``maybe_applied`` False, whatever the first try did). The lease is read
+    then (that path only): a running lease of ``holder`` is that grant — or one the
+    holder had already, which it holds all the same — and is returned; otherwise the
+    error is raised. Before, the grant was held for its whole TTL with no
+    :class:`~.leases.Lease` to release it, and the caller's retry through another
+    manager (another holder) was refused by it
+    (tests/concurrency/test_lease_grant_reply_lost.py)."""
+    try:
+        return await request
+    except BackendError as exc:
+        try:
+            info = await backend.get_lease(agent_id)
+        except StatekeeperError:
+            raise exc from None  # (what the grant met: the read says nothing more)
+        clock = getattr(backend, "clock", None)
+        now = clock() if callable(clock) else time.time()
+        if info is None or info.holder != holder or info.expires_at <= now:
+            raise
+        logger.warning("lease of %r granted, its reply lost (%s): recognised", agent_id, exc)
+        return info
 
 
 async def kept(step: Awaitable[_G], release: Callable[[], Awaitable[Any]]) -> _G:

@@ -55,7 +55,7 @@ from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, released_with, validate_ttl
 from ..errors import AccessDenied, ConflictError, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseChange, LeaseInfo, StreamChange
-from .lease_grants import ended, granting, kept, releasing
+from .lease_grants import ended, granting, kept, recognised, releasing
 
 if TYPE_CHECKING:
     from ..store.namespaced import NamespacedStateStore
@@ -69,7 +69,7 @@ _E = TypeVar("_E", bound=BaseException)
 
 
 def default_holder() -> str:
-    """A holder id unique to this process incarnation: ``host:pid:random``."""
+    """A new holder id, ``host:pid:random``: unique per call (per manager)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
@@ -326,7 +326,7 @@ class LeaseManager:
         target: a :class:`~statekeeper.store.StateStore` or a backend whose engine
             supports leases (memory, SQLite, PostgreSQL, Redis, tiered over one of
             those; S3 raises :class:`~statekeeper.errors.LeasesUnsupported`).
-        holder: this worker's id (default :func:`default_holder`, unique per process).
+        holder: this worker's id (default :func:`default_holder`, unique per manager).
         ttl: the default lease duration in seconds.
     """
 
@@ -388,8 +388,8 @@ class LeaseManager:
         # the grant costs two (its announce, then its void).
         gov = self.governance
         ahead = gov is not None and callable(getattr(gov.audit, "record_ahead", None))
-        entry = None
-        token = 0  # the fencing token the announced entry names
+        entry, back = None, self.backend
+        grant, token = back.acquire_lease, 0  # (token: the one the announced entry names)
         try:
             deadline = time.monotonic() + wait
             pause = min(poll, 0.005)
@@ -408,7 +408,7 @@ class LeaseManager:
                         entry = await granting(gov.ahead("lease", stored, detail), void)
                     try:
                         info = await granting(
-                            self.backend.acquire_lease(stored, self.holder, ttl),
+                            recognised(grant(stored, self.holder, ttl), back, stored, self.holder),
                             functools.partial(self._release_grant, ttl=ttl, sent=sent),
                         )
                     except LeaseHeld as exc:

@@ -189,9 +189,12 @@ async def rollback(
                 ):
                     report.unchanged += 1
                     return
+            before: dict[str, Any] | None = None
             if kept is not None:  # migrated by rewrite, written since
+                # (its pre-migration state is read only when --force restores it: its
+                # records are sealed with the key active at the migration, which a
+                # rotation since may have retired; a downcast needs no key of old)
                 migration_seq, back_to = kept.seq, kept.version
-                before = await _state_before(store, agent_id, full, kept)
             else:
                 event, rolled = await _find(store, agent_id, snap.seq, run)
                 found[0] += event is not None
@@ -227,6 +230,9 @@ async def rollback(
                             )
                         )
                         return
+                    if before is None:
+                        assert kept is not None
+                        before = await _state_before(store, agent_id, full, kept)
                     doc = before
                     report.forced += 1
             info = {"run": run, "model": schema.name, "migration_seq": migration_seq,

@@ -435,6 +435,17 @@ class HighWater:
                 found.append(problem)
         return found
 
+    async def check_filed(self, store: StateStore, agent_id: str) -> RollbackDetected | None:
+        """The file's mark of ``agent_id`` (read afresh) checked against ``store``: None
+        when the file holds none, a deletion, or a mark the store still holds. This
+        process's marks not yet written are left out: a delete another process made
+        before they were cannot have marked its deletion over them."""
+        self._known = await asyncio.to_thread(self._read)
+        mark = self._known.get(agent_id)
+        if mark is None or int(mark["seq"]) < 1:
+            return None
+        return await self._check_mark(store, mark)
+
     async def _check_mark(
         self, store: StateStore, mark: dict[str, Any], exact: bool = False
     ) -> RollbackDetected | None:

@@ -29,7 +29,9 @@ async def key_usage(store: StateStore) -> dict[str, int]:
     sealed with: a rotation re-encrypts the event around them, not them, and a
     rollback needs that key to read them. Only the head event is opened for them (one
     decryption per stream); one written since its migration keeps them below its
-    head, not counted.
+    head, not counted: its rollback downcasts its current state and needs them (and
+    their key) only when forced (``rollback(force=True)``, ``migrate --rollback
+    --force``), which names the agent and the key when it is missing.
 
     On a store opened as a principal: the agents it may read, and the audit log (every
     tenant's entries) only for an admin on ``**``, who alone may read it."""

@@ -33,7 +33,7 @@ from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .compaction import base_error, before_stored
 from .copies import public_copy
 from .incarnation import check_in_stream
-from .seen import RecordCache
+from .seen import Ask, RecordCache, check_seen, vanished
 from .state import (
     AgentRecord,
     apply_payloads,
@@ -104,6 +104,7 @@ class ReadPath:
         self.tails = False
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
+        self.ask: Ask | None = None  # the witness, of an agent found gone: .seen.vanished
 
     # -- decoding ----------------------------------------------------------------
 
@@ -505,7 +506,7 @@ class ReadPath:
                 now(agent_id) if now is not None else await self.backend.read_state_rows(agent_id)
             )
             if head == 0:
-                return None
+                return await vanished(self.cache, agent_id, self.ask) if self.cache.gone else None
             thin = (
                 self.at_snapshot(agent_id, head, tag, snap, events)
                 if events or (snap is not None and snap.seq == head)
@@ -515,12 +516,12 @@ class ReadPath:
                 agent_id, head, head, tag, at_head=True, latest=(snap, events)
             )
         else:
-            head, tag = await self.backend.head_tag(agent_id)
+            (head, tag), events = await self.backend.head_tag(agent_id), []  # (none read)
             if head == 0:
-                return None
+                return await vanished(self.cache, agent_id, self.ask) if self.cache.gone else None
             record = await self.fold(agent_id, head, head, tag, at_head=True)
         if self.cache.gone:  # a state dropped as no longer stored: a rollback?
-            self.cache.check(record)
+            await check_seen(self.cache, self.backend, record, events)
         self.cache.put(agent_id, record)
         return record
 
@@ -534,9 +535,10 @@ class ReadPath:
         cold = [a for a in agent_ids if a not in self.pinned and a not in self.cache]
         for agent_id, read in zip(cold, await self.backend.read_latest_many(cold), strict=True):
             if read is None:
-                out[agent_id] = None
+                out[agent_id] = await vanished(self.cache, agent_id, self.ask)  # (a rollback?)
                 continue
             record = await self.fold_latest(agent_id, read)
+            await check_seen(self.cache, self.backend, record, event_rows(read.events))
             self.cache.put(agent_id, record)
             out[agent_id] = record
         return [

@@ -79,7 +79,7 @@ from .reads import PAGE, ReadPath
 from .snapshots import AUTO_MAX_EVENTS, COST_MAX_EVENTS, SnapshotPolicy
 from .state import AgentRecord
 from .verification import Problem, VerifyReport
-from .witnessing import WitnessGate, open_witness, vanished
+from .witnessing import WitnessGate, asker, open_witness, vanished
 from .writes import (
     SEEN,
     Leased,
@@ -330,6 +330,8 @@ class StateStore:
         self._reads = ReadPath(
             self.backend, codec, cache_size=cache_size, validate_cache=self.validate_cache
         )
+        if self._witness is not None:  # (an agent found gone: deleted, or lost?)
+            self._reads.ask = asker(self._witness, self)
         self._snapshots = SnapshotPolicy(
             self.backend,
             codec,

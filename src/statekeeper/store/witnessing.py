@@ -18,12 +18,13 @@ from ..errors import (
 )
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
 from .keyguard import KeyGuard
+from .seen import Ask
 from .verification import Problem
 
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["WitnessGate", "open_witness", "vanished"]
+__all__ = ["WitnessGate", "asker", "open_witness", "vanished"]
 
 #: the ``witness`` option of :class:`~statekeeper.store.StateStore`
 WitnessOption = str | os.PathLike[str] | bool | None
@@ -43,6 +44,27 @@ def open_witness(
     elif witness is not False:
         location = witness
     return HighWater(location, codec, interval=interval) if location is not None else None
+
+
+def asker(witness: HighWater, store: StateStore) -> Ask:
+    """What the store's read path asks (:func:`.seen.vanished`) when an agent whose
+    state it dropped as no longer stored is found gone: whether ``witness`` holds its
+    mark (acknowledged, not deleted: :class:`RollbackDetected`) or a deletion.
+
+    A stream wholly gone reads the same deleted by another process or lost by a server
+    restarted from a copy older than it (storage keeps no trace of a delete); the
+    witness file does: a delete marks its deletion there before the rows go when the
+    file holds a mark of the agent (:meth:`HighWater.deleting`). So only the file's
+    marks count, not this process's marks not yet written (the window the witness
+    leaves: ``witness_interval``). Asked only on that path, never on a read of an
+    agent found, nor of one this store never held."""
+
+    async def ask(agent_id: str, seq: int) -> None:
+        found = await witness.check_filed(store, agent_id)
+        if found is not None:
+            raise found
+
+    return ask
 
 
 class WitnessGate:
