@@ -111,9 +111,15 @@ class Reconnecting:
         return min(delay * 2, _MAX_DELAY)
 
     async def run(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
-        """Run ``op`` (safe to repeat), retrying transient failures until the deadline."""
+        """Run ``op`` (safe to repeat), retrying transient failures until the deadline.
+
+        Given up, it raises :class:`~statekeeper.errors.BackendError` with
+        ``maybe_applied`` True when one of the tries may have reached the server (a
+        write among them may stand: a lease granted, a snapshot stored, a delete done),
+        False only when every try failed before it was sent (``unsent``)."""
         deadline = time.monotonic() + self.budget()
         delay = _FIRST_DELAY
+        reached = False
         while True:
             self.check_open()
             try:
@@ -121,10 +127,12 @@ class Reconnecting:
                 return await op()
             except self.errors as exc:
                 self._final(what, exc, "an operation")
+                reached = reached or not self.unsent(exc)
                 if time.monotonic() + delay > deadline:
                     raise BackendError(
                         f"{self.engine} {what} failed after retrying for {self.budget():g}s: "
-                        f"{self.reason(exc)}"
+                        f"{self.reason(exc)}",
+                        maybe_applied=reached,
                     ) from exc
                 delay = await self._back_off(delay, "%s %s: %s; retrying for up to %gs", what, exc)
 

@@ -60,8 +60,8 @@ async def recognised(
 ) -> LeaseInfo:
     """``request`` (``backend.acquire_lease(agent_id, holder, ...)``) awaited. When it
     fails with :class:`~statekeeper.errors.BackendError` the grant may stand all the
-    same: its reply was lost and the engine gave up retrying (PostgreSQL and Redis
-    then say ``maybe_applied`` False, whatever the first try did). The lease is read
+    same: its reply was lost and the engine gave up retrying (its error then says
+    ``maybe_applied``, but not whose grant stands). The lease is read
     then (that path only): a running lease of ``holder`` is that grant — or one the
     holder had already, which it holds all the same — and is returned; otherwise the
     error is raised. Before, the grant was held for its whole TTL with no
