@@ -23,7 +23,7 @@ class Ahead(NamedTuple):
     msgpack without a map's header."""
 
     values: dict[str, Any]
-    pairs: bytes
+    pairs: memoryview
 
 
 def ahead(pairs: dict[str, Any]) -> Ahead:
@@ -32,7 +32,7 @@ def ahead(pairs: dict[str, Any]) -> Ahead:
     packed by the heads' thread while the pages are shipped, not after them
     (docs/benchmarks.md, "backup3")."""
     packed = _packed(pairs)
-    return Ahead(dict(pairs), packed[_header_length(packed) :])
+    return Ahead(dict(pairs), memoryview(packed)[_header_length(packed) :])
 
 
 def packb(content: Any, packed: Ahead | None = None) -> bytes:
@@ -46,8 +46,8 @@ def packb(content: Any, packed: Ahead | None = None) -> bytes:
         and all(content.get(key, _ABSENT) is value for key, value in packed.values.items())
     ):
         rest = _packed({k: v for k, v in content.items() if k not in packed.values})
-        pairs = rest[_header_length(rest) :]
-        return _map_header(len(content)) + pairs + packed.pairs
+        pairs = memoryview(rest)[_header_length(rest) :]
+        return b"".join((_map_header(len(content)), pairs, packed.pairs))  # one copy
     return _packed(content)
 
 
