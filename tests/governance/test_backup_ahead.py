@@ -22,6 +22,7 @@ from statekeeper import StateStore
 from statekeeper.governance.backup import BackupKey, backup, directfile, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader
 from statekeeper.governance.backup.framepack import ahead, packb
+from statekeeper.governance.backup.tagheads import internal_streams, internal_streams_sorted
 
 from ._point_in_time import keyring
 from .test_backup_page_delta import contents, fill
@@ -59,6 +60,21 @@ def test_values_not_the_ones_packed_ahead_are_packed_now() -> None:
     assert packb({"x": 1, "heads": changed}, packed) == packb({"x": 1, "heads": changed})
     assert packb({"x": 1}, packed) == packb({"x": 1})  # the key absent
     assert packb([1, 2], packed) == packb([1, 2])  # not a map
+
+
+ids = st.lists(
+    st.tuples(
+        st.sampled_from(["", "\x01sk-", "\x01sk", "\x01sk.", "\x01sk,", "\x01", "\x02"]), st.text()
+    ).map("".join),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(ids)
+def test_the_own_streams_of_sorted_ids_are_found_by_bisection(stream_ids: list[str]) -> None:
+    in_order = sorted(stream_ids)
+    assert internal_streams_sorted(in_order) == internal_streams(stream_ids)
 
 
 async def test_a_page_backups_manifest_is_its_heads_and_restores(

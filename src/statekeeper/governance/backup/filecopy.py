@@ -64,7 +64,7 @@ from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .framepack import Ahead, ahead
 from .pagedelta import PAGE_HASH
-from .tagheads import COUNTS, internal_streams, tag_heads
+from .tagheads import COUNTS, internal_streams, internal_streams_sorted, tag_heads
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -265,7 +265,8 @@ def _heads_ahead(
     if heads_ahead is not None:
         heads = found[3]
         heads_ahead.packed = ahead(heads)
-        heads_ahead.internal = internal_streams(heads["heads"]["agent"])
+        agents = heads["heads"]["agent"]  # (tag_heads: in id order)
+        heads_ahead.internal = (internal_streams_sorted if tags else internal_streams)(agents)
         conn.close()
     return found
 
