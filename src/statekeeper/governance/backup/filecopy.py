@@ -42,6 +42,7 @@ the sealing threads): an incremental backup after it ships the pages changed sin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sqlite3
@@ -61,8 +62,9 @@ from ...backends.sqlite_import import stray_reason, stray_row
 from ...backends.sqlite_pagepass import NATIVE, zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
+from .framepack import Ahead, ahead
 from .pagedelta import PAGE_HASH
-from .tagheads import COUNTS, tag_heads
+from .tagheads import COUNTS, internal_streams, internal_streams_sorted, tag_heads
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GROUP_AGENTS",
     "GROUP_BYTES",
+    "HeadsAhead",
     "checked_entries",
     "compacted_columns",
     "copy_of",
@@ -124,12 +127,26 @@ def write_copy(
         conn.close()
 
 
+@dataclasses.dataclass
+class HeadsAhead:
+    """What a whole page backup's heads' thread prepares for the end of the backup
+    once it has read the heads, while the pages are still shipped
+    (:func:`write_pages`): the manifest's heads packed (:func:`.framepack.ahead`) and
+    the store's own streams among them. The heads' thread is done well before the
+    pages (100,000 agents: ~0.12 against ~0.25 s); these ~15 ms were spent after the
+    last page, each backup's wall (docs/benchmarks.md, "backup3")."""
+
+    packed: Ahead | None = None
+    internal: tuple[str, ...] | None = None
+
+
 def write_pages(
     writer: FrameWriter,
     snapshot: PageSnapshot,
     chunk_bytes: int,
     progress: Callable[[int, int], None] | None = None,
     local: bool = False,
+    heads_ahead: HeadsAhead | None = None,
 ) -> dict[str, Any]:
     """The image of a whole store's ``snapshot`` (its pages: no copy of a table, no
     temporary file) in chunks into ``writer``; returns the manifest's body, read in
@@ -143,7 +160,11 @@ def write_pages(
     ~0.08 CPU-s, the largest part of a backup's CPU once the page pass is in C. A local
     disk takes the 12 MB more in a few ms; a network link (S3) pays every byte, so
     elsewhere zstd compresses (docs/benchmarks.md, "backupc"). Either is a zstd frame:
-    the restore reads both the same way."""
+    the restore reads both the same way.
+
+    ``heads_ahead`` is filled by the heads' thread (:class:`HeadsAhead`), which then
+    closes ``snapshot.conn`` (its memory map let go off the backup's end: the plan's
+    connection, open on the same snapshot until the pages are read, holds it)."""
 
     size = snapshot.page_size
     chunk_bytes = max(size, chunk_bytes - chunk_bytes % size)  # whole pages: each digested
@@ -166,7 +187,7 @@ def write_pages(
         return shipped_bytes
 
     tags = writer.header.version in HEAD_TAGS
-    body = shipped(writer, snapshot.conn, progress, ship, tags)
+    body = shipped(writer, snapshot.conn, progress, ship, tags, heads_ahead)
     # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
     body.update(
         page_size=size,
@@ -205,6 +226,7 @@ def shipped(
     progress: Callable[[int, int], None] | None,
     ship: Callable[[], int],
     tags: bool = False,
+    heads_ahead: HeadsAhead | None = None,
 ) -> dict[str, Any]:
     """``ship()`` (it writes the chunks, returns the bytes shipped) while the heads
     are read through ``conn`` (the shipped bytes' snapshot) in a thread of their own
@@ -215,7 +237,7 @@ def shipped(
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(_heads_of, conn, tags)
+        reading = pool.submit(_heads_ahead, conn, tags, heads_ahead)
         size = ship()
         events, snapshots, compacted, heads = reading.result()
     agent = heads["heads"]["agent"]
@@ -233,6 +255,20 @@ def shipped(
         "streams": {},
         "deleted": [],
     }
+
+
+def _heads_ahead(
+    conn: sqlite3.Connection, tags: bool, heads_ahead: HeadsAhead | None
+) -> tuple[int, int, dict[str, list[Any]], dict[str, Any]]:
+    """:func:`_heads_of`; with ``heads_ahead``, that filled and ``conn`` closed."""
+    found = _heads_of(conn, tags)
+    if heads_ahead is not None:
+        heads = found[3]
+        heads_ahead.packed = ahead(heads)
+        agents = heads["heads"]["agent"]  # (tag_heads: in id order)
+        heads_ahead.internal = (internal_streams_sorted if tags else internal_streams)(agents)
+        conn.close()
+    return found
 
 
 def _heads_of(

@@ -78,7 +78,7 @@ import msgpack  # type: ignore[import-untyped]
 from ..._files import warn_if_open_to_others
 from ...errors import BackupCorrupt, BackupError, BackupKeyMismatch, ConfigurationError
 from .framepack import TAG as _TAG
-from .framepack import last, named_by, packb
+from .framepack import Ahead, last, named_by, packb
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -388,12 +388,12 @@ class FrameWriter:
         )
         return index
 
-    def finish(self, manifest: dict[str, Any]) -> None:
+    def finish(self, manifest: dict[str, Any], packed: Ahead | None = None) -> None:
         manifest["chunks"] = self.chunks
         # the last frame at zstd -20: 100,000 heads' 7.6 MB are 5.1 MB of random tags and
-        # digests, 9 against 21 ms for 0.9 MB more (docs/benchmarks.md "backup2")
-        self._zstd = self._fast
-        offset, _, _ = self._frame(MANIFEST, 0, manifest, named=False)
+        # digests, 9 against 21 ms for 0.9 MB more (docs/benchmarks.md "backup2"); its
+        self._zstd = self._fast  # pairs ``packed`` ahead spliced in (framepack.ahead)
+        offset, _, _ = self._sealed(MANIFEST, 0, packb(manifest, packed), named=False)
         self._write(TRAILER + _u64.pack(offset))
         self.out.flush()
 

@@ -1,22 +1,74 @@
-"""A backup frame's content packed (:func:`packb`) and a frame named (:func:`named_by`,
-:func:`last`): what :mod:`.fileformat`'s writer and reader share with nothing else."""
+"""A backup frame's content packed (:func:`packb`, some of its pairs packed ahead:
+:func:`ahead`) and a frame named (:func:`named_by`, :func:`last`): what
+:mod:`.fileformat`'s writer and reader share with nothing else."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import struct
+from typing import Any, NamedTuple
 
 import msgpack  # type: ignore[import-untyped]
 
 from ...store.change import fast_packer
 
-__all__ = ["TAG", "last", "named_by", "packb"]
+__all__ = ["TAG", "Ahead", "ahead", "last", "named_by", "packb"]
 
 #: bytes of an AES-GCM tag (a frame's last bytes)
 TAG = 16
 
 
-def packb(content: Any) -> bytes:
+class Ahead(NamedTuple):
+    """Pairs of a map packed ahead of the map (:func:`ahead`): their values, and their
+    msgpack without a map's header."""
+
+    values: dict[str, Any]
+    pairs: memoryview
+
+
+def ahead(pairs: dict[str, Any]) -> Ahead:
+    """``pairs`` packed now, for :func:`packb` to splice into the map that will hold
+    them: a 100,000-agent page backup's heads (6.1 MB of its 7.6 MB manifest) are
+    packed by the heads' thread while the pages are shipped, not after them
+    (docs/benchmarks.md, "backup3")."""
+    packed = _packed(pairs)
+    return Ahead(dict(pairs), memoryview(packed)[_header_length(packed) :])
+
+
+def packb(content: Any, packed: Ahead | None = None) -> bytes:
+    """``content`` as msgpack (``use_bin_type``). With ``packed`` (:func:`ahead`) and
+    ``content`` a map holding those very values (the same objects) under those keys,
+    they are spliced in, packed already: the map's other pairs first, then those (the
+    same map to a reader; keys in another order); otherwise all packed now."""
+    if (
+        packed is not None
+        and isinstance(content, dict)
+        and all(content.get(key, _ABSENT) is value for key, value in packed.values.items())
+    ):
+        rest = _packed({k: v for k, v in content.items() if k not in packed.values})
+        pairs = memoryview(rest)[_header_length(rest) :]
+        return b"".join((_map_header(len(content)), pairs, packed.pairs))  # one copy
+    return _packed(content)
+
+
+_ABSENT = object()
+
+
+def _map_header(size: int) -> bytes:
+    """msgpack's header of a map of ``size`` pairs (fixmap, map 16, map 32)."""
+    if size < 16:
+        return bytes((0x80 | size,))
+    if size < 1 << 16:
+        return b"\xde" + struct.pack(">H", size)
+    return b"\xdf" + struct.pack(">I", size)
+
+
+def _header_length(packed: bytes) -> int:
+    """The length of the map header ``packed`` (a packed map) starts with."""
+    return {0xDE: 3, 0xDF: 5}.get(packed[0], 1)
+
+
+def _packed(content: Any) -> bytes:
     """``content`` as msgpack (``use_bin_type``): by ``ormsgpack`` where it takes it
     (the same bytes, half the time: the manifest of a 100,000-agent page backup, 7.6 MB,
     0.015 against 0.008 CPU-s, docs/benchmarks.md "backupsix"), else by ``msgpack``

@@ -36,7 +36,7 @@ import hashlib
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, require_namespace
 from .audited import audit_backup
-from .filecopy import copy_folder, copy_of, write_copy, write_pages
+from .filecopy import HeadsAhead, copy_folder, copy_of, write_copy, write_pages
 from .fileformat import (
     FILE_IMAGES,
     HEAD_TAGS,
@@ -68,6 +68,7 @@ from .nsholds import namespace_holds, sealed_holds, sealing_holds
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
 from .rowentries import copy_batch, last_digest, list_heads, mark_compacted
+from .tagheads import internal_streams as _internal
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -478,13 +479,15 @@ async def _write_pages(
     version-6 (or 4) one of the pages changed since (:mod:`.pagedelta`); ``snapshot``
     is closed."""
     own: tuple[int, int] | None = None  # (an incremental's: the store's own streams' part)
+    # (a whole image's: the manifest's heads packed, its own streams found meanwhile)
+    ahead = HeadsAhead()
     try:
         with location.writing() as out:
             writer = FrameWriter(out, header, key)
             if parent is None:
                 local = location.s3 is None  # zero runs left out, nothing compressed
                 body = await asyncio.to_thread(
-                    write_pages, writer, snapshot, chunk_bytes, progress, local
+                    write_pages, writer, snapshot, chunk_bytes, progress, local, ahead
                 )
             else:
                 body = await asyncio.to_thread(
@@ -497,14 +500,19 @@ async def _write_pages(
                     parent[1][3],
                 )
                 own = since_parent(body, parent[0].head_marks())
-            await _finish_whole(writer, header, source, namespace, body)
+            await _finish_whole(writer, header, source, namespace, body, ahead)
     finally:
         snapshot.close()
-    return _whole_result(location, header, body, writer.offset, started, own)
+    return _whole_result(location, header, body, writer.offset, started, own, ahead.internal)
 
 
 async def _finish_whole(
-    writer: FrameWriter, header: Header, source: str, namespace: str, body: dict[str, Any]
+    writer: FrameWriter,
+    header: Header,
+    source: str,
+    namespace: str,
+    body: dict[str, Any],
+    ahead: HeadsAhead | None = None,
 ) -> None:
     """Seal a whole copy's manifest (or a page incremental's: ``header.parent``): its
     body plus who and when."""
@@ -518,7 +526,7 @@ async def _finish_whole(
         **sealed_holds(),
         **(await sealed_leases()),
     }
-    await asyncio.to_thread(writer.finish, manifest)
+    await asyncio.to_thread(writer.finish, manifest, ahead.packed if ahead else None)
 
 
 def _whole_result(
@@ -528,15 +536,18 @@ def _whole_result(
     written: int,
     started: float,
     own: tuple[int, int] | None = None,
+    inner: tuple[str, ...] | None = None,
 ) -> BackupResult:
     """What a whole copy (file or bulk-copy layout, or a page incremental) holds, once
     its file is closed. ``own``: a page incremental's (streams, events) of the store's
     own streams since its parent (:func:`~.pagedelta.since_parent`); a whole copy
-    holds every one of them, from seq 1 (never compacted)."""
+    holds every one of them, from seq 1 (never compacted). ``inner``: those streams,
+    found already (:class:`~.filecopy.HeadsAhead`)."""
     heads = body.get("heads")
     columns = heads if isinstance(heads, dict) else {}
     listed = columns.get("agent")
-    inner = _internal(listed if isinstance(listed, list) else body.get("streams") or ())
+    if inner is None:
+        inner = _internal(listed if isinstance(listed, list) else body.get("streams") or ())
     if own is None:  # (their heads looked up alone: a dict of 100,000 heads cost 0.023 CPU-s)
         own = (len(inner), sum(_head_of(columns, a) for a in inner))
     return BackupResult(
@@ -564,25 +575,3 @@ def _head_of(columns: dict[str, Any], agent: str) -> int:
         return 0
     at = agents.index(agent)
     return int(heads[at] or 0) if at < len(heads) else 0
-
-
-def _internal(stream_ids: Iterable[object]) -> tuple[str, ...]:
-    """The store's own streams (not agents) among ``stream_ids``, sorted. The ids joined
-    by NUL and the prefix found in the joined text (a ``startswith`` per id parsed its
-    arguments: 26 M instructions for 100,000 ids, docs/benchmarks.md "backup2")."""
-    ids = list(stream_ids)
-    try:
-        joined = "\0" + "\0".join(ids) + "\0"  # type: ignore[arg-type]
-    except TypeError:  # an id that is not a string
-        joined = ""
-    if not joined or joined.count("\0") != len(ids) + 1:  # (or an id holding a NUL)
-        return tuple(sorted(a for a in ids if isinstance(a, str) and a.startswith(INTERNAL_PREFIX)))
-    own, at = [], joined.find(_MARK)
-    while at >= 0:
-        end = joined.index("\0", at + 1)
-        own.append(joined[at + 1 : end])
-        at = joined.find(_MARK, end)
-    return tuple(sorted(own))
-
-
-_MARK = "\0" + INTERNAL_PREFIX
