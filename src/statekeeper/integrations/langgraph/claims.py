@@ -99,7 +99,8 @@ class _SaverClaims(_SaverCommits):
         self._runs[run.key] = run
         try:
             try:
-                await self._mutate(run.thread_id, plan, m.EV_RUN)
+                # plain unless the lease is infinite (_plain_claims checks the value)
+                await self._mutate(run.thread_id, plan, m.EV_RUN, plain=True)
             except ThreadBusyError as exc:
                 # planned on the cached document, without a head read: the claim it
                 # refused may have been released since, in a commit this saver never
@@ -108,7 +109,7 @@ class _SaverClaims(_SaverCommits):
                 if await self.store.head(exc.agent_id) == exc.expected_seq:
                     raise
                 self._forget(run.thread_id)
-                await self._mutate(run.thread_id, plan, m.EV_RUN)
+                await self._mutate(run.thread_id, plan, m.EV_RUN, plain=True)
         except Exception:
             self._runs.pop(run.key, None)
             raise
@@ -163,7 +164,10 @@ class _SaverClaims(_SaverCommits):
                 return None  # taken over meanwhile: not ours to clear
             return m.EV_RUN, [{"op": "replace", "path": "/run", "value": None}], None
 
-        await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+        # plain JSON (a null): the store's lean keyed append takes it, one statement,
+        # as it takes the run's checkpoints (before, the general append: its builder,
+        # four coroutines and the engine's queue, for the one write every run ends with)
+        await self._mutate(run.thread_id, plan, m.EV_RUN, create=False, plain=True)
 
     async def _drop_bare(self, run: runs.Run) -> bool:
         """Delete the thread's stream instead of releasing ``run``'s claim on it when

@@ -40,10 +40,11 @@ def _take_batch(
 
 def _plain_claims(ops: builtins.list[Op]) -> bool:
     """Whether the run claims among ``ops`` are plain JSON: a claim's expiry is a float,
-    finite unless the lease is (``run_lease=math.inf``: the store's serialisation tags
-    it). Such a write was serialised the long way, walked for typed values first: the
-    first write of every chat turn, which carries the turn's new messages (its claim
-    rides on it)."""
+    finite (``check_saver_options`` refuses a non-finite ``run_lease``; checked here
+    all the same: orjson would store an infinity as ``null``). Such a write was
+    serialised the long way, walked for typed values first: the first write of every
+    chat turn, which carries the turn's new messages (its claim rides on it), and every
+    run's release (a ``null``)."""
     for op in ops:
         if op["path"] == "/run":
             value = op.get("value")

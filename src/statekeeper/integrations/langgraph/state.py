@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -58,10 +59,17 @@ def check_saver_options(
         raise ConfigurationError(  # ("lg//", "../lg/": refused when a thread is created)
             f"prefix {prefix!r} makes ids no agent may be created under: {problem}"
         )
-    if writes_wait < 0:
-        raise ConfigurationError("writes_wait must be >= 0 seconds")
-    if run_lease <= 0:
-        raise ConfigurationError("run_lease must be > 0 seconds")
+    # finite: an infinite or NaN lease was accepted here, then every run failed on
+    # its claim (a non-finite float cannot be stored); a NaN wait held no write and
+    # an infinite one overflowed the parked write's lock timeout
+    if not math.isfinite(writes_wait) or writes_wait < 0:
+        raise ConfigurationError(
+            f"writes_wait must be a finite number >= 0 seconds, got {writes_wait!r}"
+        )
+    if not math.isfinite(run_lease) or run_lease <= 0:
+        raise ConfigurationError(
+            f"run_lease must be a finite number > 0 seconds, got {run_lease!r}"
+        )
 
 
 class _SaverState(BaseCheckpointSaver[int]):
