@@ -190,7 +190,7 @@ def test_the_own_streams_found_in_the_joined_ids_are_the_prefixed_ones(ids: list
     the ids that begin with the internal prefix, sorted: with ids holding a NUL, the
     prefix inside an id, an empty id, or an id that is not a string."""
     from statekeeper.arguments import INTERNAL_PREFIX
-    from statekeeper.governance.backup.writer import _internal
+    from statekeeper.governance.backup.tagheads import internal_streams as _internal
 
     expected = sorted(a for a in ids if isinstance(a, str) and a.startswith(INTERNAL_PREFIX))
     assert _internal(ids) == tuple(expected)
