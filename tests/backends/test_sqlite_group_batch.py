@@ -162,7 +162,8 @@ async def test_a_batch_with_nothing_else_to_run_is_committed_on_the_loop(
     # Nothing else of the loop can run during the batch's fsync (every saver waits for
     # this commit): handing the COMMIT to the commit thread and its landing back would
     # only add two thread hops to the loop's wait. The whole batch, its COMMIT
-    # included, is made on the loop (docs/benchmarks.md, "group3b").
+    # included, is made on the loop (docs/benchmarks.md, "group3: a batch committed
+    # on the loop").
     seen = await _batch_statements(tmp_path / "idle.db", busy=False)
     loop_thread = threading.get_ident()
     claims = [t for t, sql in seen if sql.startswith("UPDATE sk_agents")]

@@ -240,7 +240,7 @@ async def test_sixteen_agents_with_nothing_else_to_run_commit_on_the_loop(
     """Every saver waits for the batch in flight, so nothing could use the loop during
     its fsync: the batch is committed on the loop (handing the COMMIT off and its
     landing back cost two thread hops for an overlap nobody uses; docs/benchmarks.md,
-    "group3b"), and the saves still share commits."""
+    "group3: a batch committed on the loop"), and the saves still share commits."""
     handed, commits, saves = await _hand_offs(tmp_path / "sixteen.db", 16, 20)
     assert handed == 0
     assert commits <= saves // 4

@@ -277,8 +277,8 @@ PASS_EVERY = 0.001
 #: (docs/benchmarks.md, "group3"). A batch of any size is also committed on the loop
 #: when nothing else of the loop is ready or waiting (``SQLiteBackend._loop_idle``:
 #: 16 or 64 agents in one group, every saver waiting for this commit;
-#: docs/benchmarks.md, "group3b"); with other work ready, the batch is handed off so
-#: the loop runs it during the fsync.
+#: docs/benchmarks.md, "group3: a batch committed on the loop"); with other work
+#: ready, the batch is handed off so the loop runs it during the fsync.
 INLINE_BATCH = 4
 
 
@@ -2408,7 +2408,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         :meth:`commit_next`). Then the batch is committed on the loop, its fsync
         included (:meth:`_flush`): handing its COMMIT to the commit thread would leave
         the loop nothing to do but wait for the landing, and the two thread hops cost
-        more than the overlap they allow (docs/benchmarks.md, "group3b")."""
+        more than the overlap they allow (docs/benchmarks.md, "group3: a batch
+        committed on the loop")."""
         now = _monotonic()
         if now < self._pass_due:
             return True
