@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,24 @@ async def test_sixteen_agents_hand_their_commits_off_while_the_loop_has_other_wo
     handed, commits, saves = await _hand_offs(tmp_path / "busy.db", 16, 20, busy=True)
     assert handed >= commits // 2  # the loop runs the other task during the fsync
     assert commits <= saves // 4
+
+
+async def test_a_loop_with_io_waiting_is_not_idle_for_a_batch_commit(tmp_path: Path) -> None:
+    """A batch is committed on the loop only when the loop would sit idle during it:
+    with a socket ready to be read by one of its readers (polled once the lone-save
+    bound, ``PASS_EVERY``, went by), the batch is handed off instead."""
+    loop = asyncio.get_running_loop()
+    backend = SQLiteBackend(tmp_path / "io.db", synchronous="OFF")
+    left, right = socket.socketpair()
+    try:
+        backend._pass_due = 0.0  # the bound went by: the loop is polled
+        assert backend._loop_idle(loop)  # nothing waits
+        loop.add_reader(left.fileno(), lambda: None)
+        right.send(b"x")  # now I/O waits for the loop
+        backend._pass_due = 0.0
+        assert not backend._loop_idle(loop)
+        loop.remove_reader(left.fileno())
+    finally:
+        left.close()
+        right.close()
+        await backend.close()
