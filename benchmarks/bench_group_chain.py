@@ -16,7 +16,9 @@ rate. This script times each commit of N agents saving concurrently
   means **loop-bound**: the fsync ended while the loop was still busy, and less loop
   CPU per save would raise the rate. Small means **chain-bound**: the loop was idle,
   waiting for the fsync, and only a shorter chain (or more rows per fsync) helps;
-* ``cycle``: from one landing to the next.
+* ``cycle``: from one landing to the next (batches committed on the loop — "group3:
+  a batch committed on the loop" —: from one flush to the next, and ``on the loop``
+  splits their statements from their BEGIN/COMMIT and fsync).
 
 ``--rows`` replays the committer alone: N tasks hand pre-made rows to
 ``GroupCommitter.join_next`` (no store, no encoding), so the engine's own CPU per save
@@ -75,7 +77,15 @@ def _timed(name: str) -> None:
     setattr(sqlite.SQLiteBackend, name, timed)
 
 
-for _name in ("_flush", "_write_batch", "_hand_commit", "_commit_written", "_landed"):
+for _name in (
+    "_flush",
+    "_write_batch",
+    "_hand_commit",
+    "_commit_written",
+    "_landed",
+    "_inline",
+    "_append_all",
+):
     _timed(_name)
 
 
@@ -97,7 +107,11 @@ def report(saves: int, wall: float, cpu: float, loop_cpu: float, commits: int) -
         after = [t for t in landed if t >= end]
         if after:
             late.append(min(after) - end)
-    cycles = [b - a for a, b in itertools.pairwise(landed)]
+    # a cycle: landing to landing (handed-off batches), else flush to flush (batches
+    # committed on the loop, "group3: a batch committed on the loop": no landing)
+    flushes = [e[1] for e in by.get("_flush", [])]
+    handed = len(landed) * 2 > len(flushes)  # most batches landed from a thread
+    cycles = [b - a for a, b in itertools.pairwise(landed if handed else flushes)]
     print("per commit, medians in us:")
     print(f"  flush {_median([e[2] - e[1] for e in by.get('_flush', [])])}", end="")
     print(f"   (write {_median([e[2] - e[1] for e in by.get('_write_batch', [])])}", end="")
@@ -108,6 +122,15 @@ def report(saves: int, wall: float, cpu: float, loop_cpu: float, commits: int) -
         f" {_median([e[3] for e in commit])} thread CPU"
     )
     print(f"  late  {_median(late)}   cycle {_median(cycles)}")
+    inline = by.get("_inline", [])
+    if inline:  # committed on the loop: its statements, then BEGIN/COMMIT and the fsync
+        rows = by.get("_append_all", [])
+        sql = [sum(r[2] - r[1] for r in rows if r[1] >= e[1] and r[2] <= e[2]) for e in inline]
+        rest = [e[2] - e[1] - q for e, q in zip(inline, sql, strict=True)]
+        print(
+            f"  on the loop {len(inline)} commits: statements {_median(sql)},"
+            f" BEGIN + COMMIT (fsync) {_median(rest)}"
+        )
     if SYNCS:
         print(f"  batch fsyncs {len(SYNCS)} for {sum(SYNCS)} commits")
 

@@ -109,33 +109,68 @@ async def test_group_store_one_stale_save_among_fifteen_fails_alone(tmp_path: Pa
     assert loaded == [0 if a == STALE else 1 for a in AGENTS]
 
 
-async def test_a_batch_is_written_on_the_loop_and_only_its_commit_leaves_it(
-    tmp_path: Path,
-) -> None:
-    # On the writer thread each statement gave the GIL back to a busy event loop and
-    # waited for it until the loop went idle: the commit never overlapped the loop's
-    # work. The loop writes the batch; only the COMMIT (the fsync) runs elsewhere.
-    backend = SQLiteBackend(tmp_path / "threads.db")
+async def _batch_statements(path: Path, busy: bool) -> list[tuple[int, str]]:
+    """(thread, SQL) of a batch of 16 appends, up to its COMMIT; with ``busy``, another
+    task of the loop stays ready to run meanwhile (work the loop could do during the
+    batch's fsync)."""
+    backend = SQLiteBackend(path)
     seen: list[tuple[int, str]] = []
+    loop = asyncio.get_running_loop()
+    stop = False
+
+    def other_work() -> None:  # schedules itself again: the loop is never idle
+        if not stop:
+            loop.call_soon(other_work)
+
     try:
         await asyncio.gather(*(_next(backend, a, 1, None) for a in AGENTS))
         conn = backend._writer
         assert conn is not None
         conn.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
+        if busy:
+            other_work()
         await asyncio.gather(*(_next(backend, a, 2, _tag(a, 1)) for a in AGENTS))
+        stop = True
         await detach_trace(backend)
     finally:
         await backend.close()
     # the batch's statements: up to its COMMIT (the writer thread may run the WAL's
     # growth step after the saves were acknowledged, before the trace was detached)
     ends = [i for i, (_, sql) in enumerate(seen) if sql == "COMMIT"]
-    seen = seen[: ends[0] + 1] if ends else seen
+    return seen[: ends[0] + 1] if ends else seen
+
+
+async def test_a_batch_is_written_on_the_loop_and_only_its_commit_leaves_it(
+    tmp_path: Path,
+) -> None:
+    # On the writer thread each statement gave the GIL back to a busy event loop and
+    # waited for it until the loop went idle: the commit never overlapped the loop's
+    # work. The loop writes the batch; only the COMMIT (the fsync) runs elsewhere,
+    # while the loop has other work to do.
+    seen = await _batch_statements(tmp_path / "threads.db", busy=True)
     loop_thread = threading.get_ident()
     claims = [t for t, sql in seen if sql.startswith("UPDATE sk_agents")]
     writes = [t for t, sql in seen if sql.startswith(("UPDATE", "INSERT"))]
     commits = [t for t, sql in seen if sql == "COMMIT"]
     assert len(claims) == len(AGENTS) and set(writes) == {loop_thread}
     assert len(commits) == 1 and commits[0] != loop_thread
+
+
+async def test_a_batch_with_nothing_else_to_run_is_committed_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    # Nothing else of the loop can run during the batch's fsync (every saver waits for
+    # this commit): handing the COMMIT to the commit thread and its landing back would
+    # only add two thread hops to the loop's wait. The whole batch, its COMMIT
+    # included, is made on the loop (docs/benchmarks.md, "group3: a batch committed
+    # on the loop").
+    seen = await _batch_statements(tmp_path / "idle.db", busy=False)
+    loop_thread = threading.get_ident()
+    claims = [t for t, sql in seen if sql.startswith("UPDATE sk_agents")]
+    commits = [t for t, sql in seen if sql == "COMMIT"]
+    assert len(claims) == len(AGENTS)
+    assert {t for t, _ in seen} == {loop_thread}
+    assert len(commits) == 1
 
 
 async def test_a_batch_and_writes_queued_on_the_writer_thread_all_complete(

@@ -6,7 +6,10 @@ other caller learns its own outcome — nothing lost, nothing written twice."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -59,29 +62,55 @@ async def test_a_caller_cancelled_before_the_flush_is_left_out_of_the_shared_com
         await backend.close()
 
 
+@contextlib.asynccontextmanager
+async def _other_work() -> AsyncIterator[None]:
+    """Work of the loop that stays ready to run until the block ends: the loop is
+    never idle, so a batch's COMMIT is handed to the commit thread (a loop with nothing
+    else to run commits it itself) and is in flight while the loop runs."""
+    loop = asyncio.get_running_loop()
+    stop = False
+
+    def spin() -> None:  # a callback that schedules itself again: always one ready
+        if not stop:
+            loop.call_soon(spin)
+
+    spin()
+    try:
+        yield
+    finally:
+        stop = True
+
+
 async def test_a_caller_cancelled_while_its_commit_is_in_flight_keeps_its_append(
     tmp_path: Path,
 ) -> None:
     backend = SQLiteBackend(tmp_path / "flight.db", synchronous="OFF")
     try:
         await asyncio.gather(*(_next(backend, a, 1) for a in AGENTS))
-        tasks = [asyncio.ensure_future(_next(backend, a, 2)) for a in AGENTS]
-        landed = backend._landed
-
-        def cancel_then_land(*args: Any) -> None:  # the commit is done, not yet handed back
-            tasks[5].cancel()
-            landed(*args)
-
-        backend._landed = cancel_then_land  # type: ignore[method-assign, assignment]
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        assert isinstance(results[5], asyncio.CancelledError)
-        assert [r for i, r in enumerate(results) if i != 5] == [None] * 7
-        assert [await backend.head(a) for a in AGENTS] == [2] * 8  # its append stands
-        again = asyncio.ensure_future(_next(backend, AGENTS[5], 2))
-        with pytest.raises(ConflictError):  # ... once, not twice
-            await again
+        async with _other_work():  # (the batch is handed off: in flight)
+            await _cancel_one_in_flight(backend)
     finally:
         await backend.close()
+
+
+async def _cancel_one_in_flight(backend: SQLiteBackend) -> None:
+    """Eight appends whose commit is in flight; one caller cancelled before the
+    landing: its append stands, once."""
+    tasks = [asyncio.ensure_future(_next(backend, a, 2)) for a in AGENTS]
+    landed = backend._landed
+
+    def cancel_then_land(*args: Any) -> None:  # the commit is done, not yet handed back
+        tasks[5].cancel()
+        landed(*args)
+
+    backend._landed = cancel_then_land  # type: ignore[method-assign, assignment]
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[5], asyncio.CancelledError)
+    assert [r for i, r in enumerate(results) if i != 5] == [None] * 7
+    assert [await backend.head(a) for a in AGENTS] == [2] * 8  # its append stands
+    again = asyncio.ensure_future(_next(backend, AGENTS[5], 2))
+    with pytest.raises(ConflictError):  # ... once, not twice
+        await again
 
 
 async def test_settle_hands_each_future_its_own_outcome_or_the_whole_failure() -> None:
@@ -159,9 +188,12 @@ def test_under_uvloop_group_saves_share_commits_and_a_stale_head_is_refused(
         runner.run(main())
 
 
-async def _hand_offs(path: Path, agents: int, saves: int) -> tuple[int, int, int]:
+async def _hand_offs(
+    path: Path, agents: int, saves: int, busy: bool = False
+) -> tuple[int, int, int]:
     """(hand-offs of a COMMIT to the commit thread, commits, saves) of ``agents``
-    saving ``saves`` times each at once through ``durability="group"``."""
+    saving ``saves`` times each at once through ``durability="group"``; with ``busy``,
+    beside another task of the loop that is always ready to run."""
     names = [f"agent-{i:02d}" for i in range(agents)]
     async with StateStore(f"sqlite:///{path}?synchronous=OFF", durability="group") as store:
         engine = store.backend
@@ -180,7 +212,11 @@ async def _hand_offs(path: Path, agents: int, saves: int) -> tuple[int, int, int
             for n in range(saves):
                 await store.save(a, {"n": n, "who": a})
 
-        await asyncio.gather(*(run(a) for a in names))
+        if busy:
+            async with _other_work():
+                await asyncio.gather(*(run(a) for a in names))
+        else:
+            await asyncio.gather(*(run(a) for a in names))
         commits = store.stats().commits
     async with StateStore(f"sqlite:///{path}") as fresh:
         for a in names:
@@ -199,9 +235,42 @@ async def test_four_agents_share_commits_made_on_the_loop_without_a_thread_hop(
     assert commits <= saves // 2  # still shared: ~4 saves a commit
 
 
-async def test_sixteen_agents_hand_their_commits_off_while_the_loop_prepares_the_next(
+async def test_sixteen_agents_with_nothing_else_to_run_commit_on_the_loop(
     tmp_path: Path,
 ) -> None:
+    """Every saver waits for the batch in flight, so nothing could use the loop during
+    its fsync: the batch is committed on the loop (handing the COMMIT off and its
+    landing back cost two thread hops for an overlap nobody uses; docs/benchmarks.md,
+    "group3: a batch committed on the loop"), and the saves still share commits."""
     handed, commits, saves = await _hand_offs(tmp_path / "sixteen.db", 16, 20)
-    assert handed >= commits // 2  # the batches of many are handed off, as before
+    assert handed == 0
     assert commits <= saves // 4
+
+
+async def test_sixteen_agents_hand_their_commits_off_while_the_loop_has_other_work(
+    tmp_path: Path,
+) -> None:
+    handed, commits, saves = await _hand_offs(tmp_path / "busy.db", 16, 20, busy=True)
+    assert handed >= commits // 2  # the loop runs the other task during the fsync
+    assert commits <= saves // 4
+
+
+async def test_a_loop_with_io_waiting_is_not_idle_for_a_batch_commit(tmp_path: Path) -> None:
+    """A batch is committed on the loop only when the loop would sit idle during it:
+    with a socket ready to be read by one of its readers (polled once the lone-save
+    bound, ``PASS_EVERY``, went by), the batch is handed off instead."""
+    loop = asyncio.get_running_loop()
+    backend = SQLiteBackend(tmp_path / "io.db", synchronous="OFF")
+    left, right = socket.socketpair()
+    try:
+        backend._pass_due = 0.0  # the bound went by: the loop is polled
+        assert backend._loop_idle(loop)  # nothing waits
+        loop.add_reader(left.fileno(), lambda: None)
+        right.send(b"x")  # now I/O waits for the loop
+        backend._pass_due = 0.0
+        assert not backend._loop_idle(loop)
+        loop.remove_reader(left.fileno())
+    finally:
+        left.close()
+        right.close()
+        await backend.close()

@@ -273,9 +273,12 @@ PASS_EVERY = 0.001
 #: fsync for handing the COMMIT to the commit thread to pay for its two thread hops
 #: (the thread's wake-up, then the loop's: ~100-250 us quiet, milliseconds on a loaded
 #: machine, against a ~230 us fsync). A few agents then settle into one group a
-#: commit, made on the loop, instead of two alternating groups handed off; with more,
-#: the batch is handed off so the loop prepares the next one during the fsync
-#: (docs/benchmarks.md, "group3")
+#: commit, made on the loop, instead of two alternating groups handed off
+#: (docs/benchmarks.md, "group3"). A batch of any size is also committed on the loop
+#: when nothing else of the loop is ready or waiting (``SQLiteBackend._loop_idle``:
+#: 16 or 64 agents in one group, every saver waiting for this commit;
+#: docs/benchmarks.md, "group3: a batch committed on the loop"); with other work
+#: ready, the batch is handed off so the loop runs it during the fsync.
 INLINE_BATCH = 4
 
 
@@ -2045,13 +2048,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     # An append joins its loop's queue; the first one schedules a flush with call_soon,
     # so every append made by the tasks ready in the same tick joins before the flush
     # runs (a loop of saves also yields to the loop once per save: it cannot starve
-    # other tasks). The flush commits the queue as one transaction: a lone append
-    # inline, on the loop, when the writer is idle (no thread hop, the loop blocked for
-    # that transaction only); several appends — or a busy writer — on the writer
-    # thread, so the loop prepares the next batch while this one is fsync'd. While a
-    # batch of a loop is on the writer thread, that loop's new appends wait in its queue
-    # and go together as the next batch the moment it is done (group commit: one
-    # commit in flight, the next one filling up) — at most MAX_BATCH appends a commit.
+    # other tasks). The flush commits the queue as one transaction: inline, on the
+    # loop, when the writer is idle and the batch is one append, a few, or the loop
+    # would have nothing else to run during the commit (every saver waits for it: no
+    # thread hop, the loop blocked for that transaction only); else its statements on
+    # the loop and its COMMIT on the commit thread (or all of it on the writer thread
+    # when the writer is busy), so the loop runs its other work while this one is
+    # fsync'd. While a batch of a loop is in flight, that loop's new appends wait in
+    # its queue and go together as the next batch the moment it is done (group commit:
+    # one commit in flight, the next one filling up) — at most MAX_BATCH a commit.
 
     #: the most appends one commit of the queue takes
     MAX_BATCH = 512
@@ -2355,7 +2360,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         # a loop of saves starve the checkpoint on a loaded machine: the WAL grew by
         # every commit made while it waited, 14-17 MB instead of ~7 MB in CI.)
         ready = getattr(loop, "_ready", None)  # (None: a loop without it, e.g. uvloop)
-        if len(requests) == 1 or (ready is not None and len(requests) + len(ready) <= INLINE_BATCH):
+        if (
+            len(requests) == 1
+            or (ready is not None and len(requests) + len(ready) <= INLINE_BATCH)
+            or (ready is not None and not ready and self._loop_idle(loop))
+        ):
             try:
                 results = self._inline(requests)
             except BaseException as exc:
@@ -2391,6 +2400,23 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         self._in_flight.add(loop)
         done.add_done_callback(functools.partial(self._landed_future, loop, futures, len(requests)))
         return None
+
+    def _loop_idle(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether ``loop`` would sit idle during a batch's commit: no other callback
+        ready (checked by the caller) and no I/O or timer waiting — not polled when a
+        pass of the loop was made less than :data:`PASS_EVERY` ago (as a lone append's
+        :meth:`commit_next`). Then the batch is committed on the loop, its fsync
+        included (:meth:`_flush`): handing its COMMIT to the commit thread would leave
+        the loop nothing to do but wait for the landing, and the two thread hops cost
+        more than the overlap they allow (docs/benchmarks.md, "group3: a batch
+        committed on the loop")."""
+        now = _monotonic()
+        if now < self._pass_due:
+            return True
+        if not _nothing_waits(loop):
+            return False
+        self._pass_due = now + PASS_EVERY
+        return True
 
     def _landed_future(
         self,
