@@ -556,10 +556,12 @@ class WriteBehind:
 
 def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:
     """Two consecutive keyless appends of one agent, made under the same lease (or
-    none), can be stored as one."""
+    none), can be stored as one — unless both carry a snapshot: one append stores one
+    snapshot, and the first may be the base a later (tail) snapshot is a delta on."""
     return (
         first.idempotency_key is None
         and then.idempotency_key is None
+        and (first.snapshot is None or then.snapshot is None)
         and first.fence == then.fence
         and then.expected_seq == first.events[-1].seq
     )
