@@ -17,6 +17,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -202,3 +204,33 @@ def test_a_langgraph_saver_in_a_forked_child_refuses_calls(url: str, tmp_path: P
         assert tup is not None and tup.checkpoint["channel_values"] == {"n": 1}
     finally:
         saver.close()
+
+
+_CHILD_EXITS = """
+import asyncio, os, sys
+from statekeeper import StateStore
+loop = asyncio.new_event_loop()
+store = StateStore(sys.argv[1], durability="async", flush_interval=3600, flush_size=1000)
+loop.run_until_complete(store.save("a-1", {"n": 1}))
+pid = os.fork()
+if pid == 0:  # a worker that ends normally: its interpreter collects its copies
+    err = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(err, 2)
+    sys.exit(0)
+os.waitpid(pid, 0)
+loop.close()  # (the child's collection of this loop unregistered its self-pipe)
+os._exit(0)
+"""
+
+
+def test_a_forked_child_that_exits_reports_no_loss_of_the_parents_buffer(tmp_path: Path) -> None:
+    """The child's copy of the write-behind buffer is collected at its exit: it warned
+    "UnflushedWritesWarning: ... 1 buffered event(s) of 1 agent(s) never written: they
+    are lost" and logged an error, about writes the parent still holds and writes."""
+    child_err = tmp_path / "child.err"
+    subprocess.run(
+        [sys.executable, "-c", _CHILD_EXITS, f"sqlite:///{tmp_path / 'a.db'}", str(child_err)],
+        check=True,
+        timeout=HANG,
+    )
+    assert "lost" not in child_err.read_text()
