@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, Literal, Protocol
 
@@ -325,6 +326,8 @@ class WriteBehind:
         #: could not be stored (the store tells the agent objects holding it)
         self.on_lost: Callable[[str, BaseException], None] | None = None
         self._buffer: list[AppendRequest] = []
+        #: a copy of this buffer in a forked child is the parent's, which writes it
+        self._pid = os.getpid()
         self._in_flight: list[AppendRequest] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
@@ -436,7 +439,7 @@ class WriteBehind:
         # a store collected (or its loop closed) with appends it acknowledged but never
         # stored: they are lost, and that is never silent
         pending = (*self._buffer, *self._in_flight)
-        if pending:
+        if pending and os.getpid() == self._pid:  # (a fork's copy: the parent's writes)
             unflushed.dropped(pending)
 
     def find_key(self, agent_id: str, key: str) -> AppendResult | None:
@@ -565,10 +568,12 @@ class WriteBehind:
 
 def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:
     """Two consecutive keyless appends of one agent, made under the same lease (or
-    none), can be stored as one."""
+    none), can be stored as one — unless both carry a snapshot: one append stores one
+    snapshot, and the first may be the base a later (tail) snapshot is a delta on."""
     return (
         first.idempotency_key is None
         and then.idempotency_key is None
+        and (first.snapshot is None or then.snapshot is None)
         and first.fence == then.fence
         and then.expected_seq == first.events[-1].seq
     )

@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..records import AgentInfo, AppendResult, Event, EventType, RawEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL, HighWater
-from . import digests, verification
+from . import digests, forks, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
@@ -117,6 +117,7 @@ DEFAULT_URL = "sqlite:///statekeeper.db"
 _M = TypeVar("_M")
 _T = TypeVar("_T")
 _perf = time.perf_counter
+_CLOSED = "the store is closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +366,8 @@ class StateStore:
             if self._witness is not None:  # its marks of a flush at the loop's shutdown
                 self._writes.behind.at_shutdown = self._witness.flush
         self._closed = False
+        self._closed_why = _CLOSED  # (or why a forked child's copy is closed: .forks)
+        forks.watch(self)
         #: what times this store's operations (``observability.instrument`` sets it;
         #: None: one attribute read and a compare per operation, nothing else)
         self.observer: StoreObserver | None = None
@@ -394,6 +397,8 @@ class StateStore:
 
         Raises :class:`~statekeeper.errors.WriteBufferError` if buffered writes failed.
         """
+        if self._closed_why is not _CLOSED:  # a fork's copy: the buffer is the parent's
+            raise StoreClosed(self._closed_why)
         await self._writes.flush()
 
     async def close(self) -> None:
@@ -432,7 +437,7 @@ class StateStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreClosed("the store is closed")
+            raise StoreClosed(self._closed_why)
 
     async def _ready(self, *agent_ids: str, write: bool = False) -> None:
         """Before an operation: the store is open, the ids valid (a ``None`` id too is
@@ -440,7 +445,7 @@ class StateStore:
         compiled ones check that with a ``TypeError``), the witness checked; before a
         ``write``, a store without a key checked not to be encrypted (``KeyRequired``)."""
         if self._closed:
-            raise StoreClosed("the store is closed")
+            raise StoreClosed(self._closed_why)
         for agent_id in agent_ids:
             check_agent_id(agent_id)
         gate = self._gate

@@ -274,6 +274,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self._opened = False
         self._open_lock: asyncio.Lock | None = None
         self._closed = False
+        #: how it was closed (by close(), or at its event loop's end: .loop_end)
+        self._closed_why = "is closed"
         self._end = LoopEnd(self)  # an unclosed backend whose loop ends (see .loop_end)
         self._reconnect = Reconnecting(
             engine="postgresql",
@@ -416,7 +418,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreClosed(f"postgresql backend (schema {self.schema!r}) is closed")
+            raise StoreClosed(f"postgresql backend (schema {self.schema!r}) {self._closed_why}")
 
     async def close(self) -> None:
         if self._closed:

@@ -199,6 +199,11 @@ async def _close(backend: PostgresBackend) -> None:
     pool whose workers were cancelled raises the CancelledError of their gathering,
     after it told each worker to stop)."""
     backend._closed = True
+    backend._closed_why = (
+        "was closed when the event loop it ran on ended, with its connections. A store "
+        "serves one event loop: open a new store in this one (for example one per "
+        "asyncio.run)"
+    )
     parts = [backend._feed.close()]
     if backend._replica is not None:
         parts.append(backend._replica.pool.close())

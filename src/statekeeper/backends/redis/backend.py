@@ -385,6 +385,8 @@ class RedisBackend(Backend):
         self._release_script = register(lua("lease_release"))
         self._carry_script = register(lua("lease_carry"))
         self._closed = False
+        #: the event loop the client's connections belong to (see _check_loop)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._reconnect = Reconnecting(
             engine="redis",
             timeout=lambda: self.retry_timeout,
@@ -696,6 +698,29 @@ class RedisBackend(Backend):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed(f"redis backend (prefix {self.prefix!r}) is closed")
+        if (loop := asyncio._get_running_loop()) is not self._loop and loop is not None:
+            self._check_loop(loop)
+
+    def _check_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The client's connections, and its pool's waits, belong to the event loop
+        that first used them: from another loop redis-py failed with an untyped
+        ``RuntimeError`` ("attached to a different loop", "Event loop is closed") and
+        left the connection it broke to the first loop. So the first loop is kept and
+        another refused with why (``tests/backends/test_redis_two_loops.py``)."""
+        first = self._loop
+        if first is None:
+            self._loop = loop
+            return
+        if first.is_closed():
+            raise StoreClosed(
+                f"redis backend (prefix {self.prefix!r}): the event loop it ran on has "
+                "ended, and its connections with it. A store serves one event loop: "
+                "open a new store in this one (for example one per asyncio.run)"
+            )
+        raise ConfigurationError(
+            f"redis backend (prefix {self.prefix!r}) is in use on another event loop: "
+            "a store serves one event loop; open a second store for this one"
+        )
 
     def _reason(self, exc: BaseException) -> str:
         """The driver's message on one line, with the URL's secrets masked."""

@@ -27,12 +27,15 @@ from typing import Any, TypeVar
 
 from ...errors import ConfigurationError, StatekeeperError, StoreClosed
 from ...security.highwater import WAITING as WITNESS_WAITING
+from ...store import forks
 from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
 
 __all__ = ["BoundLoop", "SharedLoop"]
 
 T = TypeVar("T")
+
+_CLOSED = "the saver has been closed"
 
 #: how often the background thread runs the loop for timers and background tasks
 #: (claim renewal, a flush of the store's ``group`` durability) while no call runs it
@@ -71,6 +74,9 @@ class _Faces(ABC):
     iteration, and async calls awaited in place on the loop or handed to it."""
 
     _loop: asyncio.AbstractEventLoop
+    _closed: bool
+    #: why calls are refused once ``_closed`` (a fork's copy: :mod:`statekeeper.store.forks`)
+    _closed_why: str = _CLOSED
 
     @property
     @abstractmethod
@@ -93,7 +99,9 @@ class _Faces(ABC):
         """Run ``coro`` on the loop and await its result: in place when called there."""
         if not self.running:
             coro.close()
-            raise StatekeeperError("the saver has been closed")
+            if self._closed_why is not _CLOSED:  # (a fork's copy)
+                raise StoreClosed(self._closed_why)
+            raise StatekeeperError(_CLOSED)
         if asyncio.get_running_loop() is self._loop:
             return await coro
         return await asyncio.wrap_future(self._handed(coro))
@@ -162,6 +170,9 @@ class SharedLoop(_Faces):
         #: started it, one of the three threads its open and first read cost)
         self._started = False
         self._start_lock = threading.Lock()
+        # a fork's copy refuses calls, and its stop() leaves the loop alone (a thread
+        # that ran it at the fork, its driver, exists only in the parent)
+        forks.watch(self, "saver")
 
     @property
     def running(self) -> bool:
@@ -249,7 +260,7 @@ class SharedLoop(_Faces):
         calling thread when nobody else runs the loop."""
         if not self.running:
             coro.close()
-            raise StoreClosed("the saver has been closed")
+            raise StoreClosed(self._closed_why)
         if self._driver == threading.get_ident():
             coro.close()
             raise RuntimeError("a blocking saver call from inside the saver's loop would deadlock")
@@ -420,7 +431,7 @@ class SharedLoop(_Faces):
 
     def stop(self) -> None:
         """Stop the background thread and close the loop. Idempotent."""
-        if self._loop.is_closed():
+        if self._loop.is_closed() or self._closed_why is not _CLOSED:
             return
         self._closed = True
         self._kick.set()
@@ -460,6 +471,7 @@ class BoundLoop(_Faces):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._closed = False
+        forks.watch(self, "saver")  # (the loop runs in the parent only)
 
     @property
     def running(self) -> bool:
@@ -476,7 +488,7 @@ class BoundLoop(_Faces):
         """Run ``coro`` on the bound loop and block until it returns (or raises)."""
         if not self.running:
             coro.close()
-            raise StoreClosed("the saver has been closed")
+            raise StoreClosed(self._closed_why)
         if self._on_loop():
             coro.close()
             raise ConfigurationError(
