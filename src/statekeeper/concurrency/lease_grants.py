@@ -56,18 +56,29 @@ async def granting(
 
 
 async def recognised(
-    request: Awaitable[LeaseInfo], backend: Backend, agent_id: str, holder: str
-) -> LeaseInfo:
-    """``request`` (``backend.acquire_lease(agent_id, holder, ...)``) awaited. When it
-    fails with :class:`~statekeeper.errors.BackendError` the grant may stand all the
-    same: its reply was lost and the engine gave up retrying (its error then says
-    ``maybe_applied``, but not whose grant stands). The lease is read
+    request: Awaitable[_G],
+    backend: Backend,
+    agent_id: str,
+    holder: str,
+    *,
+    after: int | None = None,
+) -> _G | LeaseInfo:
+    """``request`` (``backend.acquire_lease(agent_id, holder, ...)``, or on an audited
+    store the grant committed with its entry, ``AuditLog.record_with_change``) awaited.
+    When it fails with :class:`~statekeeper.errors.BackendError` the grant may stand
+    all the same: its reply was lost and the engine gave up retrying (its error then
+    says ``maybe_applied``, but not whose grant stands). The lease is read
     then (that path only): a running lease of ``holder`` is that grant — or one the
     holder had already, which it holds all the same — and is returned; otherwise the
     error is raised. Before, the grant was held for its whole TTL with no
     :class:`~.leases.Lease` to release it, and the caller's retry through another
     manager (another holder) was refused by it
-    (tests/concurrency/test_lease_grant_reply_lost.py)."""
+    (tests/concurrency/test_lease_grant_reply_lost.py).
+
+    ``after``: the fencing token stored before the grant, on an audited store, whose
+    log must say exactly what happened: only a lease granted since (a bigger token)
+    is the grant; the holder's older lease is not, the error is raised and the
+    grant's entry voided (tests/governance/test_audit_lease_reply_lost.py)."""
     try:
         return await request
     except BackendError as exc:
@@ -79,6 +90,8 @@ async def recognised(
         now = clock() if callable(clock) else time.time()
         if info is None or info.holder != holder or info.expires_at <= now:
             raise
+        if after is not None and info.token <= after:
+            raise  # the holder's lease from before: this grant did not stand
         logger.warning("lease of %r granted, its reply lost (%s): recognised", agent_id, exc)
         return info
 

@@ -406,11 +406,12 @@ class LeaseManager:
                         # cancelled while it is written, the entry is voided once it is
                         void = gov.voiding("lease", stored)
                         entry = await granting(gov.ahead("lease", stored, detail), void)
-                    try:
+                    try:  # (after: only a grant since the look is this one, not an older)
                         info = await granting(
-                            recognised(grant(stored, self.holder, ttl), back, stored, self.holder),
+                            recognised(grant(stored, self.holder, ttl), back, stored, self.holder,
+                                       after=token - 1),
                             functools.partial(self._release_grant, ttl=ttl, sent=sent),
-                        )
+                        )  # fmt: skip
                     except LeaseHeld as exc:
                         held = exc
                     else:
@@ -468,11 +469,11 @@ class LeaseManager:
                 change = StreamChange(stored, lease=LeaseChange(self.holder, token, ttl))
                 made = Lease(self, LeaseInfo(stored, self.holder, token, 0.0), ttl, sent)
                 try:
-                    await granting(
-                        log.record_with_change(
+                    await granting(  # (one commit: a grant recognised has its entry)
+                        recognised(log.record_with_change(
                             change, "lease", principal=gov.principal,
                             detail={"holder": self.holder, "token": token},
-                        ),
+                        ), self.backend, stored, self.holder, after=token - 1),
                         releasing(made),
                     )  # fmt: skip
                 except ConflictError as exc:

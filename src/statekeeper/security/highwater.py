@@ -228,14 +228,15 @@ class HighWater:
             raise
 
     async def deleting(self, agent_id: str) -> None:
-        """Before ``agent_id`` is deleted: if the file holds a mark for it, replace it
-        by a deletion now, so no process opening the store meanwhile takes the delete
-        for a rollback."""
-        self._dirty.pop(agent_id, None)
-        self._known = await asyncio.to_thread(self._read)  # marks other processes made
-        if agent_id in self._known and int(self._known[agent_id].get("seq", 0)) > 0:
-            self._dirty[agent_id] = (0, None, time.time())
-            await self.flush()
+        """Before ``agent_id`` is deleted: write a deletion of it to the file now, so no
+        process opening the store meanwhile takes the delete for a rollback, and a mark
+        another process made before the delete and writes after it (its flush waits up
+        to ``interval``) is older than the deletion, so it is not taken over it. Was:
+        only when the file already held a mark of the agent — that other process's
+        mark, written after the delete and before this process's deletion, then made
+        the delete a ``RollbackDetected`` (tests/store/test_witness_delete_elsewhere.py)."""
+        self._dirty[agent_id] = (0, None, time.time())
+        await self.flush()  # (merges with the file's marks under its lock, reads them)
 
     async def rewriting(self, agent_ids: list[str]) -> None:
         """Before the records at the heads of ``agent_ids`` are rewritten with new chain

@@ -53,8 +53,8 @@ def asker(witness: HighWater, store: StateStore) -> Ask:
 
     A stream wholly gone reads the same deleted by another process or lost by a server
     restarted from a copy older than it (storage keeps no trace of a delete); the
-    witness file does: a delete marks its deletion there before the rows go when the
-    file holds a mark of the agent (:meth:`HighWater.deleting`). So only the file's
+    witness file does: a delete marks its deletion there before the rows go
+    (:meth:`HighWater.deleting`), newer than any mark made before the delete. So only the file's
     marks count, not this process's marks not yet written (the window the witness
     leaves: ``witness_interval``). Asked only on that path, never on a read of an
     agent found, nor of one this store never held."""

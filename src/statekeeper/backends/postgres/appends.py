@@ -256,7 +256,15 @@ class Appends(PostgresPart):
                     return out
         except psycopg.Error as exc:
             self._wrote()
-            if not transient(exc) or not await self._landed(requests[0]):
+            try:
+                landed = transient(exc) and await self._landed(requests[0])
+            except psycopg.Error as unsettled:  # (was: the driver's error, untyped)
+                raise BackendError(
+                    f"postgresql: atomic append failed: {self._reason(exc)}; whether it "
+                    f"committed is unknown: {self._reason(unsettled)}",
+                    maybe_applied=True,
+                ) from exc
+            if not landed:
                 raise BackendError(
                     f"postgresql: atomic append failed: {self._reason(exc)}"
                 ) from exc
