@@ -104,8 +104,8 @@ from .connection import (
     check_connection,
     kept_cursor,
     parse_postgres_url,
-    read_only_session,
     regrow_while_waited,
+    session_setup,
     transient,
 )
 from .deletes import delete, delete_at
@@ -164,6 +164,11 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             ``retry_timeout``; an append whose outcome stays unknown raises
             :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``.
             Schema migrations are not bounded by it.
+        idle_transaction_timeout: seconds a transaction of several statements may sit
+            idle between them before the server ends its session and rolls it back
+            (``idle_in_transaction_session_timeout``; 0 keeps the server's setting). A
+            client frozen inside one otherwise held the change feed's lock — every
+            subscriber stalled — and its agents' rows until its connection died.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
         partitions: create a new schema hash-partitioned by agent id into this many
@@ -219,6 +224,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         prepare_threshold: int | None = 5,
         connect_timeout: float = 10.0,
         socket_timeout: float = 60.0,
+        idle_transaction_timeout: float = 30.0,
         readonly: bool = False,
         partitions: int | None = None,
         replica_url: str | None = None,
@@ -233,6 +239,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             raise ConfigurationError("connect_timeout must be > 0 seconds")
         if not socket_timeout > 0:
             raise ConfigurationError("socket_timeout must be > 0 seconds")
+        if not idle_transaction_timeout >= 0:
+            raise ConfigurationError("idle_transaction_timeout must be >= 0 seconds")
         _schema.check_partitions(partitions)
         self.dsn = dsn
         self.schema = schema
@@ -249,6 +257,8 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             "connect_timeout": max(2, math.ceil(connect_timeout)),
             "context": ARRAY_ADAPTERS,  # the batch's arrays dumped by .arrays
         }
+        #: each new connection's settings (read only, the idle transaction timeout)
+        self._configure = session_setup(readonly, idle_transaction_timeout)
         # one wait for a connection never outlasts the retry budget
         self._wait = min(pool_timeout, max(retry_timeout, 0.5))
         ident = sql.Identifier(schema)
@@ -265,7 +275,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             open=False,
             kwargs=self._connect_kwargs,
             name=f"statekeeper-{schema}",
-            configure=read_only_session if readonly else None,
+            configure=self._configure,
             connection_class=KeepsCursors,
         )
         # group commit: a second batch commits on another connection while the first

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import select
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -23,6 +24,7 @@ __all__ = [
     "parse_postgres_url",
     "read_only_session",
     "regrow_while_waited",
+    "session_setup",
     "transient",
 ]
 
@@ -36,6 +38,7 @@ _OWN_OPTIONS = (
     "reconnect_timeout",
     "connect_timeout",
     "socket_timeout",
+    "idle_transaction_timeout",
     "partitions",
     "replica_url",
 )
@@ -89,6 +92,37 @@ _CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03", "57P05", "25P03"})
 async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
     """Pool ``configure`` hook of a read-only backend: the server refuses any write."""
     await conn.execute("SET default_transaction_read_only = on")
+
+
+def session_setup(
+    readonly: bool, idle_transaction_timeout: float
+) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]] | None:
+    """The pool's ``configure`` hook: run once per new connection, in one round trip.
+
+    ``idle_transaction_timeout`` (seconds, 0: the server's own setting) becomes the
+    session's ``idle_in_transaction_session_timeout``. A transaction of several
+    statements (``append_together``, ``append_from_base``, a rewrite) holds the change
+    feed's advisory lock and its agents' row locks between them; a client frozen
+    there (SIGSTOP, a paused VM, a partition) held them until its TCP connection died,
+    and every subscriber's frontier stopped at its position meanwhile. The server
+    itself now ends such a session, rolling its transaction back; single-statement
+    appends run in autocommit and are never idle in a transaction. Set per session,
+    not by ``SET LOCAL`` in each transaction: the hot path pays no statement at all.
+    Only the pool's connections: a backup's ``COPY`` transaction (:mod:`.export`)
+    waits on its own writer between statements and keeps the server's setting.
+    """
+    statements = ["SET default_transaction_read_only = on"] if readonly else []
+    if idle_transaction_timeout > 0:
+        ms = max(1, round(idle_transaction_timeout * 1000))
+        statements.append(f"SET idle_in_transaction_session_timeout = {ms}")
+    if not statements:
+        return None
+    query = "; ".join(statements).encode()
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(query)
+
+    return configure
 
 
 def transient(exc: BaseException) -> bool:

@@ -41,7 +41,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from ..recovery import exiting
-from .connection import KeepsCursors, check_connection, read_only_session
+from .connection import KeepsCursors, check_connection
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -186,8 +186,8 @@ class LoopEnd:
                 f"no answer within {backend.connect_timeout:g}s (connect_timeout)"
             ) from None
         try:
-            if backend.readonly:
-                await read_only_session(dialled)
+            if backend._configure is not None:
+                await backend._configure(dialled)
             yield dialled
         finally:
             with contextlib.suppress(Exception):
