@@ -1568,14 +1568,21 @@ class FeedChanged(InvalidArgument):
     a trimmed feed) and subscribe again from position 0 (or the feed's floor) of this
     store."""
 
-    def __init__(self, cursor_feed: str, store_feed: str, *, what: str = "the feed cursor") -> None:
+    def __init__(
+        self,
+        cursor_feed: str,
+        store_feed: str,
+        *,
+        what: str = "the feed cursor",
+        remedy: str = "Rebuild what you derived from the events (statekeeper projections"
+        " rebuild NAME) and subscribe again from position 0 of this store (or its floor:"
+        " since_floor)",
+    ) -> None:
         self.cursor_feed = cursor_feed
         self.store_feed = store_feed
         super().__init__(
             "from_position",
             f"{what} was taken on feed {cursor_feed}, but this store's feed is {store_feed}"
             " (a restore, an import into a new store or a re-created store numbers the"
-            " events anew: its positions name other events here). Rebuild what you derived"
-            " from the events (statekeeper projections rebuild NAME) and subscribe again"
-            " from position 0 of this store (or its floor: since_floor)",
+            f" events anew: its positions name other events here). {remedy}",
         )

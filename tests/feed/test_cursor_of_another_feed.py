@@ -174,3 +174,23 @@ async def test_a_runners_position_of_an_older_file_is_kept_on_its_store(tmp_path
             assert await runner.catch_up() == {"agent_activity": 1}
             rows = await runner.query("SELECT agent_id, events FROM agent_activity ORDER BY 1")
             assert rows == [("a0", 4), ("a1", 3)]
+
+
+async def test_a_store_has_its_feed_id_from_its_creation(tmp_path: Path) -> None:
+    """A store only ever read (a read-only runner) still has an id to check against:
+    made with the file, and by the first writable open of an older file."""
+    path = tmp_path / "a.db"
+    async with StateStore(f"sqlite:///{path}") as store:
+        await store.save("a0", {"n": 0})
+    with sqlite3.connect(path) as db:
+        (made,) = db.execute("SELECT value FROM sk_meta WHERE key = 'feed_id'").fetchone()
+        db.execute("DELETE FROM sk_meta WHERE key = 'feed_id'")  # as an older version left it
+    db.close()
+    async with StateStore(f"sqlite:///{path}") as store:
+        assert await store.count_agents() == 1  # opened, nothing written, no feed read
+    with sqlite3.connect(path) as db:
+        (again,) = db.execute("SELECT value FROM sk_meta WHERE key = 'feed_id'").fetchone()
+    db.close()
+    assert again != made
+    async with StateStore(f"sqlite:///{path}") as store:
+        assert await store.backend.feed_id() == again  # kept

@@ -55,8 +55,9 @@ def claim(db: sqlite3.Connection, name: str, feed: str | None) -> None:
             raise FeedChanged(
                 str(stored),
                 feed,
-                what=f"projection {name!r}'s stored position (statekeeper projections"
-                f" rebuild {name}: it starts over on this store's feed)",
+                what=f"projection {name!r}'s stored position",
+                remedy=f"Rebuild it (statekeeper projections rebuild {name};"
+                " ProjectionRunner.rebuild): it starts over on this store's feed",
             )
         if stored != feed:
             db.execute("UPDATE sk_projections SET feed = ? WHERE name = ?", (feed, name))

@@ -391,6 +391,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
     async def initialize(self) -> None:
         self._check_writable()
         await self.open()
+        await feed_ids.feed_id(self)  # so that a store only ever read has one too
 
     def _check_writable(self) -> None:
         if self.readonly:

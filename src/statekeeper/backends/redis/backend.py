@@ -457,6 +457,7 @@ class RedisBackend(Backend):
             return await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
 
         await self._retrying("initialize", op)
+        await self.feed_id()  # so that a store only ever read has one too
 
     async def feed_id(self) -> str | None:
         """The feed's id in the meta hash (:func:`.meta.feed_id`), made by the first
