@@ -194,3 +194,17 @@ async def test_a_store_has_its_feed_id_from_its_creation(tmp_path: Path) -> None
     assert again != made
     async with StateStore(f"sqlite:///{path}") as store:
         assert await store.backend.feed_id() == again  # kept
+
+
+async def test_trimming_through_another_feeds_cursor_is_refused(tmp_path: Path) -> None:
+    """Retention by a consumer's cursor: one of another feed would trim events the
+    consumer never had."""
+    async with StateStore(f"sqlite:///{tmp_path / 'a.db'}") as first:
+        await _fill(first)
+        saved = await _consume(first, 3)
+    async with StateStore(f"sqlite:///{tmp_path / 'b.db'}") as second:
+        await _fill(second)
+        with pytest.raises(FeedChanged):
+            await second.trim_feed(saved)
+        assert await second.feed_bounds() == (0, 6)  # nothing trimmed
+        assert await second.trim_feed(await _consume(second, 3)) == 3

@@ -167,13 +167,14 @@ def check_within(
 async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) -> int:
     """Trim each shard's feed through its position in ``through`` (a shard whose
     position is at or below its floor is left alone); returns how many records were
-    dropped. A position beyond its shard's head is refused before anything is trimmed
-    (the cursor is not one of this store's: trimming there would hide events still to
-    be written)."""
+    dropped. A position beyond its shard's head, or a cursor of another feed
+    (``FeedChanged``), is refused before anything is trimmed (the cursor is not one of
+    this store's: trimming there would hide events still to be delivered)."""
     await store._ready()
     backend = store.backend
     shards = feed_shards(backend)
     cursor = as_cursor(through, shards, "through")
+    check_feed(cursor, await backend.feed_id())  # another feed's: trimming other events
     bounds = await feed_bounds_per_shard(backend)
     check_within(bounds, cursor.positions, "through", "nothing was trimmed")
     pairs = enumerate(zip(bounds, cursor.positions, strict=True))
