@@ -36,6 +36,7 @@ __all__ = [
     "ConflictError",
     "CounterOverflow",
     "DecryptionError",
+    "FeedChanged",
     "FeedCursorMismatch",
     "FeedLost",
     "FeedNotReplicated",
@@ -1554,4 +1555,34 @@ class FeedCursorMismatch(InvalidArgument):
             "from_position",
             f"the feed cursor has {cursor_shards} shard position(s) but this store's feed"
             f" has {store_shards} shard(s): it was taken on a store with another layout",
+        )
+
+
+class FeedChanged(InvalidArgument):
+    """A feed cursor (or a projection's stored position) taken on another feed: the
+    feed id it carries (``cursor_feed``) is not this store's (``store_feed``). A
+    restore, an import into a new store or a re-created store numbers the events
+    anew, so the cursor's positions name other events here: resuming from it would
+    skip some and deliver others twice. Nothing was read. Rebuild what was derived
+    from the events (``statekeeper projections rebuild NAME``; ``since_floor=True`` on
+    a trimmed feed) and subscribe again from position 0 (or the feed's floor) of this
+    store."""
+
+    def __init__(
+        self,
+        cursor_feed: str,
+        store_feed: str,
+        *,
+        what: str = "the feed cursor",
+        remedy: str = "Rebuild what you derived from the events (statekeeper projections"
+        " rebuild NAME) and subscribe again from position 0 of this store (or its floor:"
+        " since_floor)",
+    ) -> None:
+        self.cursor_feed = cursor_feed
+        self.store_feed = store_feed
+        super().__init__(
+            "from_position",
+            f"{what} was taken on feed {cursor_feed}, but this store's feed is {store_feed}"
+            " (a restore, an import into a new store or a re-created store numbers the"
+            f" events anew: its positions name other events here). {remedy}",
         )

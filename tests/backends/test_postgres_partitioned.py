@@ -248,6 +248,8 @@ CROSS_AGENT = {
     "in_recovery",
     "marker_read",
     "marker_set",
+    "feed_id_lock",
+    "feed_id_read",
     "expire_keys",
     "count_expired_keys",
     "expired_key_left",

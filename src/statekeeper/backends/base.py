@@ -638,6 +638,20 @@ class Backend(abc.ABC):
         dropped. Capability ``FEED``."""
         raise CapabilityUnsupported(self.name, Capability.FEED.value)
 
+    async def feed_id(self) -> str | None:
+        """The id of this store's change feed: 16 hex digits, made (durably) by the
+        first call on a store that has none, kept across restarts; None on an engine
+        that keeps none (this default: cursors are then not checked). A cursor carries
+        it, and a cursor of another feed is refused
+        (:class:`~statekeeper.errors.FeedChanged`; :mod:`statekeeper.store.feed_cursor`)."""
+        return None
+
+    async def renew_feed_id(self) -> str | None:
+        """Give the feed a fresh id (after its events were numbered anew: a restore
+        writes them again), durably; returns it. Every cursor taken before is refused
+        from then on. None where the engine keeps none (this default)."""
+        return None
+
     async def feed_position(self, agent_id: str, seq: int) -> int | None:
         """The feed position of ``agent_id``'s event ``seq`` (in the agent's shard's feed
         on a sharded store), or None when it has none (trimmed away, not stored) or the

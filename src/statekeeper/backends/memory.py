@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class MemoryBackend(Backend):
         self._feed_wakeup: asyncio.Event | None = None
         #: the store-level markers set (see Backend.read_marker)
         self._markers: set[str] = set()
+        self._feed_id: str | None = None
 
     def _check(self) -> None:
         if self._closed:
@@ -302,6 +304,17 @@ class MemoryBackend(Backend):
                     del stream.keys[key]
             dropped += len(old)
         return dropped
+
+    async def feed_id(self) -> str | None:
+        self._check()
+        if self._feed_id is None:
+            self._feed_id = secrets.token_hex(8)
+        return self._feed_id
+
+    async def renew_feed_id(self) -> str | None:
+        self._check()
+        self._feed_id = secrets.token_hex(8)
+        return self._feed_id
 
     async def read_marker(self, name: str) -> bool | None:
         self._check()

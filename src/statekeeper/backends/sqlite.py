@@ -207,6 +207,8 @@ def _hand_back(backend: weakref.ref[SQLiteBackend], conn: sqlite3.Connection) ->
 
 
 _SLICE = 0.1  # seconds: the longest pause between two tries for the write lock (see _begin)
+#: whether the file has its feed id (made by a writable open of an older file)
+_FEED_ID_SET = "SELECT 1 FROM sk_meta WHERE key = 'feed_id'"
 _TABLES = frozenset(
     {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_feed"}
 )
@@ -918,6 +920,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if statement.strip():
                 conn.execute(statement)
         sqlite_feed.ensure_feed(conn)  # schema step 3 -> 4, its own step
+        # the feed's id (Backend.feed_id), made with the file or by its first writable
+        # open by this version: so that a store only ever read has one too
+        conn.execute(
+            "INSERT INTO sk_meta (key, value) VALUES ('feed_id', ?) ON CONFLICT (key) DO NOTHING",
+            (secrets.token_hex(8),),
+        )
 
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
@@ -944,7 +952,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
             if row is not None and int(row[0]) == SCHEMA_VERSION and tables >= _TABLES:
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(sk_agents)")}
-                if "head_tag" in columns:
+                if "head_tag" in columns and conn.execute(_FEED_ID_SET).fetchone():
                     return  # current: no write transaction needed to open the file
             self._begin(conn)
             self._create_schema(conn)

@@ -13,6 +13,7 @@ read, a lease or an append.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sqlite3
 from collections.abc import Sequence
 
@@ -289,6 +290,35 @@ class SQLiteAdmin(SQLitePart):
 
     async def set_marker(self, name: str) -> None:
         await self._write(self._set_marker_sync, name)
+
+    def _feed_id_sync(self, renew: bool) -> str:
+        with self._writing() as conn:
+            if renew:
+                conn.execute("DELETE FROM sk_meta WHERE key = 'feed_id'")
+            conn.execute(
+                "INSERT INTO sk_meta (key, value) VALUES ('feed_id', ?)"
+                " ON CONFLICT (key) DO NOTHING",
+                (secrets.token_hex(8),),
+            )
+            (value,) = conn.execute("SELECT value FROM sk_meta WHERE key = 'feed_id'").fetchone()
+        return str(value)
+
+    async def feed_id(self) -> str | None:
+        """``sk_meta``'s ``feed_id`` row (made by the first call; a read-only store
+        without one has none: None)."""
+        if not self._as_created():
+            with translated(self.path):
+                rows = self._rows("SELECT value FROM sk_meta WHERE key = 'feed_id'")
+            if rows:
+                return str(rows[0][0])
+        if self.readonly:
+            return None
+        found: str = await self._write(self._feed_id_sync, False)
+        return found
+
+    async def renew_feed_id(self) -> str | None:
+        found: str = await self._write(self._feed_id_sync, True)
+        return found
 
     def _trim_feed_sync(self, through: int) -> int:
         with self._writing() as conn:

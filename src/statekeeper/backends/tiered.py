@@ -922,6 +922,14 @@ class TieredBackend(Backend):
         self.require(Capability.FEED, "a tiered backend with a cold tier")
         return await self.durable.trim_feed(through)
 
+    async def feed_id(self) -> str | None:
+        self._check_open()
+        return await self.durable.feed_id()
+
+    async def renew_feed_id(self) -> str | None:
+        self._check_can_write()
+        return await self.durable.renew_feed_id()
+
     async def feed_position(self, agent_id: str, seq: int) -> int | None:
         self._check_open()
         if Capability.FEED not in self.capabilities:

@@ -53,6 +53,7 @@ from ..errors import (
 from ..records import FeedEvent
 from ..store.feed import feed_shards, store_feed_bounds
 from ..store.feed_cursor import FeedCursor, as_cursor, check_count
+from . import feedcheck
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name
 from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
@@ -178,6 +179,7 @@ class ProjectionRunner:
             columns = {row[1] for row in db.execute("PRAGMA table_info(sk_projections)")}
             if "cursor" not in columns:  # a database made before sharded feeds
                 db.execute("ALTER TABLE sk_projections ADD COLUMN cursor TEXT")
+            feedcheck.add_column(db, columns)
             for name, projection in self.projections.items():
                 projection.setup(db)
                 db.execute("INSERT OR IGNORE INTO sk_projections (name) VALUES (?)", (name,))
@@ -380,8 +382,12 @@ class ProjectionRunner:
             await asyncio.sleep(_SEEDING_POLL)
             position, state, _ = await self._position(projection.name)
         seeded = await self._in_db(has_seeds, projection.name)  # (kept while failed too)
+        # a position of another feed (the store restored, re-created) names other
+        # events here: refused (FeedChanged), and the subscription checks it again
+        feed = await self.store.backend.feed_id()
+        await self._in_db(feedcheck.claim, projection.name, feed)
         sub = self.store.subscribe(
-            position,
+            position.on_feed(feed),
             event_types=projection.event_types,
             batch_size=self.batch_size,
             stop_at_head=stop_at_head,
@@ -498,6 +504,13 @@ class ProjectionRunner:
                 # it starts over as below (was: resumed, and raised FeedPositionCompacted
                 # at every call, since_floor=True included — the projection stuck)
                 state = "trimmed"
+        feed = await self.store.backend.feed_id()
+        if (
+            state in ("rebuilding", "seeding")
+            and feed is not None
+            and await self._in_db(feedcheck.stored_feed, name) not in (None, feed)
+        ):
+            state = "restored"  # an interrupted rebuild of another feed: start over
         if state not in ("rebuilding", "seeding"):
             bounds = await store_feed_bounds(self.store)
             floors = FeedCursor(tuple(floor for floor, _ in bounds))
@@ -522,13 +535,14 @@ class ProjectionRunner:
                     db.execute(
                         "UPDATE sk_projections SET position = ?, cursor = ?, applied = 0,"
                         " state = ?, rebuild_target = ?, error = NULL,"
-                        " error_position = NULL, updated_at = ? WHERE name = ?",
+                        " error_position = NULL, updated_at = ?, feed = ? WHERE name = ?",
                         (
                             start.total,
                             None if start.shards == 1 else str(start),
                             state,
                             head,
                             time.time(),
+                            feed,
                             name,
                         ),
                     )

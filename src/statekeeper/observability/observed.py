@@ -35,6 +35,7 @@ from ..records import (
     StreamExport,
     StreamRows,
 )
+from .observed_feed_id import FeedIdCalls
 from .observed_leases import LeaseCalls
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def _checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-class ObservedBackend(LeaseCalls, Backend):
+class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
     """A :class:`Backend` that times and counts every call of the engine it wraps.
 
     Made by :func:`instrument`; engine attributes it does not define (a SQLite file's

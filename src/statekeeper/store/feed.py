@@ -60,7 +60,7 @@ from ..errors import (
 )
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
-from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count
+from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -167,13 +167,14 @@ def check_within(
 async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) -> int:
     """Trim each shard's feed through its position in ``through`` (a shard whose
     position is at or below its floor is left alone); returns how many records were
-    dropped. A position beyond its shard's head is refused before anything is trimmed
-    (the cursor is not one of this store's: trimming there would hide events still to
-    be written)."""
+    dropped. A position beyond its shard's head, or a cursor of another feed
+    (``FeedChanged``), is refused before anything is trimmed (the cursor is not one of
+    this store's: trimming there would hide events still to be delivered)."""
     await store._ready()
     backend = store.backend
     shards = feed_shards(backend)
     cursor = as_cursor(through, shards, "through")
+    check_feed(cursor, await backend.feed_id())  # another feed's: trimming other events
     bounds = await feed_bounds_per_shard(backend)
     check_within(bounds, cursor.positions, "through", "nothing was trimmed")
     pairs = enumerate(zip(bounds, cursor.positions, strict=True))
@@ -235,8 +236,8 @@ class Subscription(AsyncIterator[FeedEvent]):
     Raises :class:`~statekeeper.errors.FeedPositionCompacted` when ``from_position`` (or
     the cursor, after a concurrent trim) lies below the feed's floor (of a shard),
     :class:`~statekeeper.errors.FeedCursorMismatch` for a cursor of another number of
-    shards, and :class:`~statekeeper.errors.CapabilityUnsupported` on an engine without
-    a feed.
+    shards, ``FeedChanged`` for one of another feed (a restore, another store) and
+    :class:`~statekeeper.errors.CapabilityUnsupported` on an engine without a feed.
     """
 
     def __init__(
@@ -298,6 +299,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         #: awaited with the cursor before a live wait, when it moved since (on_idle)
         self._idle: Callable[[FeedCursor], Awaitable[None]] | None = None
         self._idle_at: list[int] = list(start.positions)
+        self._feed: str | None = start.feed  # the cursor's feed id; the store's once started
 
     def __aiter__(self) -> Subscription:
         return self
@@ -315,7 +317,7 @@ class Subscription(AsyncIterator[FeedEvent]):
     def cursor(self) -> FeedCursor:
         """Where to resume (``subscribe(from_position=sub.cursor)``, or its ``str``):
         the last position of each shard delivered or passed over."""
-        return FeedCursor(tuple(self._at))
+        return FeedCursor(tuple(self._at), self._feed)
 
     @property
     def position(self) -> int:
@@ -469,6 +471,8 @@ class Subscription(AsyncIterator[FeedEvent]):
         if self._access is not None:
             await self._access.admit()
         await store._ready()
+        # another feed's cursor (restored, re-created store) names other events: refused
+        self._feed = check_feed(self.cursor, await store.backend.feed_id())
         bounds = await self._check_floor()
         past = any(p > head for (_, head), p in zip(bounds, self._at, strict=True))
         if past or self._stop_at_head:

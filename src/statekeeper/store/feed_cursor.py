@@ -7,11 +7,21 @@ change feed per shard, each with its own positions (see
 a counter in another hash slot atomically with the append. A subscription follows all
 the shards, so its resume point is one position per shard. The cursor is a value: a
 tuple of N non-negative ints, compared and hashed as such, with a stable string form
-(``str(cursor)``, e.g. ``"fc1:12.0.5.7"``) that :meth:`FeedCursor.parse` reads back —
-store it anywhere a string goes, pass either form to ``store.subscribe(from_position=)``.
+(``str(cursor)``, e.g. ``"fc2:<feed id>:12.0.5.7"``) that :meth:`FeedCursor.parse`
+reads back — store it anywhere a string goes, pass either form to
+``store.subscribe(from_position=)``.
 
 On a store with one feed a cursor has one position; ``subscribe`` there also takes the
 plain int, as it always did.
+
+**A cursor names its feed.** A store's feed has an id (:data:`FEED_ID_FORM`, kept by
+the engine: a restart keeps it; a restore, an import into a new store or a re-created
+store gets a fresh one, since their events are numbered anew). A subscription's cursor
+carries it (``"fc2:<feed id>:12.0.5.7"``), and a cursor of another feed is refused with
+:class:`~statekeeper.errors.FeedChanged` instead of resuming at other events. A
+position without an id — an int, a ``"fc1:"`` string of an older version, a
+``FeedCursor`` built by hand — is taken as this store's, as before (it cannot be told
+apart: see ``docs/feed.md``).
 
 Retention works in the same terms: ``store.feed_cursor_bounds()`` gives the floor and
 the head of every shard as two cursors (:class:`FeedBounds`), and
@@ -24,22 +34,37 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..errors import FeedCursorMismatch, InvalidArgument
+from ..errors import FeedChanged, FeedCursorMismatch, InvalidArgument
 
-__all__ = ["MAX_COUNT", "FeedBounds", "FeedCursor", "as_cursor", "check_count"]
+__all__ = [
+    "FEED_ID_FORM",
+    "MAX_COUNT",
+    "FeedBounds",
+    "FeedCursor",
+    "as_cursor",
+    "check_count",
+    "check_feed",
+]
 
-_FORM = re.compile(r"^fc1:(0|[1-9][0-9]{0,18})(\.(0|[1-9][0-9]{0,18})){0,4095}$")
+_POSITIONS = r"(0|[1-9][0-9]{0,18})(\.(0|[1-9][0-9]{0,18})){0,4095}"
+_FORM = re.compile(rf"^fc1:{_POSITIONS}$")
+#: a feed id: 16 lowercase hex digits (64 random bits)
+FEED_ID_FORM = re.compile(r"^[0-9a-f]{16}$")
+_FORM2 = re.compile(rf"^fc2:([0-9a-f]{{16}}):{_POSITIONS}$")
 
 
 @dataclass(frozen=True, slots=True, order=False)
 class FeedCursor:
     """One change-feed position per shard: ``positions[k]`` is the last position of
-    shard ``k`` delivered (or passed over). ``FeedCursor.start(n)`` is the beginning."""
+    shard ``k`` delivered (or passed over). ``FeedCursor.start(n)`` is the beginning.
+    ``feed``: the id of the feed the positions belong to (None: not known, taken as
+    the store's); cursors compare and hash by their positions alone."""
 
     positions: tuple[int, ...]
+    feed: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         positions = self.positions
@@ -52,6 +77,10 @@ class FeedCursor:
                 raise InvalidArgument(
                     "positions", f"a feed cursor's positions are ints >= 0, not {p!r:.40}"
                 )
+        if self.feed is not None and (
+            not isinstance(self.feed, str) or not FEED_ID_FORM.match(self.feed)
+        ):
+            raise InvalidArgument("feed", f"a feed id is 16 hex digits, not {self.feed!r:.40}")
 
     @classmethod
     def start(cls, shards: int) -> FeedCursor:
@@ -62,11 +91,14 @@ class FeedCursor:
     def parse(cls, text: str, argument: str = "from_position") -> FeedCursor:
         """The cursor of its string form (``str(cursor)``); :class:`InvalidArgument`
         naming the problem (and ``argument``) otherwise."""
+        if isinstance(text, str) and _FORM2.match(text):
+            feed, _, positions = text[4:].partition(":")
+            return cls(tuple(int(p) for p in positions.split(".")), feed)
         if not isinstance(text, str) or not _FORM.match(text):
             raise InvalidArgument(
                 argument,
-                f"not a feed cursor (expected 'fc1:' and '.'-separated positions, as"
-                f" str(FeedCursor) gives): {text!r:.80}",
+                f"not a feed cursor (expected 'fc2:', the feed id, ':' and '.'-separated"
+                f" positions, as str(FeedCursor) gives): {text!r:.80}",
             )
         return cls(tuple(int(p) for p in text[4:].split(".")))
 
@@ -98,14 +130,29 @@ class FeedCursor:
         """This cursor with shard ``shard`` moved to ``position``."""
         out = list(self.positions)
         out[shard] = position
-        return FeedCursor(tuple(out))
+        return FeedCursor(tuple(out), self.feed)
+
+    def on_feed(self, feed: str | None) -> FeedCursor:
+        """This cursor's positions as a cursor of feed ``feed``."""
+        return FeedCursor(self.positions, feed)
 
     def covers(self, shard: int, position: int) -> bool:
         """True when ``position`` of ``shard`` is at or before this cursor (delivered)."""
         return position <= self.positions[shard]
 
     def __str__(self) -> str:
+        if self.feed is not None:
+            return f"fc2:{self.feed}:" + ".".join(map(str, self.positions))
         return "fc1:" + ".".join(map(str, self.positions))
+
+
+def check_feed(cursor: FeedCursor, feed: str | None) -> str | None:
+    """``feed`` (the store's feed id; None: the engine keeps none), once ``cursor`` is
+    found to belong to it; :class:`~statekeeper.errors.FeedChanged` when it names
+    another feed. A cursor without an id, and the start of the feed, pass."""
+    if feed is None or cursor.feed is None or cursor.feed == feed or not any(cursor.positions):
+        return feed  # (position 0 is the same on every feed)
+    raise FeedChanged(cursor.feed, feed)
 
 
 def as_cursor(value: object, shards: int, argument: str = "from_position") -> FeedCursor:

@@ -94,6 +94,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'statekeeper[postgres]'"
     ) from exc
 
+from . import feed_id as feed_ids
 from . import schema as _schema
 from .appends import Appends
 from .arrays import ADAPTERS as ARRAY_ADAPTERS
@@ -402,6 +403,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
     async def initialize(self) -> None:
         self._check_writable()
         await self.open()
+        await feed_ids.feed_id(self)  # so that a store only ever read has one too
 
     def _check_writable(self) -> None:
         if self.readonly:
@@ -454,6 +456,12 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
     async def trim_feed(self, through: int) -> int:
         self._check_open()
         return await self._feed.trim(through)
+
+    async def feed_id(self) -> str | None:
+        return await feed_ids.feed_id(self)
+
+    async def renew_feed_id(self) -> str | None:
+        return await feed_ids.renew_feed_id(self)
 
     async def feed_position(self, agent_id: str, seq: int) -> int | None:
         self._check_open()

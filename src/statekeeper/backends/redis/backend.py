@@ -460,6 +460,28 @@ class RedisBackend(Backend):
             return await self._client.hsetnx(self.layout.meta, b"created_by", b"statekeeper")
 
         await self._retrying("initialize", op)
+        await self.feed_id()  # so that a store only ever read has one too
+
+    async def feed_id(self) -> str | None:
+        """The feed's id in the meta hash (:func:`.meta.feed_id`), made by the first
+        call; a read-only backend makes none (None: its cursors are not checked)."""
+        self._check_open()
+        fresh = None if self.readonly else secrets.token_hex(8).encode()
+
+        async def op() -> Any:
+            return await meta.feed_id(self._client, self.layout, fresh, False)
+
+        return meta.as_text(await self._retrying("feed_id", op))
+
+    async def renew_feed_id(self) -> str | None:
+        self._check_open()
+        self._check_writable()
+        fresh = secrets.token_hex(8).encode()
+
+        async def op() -> Any:
+            return await meta.feed_id(self._client, self.layout, fresh, True)
+
+        return meta.as_text(await self._retrying("renew_feed_id", op))
 
     async def read_marker(self, name: str) -> bool | None:
         """Whether the store-level marker ``name`` is set, in the meta hash or its copy

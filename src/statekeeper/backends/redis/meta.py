@@ -164,3 +164,23 @@ async def set_ttl(client: Any, layout: Layout, ms: int) -> None:
     """Record ``ms`` as the store's TTL, in both copies (the old copy taken off)."""
     await client.hset(layout.meta, b"ttl", b"%d" % ms)
     await copy_meta(client, layout)
+
+
+async def feed_id(client: Any, layout: Layout, fresh: bytes | None, renew: bool) -> Any:
+    """The feed's id (``feed_id`` in the meta hash): ``fresh`` when there was none (or
+    ``renew``); with ``fresh`` None (a read-only backend) what is there, or None. One
+    copy only: a meta hash lost gives the feed a new id, and cursors taken before are
+    refused (:class:`~statekeeper.errors.FeedChanged`), never resumed at other events."""
+    if fresh is not None and renew:
+        await client.hset(layout.meta, b"feed_id", fresh)
+        return fresh
+    if fresh is not None:
+        await client.hsetnx(layout.meta, b"feed_id", fresh)
+    return await client.hget(layout.meta, b"feed_id")
+
+
+def as_text(value: Any) -> str | None:
+    """A meta hash value as text (None stays None)."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -535,6 +535,11 @@ async def restore(
             if a in tags and p.delta and p.snapshot
         ]
         await rebuild_whole(store, rebuilt)
+        if tags:
+            # the events were numbered anew in the target's feed: a cursor taken before
+            # (on the source, or on the target) names other events now, and is refused
+            # (FeedChanged) instead of resuming at them
+            await store.backend.renew_feed_id()
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole

@@ -262,3 +262,9 @@ SELECT 1 FROM {s}.sk_markers WHERE name = %s
 
 -- name: marker_set
 INSERT INTO {s}.sk_markers (name) VALUES (%s) ON CONFLICT (name) DO NOTHING
+
+-- name: feed_id_lock
+SELECT pg_advisory_xact_lock(hashtext(%s))
+
+-- name: feed_id_read
+SELECT name FROM {s}.sk_markers WHERE name LIKE %s ORDER BY name DESC LIMIT 1
