@@ -59,6 +59,9 @@ class AgentStates(Projection):
         )
         db.execute("CREATE INDEX IF NOT EXISTS agent_states_state ON agent_states (state)")
 
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        db.execute("DELETE FROM agent_states WHERE agent_id = ?", (change.agent_id,))
+
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event
         if e.fsm_state is None:
@@ -117,6 +120,9 @@ class AgentActivity(Projection):
         finally:
             db.create_function("sk_namespace_of", 1, None)
         db.execute("INSERT INTO agent_activity_rule VALUES ('last-slash')")
+
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        db.execute("DELETE FROM agent_activity WHERE agent_id = ?", (change.agent_id,))
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event
@@ -215,6 +221,10 @@ class Transitions(Projection):
             "CREATE TABLE IF NOT EXISTS transition_heads (agent_id TEXT PRIMARY KEY,"
             " state TEXT NOT NULL)"
         )
+
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        # the agent's last state goes; the counts of moves hold no agent id (kept)
+        db.execute("DELETE FROM transition_heads WHERE agent_id = ?", (change.agent_id,))
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event

@@ -54,7 +54,7 @@ from ..records import FeedEvent
 from ..store.feed import feed_shards, store_feed_bounds
 from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from .builtins import BUILTINS
-from .projection import Projection, check_projection_name
+from .projection import Projection, check_projection_name, with_deletes
 from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
 
 if TYPE_CHECKING:
@@ -302,7 +302,10 @@ class ProjectionRunner:
                 if seeded and change.seq <= seeded_seq(db, name, change.agent_id):
                     continue  # in the state the agent was seeded from
                 try:
-                    projection.apply(db, change)
+                    if change.deleted:
+                        projection.deleted(db, change)
+                    else:
+                        projection.apply(db, change)
                 except Exception as exc:
                     db.execute("ROLLBACK")
                     error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
@@ -382,7 +385,7 @@ class ProjectionRunner:
         seeded = await self._in_db(has_seeds, projection.name)  # (kept while failed too)
         sub = self.store.subscribe(
             position,
-            event_types=projection.event_types,
+            event_types=with_deletes(projection.event_types),
             batch_size=self.batch_size,
             stop_at_head=stop_at_head,
         )
