@@ -55,7 +55,7 @@ from ..store.feed import feed_shards, store_feed_bounds
 from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name, with_deletes
-from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
+from .seeding import SEEDS, forget_seed, has_seeds, seed_all, seeded_seq
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -299,7 +299,13 @@ class ProjectionRunner:
             for change in events:
                 if stored.covers(change.shard, change.position):
                     continue  # applied by an earlier commit: exactly once
-                if seeded and change.seq <= seeded_seq(db, name, change.agent_id):
+                if change.deleted:
+                    # never within a seed (an agent seeded at its head, then deleted:
+                    # the tombstone's seq is that head); a new stream of the id is
+                    # not in the seed either
+                    if seeded:
+                        forget_seed(db, name, change.agent_id)
+                elif seeded and change.seq <= seeded_seq(db, name, change.agent_id):
                     continue  # in the state the agent was seeded from
                 try:
                     if change.deleted:
