@@ -24,12 +24,32 @@ from statekeeper.store.feed_deletes import AGENT_DELETED
 
 from ..backends._services import REDIS_URL, delete_prefix, fresh_url, namespace, require_redis
 
-ENGINES = ["memory", "sqlite", "postgresql", "redis", "redis-sharded"]
+ENGINES = ["memory", "sqlite", "postgresql", "redis", "redis-sharded", "governed", "tiered"]
+ADMIN = '[principals.ops]\nadmin = ["**"]\n'
 
 
 @contextlib.asynccontextmanager
 async def opened(engine: str, tmp_path: Path) -> AsyncIterator[StateStore]:
     keyring = Keyring({"k1": bytes(range(32))}, data_keys=MemoryKeyVault())
+    if engine == "governed":  # its delete commits with its audit entry; the tombstone after
+        from statekeeper.governance import Audit, parse_policy
+
+        url = f"sqlite:///{tmp_path / 'g.db'}"
+        policy = parse_policy(ADMIN)
+        async with StateStore(
+            url, keyring=keyring, principal="ops", policy=policy, audit=Audit()
+        ) as store:
+            yield store
+        return
+    if engine == "tiered":  # no commit of two streams: the tombstone after the delete
+        from statekeeper.backends.memory import MemoryBackend
+        from statekeeper.backends.sqlite import SQLiteBackend
+        from statekeeper.backends.tiered import TieredBackend
+
+        tiered = TieredBackend(SQLiteBackend(str(tmp_path / "t.db")), hot=MemoryBackend())
+        async with StateStore(tiered, keyring=keyring) as store:
+            yield store
+        return
     if engine != "redis-sharded":
         with fresh_url(engine, tmp_path) as url:
             async with StateStore(url, keyring=keyring) as store:

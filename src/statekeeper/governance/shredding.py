@@ -11,6 +11,10 @@ which also deletes them; either way the key vault keeps a tombstone, so the id c
 be given a new key that would make the old copies readable, and writes to it are
 refused with ``AgentForgotten``. Another process that opened the agent before keeps its
 cached key until it reopens its store: stop writers of the agent first.
+
+The change feed gets a tombstone of the agent (``FeedEvent.deleted``, ``forgotten``
+True; :mod:`statekeeper.store.feed_deletes`): read models built from the feed drop what
+they derived from its events, which are copies too.
 """
 
 from __future__ import annotations
