@@ -40,7 +40,9 @@ async def main(n: int, rounds: int) -> None:
                 url = "memory://" if engine == "memory" else f"sqlite:///{Path(folder) / 'd.db'}"
                 results.append(await per_delete(n, url))
         low, mid = min(results), statistics.median(results)
-        print(f"{engine} delete\tmin {low:.0f} median {mid:.0f} us CPU\t{[round(r) for r in results]}")
+        print(
+            f"{engine} delete\tmin {low:.0f} median {mid:.0f} us CPU\t{[round(r) for r in results]}"
+        )
 
 
 if __name__ == "__main__":
