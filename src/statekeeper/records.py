@@ -603,6 +603,10 @@ class FeedEvent:
     #: the shard whose feed ``position`` belongs to (0 on a store with one feed; on a
     #: sharded store positions are per shard, see ``statekeeper.store.feed_cursor``)
     shard: int = 0
+    #: True for a tombstone: the agent ``event.agent_id`` was deleted or forgotten
+    #: (``event.type`` is ``"statekeeper.agent_deleted"``, ``event.seq`` the head it
+    #: ended at, ``event.info["forgotten"]``): drop what was derived from its events
+    deleted: bool = False
 
     @property
     def agent_id(self) -> str:

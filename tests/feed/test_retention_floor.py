@@ -73,7 +73,8 @@ async def test_a_ttl_purge_raises_the_floor_through_the_agents_last_event(feed_u
         assert (await store.feed_bounds())[0] == 3
         with pytest.raises(FeedPositionCompacted):
             await _seqs(store, 2)
-        assert await _seqs(store, 3) == [("live/b", 1), ("live/b", 2)]
+        # (the purge's tombstone after them: the agent ended at seq 3)
+        assert await _seqs(store, 3) == [("live/b", 1), ("live/b", 2), ("old/a", 3)]
 
 
 async def test_a_run_that_removes_nothing_more_leaves_the_floor_where_it_is(
@@ -208,7 +209,8 @@ async def test_a_purge_of_many_old_agents_looks_their_positions_up_in_one_pass(
         assert (await store.feed_bounds())[0] == 89
         with pytest.raises(FeedPositionCompacted):
             await _seqs(store, sub.position)
-        assert await _seqs(store, 89) == [("live/b", 30)]
+        tombstones = [(f"old/a{i:02}", 2) for i in range(30)]
+        assert await _seqs(store, 89) == [("live/b", 30), *tombstones]
 
 
 async def test_on_sqlite_the_lookups_of_a_page_of_purges_read_the_feed_once(

@@ -217,4 +217,9 @@ async def test_a_forgotten_agent_is_a_gap_not_a_stall(tmp_path: Path) -> None:
         await forget(store, "acme/alice")
         await store.save("acme/carol", {"n": 2})
         seen = await _catch_up(store)
-        assert [e.agent_id for e in seen] == ["acme/bob", "acme/carol"]
+        # its events passed over; its tombstone at the forget's position
+        assert [(e.agent_id, e.deleted) for e in seen] == [
+            ("acme/bob", False),
+            ("acme/alice", True),
+            ("acme/carol", False),
+        ]

@@ -177,7 +177,8 @@ async def test_only_the_stream_tables_leave_the_store_and_no_deleted_bytes(
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
         for table in ("sk_feed", "sk_feed_deleted", "sk_leases"):
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM sk_events").fetchone()[0] == 60
+        # the agents' 60 events, and the delete's tombstone (the feed's, sealed)
+        assert conn.execute("SELECT count(*) FROM sk_events").fetchone()[0] == 61
         assert (
             conn.execute("SELECT length(value) FROM sk_meta WHERE key = 'kept'").fetchone()[0]
             == 9000
@@ -186,7 +187,7 @@ async def test_only_the_stream_tables_leave_the_store_and_no_deleted_bytes(
             conn.execute(
                 "SELECT count(*) FROM sk_agents INDEXED BY sk_agents_written WHERE updated_at > 0"
             ).fetchone()[0]
-            == 20
+            == 21  # (and the tombstone stream)
         )
     finally:
         conn.close()

@@ -59,6 +59,9 @@ class AgentStates(Projection):
         )
         db.execute("CREATE INDEX IF NOT EXISTS agent_states_state ON agent_states (state)")
 
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        db.execute("DELETE FROM agent_states WHERE agent_id = ?", (change.agent_id,))
+
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event
         if e.fsm_state is None:
@@ -118,6 +121,9 @@ class AgentActivity(Projection):
             db.create_function("sk_namespace_of", 1, None)
         db.execute("INSERT INTO agent_activity_rule VALUES ('last-slash')")
 
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        db.execute("DELETE FROM agent_activity WHERE agent_id = ?", (change.agent_id,))
+
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event
         db.execute(
@@ -159,7 +165,7 @@ class ToolCalls(Projection):
     the first bucket whose bound ``le`` is >= its duration; ``le`` NULL: above all)."""
 
     name = "tool_calls"
-    tables = ("tool_calls", "tool_call_latency")
+    tables = ("tool_calls", "tool_call_latency", "tool_call_shares", "tool_call_latency_shares")
     event_types: ClassVar[frozenset[str] | None] = frozenset({TOOL_CALL})
 
     def setup(self, db: sqlite3.Connection) -> None:
@@ -172,6 +178,51 @@ class ToolCalls(Projection):
             "CREATE TABLE IF NOT EXISTS tool_call_latency (tool TEXT NOT NULL, le REAL,"
             " count INTEGER NOT NULL, UNIQUE (tool, le))"
         )
+        # each agent's share of both: what a delete of the agent takes out of them
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS tool_call_shares (agent_id TEXT NOT NULL,"
+            " tool TEXT NOT NULL, calls INTEGER NOT NULL, failures INTEGER NOT NULL,"
+            " timed INTEGER NOT NULL, total_seconds REAL NOT NULL, max_seconds REAL NOT NULL,"
+            " PRIMARY KEY (agent_id, tool))"
+        )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS tool_call_latency_shares (agent_id TEXT NOT NULL,"
+            " tool TEXT NOT NULL, le REAL, count INTEGER NOT NULL, UNIQUE (agent_id, tool, le))"
+        )
+
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        # the agent's share of every count goes (a read model made before shares were
+        # kept holds none of its earlier calls: rebuild it once)
+        agent = (change.agent_id,)
+        shares = db.execute(
+            "SELECT tool, calls, failures, timed, total_seconds, max_seconds"
+            " FROM tool_call_shares WHERE agent_id = ?",
+            agent,
+        ).fetchall()
+        for tool, calls, failures, timed, total, _ in shares:
+            db.execute(
+                "UPDATE tool_calls SET calls = calls - ?, failures = failures - ?,"
+                " timed = timed - ?, total_seconds = total_seconds - ? WHERE tool = ?",
+                (calls, failures, timed, total, tool),
+            )
+        latency = db.execute(
+            "SELECT tool, le, count FROM tool_call_latency_shares WHERE agent_id = ?", agent
+        ).fetchall()
+        for tool, le, count in latency:
+            db.execute(
+                "UPDATE tool_call_latency SET count = count - ? WHERE tool = ? AND le IS ?",
+                (count, tool, le),
+            )
+        db.execute("DELETE FROM tool_call_shares WHERE agent_id = ?", agent)
+        db.execute("DELETE FROM tool_call_latency_shares WHERE agent_id = ?", agent)
+        for tool, *_, longest in shares:  # its longest call may have been the tool's
+            db.execute(
+                "UPDATE tool_calls SET max_seconds = (SELECT coalesce(max(max_seconds), 0.0)"
+                " FROM tool_call_shares WHERE tool = ?) WHERE tool = ? AND max_seconds <= ?",
+                (tool, tool, longest),
+            )
+        db.execute("DELETE FROM tool_calls WHERE calls <= 0")
+        db.execute("DELETE FROM tool_call_latency WHERE count <= 0")
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         data = change.event.info
@@ -188,6 +239,22 @@ class ToolCalls(Projection):
             " max_seconds = max(max_seconds, excluded.max_seconds)",
             (tool, failed, 1 if duration is not None else 0, duration or 0.0, duration or 0.0),
         )
+        db.execute(
+            "INSERT INTO tool_call_shares VALUES (?, ?, 1, ?, ?, ?, ?)"
+            " ON CONFLICT (agent_id, tool) DO UPDATE SET"
+            " calls = calls + 1, failures = failures + excluded.failures,"
+            " timed = timed + excluded.timed,"
+            " total_seconds = total_seconds + excluded.total_seconds,"
+            " max_seconds = max(max_seconds, excluded.max_seconds)",
+            (
+                change.agent_id,
+                tool,
+                failed,
+                1 if duration is not None else 0,
+                duration or 0.0,
+                duration or 0.0,
+            ),
+        )
         if duration is not None:
             le = next((b for b in LATENCY_BUCKETS if duration <= b), None)
             updated = db.execute(
@@ -196,6 +263,14 @@ class ToolCalls(Projection):
             ).rowcount
             if not updated:
                 db.execute("INSERT INTO tool_call_latency VALUES (?, ?, 1)", (tool, le))
+            key = (change.agent_id, tool, le)
+            updated = db.execute(
+                "UPDATE tool_call_latency_shares SET count = count + 1"
+                " WHERE agent_id = ? AND tool = ? AND le IS ?",
+                key,
+            ).rowcount
+            if not updated:
+                db.execute("INSERT INTO tool_call_latency_shares VALUES (?, ?, ?, 1)", key)
 
 
 class Transitions(Projection):
@@ -204,7 +279,7 @@ class Transitions(Projection):
     starts from)."""
 
     name = "transitions"
-    tables = ("transitions", "transition_heads")
+    tables = ("transitions", "transition_heads", "transition_shares")
 
     def setup(self, db: sqlite3.Connection) -> None:
         db.execute(
@@ -215,6 +290,28 @@ class Transitions(Projection):
             "CREATE TABLE IF NOT EXISTS transition_heads (agent_id TEXT PRIMARY KEY,"
             " state TEXT NOT NULL)"
         )
+        # each agent's share of the counts: what a delete of the agent takes out
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS transition_shares (agent_id TEXT NOT NULL,"
+            " source TEXT NOT NULL, target TEXT NOT NULL, count INTEGER NOT NULL,"
+            " PRIMARY KEY (agent_id, source, target))"
+        )
+
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        # its last state and its share of the counts go (a read model made before
+        # shares were kept holds none of its earlier moves: rebuild it once)
+        agent = (change.agent_id,)
+        shares = db.execute(
+            "SELECT source, target, count FROM transition_shares WHERE agent_id = ?", agent
+        ).fetchall()
+        for source, target, count in shares:
+            db.execute(
+                "UPDATE transitions SET count = count - ? WHERE source = ? AND target = ?",
+                (count, source, target),
+            )
+        db.execute("DELETE FROM transitions WHERE count <= 0")
+        db.execute("DELETE FROM transition_shares WHERE agent_id = ?", agent)
+        db.execute("DELETE FROM transition_heads WHERE agent_id = ?", agent)
 
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         e = change.event
@@ -228,6 +325,11 @@ class Transitions(Projection):
                 "INSERT INTO transitions VALUES (?, ?, 1)"
                 " ON CONFLICT (source, target) DO UPDATE SET count = count + 1",
                 (row[0], e.fsm_state),
+            )
+            db.execute(
+                "INSERT INTO transition_shares VALUES (?, ?, ?, 1)"
+                " ON CONFLICT (agent_id, source, target) DO UPDATE SET count = count + 1",
+                (e.agent_id, row[0], e.fsm_state),
             )
         db.execute(
             "INSERT INTO transition_heads VALUES (?, ?)"

@@ -18,8 +18,9 @@ from typing import ClassVar
 
 from ..errors import InvalidArgument, ProjectionError
 from ..records import FeedEvent, Snapshot
+from ..store.feed_deletes import AGENT_DELETED
 
-__all__ = ["Projection", "check_projection_name"]
+__all__ = ["Projection", "check_projection_name", "with_deletes"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 
@@ -34,6 +35,12 @@ def check_projection_name(name: object) -> str:
             f"letter, at most 63), not {name!r}",
         )
     return name
+
+
+def with_deletes(event_types: frozenset[str] | None) -> frozenset[str] | None:
+    """The event types a projection of ``event_types`` subscribes to: the tombstones
+    of deleted agents too (:data:`~statekeeper.store.feed_deletes.AGENT_DELETED`)."""
+    return None if event_types is None else event_types | {AGENT_DELETED}
 
 
 class Projection(abc.ABC):
@@ -68,6 +75,14 @@ class Projection(abc.ABC):
     @abc.abstractmethod
     def apply(self, db: sqlite3.Connection, change: FeedEvent) -> None:
         """Apply one event to the read model, through ``db`` only."""
+
+    def deleted(self, db: sqlite3.Connection, change: FeedEvent) -> None:
+        """The agent ``change.agent_id`` was deleted or forgotten (``change.deleted``; a
+        tombstone of the feed, whatever :attr:`event_types` says): drop, through ``db``,
+        what the read model derived from its events, so the live read model stays what a
+        rebuild gives (which never sees them) and a forgotten agent's data is gone from it
+        too. The default does nothing: a projection keeping rows per agent overrides it."""
+        return None
 
     def seed(self, db: sqlite3.Connection, state: Snapshot) -> None:
         """Optional: put into the read model, through ``db``, what it holds for the

@@ -55,8 +55,8 @@ from ..store.feed import feed_shards, store_feed_bounds
 from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from . import feedcheck
 from .builtins import BUILTINS
-from .projection import Projection, check_projection_name
-from .seeding import SEEDS, has_seeds, seed_all, seeded_seq
+from .projection import Projection, check_projection_name, with_deletes
+from .seeding import SEEDS, forget_seed, has_seeds, seed_all, seeded_seq
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -301,10 +301,19 @@ class ProjectionRunner:
             for change in events:
                 if stored.covers(change.shard, change.position):
                     continue  # applied by an earlier commit: exactly once
-                if seeded and change.seq <= seeded_seq(db, name, change.agent_id):
+                if change.deleted:
+                    # never within a seed (an agent seeded at its head, then deleted:
+                    # the tombstone's seq is that head); a new stream of the id is
+                    # not in the seed either
+                    if seeded:
+                        forget_seed(db, name, change.agent_id)
+                elif seeded and change.seq <= seeded_seq(db, name, change.agent_id):
                     continue  # in the state the agent was seeded from
                 try:
-                    projection.apply(db, change)
+                    if change.deleted:
+                        projection.deleted(db, change)
+                    else:
+                        projection.apply(db, change)
                 except Exception as exc:
                     db.execute("ROLLBACK")
                     error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
@@ -388,7 +397,7 @@ class ProjectionRunner:
         await self._in_db(feedcheck.claim, projection.name, feed)
         sub = self.store.subscribe(
             position.on_feed(feed),
-            event_types=projection.event_types,
+            event_types=with_deletes(projection.event_types),
             batch_size=self.batch_size,
             stop_at_head=stop_at_head,
         )

@@ -36,7 +36,7 @@ from .projection import Projection
 if TYPE_CHECKING:
     from .runner import ProjectionRunner
 
-__all__ = ["PAGE", "SEEDS", "has_seeds", "seed_all", "seeded_seq"]
+__all__ = ["PAGE", "SEEDS", "forget_seed", "has_seeds", "seed_all", "seeded_seq"]
 
 SEEDS = """
 CREATE TABLE IF NOT EXISTS sk_projection_seeds (
@@ -55,6 +55,11 @@ def has_seeds(db: sqlite3.Connection, name: str) -> bool:
     """Whether projection ``name`` is being rebuilt from seeds (see the module)."""
     row = db.execute("SELECT 1 FROM sk_projection_seeds WHERE name = ? LIMIT 1", (name,))
     return row.fetchone() is not None
+
+
+def forget_seed(db: sqlite3.Connection, name: str, agent_id: str) -> None:
+    """The agent was deleted: its seed no longer covers any event of the id."""
+    db.execute("DELETE FROM sk_projection_seeds WHERE name = ? AND agent_id = ?", (name, agent_id))
 
 
 def seeded_seq(db: sqlite3.Connection, name: str, agent_id: str) -> int:

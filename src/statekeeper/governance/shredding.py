@@ -11,6 +11,10 @@ which also deletes them; either way the key vault keeps a tombstone, so the id c
 be given a new key that would make the old copies readable, and writes to it are
 refused with ``AgentForgotten``. Another process that opened the agent before keeps its
 cached key until it reopens its store: stop writers of the agent first.
+
+The change feed gets a tombstone of the agent (``FeedEvent.deleted``, ``forgotten``
+True; :mod:`statekeeper.store.feed_deletes`): read models built from the feed drop what
+they derived from its events, which are copies too.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
+from ..store import feed_deletes
 from ..store.namespaced import NamespacedStateStore
 from .holds import refuse_if_held
 from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
@@ -120,7 +125,15 @@ async def _forget(
     try:
         destroyed = keyring.forget(agent_id, at=at)
         store._reads.forget(agent_id)  # the decoded state cached by this store goes too
-        purged = await store.delete(listed) if purge else False
+        # the feed's consumers drop what they derived: a tombstone (the purge's delete
+        # writes its own, with the delete; store/feed_deletes.py)
+        token = feed_deletes.forgetting.set(True)
+        try:
+            purged = await store.delete(listed) if purge else False
+        finally:
+            feed_deletes.forgetting.reset(token)
+        if head and not purged:
+            await feed_deletes.record(store.backend, store.codec, agent_id, head, forgotten=True)
     except BaseException as exc:
         if announced is not None:
             await announced.failed(exc)

@@ -1,5 +1,8 @@
 """``store.subscribe(...)``: the change feed as an async iterator of verified events.
 
+(Over 600 lines because the catch-up, the live wait and the shard merge share one
+cursor state; split, each part would reach into the others'.)
+
 One loop serves both phases. The subscription reads the backend's feed after its
 cursor, a page at a time (:meth:`~statekeeper.backends.base.Backend.read_feed`); when a
 page comes back empty it is *live* and waits for a wake-up
@@ -15,7 +18,9 @@ memory and the writers never wait for it.
 
 Filters (``namespace``, ``agent_prefix``, ``event_types``) are applied to the stored
 agent id and kind before anything is decrypted; filtered-out positions still move the
-cursor (:attr:`Subscription.position`), so resuming from it never re-reads them. On a
+cursor (:attr:`Subscription.position`), so resuming from it never re-reads them.
+A delete or forget is a tombstone (``FeedEvent.deleted``, :mod:`.feed_deletes`),
+filtered on the agent it names; ``event_types`` must name its type to keep it. On a
 store opened as a principal, the policy is one more such filter (:class:`FeedAccess`):
 the events of agents the principal may not read are passed over the same way.
 statekeeper's own streams (ids starting ``"\x01"``: the audit log) are never delivered,
@@ -61,6 +66,7 @@ from ..errors import (
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
 from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed
+from .feed_deletes import is_tombstone_stream, tombstone_of
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -439,19 +445,24 @@ class Subscription(AsyncIterator[FeedEvent]):
                 return None
             page = self._pages[k]
             record = page[0]
-            if self._wanted(record):
+            deleted: FeedEvent | None = None
+            body: dict[str, Any] | None = None
+            if is_tombstone_stream(record.agent_id):  # a delete: see .feed_deletes
+                types, prefixes, access = self._event_types, self._prefixes, self._access
+                deleted = tombstone_of(store, record, k, types, prefixes, access)
+            elif self._wanted(record):
                 try:
                     body, _ = store._open_event(record.agent_id, record.event)
                 except AgentForgotten:
                     # crypto-shredded: unreadable for good, in every copy; a gap, as if
                     # deleted (the feed must not stall on it)
                     body = None
-            else:
-                body = None
             page.popleft()
             if undo is not None:
                 undo.append((k, self._at[k], record))
             self._at[k] = record.position
+            if deleted is not None:
+                return deleted
             if body is not None:
                 return FeedEvent(record.position, to_event(record.agent_id, record.event, body), k)
 

@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..records import AgentInfo, AppendResult, Event, EventType, RawEvent, Snapshot
 from ..security.highwater import DEFAULT_INTERVAL, HighWater
-from . import digests, forks, verification
+from . import digests, feed_deletes, forks, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
@@ -732,7 +732,8 @@ class StateStore:
         self._check_open()
         await self.flush()
         count = await self.backend.count_agents()
-        for own in (AUDIT_STREAM, HOLDS_STREAM):  # the store's own streams: not agents
+        own_streams = (AUDIT_STREAM, HOLDS_STREAM, *feed_deletes.streams(self.backend))
+        for own in own_streams:  # the store's own streams: not agents
             if count and await self.backend.head(own):
                 count -= 1
         return count

@@ -26,7 +26,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
-from functools import partial
 from typing import Any, Protocol
 
 import orjson
@@ -57,7 +56,7 @@ from ..records import (
     RawSnapshot,
 )
 from ..security.highwater import HighWater
-from . import conditional, idempotency
+from . import feed_deletes, idempotency
 from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, kept_bytes, plain
 from .durability import Durability, GroupCommitter, WriteBehind
@@ -985,7 +984,10 @@ class WritePipeline:
         async with self.lock(agent_id):
             self.reads.forget(agent_id)
             # (conditional on the head a retention purge saw: store/conditional.py)
-            erase = self.eraser or partial(conditional.erase, self.backend)
+            # with its tombstone in the feed (one commit where the engine has one:
+            # store/feed_deletes.py); a governed store's delete commits with its audit
+            # entry, the tombstone follows it
+            erase = self._erase_governed if self.eraser else self._erase
             if self.witness is None:
                 return await erase(agent_id)
             self.buffered_links.pop(agent_id, None)
@@ -993,6 +995,19 @@ class WritePipeline:
             existed = await erase(agent_id)
             self.witness.deleted(agent_id)
             return existed
+
+    async def _erase(self, agent_id: str) -> bool:
+        return await feed_deletes.erase(self.backend, self.codec, agent_id)
+
+    async def _erase_governed(self, agent_id: str) -> bool:
+        assert self.eraser is not None
+        feed = feed_deletes.has_feed(self.backend)
+        head = await feed_deletes.head_or_lost(self.backend, agent_id) if feed else 0
+        existed = await self.eraser(agent_id)
+        if existed and feed:
+            forgotten = feed_deletes.forgetting.get()
+            await feed_deletes.record(self.backend, self.codec, agent_id, head, forgotten=forgotten)
+        return existed
 
     # -- idempotency ---------------------------------------------------------------------
 

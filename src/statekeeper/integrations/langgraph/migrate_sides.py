@@ -318,6 +318,7 @@ async def _check_keys(backend: Any, url: str, keyring: Keyring | None) -> None:
 async def _opens(backend: Any, keyring: Keyring) -> None:
     """Load the first stored agent that is not forgotten with ``keyring`` (a wrong key
     raises; a crypto-shredded agent opens with no key and says nothing about it)."""
+    from ...arguments import INTERNAL_PREFIX
     from ...errors import AgentForgotten
     from ...store import StateStore
 
@@ -325,6 +326,8 @@ async def _opens(backend: Any, keyring: Keyring) -> None:
     after: str | None = None
     while page := await backend.list_agents(after, limit=100):
         for info in page:
+            if info.agent_id.startswith(INTERNAL_PREFIX):
+                continue  # the store's own streams (audit log, feed tombstones): no agent
             try:
                 await store.load(info.agent_id)
             except AgentForgotten:

@@ -1,0 +1,242 @@
+"""Deletes and forgets in the change feed: a tombstone at the delete's position.
+
+A delete removes the agent's events, and with them their feed positions; a ``forget``
+(crypto-shredding) leaves them unreadable. Neither would tell a consumer that already
+applied them to drop what it derived (a read model listing the agent for ever). So each
+delete and forget also appends one *tombstone* record to a statekeeper stream (ids
+starting ``"\\x01sk-feed/deleted"``: hidden from listings, like the audit log), which
+the feed delivers at its position as a :class:`~statekeeper.records.FeedEvent` of type
+:data:`AGENT_DELETED`: its ``agent_id`` is the agent deleted, its ``seq`` the head it
+ended at, ``event.info["forgotten"]`` True for a forget.
+
+**Atomic with the delete** where the engine commits several streams together
+(``Backend.appends_together``: memory, SQLite, PostgreSQL, Redis on one server, sharded
+too): the tombstone's append and the delete (``StreamChange(delete_at=head)``) are one
+commit, so a crash leaves both or neither, and no append of the agent can fall between
+them. Elsewhere (Redis Cluster, tiered, S3; and a governed store, whose delete is one
+commit with its audit entry) the tombstone is appended right after the delete: a crash
+in between leaves the delete without it (rebuild the projections then). Under
+PostgreSQL row-level security no tombstone is written (see :func:`has_feed`). A forget
+destroys a key in the key vault, another database: its tombstone follows (before the
+records' purge, when ``purge=True``, the purge's delete writes its own).
+
+On a sharded store (Redis ``shards=N``) each shard has its own tombstone stream, in
+that shard: a tombstone comes after the agent's events in the shard's feed, as the
+per-agent order of a sharded feed requires.
+"""
+
+from __future__ import annotations
+
+import time
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from ..backends.base import Backend, Capability
+from ..codec import ZERO_LINK, Codec
+from ..errors import AgentLost, ConflictError, IntegrityError, RetriesExhausted
+from ..records import AppendRequest, Event, FeedEvent, FeedRecord, RawEvent, StreamChange
+from .conditional import expected_head
+
+if TYPE_CHECKING:
+    from .feed import FeedAccess
+    from .store import StateStore
+
+__all__ = ["AGENT_DELETED", "erase", "is_tombstone_stream", "record", "tombstone_event"]
+
+#: the type of a feed event that says its agent was deleted or forgotten
+AGENT_DELETED = "statekeeper.agent_deleted"
+
+_STREAM = "\x01sk-feed/deleted"
+_RETRIES = 50
+
+#: set while ``forget`` purges an agent: its delete's tombstone says ``forgotten``
+forgetting: ContextVar[bool] = ContextVar("statekeeper_forgetting", default=False)
+
+_per_shard: dict[tuple[int, int], str] = {}
+
+
+def is_tombstone_stream(agent_id: str) -> bool:
+    """True for a stream holding tombstones (its records are not an agent's events)."""
+    return agent_id == _STREAM or agent_id.startswith(_STREAM + "/")
+
+
+def has_feed(backend: Backend) -> bool:
+    """Whether ``backend`` keeps a change feed (a sharded Redis one: unless opened
+    with ``feed=False``). Not on PostgreSQL under row-level security
+    (``audit_links``): a tenant's role may write no stream outside its namespaces,
+    the tombstone stream neither (no tombstone there yet: rebuild after deletes)."""
+    if getattr(backend, "audit_links", False):
+        return False
+    if getattr(backend, "feed_shards", 1) != 1:
+        return bool(getattr(backend, "feed", True))
+    return backend.supports(Capability.FEED)
+
+
+def stream_of(backend: Backend, agent_id: str) -> str:
+    """The tombstone stream of ``agent_id``: the store's one, or on a sharded store the
+    one that lives in the agent's shard."""
+    shards = getattr(backend, "feed_shards", 1)
+    if not isinstance(shards, int) or shards <= 1:
+        return _STREAM
+    return _in_shard(backend, shards, backend.feed_shard_of(agent_id))  # type: ignore[attr-defined]
+
+
+def streams(backend: Backend) -> list[str]:
+    """Every tombstone stream the store may hold (one per shard)."""
+    shards = getattr(backend, "feed_shards", 1)
+    if not isinstance(shards, int) or shards <= 1:
+        return [_STREAM]
+    return sorted({_in_shard(backend, shards, k) for k in range(shards)})
+
+
+def _in_shard(backend: Backend, shards: int, target: int) -> str:
+    shard_of = backend.feed_shard_of  # type: ignore[attr-defined]
+    found = _per_shard.get((shards, target))
+    n = 0
+    while found is None:
+        candidate = f"{_STREAM}/{n}"
+        if shard_of(candidate) == target:
+            found = _per_shard[(shards, target)] = candidate
+        n += 1
+    return found
+
+
+async def _request(
+    backend: Backend, codec: Codec, stream: str, agent_id: str, head: int, forgotten: bool
+) -> AppendRequest:
+    """The append of one tombstone after the stream's head, chained to the record
+    before it and tagged as every stream's head (a backup verifies it so)."""
+    base, tag = await backend.head_tag(stream)
+    link = ZERO_LINK
+    if base:
+        last = await backend.read(stream, base - 1, base)
+        if not last or last[-1].seq != base:
+            raise ConflictError(stream, base, 0)  # moved meanwhile: read again
+        raw_last = last[-1]
+        link = codec.decode(
+            stream,
+            raw_last.seq,
+            raw_last.type,
+            raw_last.timestamp,
+            raw_last.payload,
+            raw_last.checksum,
+        )[1].link
+    ts = time.time()
+    body = {"agent_id": agent_id, "head": head, "forgotten": forgotten}
+    sealed = codec.encode(stream, base + 1, AGENT_DELETED, ts, body, link)
+    raw = RawEvent(base + 1, AGENT_DELETED, ts, sealed.payload, sealed.checksum)
+    return AppendRequest(
+        stream,
+        base,
+        [raw],
+        head_tag=codec.head_tag(stream, base + 1, sealed.link),
+        expected_tag=tag,
+        check_tag=backend.compares_head_tag,
+    )
+
+
+async def record(
+    backend: Backend, codec: Codec, agent_id: str, head: int, *, forgotten: bool
+) -> None:
+    """Append the tombstone of ``agent_id`` (ended at ``head``) on its own (retried over
+    other writers' tombstones). Nothing on an engine without a feed."""
+    if not has_feed(backend):
+        return
+    stream = stream_of(backend, agent_id)
+    last: ConflictError | None = None
+    for _ in range(_RETRIES):
+        request = await _request(backend, codec, stream, agent_id, head, forgotten)
+        try:
+            await backend.append(request)
+            return
+        except ConflictError as exc:
+            if exc.agent_id != stream:
+                raise
+            last = exc
+    assert last is not None
+    raise RetriesExhausted(stream, _RETRIES, last)
+
+
+async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
+    """The store's delete of ``agent_id`` (conditional within
+    :func:`~statekeeper.store.conditional.delete_only_at`) with its tombstone, in one
+    commit where the engine has one (see the module documentation)."""
+    conditional = expected_head()
+    forgotten = forgetting.get()
+    if not (has_feed(backend) and backend.appends_together):
+        if conditional is None:
+            head = await head_or_lost(backend, agent_id) if has_feed(backend) else 0
+            existed = await backend.delete_agent(agent_id)
+        else:
+            from .conditional import delete_at
+
+            existed = await delete_at(backend, agent_id, conditional)
+            head = conditional
+        if existed and has_feed(backend):
+            await record(backend, codec, agent_id, head, forgotten=forgotten)
+        return existed
+    stream = stream_of(backend, agent_id)
+    last: ConflictError | None = None
+    for _ in range(_RETRIES):
+        try:
+            head = conditional if conditional is not None else await backend.head(agent_id)
+        except AgentLost:  # (Redis) its keys are gone: the delete acknowledges it
+            existed = await backend.delete_agent(agent_id)
+            if existed:  # the head it ended at is lost with it: 0
+                await record(backend, codec, agent_id, 0, forgotten=forgotten)
+            return existed
+        if head == 0:
+            return await backend.delete_agent(agent_id)  # no stream: no tombstone
+        request = await _request(backend, codec, stream, agent_id, head, forgotten)
+        try:
+            await backend.append_together([request], [StreamChange(agent_id, delete_at=head)])
+            return True
+        except ConflictError as exc:
+            if exc.agent_id == agent_id and conditional is not None:
+                if exc.current_seq == 0:
+                    return False  # gone already (as conditional.delete_at)
+                raise
+            if exc.agent_id not in (agent_id, stream):
+                raise
+            last = exc  # another tombstone first, or an append of the agent: again
+    assert last is not None
+    raise RetriesExhausted(agent_id, _RETRIES, last)
+
+
+async def head_or_lost(backend: Backend, agent_id: str) -> int:
+    """The agent's head; 0 for an agent whose stored data the engine lost."""
+    try:
+        return await backend.head(agent_id)
+    except AgentLost:
+        return 0
+
+
+def tombstone_event(record_: FeedRecord, body: dict[str, Any], shard: int) -> FeedEvent:
+    """The feed event of a tombstone record whose verified body is ``body``."""
+    agent_id = body.get("agent_id")
+    head = body.get("head")
+    if not isinstance(agent_id, str) or not isinstance(head, int):
+        raise IntegrityError(record_.agent_id, record_.event.seq, "not a tombstone")
+    info = {"forgotten": bool(body.get("forgotten"))}
+    event = Event(agent_id, head, AGENT_DELETED, record_.event.timestamp, info)
+    return FeedEvent(record_.position, event, shard, deleted=True)
+
+
+def tombstone_of(
+    store: StateStore,
+    record_: FeedRecord,
+    shard: int,
+    event_types: frozenset[str] | None,
+    prefixes: tuple[str, ...],
+    access: FeedAccess | None,
+) -> FeedEvent | None:
+    """What a subscription hands out for a tombstone record: its event, or None when
+    ``event_types`` does not name :data:`AGENT_DELETED` or the agent is not under every
+    one of ``prefixes`` or ``access`` may not read it."""
+    if event_types is not None and AGENT_DELETED not in event_types:
+        return None
+    body, _ = store._open_event(record_.agent_id, record_.event)
+    deleted = tombstone_event(record_, body, shard)
+    if any(not deleted.agent_id.startswith(p) for p in prefixes):
+        return None
+    return deleted if access is None or access.readable(deleted.agent_id) else None
