@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import heapq
+import inspect
 import sys
 import threading
 import time
@@ -30,6 +31,7 @@ from ...security.highwater import WAITING as WITNESS_WAITING
 from ...store import forks
 from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
+from .interrupts import Sigint
 
 __all__ = ["BoundLoop", "SharedLoop"]
 
@@ -208,8 +210,16 @@ class SharedLoop(_Faces):
 
     def _leave(self) -> None:
         with self._mutex:
-            self._driver = None
+            self._driver = None  # (first: an interrupt below leaves the loop free)
             self._wake_next()
+
+    def _release(self, me: int) -> None:
+        """(In a ``finally``, after ``_driver`` was set back to None inline when it was
+        ``me``: no function call comes before, where an interrupt could land.) Wake
+        the next waiter."""
+        with self._mutex:
+            if self._driver is None:
+                self._wake_next()
 
     def _wake_next(self) -> None:
         """(Under the mutex.) Wake the first waiter whose work is not done: it takes the
@@ -229,16 +239,19 @@ class SharedLoop(_Faces):
         holding the loop) completes, or wait while another thread runs it. ``until``
         None: only take the loop (and leave it)."""
         waiter: _Waiter | None = None
+        me = threading.get_ident()
         try:
             while not done():
-                if self._take():
-                    try:
+                try:
+                    if self._take():
                         if until is None:
                             return
                         self._loop.run_until_complete(until())
-                    finally:
-                        self._leave()
-                    continue
+                        continue
+                finally:
+                    if self._driver == me:  # (also after an interrupt inside _take)
+                        self._driver = None
+                        self._release(me)
                 if waiter is None:  # register, then try again: no wake-up is lost
                     waiter = _Waiter(done, event or threading.Event())
                     with self._mutex:
@@ -269,14 +282,28 @@ class SharedLoop(_Faces):
         if asyncio._get_running_loop() is not None:
             # this thread runs another loop, which cannot run ours: hand it over
             return self._handed(coro).result()
-        if self._take():
-            try:
-                return self._step(coro)
-            finally:
-                self._leave()
-                if not self._started:
-                    self._wanted()
+        # Ctrl-C cancels the call and is raised once it has ended (see .interrupts)
+        try:
+            with Sigint(self._loop) as sigint:
+                return self._call(coro, sigint)
+        except BaseException:
+            if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:  # (never run)
+                coro.close()
+            raise
+
+    def _call(self, coro: Coroutine[Any, Any, T], sigint: Sigint) -> T:
+        me = threading.get_ident()
+        try:
+            if self._take():
+                return self._step(coro, sigint)
+        finally:
+            if self._driver == me:  # (also after an interrupt inside _take)
+                self._driver = None
+                self._release(me)
+            if not self._started:
+                self._wanted()
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        sigint.aim(future.cancel)
         event = threading.Event()
         future.add_done_callback(lambda _: event.set())
         self._drive(future.done, lambda: asyncio.wrap_future(future, loop=self._loop), event)
@@ -284,7 +311,7 @@ class SharedLoop(_Faces):
             self._wanted()
         return future.result()
 
-    def _step(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _step(self, coro: Coroutine[Any, Any, T], sigint: Sigint | None = None) -> T:
         """(Holding the loop.) Run ``coro`` as a task of the loop, stepping the loop's
         ready callbacks (the task's first step among them) on this thread with no
         poll for I/O, as ``run_until_complete``'s passes would run them; a call that
@@ -299,6 +326,17 @@ class SharedLoop(_Faces):
         if ready is None:  # a loop without asyncio's internals (uvloop's policy set)
             return loop.run_until_complete(coro)
         task = loop.create_task(coro)
+        if sigint is not None:
+            sigint.aim(task.cancel)
+        try:
+            return self._run_task(task)
+        except BaseException:  # an interrupt in spite of Sigint (a second Ctrl-C)
+            _end_interrupted(loop, task)
+            raise
+
+    def _run_task(self, task: asyncio.Task[T]) -> T:
+        loop = self._loop
+        ready: Any = loop._ready  # type: ignore[attr-defined]
         hooks = sys.get_asyncgen_hooks()
         # as run_forever: the loop's async generator hooks, the running loop (its
         # thread: ``is_running()``)
@@ -510,6 +548,21 @@ class BoundLoop(_Faces):
     def stop(self) -> None:
         """Stop using the loop (it is the application's: never closed here). Idempotent."""
         self._closed = True
+
+
+#: how long a call interrupted mid-step may take to end once cancelled
+_INTERRUPTED_END = 5.0
+
+
+def _end_interrupted(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    """(Holding the loop, a ``KeyboardInterrupt`` raised in a step.) Cancel ``task``
+    and run the loop until it ends (for at most ``_INTERRUPTED_END`` seconds; then it
+    is left to whoever runs the loop next): its write is then done or not made."""
+    if not task.done():
+        task.cancel()
+        loop.run_until_complete(asyncio.wait((task,), timeout=_INTERRUPTED_END))
+    if task.done() and not task.cancelled():
+        task.exception()  # (retrieved: no "never retrieved" report)
 
 
 def _working(loop: asyncio.AbstractEventLoop) -> bool:

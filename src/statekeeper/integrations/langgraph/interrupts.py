@@ -1,0 +1,85 @@
+"""Ctrl-C during a sync saver call, delivered at a safe point (:class:`Sigint`).
+
+:class:`~.loop.SharedLoop` runs the saver's loop on the calling thread, so the
+default SIGINT handler raised ``KeyboardInterrupt`` at whatever line of statekeeper's
+code (or asyncio's) ran then: a write stopped half-way, a loop left marked as run.
+Within :class:`Sigint` a first SIGINT cancels the call instead, as
+:class:`asyncio.Runner` does for its main task (and as the store's sync face,
+:class:`~statekeeper.store.portal.Portal`, cancels its call on the loop): the
+cancellation reaches the call at its next ``await``, where the store's code is
+cancel-safe, and ``KeyboardInterrupt`` is raised once the call has ended. A second
+SIGINT raises at once (the user insists; :class:`~.loop.SharedLoop` then still
+releases the loop). Only on the main thread with Python's default handler: an
+application's own handler is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+
+__all__ = ["Sigint"]
+
+_MAIN = threading.main_thread().ident
+
+
+def _nothing() -> None:
+    pass
+
+
+class Sigint:
+    """Within: SIGINT cancels what :meth:`aim` names, and ``KeyboardInterrupt`` is
+    raised on leaving."""
+
+    __slots__ = ("_cancel", "_loop", "_prev", "count")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._cancel: Callable[[], object] | None = None
+        self._prev: object = None
+        self.count = 0
+
+    def __enter__(self) -> Sigint:
+        if threading.get_ident() != _MAIN:
+            return self
+        try:
+            prev = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # (not the main interpreter)
+            return self
+        if prev is signal.default_int_handler:
+            self._prev = prev
+        else:  # the application's own handler (or SIG_IGN): left in place
+            signal.signal(signal.SIGINT, prev)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._prev is not None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self._prev = None
+        if self.count and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt
+
+    def aim(self, cancel: Callable[[], object]) -> None:
+        """What a SIGINT cancels (the call's task or future); at once if one came."""
+        self._cancel = cancel
+        if self.count:
+            cancel()
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.count > 1:
+            raise KeyboardInterrupt
+        if self._cancel is not None:
+            self._cancel()
+        # wake the loop should it wait in its selector (as asyncio.Runner does)
+        with contextlib.suppress(RuntimeError):  # the loop was closed
+            self._loop.call_soon_threadsafe(_nothing)
