@@ -184,6 +184,7 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
     from statekeeper.errors import CapabilityUnsupported
     from statekeeper.governance import Audit, AuditLog, parse_policy
     from statekeeper.security import Keyring
+    from statekeeper.store.feed_deletes import is_tombstone_stream
 
     keyring = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
     store = StateStore(
@@ -214,7 +215,10 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
             async def call(*args: object, _m: object = method, _n: str = name) -> object:
                 first = args[0]
                 agent = first if isinstance(first, str) else first.agent_id  # type: ignore[attr-defined]
-                calls.append("log" if agent.startswith("\x01") else f"{_n} {agent}")
+                if is_tombstone_stream(agent):
+                    calls.append(f"tombstone {_n}")
+                else:
+                    calls.append("log" if agent.startswith("\x01") else f"{_n} {agent}")
                 return await _m(*args)  # type: ignore[operator]
 
             setattr(backend, name, call)
@@ -228,6 +232,9 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
             "save_snapshot tenant/a",
             "log",
             "delete_agent_at tenant/a",  # (only at the head its entry names)
+            # the delete's feed tombstone, after it: a cluster commits no two streams
+            # together (docs/feed.md, "A delete is an event")
+            "tombstone append",
         ], calls
         report = await AuditLog(backend, keyring).verify()
         assert report.ok and not report.unapplied, (report.problems, report.unapplied)

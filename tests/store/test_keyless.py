@@ -87,12 +87,15 @@ FIXTURE_KEY = "c3RhdGVrZWVwZXIta2V5bGVzcy1maXh0dXJlLWtleSE="
 
 def _dump(path: Path) -> list[str]:
     """The file as SQL, but for what opening a schema-4 file migrates (the schema
-    version, and each idempotency record's time: compared without it)."""
+    version, each idempotency record's time: compared without it, and the change
+    feed's id a writable open gives a file that has none: docs/feed.md)."""
     with closing(sqlite3.connect(path)) as conn:
         lines = [
             line
             for line in conn.iterdump()
-            if "sk_idempotency" not in line and "schema_version" not in line
+            if "sk_idempotency" not in line
+            and "schema_version" not in line
+            and not line.startswith("""INSERT INTO "sk_meta" VALUES('feed_id',""")
         ]
         keys = conn.execute(
             "SELECT agent_id, key, first_seq, last_seq FROM sk_idempotency ORDER BY 1, 2"

@@ -256,8 +256,10 @@ class Appends(PostgresPart):
                     return out
         except psycopg.Error as exc:
             self._wrote()
+            if not transient(exc):  # refused (a privilege, a constraint): typed, nothing stored
+                raise self._failure(_together_what(requests, changes), exc) from exc
             try:
-                landed = transient(exc) and await self._landed(requests[0])
+                landed = await self._landed(requests[0])
             except psycopg.Error as unsettled:  # (was: the driver's error, untyped)
                 raise BackendError(
                     f"postgresql: atomic append failed: {self._reason(exc)}; whether it "
@@ -529,3 +531,13 @@ def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
         Texts([r.fence[0] if r.fence is not None else None for r in requests]),
         Int8s([r.fence[1] if r.fence is not None else None for r in requests]),
     )
+
+
+def _together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamChange]) -> str:
+    """What a refused ``append_together`` did, as :mod:`.refusals` reads it: the
+    delete of the agent its change names (a delete and its feed tombstone or audit
+    entry), else the append to its first request's agent."""
+    for change in changes:
+        if change.delete_at is not None:
+            return f"postgresql delete_agent_at of {change.agent_id!r}"
+    return f"postgresql append to {requests[0].agent_id!r}"
