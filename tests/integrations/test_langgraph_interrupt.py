@@ -152,10 +152,17 @@ def test_a_ctrl_c_at_each_call_and_await_of_a_put_stops_it_at_a_safe_point(
 ) -> None:
     """A real SIGINT (default handler) raised as each function of statekeeper's is
     entered or each of its coroutines resumed during a ``put``: the put raises
-    ``KeyboardInterrupt``; its checkpoint is stored whole or not at all."""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    assert _interrupt_each_point(sqlite_saver, ("call",), _in_statekeeper, _sigint) > 20
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    ``KeyboardInterrupt``; its checkpoint is stored whole or not at all.
+
+    Python's default handler is installed for the test, as in an interactive
+    process: a process started in the background (CI's runner) inherits SIGINT
+    ignored, and then there is no Ctrl-C to hold."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert _interrupt_each_point(sqlite_saver, ("call",), _in_statekeeper, _sigint) > 20
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 _CHILD = """
