@@ -43,7 +43,7 @@ def _touch_before_delete(store: StateStore, agent_id: str) -> list[int]:
             touched.append(result.last_seq)
         return await inner(target)
 
-    store.delete = delete  # type: ignore[method-assign]
+    store.delete = delete  # type: ignore[method-assign,assignment]
     return touched
 
 
