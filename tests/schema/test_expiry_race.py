@@ -87,3 +87,11 @@ async def test_opening_an_expired_session_keeps_one_touched_after_it_was_read(
         assert not is_expired(agent.state)
 
     await _run(engine, tmp_path, body)
+
+
+def test_a_touch_after_the_clock_stepped_back_never_shortens_the_session() -> None:
+    session = Session(user_id="u-1", started_at=1000.0, last_seen=1000.0, ttl=60.0)
+    session.touch(now=2000.0)
+    session.touch(now=1500.0)  # the wall clock stepped back: the touch is still activity
+    assert session.expires_at == 2060.0  # was 1560: expired again once the clock caught up
+    assert not session.expired(now=2001.0)
