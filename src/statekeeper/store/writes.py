@@ -409,7 +409,12 @@ class WritePipeline:
                         raise recreated(agent_id, expected_seq) from stale
                 if dumped is not None:
                     dumped.packed, dumped.plain = None, False
-                ops, fsm = make(record)
+                try:
+                    ops, fsm = make(record)
+                except RecursionError:  # deeper than the diff can walk: no codec stores it
+                    raise SerializationError(
+                        "cannot serialize: the document is nested too deeply", "data"
+                    ) from None
                 written_type = create_type if (record is None and create_type) else event_type
                 if record is not None and self.snapshots.needs_prepare(record):
                     await self.snapshots.prepare(record)  # rare: a link or a delta base
