@@ -18,6 +18,8 @@ __all__ = ["DURATION_EXAMPLES", "duration_text", "seconds_in"]
 DURATION_EXAMPLES = "90s, 500ms, 15m, 1h30m, 12h, 30d or 2w"
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+#: a capital M that is not the M of "MS" (milliseconds): months, to many readers
+_MONTHS = re.compile(r"M(?![sS])")
 _PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d|w)")
 
 
@@ -29,10 +31,20 @@ def seconds_in(text: str | float) -> float | None:
     (5400.0, 0.5, 90.0, 2.0)
     >>> seconds_in("0s"), seconds_in("ten minutes"), seconds_in("-5"), seconds_in("inf")
     (None, None, None, None)
+
+    Units are read in either case, except a capital ``M`` on its own: ``6M`` is six
+    months to many (ISO 8601, date formats) and was read as six minutes — a retention
+    ``ttl=6M`` then deleted every agent idle for six minutes. It is refused
+    (``6m`` is minutes; months are written in days or weeks).
+
+    >>> seconds_in("6M"), seconds_in("6m"), seconds_in("500MS"), seconds_in("2H")
+    (None, 360.0, 0.5, 7200.0)
     """
     if isinstance(text, int | float):
         seconds = float(text)
     else:
+        if _MONTHS.search(text):
+            return None
         value = text.strip().lower().replace(" ", "")
         try:
             seconds = float(value)

@@ -46,7 +46,7 @@ audit_app = typer.Typer(
 
 
 def _since(value: str | None) -> float | None:
-    from .commands import _parse_time  # loaded on use: keeps ``audit --help`` light
+    from .times import parse_time as _parse_time  # loaded on use: keeps ``audit --help`` light
 
     return None if value is None else _parse_time(value, "--since")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,6 +25,7 @@ from .app import (
     run,
 )
 from .stores import require_on
+from .times import parse_time as _parse_time
 
 if TYPE_CHECKING:
     from ..records import Event
@@ -39,28 +39,6 @@ async def _require(store: StateStore, agent_id: str) -> int:
     if head == 0:
         raise AgentNotFound(agent_id)
     return head
-
-
-def _parse_time(value: str, option: str = "--at-time") -> float:
-    """Epoch seconds, or ISO 8601 (naive times are local); ``option`` names the flag
-    in the error."""
-    try:
-        number = float(value)
-    except ValueError:
-        pass
-    else:
-        if math.isfinite(number):
-            return number
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(
-            f"{value!r} is not an ISO 8601 time (e.g. 2025-01-31T12:00:00Z) or epoch seconds",
-            param_hint=f"'{option}'",
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()
-    return dt.timestamp()
 
 
 # -------------------------------------------------------------------------- agents

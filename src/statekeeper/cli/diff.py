@@ -78,7 +78,9 @@ class _Side:
 
 
 def _side(snap: Snapshot) -> _Side:
-    return _Side(snap.agent_id, snap.seq, {"state": snap.fsm_state, "data": snap.data})
+    return _Side(
+        snap.agent_id, snap.seq, {"state": snap.fsm_state, "data": render.plain(snap.data)}
+    )
 
 
 def _ops(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[Any]:

@@ -224,7 +224,7 @@ def analyze(
     """The seed's mathematics from recorded history: transition matrix P with
     confidence intervals, stationary distribution, entropies, measured and predicted
     recovery time, consistency score, optimal snapshot interval (Young/Daly)."""
-    from .commands import _parse_time
+    from .times import parse_time as _parse_time
 
     if group not in ("all", "namespace"):
         raise typer.BadParameter("must be 'all' or 'namespace'", param_hint="'--group'")

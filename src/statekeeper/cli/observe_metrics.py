@@ -218,8 +218,8 @@ def metrics_plot(
     transitions per second, active agents, agents by state, entropy of the moves.
     With --from FILE, plot recorded live metrics instead: counters as rates per
     second, gauges as they are, histograms as quantiles per interval."""
-    from .commands import _parse_time
     from .observe_plots import check_picture_paths
+    from .times import parse_time as _parse_time
 
     check_picture_paths(out)
     start = _parse_time(since, "--since") if since is not None else None

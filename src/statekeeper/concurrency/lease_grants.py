@@ -26,11 +26,20 @@ if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..records import LeaseInfo
 
-__all__ = ["ended", "granting", "kept", "recognised", "releasing"]
+__all__ = ["ended", "granting", "kept", "lease_clock", "recognised", "releasing"]
 
 logger = logging.getLogger("statekeeper.concurrency.leases")
 
 _G = TypeVar("_G")
+
+#: the clock a held lease's time left is counted on: one that keeps counting while the
+#: machine is suspended (Linux's CLOCK_BOOTTIME). ``time.monotonic`` stops then, so a
+#: holder resumed after a VM pause longer than its TTL was told its lease had time
+#: left while the backend's clock had expired it and another worker could hold it.
+_BOOT = getattr(time, "CLOCK_BOOTTIME", None)
+lease_clock: Callable[[], float] = (
+    time.monotonic if _BOOT is None else lambda: time.clock_gettime(_BOOT)  # type: ignore[arg-type]
+)
 
 #: give-backs of grants whose acquire was cancelled again meanwhile (kept referenced)
 _GIVING_BACK: set[asyncio.Future[None]] = set()

@@ -55,7 +55,7 @@ from ..arguments import check_agent_id, check_name
 from ..backends.base import Backend, released_with, validate_ttl
 from ..errors import AccessDenied, ConflictError, InvalidArgument, LeaseHeld, LeaseLost
 from ..records import Fence, LeaseChange, LeaseInfo, StreamChange
-from .lease_grants import ended, granting, kept, recognised, releasing
+from .lease_grants import ended, granting, kept, lease_clock, recognised, releasing
 
 if TYPE_CHECKING:
     from ..store.namespaced import NamespacedStateStore
@@ -78,9 +78,9 @@ class Lease:
     ``store.agent(..., lease=lease)``) so they carry its fencing token.
 
     ``expires_at`` is the expiry on the backend's clock as of the last grant or
-    renewal; :meth:`remaining` is this process's conservative estimate on its own
-    monotonic clock (measured from *before* the request was sent). Neither decides
-    whether a write is accepted — the backend's token check does.
+    renewal; :meth:`remaining` is this process's conservative estimate on a clock that
+    counts a suspended machine's pause (``lease_clock``), measured from *before* the
+    request was sent. Neither decides whether a write is accepted: the token check does.
     """
 
     def __init__(self, manager: LeaseManager, info: LeaseInfo, ttl: float, sent_at: float) -> None:
@@ -132,8 +132,8 @@ class Lease:
         return None
 
     def remaining(self) -> float:
-        """Seconds left by this process's monotonic clock (<= 0: assume it expired)."""
-        return self._deadline - time.monotonic()
+        """Seconds left by this process's clock (<= 0: assume it expired)."""
+        return self._deadline - lease_clock()
 
     async def renew(self, ttl: float | None = None) -> None:
         """Extend the lease by ``ttl`` (default: its own TTL) from now.
@@ -142,7 +142,7 @@ class Lease:
         lease is then marked :attr:`lost`).
         """
         ttl = validate_ttl(ttl if ttl is not None else self.ttl)
-        sent = time.monotonic()
+        sent = lease_clock()
         try:
             info = await self.manager.backend.renew_lease(
                 self.stored_id, self.holder, self.token, ttl
@@ -394,7 +394,7 @@ class LeaseManager:
             deadline = time.monotonic() + wait
             pause = min(poll, 0.005)
             while True:
-                sent = time.monotonic()
+                sent = lease_clock()
                 held, stored_info = await self._held_elsewhere(stored) if ahead else (None, None)
                 if held is None:
                     if gov is not None and entry is None:
@@ -462,7 +462,7 @@ class LeaseManager:
         deadline = time.monotonic() + wait
         pause = min(poll, 0.005)
         while True:
-            sent = time.monotonic()
+            sent = lease_clock()
             held, stored_info = await self._held_elsewhere(stored)
             if held is None:
                 token = stored_info.token + 1 if stored_info is not None else 1

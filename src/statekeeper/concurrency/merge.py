@@ -173,10 +173,12 @@ class Version:
         return out
 
     def edited(self, data: Mapping[str, Any], node: str, stamp: Timestamp | None = None) -> Version:
-        """The version after a local edit by ``node``: new data, the node's counter
-        incremented, and ``stamp`` (from the node's :class:`~.clock.HybridClock`)."""
-        clock = (self.clock or VectorClock()).increment(node)
-        return Version(dict(data), clock, stamp if stamp is not None else self.stamp)
+        """The version after ``node``'s edit (its counter incremented) at ``stamp`` (from
+        its :class:`~.clock.HybridClock`), or just after this one's if that is behind."""
+        clock, last = (self.clock or VectorClock()).increment(node), self.stamp
+        if stamp is not None and last is not None and stamp <= last:
+            stamp = Timestamp(last.wall, last.logical + 1, stamp.node)
+        return Version(dict(data), clock, stamp if stamp is not None else last)
 
 
 @dataclass(frozen=True)

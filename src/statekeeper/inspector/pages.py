@@ -299,13 +299,19 @@ JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
 
 
 def state_document(agent_id: str, snap: Snapshot) -> dict[str, Any]:
-    """What ``/agent/state.json`` downloads: the whole state at ``snap.seq``."""
+    """What ``/agent/state.json`` downloads: the whole state at ``snap.seq``, its typed
+    values (Decimal, bytes, datetime, set, UUID…) in the tagged form the store keeps and
+    ``statekeeper export`` writes (``{"$t": "decimal", "v": "1.10"}``; orjson's own
+    spelling of a datetime or UUID is a plain string, read back as one)."""
+    from ..codec.types import needs_tagging, to_plain
+
+    data = to_plain(snap.data, None) if needs_tagging(snap.data) else snap.data
     return {
         "agent_id": agent_id,
         "seq": snap.seq,
         "fsm_state": snap.fsm_state,
         "schema_version": snap.schema_version,
-        "data": snap.data,
+        "data": data,
     }
 
 

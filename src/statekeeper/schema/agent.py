@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..records import AppendResult, Event, Snapshot
 from ..store.agent import DurableAgent
+from ..store.conditional import delete_only_at
 from ..store.observing import refused
 from ..store.writes import SAVE_CARRY
 from .carry import Known
@@ -191,12 +192,17 @@ async def open_typed_agent(
     if initial_state is not None:
         document = schema.dump(initial_state, agent_id)
     snapshot = await store.get(agent_id)
-    if snapshot is not None and _expired(schema, snapshot):
+    while snapshot is not None and _expired(schema, snapshot):
         try:
-            await store.delete(agent_id)  # gone, as the engine's TTL would have made it
+            # gone, as the engine's TTL would have made it: only the state judged
+            # expired (a session touched since by another worker is not)
+            with delete_only_at(snapshot.seq):
+                await store.delete(agent_id)
             snapshot = None
         except AgentOnHold:
-            pass  # a legal hold exempts it from every purge: it is opened as it stands
+            break  # a legal hold exempts it from every purge: it is opened as it stands
+        except ConflictError:
+            snapshot = await store.get(agent_id)  # written since: judged again
     if snapshot is None:
         if initial_state is None:
             default = schema.adapter.default()

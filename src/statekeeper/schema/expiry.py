@@ -13,6 +13,11 @@ None for never — :class:`~statekeeper.schema.structures.Session` computes it f
   moment it expired and the moment Redis removes it;
 * :func:`expire` deletes every expired agent of a model (the sweep an engine without a
   native TTL needs to reclaim the space; run it from a scheduler).
+
+A delete made because a state read expired is made only while the agent is still at
+the seq that was read (:func:`~statekeeper.store.conditional.delete_only_at`): a
+session touched by another worker between that read and the delete is no longer
+expired, and deleting it would lose that acknowledged write without an error.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Capability
-from ..errors import AgentOnHold, SchemaError
+from ..errors import AgentOnHold, ConflictError, SchemaError
+from ..store.conditional import delete_only_at
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 from .rewrite import states_of, stored
@@ -102,10 +108,13 @@ async def expire(
             if not is_expired(state, now):
                 continue
             try:
-                if await store.delete(agent_id):
-                    gone.append(agent_id)
+                with delete_only_at(snap.seq):  # only the state judged expired
+                    if await store.delete(agent_id):
+                        gone.append(agent_id)
             except AgentOnHold:
                 continue  # a legal hold exempts it from every purge: kept, expired or not
+            except ConflictError:
+                continue  # written since it was read (touched): no longer judged, kept
         if len(page) < 1000:
             return gone
         after = ids[-1]

@@ -4,6 +4,7 @@ objects away; a cached one is copied from its packed bytes)."""
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
 import orjson
@@ -22,7 +23,34 @@ _loads = orjson.loads
 
 
 def public_copy(self: ReadPath, record: AgentRecord, *, shared: bool = False) -> Snapshot:
-    """The caller's copy of a folded state (it shares nothing with ``record``).
+    """The caller's copy of a folded state (it shares nothing with ``record``);
+    :func:`_copied` when the copy by JSON bytes cannot be made."""
+    try:
+        return _public_copy(self, record, shared=shared)
+    except TypeError:  # (orjson: "Recursion limit reached")
+        return _copied(record)
+
+
+def _copied(record: AgentRecord) -> Snapshot:
+    """The copy of a state nested deeper than JSON's bytes can hold (orjson stops at
+    254 levels; the msgpack format stores up to Python's own limit): made object by
+    object. Such a state was stored, and every save of it acknowledged, but every load
+    of it failed with ``TypeError: Recursion limit reached``."""
+    data = copy.deepcopy(document(record))
+    return make_snapshot(
+        record.agent_id,
+        record.seq,
+        record.fsm_state,
+        data,
+        record.schema_version,
+        record.created_at,
+        record.updated_at,
+        record.fsm_entered_at,
+    )
+
+
+def _public_copy(self: ReadPath, record: AgentRecord, *, shared: bool = False) -> Snapshot:
+    """:func:`public_copy` by the copy's bytes (see there).
 
     ``shared``: the caller never changes the data (it makes its changes
     copy-on-write, as the LangGraph saver does): it gets the record's own document,

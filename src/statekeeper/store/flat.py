@@ -300,6 +300,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             if len(prefixes) < _KEPT:
                 prefixes[agent_id] = prefix
         now = clock()
+        if now < record.updated_at:  # a stream's times never go back (writes.build)
+            now = record.updated_at
         link: bytes = sha256(prefix + seq_ts(seq, now) + payload).digest()
         tag = b"\x01\x00" + link  # (Codec.head_tag without a key)
         tailed = None  # a tail snapshot with the event (store/tails.py; only when on)

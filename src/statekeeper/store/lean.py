@@ -127,6 +127,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             return None  # a tag-like key in the values: the builder reads it back
         seq = expected_seq + 1
         now = clock()
+        if now < record.updated_at:  # a stream's times never go back (writes.build)
+            now = record.updated_at
         if sealer is not None and len(body_bytes) < blake3_from:
             payload, link = sealer(agent_id, seq, event_type, now, body_bytes, prev)
             checksum = link

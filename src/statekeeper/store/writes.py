@@ -409,7 +409,12 @@ class WritePipeline:
                         raise recreated(agent_id, expected_seq) from stale
                 if dumped is not None:
                     dumped.packed, dumped.plain = None, False
-                ops, fsm = make(record)
+                try:
+                    ops, fsm = make(record)
+                except RecursionError:  # deeper than the diff can walk: no codec stores it
+                    raise SerializationError(
+                        "cannot serialize: the document is nested too deeply", "data"
+                    ) from None
                 written_type = create_type if (record is None and create_type) else event_type
                 if record is not None and self.snapshots.needs_prepare(record):
                     await self.snapshots.prepare(record)  # rare: a link or a delta base
@@ -564,6 +569,8 @@ class WritePipeline:
             base = record.seq
             seq = base + 1
             now = self.clock()
+            if now < record.updated_at:  # the clock stepped back: see build()
+                now = record.updated_at
             codec = self.codec
             body: dict[str, Any] = {}
             if ops:
@@ -838,6 +845,12 @@ class WritePipeline:
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
+        if record is not None and now < record.updated_at:
+            # A stream's times never go back: a wall clock stepped back (NTP, a resumed
+            # VM, another writer's clock behind) stamps the event with its head's time,
+            # so time travel never shows a state after an event stamped later, nor a
+            # TTL purge take an agent written just now for one idle since then.
+            now = record.updated_at
         codec = self.codec
         body = event_body(
             info, ops, fsm=fsm, schema_version=schema_version, actor=actor, key=idempotency_key

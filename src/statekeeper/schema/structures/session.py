@@ -37,8 +37,10 @@ class Session(BaseModel):
         return self
 
     def touch(self, now: float | None = None) -> None:
-        """Record activity (moves ``last_seen``, and so the expiry)."""
-        self.last_seen = max(time.time() if now is None else now, self.started_at)
+        """Record activity (moves ``last_seen``, and so the expiry, never back: after a
+        clock stepped back, a touch keeps the expiry an earlier touch promised)."""
+        now = time.time() if now is None else now
+        self.last_seen = max(now, self.last_seen, self.started_at)
 
     @property
     def expires_at(self) -> float | None:

@@ -1,0 +1,45 @@
+"""Deeply nested states on the msgpack format (trialtime): a state 255–500 levels deep
+was stored and every save of it acknowledged, but every load failed with
+``TypeError: Recursion limit reached`` (the caller's copy was made through JSON bytes,
+which orjson stops at 254 levels); one deeper than the diff can walk raised a bare
+``RecursionError`` from ``store.save``. Loads now copy such a state object by object,
+and the save is a :class:`SerializationError`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.errors import SerializationError
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_a_state_deeper_than_json_is_loaded_as_stored(tmp_path: Path, engine: str) -> None:
+    url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path / 'deep.db'}"
+    deep = _nested(300)
+    async with StateStore(url, format="msgpack") as store:
+        await store.save("a", {"v": deep})
+        await store.save("a", {"v": deep, "w": 1})
+        assert (await store.load("a")).data == {"v": deep, "w": 1}
+        assert (await store.load("a", at_seq=1)).data == {"v": deep}
+        if engine == "sqlite":
+            async with StateStore(url, format="msgpack") as cold:
+                assert (await cold.load("a")).data == {"v": deep, "w": 1}
+
+
+async def test_a_save_deeper_than_the_diff_can_walk_is_a_typed_error() -> None:
+    async with StateStore("memory://", format="msgpack") as store:
+        await store.save("a", {"v": _nested(600)})
+        with pytest.raises(SerializationError, match="nested too deeply"):
+            await store.save("a", {"v": _nested(600), "w": 1})
+        assert await store.head("a") == 1
