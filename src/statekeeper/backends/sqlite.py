@@ -106,7 +106,7 @@ from .sqlite_admin import SQLiteAdmin
 from .sqlite_base import Synchronous
 from .sqlite_base import translated as _translated
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
-from .sqlite_import import KEY_MADE
+from .sqlite_import import KEY_MADE, KEY_MADE_LATER
 from .sqlite_leases import SQLiteLeases
 from .sqlite_reads import SQLiteReads
 
@@ -1066,6 +1066,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 "UPDATE sk_idempotency AS k SET created_at = " + KEY_MADE.format(schema="main"),
                 {"now": time.time()},
             )
+            conn.execute(KEY_MADE_LATER)  # (a process opened before this goes on writing)
         if version < SCHEMA_VERSION:
             conn.execute(
                 "UPDATE sk_meta SET value = ? WHERE key = 'schema_version'",
