@@ -118,6 +118,15 @@ __all__ = ["SQLiteBackend"]
 #: record was made, epoch seconds: what retention's ``keys_ttl`` expires)
 SCHEMA_VERSION = 5
 
+
+def _newer(path: str, version: object) -> ConfigurationError:
+    """The error for a file of a schema newer than this statekeeper's."""
+    return ConfigurationError(
+        f"{path} has schema version {version}; this statekeeper reads up to "
+        f"{SCHEMA_VERSION}: upgrade statekeeper"
+    )
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
     key   TEXT PRIMARY KEY,
@@ -727,7 +736,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         self.clock = clock
         self.readonly = readonly
         if readonly:
-            require_store_file(path)  # reads the header and tables only
+            info = require_store_file(path)  # reads the header and tables only
+            # a file a newer statekeeper migrated is refused read-only as it is for
+            # writing: its rows may mean what this version cannot know (was: read as
+            # if of this version, whatever the newer one changed)
+            if info.detail.isdigit() and int(info.detail) > SCHEMA_VERSION:
+                raise _newer(self.path, info.detail)
         else:
             _make_folder(path)
         self._closed = False
@@ -964,10 +978,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 )
             elif int(row[0]) > SCHEMA_VERSION:
                 conn.execute("ROLLBACK")
-                raise ConfigurationError(
-                    f"{self.path} has schema version {row[0]}; this statekeeper reads up to "
-                    f"{SCHEMA_VERSION}: upgrade statekeeper"
-                )
+                raise _newer(self.path, row[0])
             else:
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
