@@ -18,8 +18,8 @@ from statekeeper import SyncStateStore
 from statekeeper.backends.postgres import SCHEMA_VERSION as PG_VERSION
 from statekeeper.backends.sqlite import SCHEMA_VERSION as SQLITE_VERSION
 
-from ..backends._services import POSTGRES_DSN
-from ._proc import fresh_url, sk_in_process
+from ..backends._services import POSTGRES_DSN, fresh_url
+from ._proc import sk_in_process
 
 OLD_STORE = Path(__file__).parent.parent / "data" / "langgraph-format2-main.sql"
 
