@@ -127,6 +127,16 @@ def _newer(path: str, version: object) -> ConfigurationError:
     )
 
 
+def _keys_migrated(conn: sqlite3.Connection) -> bool:
+    """Whether ``sk_idempotency.created_at`` was added by the migration 4 -> 5 (its
+    default 0: a process of schema 4 may write the file, see ``KEY_MADE_LATER``), not
+    made with the file (no default: no process of schema 4 ever opened it)."""
+    for row in conn.execute("PRAGMA table_info(sk_idempotency)"):
+        if row[1] == "created_at":
+            return row[4] is not None
+    return False
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
     key   TEXT PRIMARY KEY,
@@ -944,7 +954,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
             named = conn.execute(
-                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
+                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
             ).fetchall()
             tables = {name for entry, name in named if entry == "table"}
             if ("index", "sk_agents_written") in named:
@@ -966,7 +976,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
             if row is not None and int(row[0]) == SCHEMA_VERSION and tables >= _TABLES:
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(sk_agents)")}
-                if "head_tag" in columns and conn.execute(_FEED_ID_SET).fetchone():
+                if (
+                    "head_tag" in columns
+                    and (("trigger", "sk_idempotency_made") in named or not _keys_migrated(conn))
+                    and conn.execute(_FEED_ID_SET).fetchone()
+                ):
                     return  # current: no write transaction needed to open the file
             self._begin(conn)
             self._create_schema(conn)
@@ -1078,6 +1092,16 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 {"now": time.time()},
             )
             conn.execute(KEY_MADE_LATER)  # (a process opened before this goes on writing)
+        elif _keys_migrated(conn):
+            # a file migrated to 5 before the trigger: the records a process of schema
+            # 4 wrote since are dated 0 (its column's default)
+            conn.execute(KEY_MADE_LATER)
+            conn.execute(
+                "UPDATE sk_idempotency AS k SET created_at = "
+                + KEY_MADE.format(schema="main")
+                + " WHERE k.created_at = 0",
+                {"now": time.time()},
+            )
         if version < SCHEMA_VERSION:
             conn.execute(
                 "UPDATE sk_meta SET value = ? WHERE key = 'schema_version'",
