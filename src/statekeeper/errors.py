@@ -89,6 +89,7 @@ __all__ = [
     "StoreClosed",
     "StoreLocked",
     "StoreLost",
+    "StoreSchemaOutdated",
     "StoredStateInvalid",
     "TransitionInProgress",
     "UndeclaredKeysDropped",
@@ -899,6 +900,22 @@ class NotAStore(ConfigurationError):
         self.location = location
         self.reason = reason
         super().__init__(f"{location} is not a statekeeper store: {reason}")
+
+
+class StoreSchemaOutdated(ConfigurationError):
+    """The store's layout is of an older statekeeper (``stored``, below ``supported``,
+    this one's) and a read-only opening does not upgrade it: ``statekeeper init URL``
+    does (then processes of the older version refuse it). ``location`` names it."""
+
+    def __init__(self, location: str, stored: int, supported: int) -> None:
+        self.location = location
+        self.stored = stored
+        self.supported = supported
+        super().__init__(
+            f"{location} is at schema version {stored}; this statekeeper reads "
+            f"{supported}: upgrade it with `statekeeper init URL` (processes of the "
+            "version before refuse it once upgraded)"
+        )
 
 
 class RollbackDetected(IntegrityError):

@@ -62,6 +62,78 @@ async def test_sqlite_schema_4_gets_each_records_time(tmp_path: Path) -> None:
         await backend.close()
 
 
+async def test_a_record_a_schema_4_process_writes_after_the_migration_gets_its_time(
+    tmp_path: Path,
+) -> None:
+    """A rolling deploy: a process of the version before opened the file at schema 4
+    and goes on writing after a new one migrated it. Its records carry no time (its
+    INSERT names four columns): they were dated 0, and the first ``keys_ttl`` run
+    forgot them, so a retry of such an append was stored twice."""
+    path = tmp_path / "old.db"
+    _old_file(path, kept=False)
+    backend = SQLiteBackend(str(path))
+    try:
+        assert await backend.schema_version() == 5  # migrated
+        with closing(sqlite3.connect(path)) as old:  # what the old version's append runs
+            agent, seq, ts = old.execute(
+                "SELECT agent_id, max(seq), max(ts) FROM sk_events GROUP BY agent_id LIMIT 1"
+            ).fetchone()
+            old.execute(
+                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
+                " VALUES (?, 'old-process', ?, ?)",
+                (agent, seq, seq),
+            )
+            unknown = ("no-event", "old-process-2", 1, 1)  # (its event not found: now)
+            old.execute(
+                "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
+                " VALUES (?, ?, ?, ?)",
+                unknown,
+            )
+            old.commit()
+        before = time.time()
+        times = _times(path)
+        assert times["old-process"] == (ts, ts)
+        assert 0 < times["old-process-2"][0] <= before
+        # keys_ttl of an hour: neither is that old, nothing forgotten
+        assert await backend.expire_keys(agent, ts - 3600) == 0
+        assert await backend.expire_keys("no-event", before - 3600) == 0
+    finally:
+        await backend.close()
+
+
+async def test_a_file_migrated_before_the_trigger_gets_its_records_time_at_its_next_open(
+    tmp_path: Path,
+) -> None:
+    """A file an earlier schema-5 statekeeper migrated (no trigger), then written by a
+    process of schema 4 still running: its records' 0 is put right by the next open,
+    which also adds the trigger."""
+    path = tmp_path / "old.db"
+    _old_file(path, kept=False)
+    await SQLiteBackend(str(path)).close()  # migrated
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP TRIGGER sk_idempotency_made")  # as migrated before it
+        agent, seq, ts = conn.execute(
+            "SELECT agent_id, max(seq), max(ts) FROM sk_events GROUP BY agent_id LIMIT 1"
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq)"
+            " VALUES (?, 'old-process', ?, ?)",
+            (agent, seq, seq),
+        )
+        conn.commit()
+    assert _times(path)["old-process"] == (0.0, ts)
+    backend = SQLiteBackend(str(path))
+    try:
+        assert _times(path)["old-process"] == (ts, ts)
+        assert await backend.expire_keys(agent, ts - 3600) == 0
+    finally:
+        await backend.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'sk_idempotency_made'"
+        ).fetchone()
+
+
 async def test_a_schema_4_image_is_imported_with_each_records_time(tmp_path: Path) -> None:
     image = tmp_path / "image.db"
     _old_file(image, kept=False)

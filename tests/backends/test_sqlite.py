@@ -16,6 +16,7 @@ import pytest
 
 from statekeeper.backends import sqlite as sqlite_backend
 from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, PAGE_SIZE, SQLiteBackend
+from statekeeper.backends.url import open_backend
 from statekeeper.errors import (
     BackendError,
     ConfigurationError,
@@ -617,6 +618,12 @@ def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE sk_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(ConfigurationError, match="schema version 99"):
         SQLiteBackend(path)
+    # read-only too (was: read as if of this version: the CLI's reads, the inspector),
+    # and so the CLI's commands, which open read-only
+    with pytest.raises(ConfigurationError, match="schema version 99; this statekeeper reads"):
+        SQLiteBackend(path, readonly=True)
+    with pytest.raises(ConfigurationError, match="schema version 99"):
+        open_backend(f"sqlite:///{path}", readonly=True)
 
 
 @pytest.mark.parametrize("path", ["", ":memory:"])

@@ -106,7 +106,7 @@ from .sqlite_admin import SQLiteAdmin
 from .sqlite_base import Synchronous
 from .sqlite_base import translated as _translated
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
-from .sqlite_import import KEY_MADE
+from .sqlite_import import KEY_MADE, KEY_MADE_LATER
 from .sqlite_leases import SQLiteLeases
 from .sqlite_reads import SQLiteReads
 
@@ -117,6 +117,25 @@ __all__ = ["SQLiteBackend"]
 #: :mod:`.sqlite_feed`); 5: ``sk_idempotency.created_at`` (when each idempotency
 #: record was made, epoch seconds: what retention's ``keys_ttl`` expires)
 SCHEMA_VERSION = 5
+
+
+def _newer(path: str, version: object) -> ConfigurationError:
+    """The error for a file of a schema newer than this statekeeper's."""
+    return ConfigurationError(
+        f"{path} has schema version {version}; this statekeeper reads up to "
+        f"{SCHEMA_VERSION}: upgrade statekeeper"
+    )
+
+
+def _keys_migrated(conn: sqlite3.Connection) -> bool:
+    """Whether ``sk_idempotency.created_at`` was added by the migration 4 -> 5 (its
+    default 0: a process of schema 4 may write the file, see ``KEY_MADE_LATER``), not
+    made with the file (no default: no process of schema 4 ever opened it)."""
+    for row in conn.execute("PRAGMA table_info(sk_idempotency)"):
+        if row[1] == "created_at":
+            return row[4] is not None
+    return False
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sk_meta (
@@ -727,7 +746,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         self.clock = clock
         self.readonly = readonly
         if readonly:
-            require_store_file(path)  # reads the header and tables only
+            info = require_store_file(path)  # reads the header and tables only
+            # a file a newer statekeeper migrated is refused read-only as it is for
+            # writing: its rows may mean what this version cannot know (was: read as
+            # if of this version, whatever the newer one changed)
+            if info.detail.isdigit() and int(info.detail) > SCHEMA_VERSION:
+                raise _newer(self.path, info.detail)
         else:
             _make_folder(path)
         self._closed = False
@@ -930,7 +954,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _init_writer(self, conn: sqlite3.Connection) -> None:
         with _translated(self.path):
             named = conn.execute(
-                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')"
+                "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
             ).fetchall()
             tables = {name for entry, name in named if entry == "table"}
             if ("index", "sk_agents_written") in named:
@@ -952,7 +976,11 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             row = conn.execute("SELECT value FROM sk_meta WHERE key = 'schema_version'").fetchone()
             if row is not None and int(row[0]) == SCHEMA_VERSION and tables >= _TABLES:
                 columns = {r[1] for r in conn.execute("PRAGMA table_info(sk_agents)")}
-                if "head_tag" in columns and conn.execute(_FEED_ID_SET).fetchone():
+                if (
+                    "head_tag" in columns
+                    and (("trigger", "sk_idempotency_made") in named or not _keys_migrated(conn))
+                    and conn.execute(_FEED_ID_SET).fetchone()
+                ):
                     return  # current: no write transaction needed to open the file
             self._begin(conn)
             self._create_schema(conn)
@@ -964,10 +992,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 )
             elif int(row[0]) > SCHEMA_VERSION:
                 conn.execute("ROLLBACK")
-                raise ConfigurationError(
-                    f"{self.path} has schema version {row[0]}; this statekeeper reads up to "
-                    f"{SCHEMA_VERSION}: upgrade statekeeper"
-                )
+                raise _newer(self.path, row[0])
             else:
                 self._migrate(conn, int(row[0]))
             conn.execute("COMMIT")
@@ -1064,6 +1089,17 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             conn.execute("ALTER TABLE sk_idempotency ADD COLUMN created_at REAL NOT NULL DEFAULT 0")
             conn.execute(
                 "UPDATE sk_idempotency AS k SET created_at = " + KEY_MADE.format(schema="main"),
+                {"now": time.time()},
+            )
+            conn.execute(KEY_MADE_LATER)  # (a process opened before this goes on writing)
+        elif _keys_migrated(conn):
+            # a file migrated to 5 before the trigger: the records a process of schema
+            # 4 wrote since are dated 0 (its column's default)
+            conn.execute(KEY_MADE_LATER)
+            conn.execute(
+                "UPDATE sk_idempotency AS k SET created_at = "
+                + KEY_MADE.format(schema="main")
+                + " WHERE k.created_at = 0",
                 {"now": time.time()},
             )
         if version < SCHEMA_VERSION:

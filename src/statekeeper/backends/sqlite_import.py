@@ -37,7 +37,7 @@ import time
 from ..errors import BackupCorrupt
 from .sqlite_feed import _FEED_SCHEMA
 
-__all__ = ["Counts", "import_image", "stray_key", "stray_reason", "stray_row"]
+__all__ = ["KEY_MADE_LATER", "Counts", "import_image", "stray_key", "stray_reason", "stray_row"]
 
 #: (agents, events, snapshots) a restore checked and expects written
 Counts = tuple[int, int, int]
@@ -81,6 +81,22 @@ _KEYS = (
 KEY_MADE = (
     "coalesce((SELECT e.ts FROM {schema}.sk_events e WHERE e.agent_id = k.agent_id"
     " AND e.seq = k.first_seq), :now)"
+)
+
+#: made by the migration 4 -> 5 (``SQLiteBackend._migrate``): a process of a version
+#: before it, which opened the file before the migration and goes on writing (a rolling
+#: deploy), inserts its records without ``created_at``; the column's default (0, the
+#: only constant ``ALTER TABLE`` can give an existing table) would date them to 1970,
+#: and the first ``keys_ttl`` retention run forgot them at once: a retry of such an
+#: append, within any ``keys_ttl``, was stored twice. The trigger gives each its append's
+#: first event's time (the events are written first), or the time of the insert.
+KEY_MADE_LATER = (
+    "CREATE TRIGGER IF NOT EXISTS sk_idempotency_made AFTER INSERT ON sk_idempotency"
+    " WHEN NEW.created_at = 0 BEGIN"
+    " UPDATE sk_idempotency SET created_at = coalesce((SELECT e.ts FROM sk_events e"
+    " WHERE e.agent_id = NEW.agent_id AND e.seq = NEW.first_seq),"
+    " (julianday('now') - 2440587.5) * 86400.0)"
+    " WHERE agent_id = NEW.agent_id AND key = NEW.key; END"
 )
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from ..errors import NotAStore
+from ..errors import NotAStore, StoreSchemaOutdated
 from . import render
 from ._markup import escape
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run, sqlite_file
@@ -34,19 +34,25 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-async def _create(url: str) -> bool:
-    """Create the store at ``url``; False when one was already there."""
+async def _create(url: str, dry_run: bool) -> tuple[str, int | None, int | None]:
+    """Create the store at ``url``, or upgrade one of an older statekeeper's layout:
+    ``("created" | "upgraded" | "current", the stored schema version before, after)``
+    (versions None where unknown). ``dry_run``: only say which, nothing written."""
     from ..backends.url import open_backend
 
     path = sqlite_file(url)
+    stored: int | None = None
     if path is not None:
+        from ..backends.sqlite import SCHEMA_VERSION
         from ..backends.sqlite_files import describe, inspect_sqlite_file
 
         info = inspect_sqlite_file(path)
         if info.is_store:
-            await (await check_store(url)).close()  # also checks the URL's options
-            return False
-        if info.kind != "missing":
+            stored = int(info.detail) if info.detail.isdigit() else None
+            if stored is None or stored >= SCHEMA_VERSION:
+                await (await check_store(url)).close()  # also checks the URL's options
+                return "current", stored, stored
+        elif info.kind != "missing":
             raise NotAStore(
                 str(path),
                 f"it {describe(info)}; statekeeper creates a store only in a new file: "
@@ -55,15 +61,21 @@ async def _create(url: str) -> bool:
     else:
         try:
             await (await check_store(url)).close()
-            return False
+            return "current", None, None
+        except StoreSchemaOutdated as exc:
+            # (was: refused, naming `statekeeper init URL` as the way to upgrade it)
+            stored = exc.stored
         except NotAStore:
             pass
-    backend = open_backend(url)
+    if dry_run:
+        return ("created" if stored is None else "upgraded"), stored, None
+    backend = open_backend(url)  # a writable opening migrates an older layout
     try:
         await backend.initialize()
+        after = await backend.schema_version() if stored is not None else None
     finally:
         await backend.close()
-    return True
+    return ("created" if stored is None else "upgraded"), stored, after
 
 
 @app.command()
@@ -81,19 +93,50 @@ def init(
     ] = None,
     db: DbOption = None,
     key_file: KeyFileOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Say whether the store would be created or upgraded; write nothing.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Create an empty statekeeper store (a SQLite file, a PostgreSQL schema, a Redis
-    prefix). Nothing happens when one is already there."""
+    prefix), or upgrade the layout of one an older statekeeper made (processes of the
+    older version refuse it then: upgrade when none runs). Nothing happens when a
+    current one is already there."""
     url = url_arg or resolve_url(ctx, db)
     refuse_in_memory(url, "init")
     env_keyring(key_file)  # a bad key file is reported before anything is created
-    created = run(_create(url))
+    done, before, after = run(_create(url, dry_run))
+    shown = escape(_shown(url))
     if json_out:
-        render.print_json({"url": _shown(url), "created": created})
+        render.print_json(
+            {
+                "url": _shown(url),
+                "created": done == "created" and not dry_run,
+                "upgraded": done == "upgraded" and not dry_run,
+                "dry_run": dry_run,
+                "would": done if dry_run else None,
+                "schema_before": before,
+                "schema_after": after,
+            }
+        )
         return
-    out_console().print(
-        f"created an empty statekeeper store at {escape(_shown(url))}"
-        if created
-        else f"{escape(_shown(url))} is already a statekeeper store; nothing changed"
-    )
+    if done == "current":
+        text = f"{shown} is already a statekeeper store; nothing changed"
+    elif dry_run:
+        text = (
+            f"would create an empty statekeeper store at {shown}; nothing written"
+            if done == "created"
+            else f"would upgrade {shown} from schema version {before}; nothing written"
+        )
+    elif done == "created":
+        text = f"created an empty statekeeper store at {shown}"
+    else:
+        text = (
+            f"upgraded {shown} from schema version {before} to {after} (processes of "
+            "the statekeeper before refuse it from now on)"
+        )
+    out_console().print(text)

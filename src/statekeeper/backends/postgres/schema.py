@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from ...errors import ConfigurationError, NotAStore
+from ...errors import ConfigurationError, NotAStore, StoreSchemaOutdated
 from ..scripts import named_blocks, read_script
 
 if TYPE_CHECKING:
@@ -155,15 +155,12 @@ async def check_store(backend: PostgresBackend) -> None:
             )
         cur = await conn.execute(backend._sql["migrations"])
         newest = max((int(r[0]) for r in await cur.fetchall()), default=0)
+    if newest < SCHEMA_VERSION:
+        raise StoreSchemaOutdated(f"schema {backend.schema!r}", newest, SCHEMA_VERSION)
     if newest != SCHEMA_VERSION:
         raise ConfigurationError(
             f"schema {backend.schema!r} is at migration {newest}; this statekeeper reads "
-            f"migration {SCHEMA_VERSION}: "
-            + (
-                "upgrade statekeeper"
-                if newest > SCHEMA_VERSION
-                else "open it for writing once (`statekeeper init URL`) to upgrade it"
-            )
+            f"migration {SCHEMA_VERSION}: upgrade statekeeper"
         )
 
 

@@ -103,6 +103,15 @@ _REINDEX = (
     "redis.call('ZADD', KEYS[2], 0, ARGV[1]) end return 0"
 )
 
+#: KEYS: hash, agent index. ARGV: agent. Takes the agent off the index if its hash holds
+#: no stream: an index being proven for the first time keeps no entry for an agent
+#: whose keys went before (an expiry under a ``ttl`` of a version that recorded it
+#: nowhere, a loss nothing could see), or each would be reported lost from then on.
+_UNLIST = (
+    "if redis.call('HEXISTS', KEYS[1], 'h') == 0 then "
+    "redis.call('ZREM', KEYS[2], ARGV[1]) end return 0"
+)
+
 
 class Identity:
     """The tokens a backend adopted, one per shard (None: not checked), and the checks."""
@@ -178,13 +187,19 @@ class Identity:
             k for k, mine, got in zip(shards, proposed, self.tokens, strict=True) if got == mine
         ]
         for keys, row in zip(shards, found, strict=True):
-            if int(row[2]) and keys not in created:
+            # (a marker this call created: a new store, or one written before markers,
+            # whose index lists its agents: the latter is rebuilt too)
+            if int(row[2]) and (
+                keys not in created
+                or await client.zrangebylex(keys.index, b"[\x01", b"+", start=0, num=1)
+            ):
                 await self._reindex(client, keys)
         self._made_tails()
         return created
 
     async def _reindex(self, client: Any, keys: ShardKeys) -> None:
-        """List every agent whose hash the shard holds in its index (see :meth:`adopt`)."""
+        """List every agent whose hash the shard holds in its index, and no other (see
+        :meth:`adopt`)."""
         head = keys.base + b"a:"
         pattern = b"".join(b"\\" + bytes([c]) if c in b"*?[]\\" else bytes([c]) for c in head)
         batch: list[bytes] = []
@@ -202,6 +217,27 @@ class Identity:
                 await flush()
         if batch:
             await flush()
+        # and the entries whose agent's keys are gone taken off: what the store held
+        # before it was proven is what the server holds now (an agent a version before
+        # stored with a ttl, expired since, was reported lost: every listing refused)
+        gone: list[bytes] = []
+
+        async def unlist() -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for member in gone:
+                    pipe.eval(_UNLIST, 2, head + member, keys.index, member)
+                await pipe.execute()
+            gone.clear()
+
+        async for member, _ in client.zscan_iter(keys.index, count=1000):
+            member = bytes(member)
+            if member[:1] == PROOF:  # (the proof entries, the own-ttl marks)
+                continue
+            gone.append(member)
+            if len(gone) >= 500:
+                await unlist()
+        if gone:
+            await unlist()
 
     def guard(self, shards: Sequence[ShardKeys]) -> tuple[list[bytes], list[bytes | str]]:
         """What a script call appends to its KEYS and ARGV for ``lua/guard.lua`` to check
