@@ -15,8 +15,13 @@ too): the tombstone's append and the delete (``StreamChange(delete_at=head)``) a
 commit, so a crash leaves both or neither, and no append of the agent can fall between
 them. Elsewhere (Redis Cluster, tiered, S3; and a governed store, whose delete is one
 commit with its audit entry) the tombstone is appended right after the delete: a crash
-in between leaves the delete without it (rebuild the projections then). Under
-PostgreSQL row-level security no tombstone is written (see :func:`has_feed`). A forget
+in between leaves the delete without it (rebuild the projections then).
+
+Under PostgreSQL row-level security (``Backend.audit_links``) each namespace has its own
+tombstone stream (:func:`stream_of_namespace`), which the policy lets exactly the roles
+that may write the namespace's agents append to (and those that may read them read),
+and no tenant's role rewrite or delete (``sql/row_security.sql``); a tombstone naming an
+agent outside its stream's namespace is refused as forged (:func:`tombstone_event`). A forget
 destroys a key in the key vault, another database: its tombstone follows (before the
 records' purge, when ``purge=True``, the purge's delete writes its own).
 
@@ -33,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend, Capability
 from ..codec import ZERO_LINK, Codec
+from ..namespaces import namespace_of
 from ..errors import AgentLost, ConflictError, IntegrityError, RetriesExhausted
 from ..records import AppendRequest, Event, FeedEvent, FeedRecord, RawEvent, StreamChange
 from .conditional import expected_head
@@ -47,10 +53,15 @@ __all__ = ["AGENT_DELETED", "erase", "is_tombstone_stream", "record", "tombstone
 AGENT_DELETED = "statekeeper.agent_deleted"
 
 _STREAM = "\x01sk-feed/deleted"
+#: the tombstone streams of one namespace each (under row-level security)
+_IN = _STREAM + "/in/"
 _RETRIES = 50
 
 #: set while ``forget`` purges an agent: its delete's tombstone says ``forgotten``
 forgetting: ContextVar[bool] = ContextVar("statekeeper_forgetting", default=False)
+
+#: the prefix of every per-namespace tombstone stream
+PREFIX_IN = _IN
 
 _per_shard: dict[tuple[int, int], str] = {}
 
@@ -60,12 +71,30 @@ def is_tombstone_stream(agent_id: str) -> bool:
     return agent_id == _STREAM or agent_id.startswith(_STREAM + "/")
 
 
+def stream_of_namespace(namespace: str) -> str:
+    """The tombstone stream of the agents of ``namespace`` under row-level security:
+    ``"\\x01sk-feed/deleted/in/<namespace>/-"``, whose part after ``/in/`` has the
+    namespace ``namespace`` (the policy matches its grants against it)."""
+    return f"{_IN}{namespace}/-"
+
+
+def namespace_of_stream(stream: str) -> str | None:
+    """The namespace whose tombstones ``stream`` holds; None for a stream of the whole
+    store (or of a shard)."""
+    if not stream.startswith(_IN) or not stream.endswith("/-"):
+        return None
+    return namespace_of(stream[len(_IN) :])
+
+
 def has_feed(backend: Backend) -> bool:
     """Whether ``backend`` keeps a change feed (a sharded Redis one: unless opened
-    with ``feed=False``). Not on PostgreSQL under row-level security
-    (``audit_links``): a tenant's role may write no stream outside its namespaces,
-    the tombstone stream neither (no tombstone there yet: rebuild after deletes)."""
-    if getattr(backend, "audit_links", False):
+    with ``feed=False``) and writes its tombstones. Not on PostgreSQL whose row-level
+    security was installed by a statekeeper before the namespaces' tombstone streams
+    (``audit_links`` without ``tombstones_by_namespace``): its tenants' roles may write
+    none (install it again: :func:`~statekeeper.backends.postgres.row_security.install_row_security`)."""
+    if getattr(backend, "audit_links", False) and not getattr(
+        backend, "tombstones_by_namespace", False
+    ):
         return False
     if getattr(backend, "feed_shards", 1) != 1:
         return bool(getattr(backend, "feed", True))
@@ -74,7 +103,10 @@ def has_feed(backend: Backend) -> bool:
 
 def stream_of(backend: Backend, agent_id: str) -> str:
     """The tombstone stream of ``agent_id``: the store's one, or on a sharded store the
-    one that lives in the agent's shard."""
+    one that lives in the agent's shard; under row-level security the one of its
+    namespace."""
+    if getattr(backend, "tombstones_by_namespace", False):
+        return stream_of_namespace(namespace_of(agent_id))
     shards = getattr(backend, "feed_shards", 1)
     if not isinstance(shards, int) or shards <= 1:
         return _STREAM
@@ -82,7 +114,8 @@ def stream_of(backend: Backend, agent_id: str) -> str:
 
 
 def streams(backend: Backend) -> list[str]:
-    """Every tombstone stream the store may hold (one per shard)."""
+    """Every tombstone stream the store may hold (one per shard); under row-level
+    security those of the namespaces are found by their prefix (:data:`PREFIX_IN`)."""
     shards = getattr(backend, "feed_shards", 1)
     if not isinstance(shards, int) or shards <= 1:
         return [_STREAM]
@@ -99,6 +132,17 @@ def _in_shard(backend: Backend, shards: int, target: int) -> str:
             found = _per_shard[(shards, target)] = candidate
         n += 1
     return found
+
+
+async def tombstone_request(
+    backend: Backend, codec: Codec, agent_id: str, head: int, forgotten: bool
+) -> AppendRequest:
+    """The append of the tombstone of ``agent_id`` (ended at ``head``) to its stream,
+    for a commit of the caller's (a governed delete's, with its audit entry): a
+    :class:`ConflictError` on that stream means another tombstone came first (build
+    it again)."""
+    stream = stream_of(backend, agent_id)
+    return await _request(backend, codec, stream, agent_id, head, forgotten)
 
 
 async def _request(
@@ -217,6 +261,14 @@ def tombstone_event(record_: FeedRecord, body: dict[str, Any], shard: int) -> Fe
     head = body.get("head")
     if not isinstance(agent_id, str) or not isinstance(head, int):
         raise IntegrityError(record_.agent_id, record_.event.seq, "not a tombstone")
+    within = namespace_of_stream(record_.agent_id)
+    if within is not None and namespace_of(agent_id) != within:
+        # a role that may write one namespace's stream named another's agent: forged
+        raise IntegrityError(
+            record_.agent_id,
+            record_.event.seq,
+            f"a tombstone of {agent_id!r}, outside its stream's namespace {within!r}",
+        )
     info = {"forgotten": bool(body.get("forgotten"))}
     event = Event(agent_id, head, AGENT_DELETED, record_.event.timestamp, info)
     return FeedEvent(record_.position, event, shard, deleted=True)

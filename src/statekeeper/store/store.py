@@ -736,6 +736,8 @@ class StateStore:
         for own in own_streams:  # the store's own streams: not agents
             if count and await self.backend.head(own):
                 count -= 1
+        if count and getattr(self.backend, "tombstones_by_namespace", False):  # one a namespace
+            count -= await self.backend.count_prefix(feed_deletes.PREFIX_IN)
         return count
 
     async def health(self) -> Health:
