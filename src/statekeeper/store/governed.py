@@ -528,6 +528,11 @@ class GovernedStateStore(StateStore):
             cursor = page[-1].agent_id
         return out[:limit]
 
+    async def unlisted_agents(self) -> list[str]:
+        """Those this principal may read (as listed: the others are never seen)."""
+        gov = self._governance
+        return [a for a in await super().unlisted_agents() if gov.can_read(a)]
+
     async def health(self) -> Health:
         """The backend's health: ``ok`` and the engine's name for every principal; its
         ``detail`` (the file's size, the engine's agent count, paths, pools: figures
