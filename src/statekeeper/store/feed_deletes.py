@@ -12,10 +12,11 @@ ended at, ``event.info["forgotten"]`` True for a forget.
 **Atomic with the delete** where the engine commits several streams together
 (``Backend.appends_together``: memory, SQLite, PostgreSQL, Redis on one server, sharded
 too): the tombstone's append and the delete (``StreamChange(delete_at=head)``) are one
-commit, so a crash leaves both or neither, and no append of the agent can fall between
-them. Elsewhere (Redis Cluster, tiered, S3; and a governed store, whose delete is one
-commit with its audit entry) the tombstone is appended right after the delete: a crash
-in between leaves the delete without it (rebuild the projections then).
+commit (a governed store's with its audit entry too), so a crash leaves both or
+neither, and no append of the agent can fall between them. Elsewhere (Redis Cluster,
+tiered, S3) the tombstone is appended right after the delete, through an intent
+written before it (:mod:`.feed_intents`): a crash in between leaves the intent, which
+the store's next delete (or ``verify``) finishes with the tombstone.
 
 Under PostgreSQL row-level security (``Backend.audit_links``) each namespace has its own
 tombstone stream (:func:`stream_of_namespace`), which the policy lets exactly the roles
@@ -32,6 +33,7 @@ per-agent order of a sharded feed requires.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -180,16 +182,26 @@ async def _request(
 
 
 async def record(
-    backend: Backend, codec: Codec, agent_id: str, head: int, *, forgotten: bool
+    backend: Backend,
+    codec: Codec,
+    agent_id: str,
+    head: int,
+    *,
+    forgotten: bool,
+    key: str | None = None,
 ) -> None:
     """Append the tombstone of ``agent_id`` (ended at ``head``) on its own (retried over
-    other writers' tombstones). Nothing on an engine without a feed."""
+    other writers' tombstones); ``key``: its idempotency key (a delete's intent's, see
+    :mod:`.feed_intents`: appended once, whoever appends it). Nothing on an engine
+    without a feed."""
     if not has_feed(backend):
         return
     stream = stream_of(backend, agent_id)
     last: ConflictError | None = None
     for _ in range(_RETRIES):
         request = await _request(backend, codec, stream, agent_id, head, forgotten)
+        if key is not None:
+            request = dataclasses.replace(request, idempotency_key=key)
         try:
             await backend.append(request)
             return
@@ -207,18 +219,26 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
     commit where the engine has one (see the module documentation)."""
     conditional = expected_head()
     forgotten = forgetting.get()
-    if not (has_feed(backend) and backend.appends_together):
-        if conditional is None:
-            head = await head_or_lost(backend, agent_id) if has_feed(backend) else 0
-            existed = await backend.delete_agent(agent_id)
-        else:
-            from .conditional import delete_at
+    if not has_feed(backend):
+        from .conditional import erase as erase_only
 
-            existed = await delete_at(backend, agent_id, conditional)
+        return await erase_only(backend, agent_id)
+    if not backend.appends_together:  # the tombstone after the delete, through an intent
+        from .conditional import delete_at
+        from .feed_intents import with_intent
+
+        if conditional is None:
+            head = await head_or_lost(backend, agent_id)
+
+            async def delete() -> bool:
+                return await backend.delete_agent(agent_id)
+        else:
             head = conditional
-        if existed and has_feed(backend):
-            await record(backend, codec, agent_id, head, forgotten=forgotten)
-        return existed
+
+            async def delete() -> bool:
+                return await delete_at(backend, agent_id, conditional)
+
+        return await with_intent(backend, codec, agent_id, head, forgotten, delete)
     stream = stream_of(backend, agent_id)
     last: ConflictError | None = None
     for _ in range(_RETRIES):

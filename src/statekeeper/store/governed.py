@@ -54,7 +54,7 @@ from ..records import (
     Snapshot,
     StreamChange,
 )
-from . import conditional, feed_deletes
+from . import conditional, feed_deletes, feed_intents
 from .feed import FeedAccess, Subscription
 from .feed_cursor import FeedBounds, FeedCursor
 from .store import StateStore
@@ -875,12 +875,12 @@ class GovernedStateStore(StateStore):
             tombstone = feed_deletes.stream_of(self.backend, agent_id) if feed else None
             try:
                 if together is None:  # the entry first, then the delete at the head it names
-                    existed = await self._delete_ahead(agent_id, seq, erased, change)
-                    if existed and feed:  # (then its tombstone: see feed_deletes)
-                        await feed_deletes.record(
-                            self.backend, self.codec, agent_id, seq, forgotten=forgotten
-                        )
-                    return existed
+                    if not feed:
+                        return await self._delete_ahead(agent_id, seq, erased, change)
+                    return await feed_intents.with_intent(  # (its tombstone after it)
+                        self.backend, self.codec, agent_id, seq, forgotten,
+                        lambda: self._delete_ahead(agent_id, seq, erased, change),
+                    )  # fmt: skip
                 # the delete, its entry and its feed tombstone: one commit
                 appends: list[AppendRequest] = []
                 if tombstone is not None:

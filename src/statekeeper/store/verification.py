@@ -47,7 +47,9 @@ class Problem:
     went back in time, found by the store's witness), or ``"orphan"`` (events stored
     for an agent that has no head row: no read or listing sees them; or, on Redis, of
     an agent its index does not list: no listing sees it; found when the whole store
-    is verified, on engines that can tell, SQLite, PostgreSQL and Redis).
+    is verified, on engines that can tell, SQLite, PostgreSQL and Redis), or ``"feed"``
+    (a delete whose feed tombstone a crash left pending, on an engine that cannot
+    commit the two together: :mod:`statekeeper.store.feed_intents`).
     """
 
     agent_id: str
@@ -154,6 +156,19 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
             )
         problems.append(
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
+        )
+    from .feed_intents import pending
+
+    for agent_id, head in await pending(store.backend, store.codec):
+        problems.append(
+            Problem(
+                agent_id,
+                head,
+                "a delete at this seq whose feed tombstone a crash left pending (or a delete"
+                " under way): the store's next delete appends it, or drops it if the delete"
+                " did not happen",
+                "feed",
+            )
         )
     return problems
 
