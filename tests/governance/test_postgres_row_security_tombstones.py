@@ -112,7 +112,8 @@ async def test_a_tenants_delete_leaves_its_tombstone_under_row_security(
 
                 with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
                     rows_ = conn.execute(
-                        f"SELECT agent_id, xmin::text FROM {schema}.sk_events WHERE agent_id LIKE %s",
+                        f"SELECT agent_id, xmin::text FROM {schema}.sk_events"
+                        " WHERE agent_id LIKE %s",
                         ("\x01sk-feed/deleted%",),
                     ).fetchall()
                     logged = conn.execute(

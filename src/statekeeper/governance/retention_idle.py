@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["AHEAD", "ahead_or_idle", "check_idle", "dated"]
 
 
-
 def ahead_or_idle(rule: Rule, listed: float, now: float) -> bool:
     """Whether ``rule``'s TTL may purge an agent listed as last written at ``listed``:
     idle, or dated ahead (:func:`dated` tells)."""

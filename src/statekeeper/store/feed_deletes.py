@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend, Capability
 from ..codec import ZERO_LINK, Codec
-from ..namespaces import namespace_of
 from ..errors import AgentLost, ConflictError, IntegrityError, RetriesExhausted
+from ..namespaces import namespace_of
 from ..records import AppendRequest, Event, FeedEvent, FeedRecord, RawEvent, StreamChange
 from .conditional import expected_head
 
@@ -93,7 +93,7 @@ def has_feed(backend: Backend) -> bool:
     with ``feed=False``) and writes its tombstones. Not on PostgreSQL whose row-level
     security was installed by a statekeeper before the namespaces' tombstone streams
     (``audit_links`` without ``tombstones_by_namespace``): its tenants' roles may write
-    none (install it again: :func:`~statekeeper.backends.postgres.row_security.install_row_security`)."""
+    none (run ``enforce_in_postgres`` again: it installs the policy that knows them)."""
     if getattr(backend, "audit_links", False) and not getattr(
         backend, "tombstones_by_namespace", False
     ):

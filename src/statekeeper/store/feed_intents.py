@@ -77,7 +77,9 @@ async def with_intent(
     ts = time.time()
     sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
     raw = RawEvent(1, _TYPE, ts, sealed.payload, sealed.checksum)
-    await backend.append(AppendRequest(stream, 0, [raw], head_tag=codec.head_tag(stream, 1, sealed.link)))
+    await backend.append(
+        AppendRequest(stream, 0, [raw], head_tag=codec.head_tag(stream, 1, sealed.link))
+    )
     try:
         existed = await delete()
     except ConflictError:

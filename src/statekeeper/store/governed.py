@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -879,7 +880,7 @@ class GovernedStateStore(StateStore):
                         return await self._delete_ahead(agent_id, seq, erased, change)
                     return await feed_intents.with_intent(  # (its tombstone after it)
                         self.backend, self.codec, agent_id, seq, forgotten,
-                        lambda: self._delete_ahead(agent_id, seq, erased, change),
+                        functools.partial(self._delete_ahead, agent_id, seq, erased, change),
                     )  # fmt: skip
                 # the delete, its entry and its feed tombstone: one commit
                 appends: list[AppendRequest] = []
