@@ -84,6 +84,7 @@ async def test_a_crash_before_the_tombstone_is_finished_by_the_next_delete(
             await store.delete("gone")
         assert await store.head("gone") == 0  # deleted, and no tombstone (the crash)
         assert await _tombstones(store) == []
+        assert await store.count_agents() == 1  # (its intent is no agent)
     async with opened(engine, tmp_path, _backend(engine, tmp_path)) as store:
         report = await store.verify()  # names it (writes nothing)
         assert [(p.agent_id, p.seq, p.kind) for p in report.problems] == [("gone", 3, "feed")]
