@@ -185,6 +185,7 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
     from statekeeper.governance import Audit, AuditLog, parse_policy
     from statekeeper.security import Keyring
     from statekeeper.store.feed_deletes import is_tombstone_stream
+    from statekeeper.store.feed_intents import PENDING
 
     keyring = Keyring({"k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="})
     store = StateStore(
@@ -217,6 +218,8 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
                 agent = first if isinstance(first, str) else first.agent_id  # type: ignore[attr-defined]
                 if is_tombstone_stream(agent):
                     calls.append(f"tombstone {_n}")
+                elif agent.startswith(PENDING):
+                    calls.append(f"intent {_n}")
                 else:
                     calls.append("log" if agent.startswith("\x01") else f"{_n} {agent}")
                 return await _m(*args)  # type: ignore[operator]
@@ -230,11 +233,14 @@ async def test_a_governed_store_on_a_cluster_writes_each_entry_first(
             "append tenant/a",
             "log",
             "save_snapshot tenant/a",
+            # the delete's feed tombstone, after it: a cluster commits no two streams
+            # together (docs/feed.md, "A delete is an event"); so an intent first,
+            # which a crash leaves for the next delete to finish (store/feed_intents.py)
+            "intent append",
             "log",
             "delete_agent_at tenant/a",  # (only at the head its entry names)
-            # the delete's feed tombstone, after it: a cluster commits no two streams
-            # together (docs/feed.md, "A delete is an event")
             "tombstone append",
+            "intent delete_agent",
         ], calls
         report = await AuditLog(backend, keyring).verify()
         assert report.ok and not report.unapplied, (report.problems, report.unapplied)

@@ -29,12 +29,12 @@ from ..backends._services import POSTGRES_DSN, REDIS_URL, fresh_url
 YEAR = 365 * 86400.0
 
 
-def _age_the_head_row(engine: str, url: str, agent_id: str) -> None:
+def _age_the_head_row(engine: str, url: str, agent_id: str, by: float = YEAR) -> None:
     if engine == "sqlite":
         with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
             conn.execute(
                 "UPDATE sk_agents SET updated_at = updated_at - ? WHERE agent_id = ?",
-                (YEAR, agent_id),
+                (by, agent_id),
             )
     elif engine == "postgresql":
         import psycopg
@@ -43,7 +43,7 @@ def _age_the_head_row(engine: str, url: str, agent_id: str) -> None:
         with psycopg.connect(POSTGRES_DSN) as pg:
             pg.execute(
                 f"UPDATE {schema}.sk_agents SET updated_at = updated_at - %s WHERE agent_id = %s",
-                (YEAR, agent_id),
+                (by, agent_id),
             )
     else:
         import redis
@@ -51,7 +51,7 @@ def _age_the_head_row(engine: str, url: str, agent_id: str) -> None:
         prefix = parse_qs(urlsplit(url).query)["prefix"][0]
         with closing(redis.Redis.from_url(REDIS_URL)) as client:
             key = f"{prefix}a:{agent_id}"
-            client.hset(key, "u", float(client.hget(key, "u") or 0) - YEAR)
+            client.hset(key, "u", float(client.hget(key, "u") or 0) - by)
 
 
 @pytest.mark.parametrize("keyed", [True, False], ids=["with-key", "without-key"])

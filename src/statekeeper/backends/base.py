@@ -691,6 +691,13 @@ class Backend(abc.ABC):
         names the agents its index does not list, which no listing sees either)."""
         return None
 
+    async def unlisted_agents(self) -> list[str]:
+        """The agents this engine stores (readable by id) that its listings do not
+        show, in id order: Redis's taken off its agent index (by hand); a backup and an
+        export copy them with the listed ones. Empty where a listing reads the stored
+        streams themselves (the default)."""
+        return []
+
     async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""

@@ -69,6 +69,7 @@ from .export_base import base_line, state_of
 from .export_base import event_line as _event_line
 from .export_file import FORMAT, Ending, Sealed, completion_line, header_line
 from .export_holds import HeldLines, place_holds
+from .export_listing import every_agent_id
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import creatable
 from .import_lines import parse_lines as _parse
@@ -124,8 +125,8 @@ async def export_agents(
             for a in ids:
                 yield a
         else:
-            async for info in store.iter_agents():
-                yield info.agent_id
+            async for agent_id in every_agent_id(store):  # (unlisted ones too)
+                yield agent_id
 
     async for agent_id in each():
         head = await store.head(agent_id)

@@ -374,14 +374,16 @@ class AuditLog:
         detail: Mapping[str, Any] | None = None,
         outcome: str = "ok",
         preceding: Sequence[Mapping[str, Any]] = (),
+        appends: Sequence[AppendRequest] = (),
     ) -> None:
         """Make ``change`` (a delete, a snapshot or a prune of an agent) and write its
         entry (``outcome``) in ONE atomic commit (``Backend.append_together``): after
         a crash at any point both exist or neither does. ``preceding``: entries of the
         same agent written just before it, in that commit (``{"op", "outcome",
-        "detail", "first_seq", "last_seq"}``: a retention purge before its delete). A
-        conflict of the change is raised (nothing written); one on the log (another
-        writer recorded first) is retried here."""
+        "detail", "first_seq", "last_seq"}``: a retention purge before its delete);
+        ``appends``: other streams' appends in that commit (a delete's feed tombstone).
+        A conflict of the change or of ``appends`` is raised (nothing written); one on
+        the log (another writer recorded first) is retried here."""
         bodies = [
             _body(
                 e["op"],
@@ -398,7 +400,7 @@ class AuditLog:
         bodies.append(data)
         async with self._lock:
             _, _, head = await self._on_the_log(
-                bodies, lambda entry: self.backend.append_together([entry], [change])
+                bodies, lambda entry: self.backend.append_together([entry, *appends], [change])
             )
             await self._wrote(head)
 

@@ -93,7 +93,7 @@ from .keyexpiry import apply_key_expiry, expires_keys_after
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
-from .retention_idle import check_idle
+from .retention_idle import ahead_or_idle, check_idle, dated
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
@@ -298,6 +298,7 @@ async def _plan_and_apply(
     instead. ``ahead``: feed positions looked up for the page of agents this one is
     in (:func:`~statekeeper.governance.retention_ahead.look_ahead`)."""
     done = "dry-run" if dry_run else "done"
+    updated_at = await dated(store, rule, agent_id, head, updated_at, now)  # (not ahead)
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
         await check_idle(store, rule, agent_id, head, updated_at, now)  # (authenticated)
@@ -523,7 +524,7 @@ async def apply_retention(
                 elif rule is not None and info.head_seq > 0:
                     recorded = False
                     # what the rule does to this agent: a failure is reported as that action
-                    idle = _idle(rule, info.updated_at, clock)
+                    idle = ahead_or_idle(rule, info.updated_at, clock)
                     kind = "purge" if idle else "compact"
                     try:
                         # a purge needs admin on the agent's namespace when the store is

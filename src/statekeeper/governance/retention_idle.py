@@ -8,6 +8,14 @@ and the witness, so nothing could tell afterwards. Before a purge deletes anythi
 :func:`check_idle` reads the record at the head (its event, or the base snapshot of a
 stream compacted down to it), verifies it, and holds its own timestamp — bound to the
 record as associated data, or hashed into its chain link — to the same rule.
+
+A listed time in the future (an edit, or a writer whose clock ran ahead) kept an agent
+out of every TTL purge, silently, for as long as the date stayed ahead. Now
+:func:`dated` does not trust a listed time ahead of the run's clock (by more than
+:data:`AHEAD`): the authenticated record at the head dates the last write; when that
+record is dated ahead too, its age cannot be told, and the purge fails naming it (a
+problem in the report, every run, until the agent is written from a right clock or
+deleted) rather than passing over it. ``verify`` names such a record too.
 """
 
 from __future__ import annotations
@@ -16,13 +24,61 @@ from typing import TYPE_CHECKING
 
 from .._durations import duration_text
 from ..errors import AgentForgotten, IntegrityError
+from ..store.verification import AHEAD
 from .retention_ahead import idle
 from .retention_policy import Rule
 
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["check_idle"]
+__all__ = ["AHEAD", "ahead_or_idle", "check_idle", "dated"]
+
+
+def ahead_or_idle(rule: Rule, listed: float, now: float) -> bool:
+    """Whether ``rule``'s TTL may purge an agent listed as last written at ``listed``:
+    idle, or dated ahead (:func:`dated` tells)."""
+    return rule.ttl is not None and (idle(rule, listed, now) or listed > now + AHEAD)
+
+
+async def dated(
+    store: StateStore, rule: Rule, agent_id: str, head: int, listed: float, now: float
+) -> float:
+    """The last-write time ``rule``'s TTL holds the agent to: ``listed``, unless it is
+    ahead of ``now``; then the authenticated time of the record at ``head``, and
+    :class:`IntegrityError` (nothing deleted) when that one is ahead too."""
+    if rule.ttl is None or listed <= now + AHEAD:
+        return listed
+    written = await _written(store, agent_id, head)
+    if written is None:  # a crypto-shredded agent: as listed
+        return listed
+    if written > now + AHEAD:
+        raise IntegrityError(
+            agent_id,
+            head,
+            f"its last write (seq {head}) is dated {written:.3f},"
+            f" {duration_text(written - now)} ahead of this clock (a writer's clock"
+            " ahead, or an edit): its age cannot be told, so the TTL cannot apply; not"
+            " purged (write it again from a right clock, or delete it)",
+        )
+    return written
+
+
+async def _written(store: StateStore, agent_id: str, head: int) -> float | None:
+    """The verified time of the record at ``head`` (None: crypto-shredded)."""
+    backend, reads = store.backend, store._reads
+    try:
+        events = await backend.read(agent_id, head - 1, head, limit=1)
+        if events and events[0].seq == head:
+            reads.open_event(agent_id, events[0])
+            return events[0].timestamp
+        # a stream compacted down to its head: its base snapshot
+        snap = await backend.latest_snapshot(agent_id, head)
+        if snap is None or snap.seq != head:
+            raise IntegrityError(agent_id, head, "no record at the head to date its last write")
+        reads.open_snapshot(agent_id, snap)
+        return snap.timestamp
+    except AgentForgotten:
+        return None
 
 
 async def check_idle(
@@ -32,19 +88,8 @@ async def check_idle(
     was written long enough ago for ``rule``'s TTL too (``listed``: the listing's
     last-write time, which found the agent idle). A crypto-shredded agent, whose records
     cannot be opened by design, is not checked."""
-    backend, reads = store.backend, store._reads
-    try:
-        events = await backend.read(agent_id, head - 1, head, limit=1)
-        if events and events[0].seq == head:
-            reads.open_event(agent_id, events[0])
-            written = events[0].timestamp
-        else:  # a stream compacted down to its head: its base snapshot
-            snap = await backend.latest_snapshot(agent_id, head)
-            if snap is None or snap.seq != head:
-                raise IntegrityError(agent_id, head, "no record at the head to date its last write")
-            reads.open_snapshot(agent_id, snap)
-            written = snap.timestamp
-    except AgentForgotten:
+    written = await _written(store, agent_id, head)
+    if written is None:
         return
     if not idle(rule, written, now):
         assert rule.ttl is not None

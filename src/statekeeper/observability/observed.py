@@ -463,6 +463,9 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
     async def orphaned_events(self) -> list[tuple[str, int, int, int]] | None:
         return await self.inner.orphaned_events()  # verify's one scan: untimed
 
+    async def unlisted_agents(self) -> list[str]:
+        return await self.inner.unlisted_agents()  # a backup's one scan: untimed
+
     async def append_from_base(
         self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
     ) -> AppendResult:

@@ -243,16 +243,17 @@ class HighWater:
         links (a schema migration, its rollback or finalize): replace the file's marks of
         those agents by deletions now, in one read and one flush, so that no process
         opening the store while the rewrite runs (or after it was killed) takes it for
-        a rollback. The rewrite then notes each new link with :meth:`acked`."""
-        wanted = set(agent_ids)
-        for agent_id in wanted:
-            self._dirty.pop(agent_id, None)
-        self._known = await asyncio.to_thread(self._read)
+        a rollback, and a mark another process made before the rewrite and writes after
+        it (its flush waits up to ``interval``) is older than the deletion, so it is not
+        taken over it. The rewrite then notes each new link with :meth:`acked`. Was:
+        only the agents the file already marked — that other process's mark of the old
+        link, written after the rewrite and before this process's new one, then made the
+        rewrite a ``RollbackDetected`` (tests/store/test_witness_rewrite_elsewhere.py; as
+        :meth:`deleting` was)."""
         now = time.time()
-        for agent_id in wanted:
-            if agent_id in self._known and int(self._known[agent_id].get("seq", 0)) > 0:
-                self._dirty[agent_id] = (0, None, now)
-        await self.flush()
+        for agent_id in set(agent_ids):
+            self._dirty[agent_id] = (0, None, now)
+        await self.flush()  # (merges with the file's marks under its lock, reads them)
 
     def deleted(self, agent_id: str) -> None:
         """After a delete: a deletion newer than any mark made before it."""

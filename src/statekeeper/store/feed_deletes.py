@@ -12,11 +12,17 @@ ended at, ``event.info["forgotten"]`` True for a forget.
 **Atomic with the delete** where the engine commits several streams together
 (``Backend.appends_together``: memory, SQLite, PostgreSQL, Redis on one server, sharded
 too): the tombstone's append and the delete (``StreamChange(delete_at=head)``) are one
-commit, so a crash leaves both or neither, and no append of the agent can fall between
-them. Elsewhere (Redis Cluster, tiered, S3; and a governed store, whose delete is one
-commit with its audit entry) the tombstone is appended right after the delete: a crash
-in between leaves the delete without it (rebuild the projections then). Under
-PostgreSQL row-level security no tombstone is written (see :func:`has_feed`). A forget
+commit (a governed store's with its audit entry too), so a crash leaves both or
+neither, and no append of the agent can fall between them. Elsewhere (Redis Cluster,
+tiered, S3) the tombstone is appended right after the delete, through an intent
+written before it (:mod:`.feed_intents`): a crash in between leaves the intent, which
+the store's next delete (or ``verify``) finishes with the tombstone.
+
+Under PostgreSQL row-level security (``Backend.audit_links``) each namespace has its own
+tombstone stream (:func:`stream_of_namespace`), which the policy lets exactly the roles
+that may write the namespace's agents append to (and those that may read them read),
+and no tenant's role rewrite or delete (``sql/row_security.sql``); a tombstone naming an
+agent outside its stream's namespace is refused as forged (:func:`tombstone_event`). A forget
 destroys a key in the key vault, another database: its tombstone follows (before the
 records' purge, when ``purge=True``, the purge's delete writes its own).
 
@@ -27,6 +33,7 @@ per-agent order of a sharded feed requires.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -34,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends.base import Backend, Capability
 from ..codec import ZERO_LINK, Codec
 from ..errors import AgentLost, ConflictError, IntegrityError, RetriesExhausted
+from ..namespaces import namespace_of
 from ..records import AppendRequest, Event, FeedEvent, FeedRecord, RawEvent, StreamChange
 from .conditional import expected_head
 
@@ -47,10 +55,15 @@ __all__ = ["AGENT_DELETED", "erase", "is_tombstone_stream", "record", "tombstone
 AGENT_DELETED = "statekeeper.agent_deleted"
 
 _STREAM = "\x01sk-feed/deleted"
+#: the tombstone streams of one namespace each (under row-level security)
+_IN = _STREAM + "/in/"
 _RETRIES = 50
 
 #: set while ``forget`` purges an agent: its delete's tombstone says ``forgotten``
 forgetting: ContextVar[bool] = ContextVar("statekeeper_forgetting", default=False)
+
+#: the prefix of every per-namespace tombstone stream
+PREFIX_IN = _IN
 
 _per_shard: dict[tuple[int, int], str] = {}
 
@@ -60,12 +73,30 @@ def is_tombstone_stream(agent_id: str) -> bool:
     return agent_id == _STREAM or agent_id.startswith(_STREAM + "/")
 
 
+def stream_of_namespace(namespace: str) -> str:
+    """The tombstone stream of the agents of ``namespace`` under row-level security:
+    ``"\\x01sk-feed/deleted/in/<namespace>/-"``, whose part after ``/in/`` has the
+    namespace ``namespace`` (the policy matches its grants against it)."""
+    return f"{_IN}{namespace}/-"
+
+
+def namespace_of_stream(stream: str) -> str | None:
+    """The namespace whose tombstones ``stream`` holds; None for a stream of the whole
+    store (or of a shard)."""
+    if not stream.startswith(_IN) or not stream.endswith("/-"):
+        return None
+    return namespace_of(stream[len(_IN) :])
+
+
 def has_feed(backend: Backend) -> bool:
     """Whether ``backend`` keeps a change feed (a sharded Redis one: unless opened
-    with ``feed=False``). Not on PostgreSQL under row-level security
-    (``audit_links``): a tenant's role may write no stream outside its namespaces,
-    the tombstone stream neither (no tombstone there yet: rebuild after deletes)."""
-    if getattr(backend, "audit_links", False):
+    with ``feed=False``) and writes its tombstones. Not on PostgreSQL whose row-level
+    security was installed by a statekeeper before the namespaces' tombstone streams
+    (``audit_links`` without ``tombstones_by_namespace``): its tenants' roles may write
+    none (run ``enforce_in_postgres`` again: it installs the policy that knows them)."""
+    if getattr(backend, "audit_links", False) and not getattr(
+        backend, "tombstones_by_namespace", False
+    ):
         return False
     if getattr(backend, "feed_shards", 1) != 1:
         return bool(getattr(backend, "feed", True))
@@ -74,7 +105,10 @@ def has_feed(backend: Backend) -> bool:
 
 def stream_of(backend: Backend, agent_id: str) -> str:
     """The tombstone stream of ``agent_id``: the store's one, or on a sharded store the
-    one that lives in the agent's shard."""
+    one that lives in the agent's shard; under row-level security the one of its
+    namespace."""
+    if getattr(backend, "tombstones_by_namespace", False):
+        return stream_of_namespace(namespace_of(agent_id))
     shards = getattr(backend, "feed_shards", 1)
     if not isinstance(shards, int) or shards <= 1:
         return _STREAM
@@ -82,7 +116,8 @@ def stream_of(backend: Backend, agent_id: str) -> str:
 
 
 def streams(backend: Backend) -> list[str]:
-    """Every tombstone stream the store may hold (one per shard)."""
+    """Every tombstone stream the store may hold (one per shard); under row-level
+    security those of the namespaces are found by their prefix (:data:`PREFIX_IN`)."""
     shards = getattr(backend, "feed_shards", 1)
     if not isinstance(shards, int) or shards <= 1:
         return [_STREAM]
@@ -99,6 +134,17 @@ def _in_shard(backend: Backend, shards: int, target: int) -> str:
             found = _per_shard[(shards, target)] = candidate
         n += 1
     return found
+
+
+async def tombstone_request(
+    backend: Backend, codec: Codec, agent_id: str, head: int, forgotten: bool
+) -> AppendRequest:
+    """The append of the tombstone of ``agent_id`` (ended at ``head``) to its stream,
+    for a commit of the caller's (a governed delete's, with its audit entry): a
+    :class:`ConflictError` on that stream means another tombstone came first (build
+    it again)."""
+    stream = stream_of(backend, agent_id)
+    return await _request(backend, codec, stream, agent_id, head, forgotten)
 
 
 async def _request(
@@ -136,16 +182,26 @@ async def _request(
 
 
 async def record(
-    backend: Backend, codec: Codec, agent_id: str, head: int, *, forgotten: bool
+    backend: Backend,
+    codec: Codec,
+    agent_id: str,
+    head: int,
+    *,
+    forgotten: bool,
+    key: str | None = None,
 ) -> None:
     """Append the tombstone of ``agent_id`` (ended at ``head``) on its own (retried over
-    other writers' tombstones). Nothing on an engine without a feed."""
+    other writers' tombstones); ``key``: its idempotency key (a delete's intent's, see
+    :mod:`.feed_intents`: appended once, whoever appends it). Nothing on an engine
+    without a feed."""
     if not has_feed(backend):
         return
     stream = stream_of(backend, agent_id)
     last: ConflictError | None = None
     for _ in range(_RETRIES):
         request = await _request(backend, codec, stream, agent_id, head, forgotten)
+        if key is not None:
+            request = dataclasses.replace(request, idempotency_key=key)
         try:
             await backend.append(request)
             return
@@ -163,18 +219,26 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
     commit where the engine has one (see the module documentation)."""
     conditional = expected_head()
     forgotten = forgetting.get()
-    if not (has_feed(backend) and backend.appends_together):
-        if conditional is None:
-            head = await head_or_lost(backend, agent_id) if has_feed(backend) else 0
-            existed = await backend.delete_agent(agent_id)
-        else:
-            from .conditional import delete_at
+    if not has_feed(backend):
+        from .conditional import erase as erase_only
 
-            existed = await delete_at(backend, agent_id, conditional)
+        return await erase_only(backend, agent_id)
+    if not backend.appends_together:  # the tombstone after the delete, through an intent
+        from .conditional import delete_at
+        from .feed_intents import with_intent
+
+        if conditional is None:
+            head = await head_or_lost(backend, agent_id)
+
+            async def delete() -> bool:
+                return await backend.delete_agent(agent_id)
+        else:
             head = conditional
-        if existed and has_feed(backend):
-            await record(backend, codec, agent_id, head, forgotten=forgotten)
-        return existed
+
+            async def delete() -> bool:
+                return await delete_at(backend, agent_id, conditional)
+
+        return await with_intent(backend, codec, agent_id, head, forgotten, delete)
     stream = stream_of(backend, agent_id)
     last: ConflictError | None = None
     for _ in range(_RETRIES):
@@ -217,6 +281,14 @@ def tombstone_event(record_: FeedRecord, body: dict[str, Any], shard: int) -> Fe
     head = body.get("head")
     if not isinstance(agent_id, str) or not isinstance(head, int):
         raise IntegrityError(record_.agent_id, record_.event.seq, "not a tombstone")
+    within = namespace_of_stream(record_.agent_id)
+    if within is not None and namespace_of(agent_id) != within:
+        # a role that may write one namespace's stream named another's agent: forged
+        raise IntegrityError(
+            record_.agent_id,
+            record_.event.seq,
+            f"a tombstone of {agent_id!r}, outside its stream's namespace {within!r}",
+        )
     info = {"forgotten": bool(body.get("forgotten"))}
     event = Event(agent_id, head, AGENT_DELETED, record_.event.timestamp, info)
     return FeedEvent(record_.position, event, shard, deleted=True)

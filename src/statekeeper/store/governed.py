@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -54,7 +55,7 @@ from ..records import (
     Snapshot,
     StreamChange,
 )
-from . import conditional
+from . import conditional, feed_deletes, feed_intents
 from .feed import FeedAccess, Subscription
 from .feed_cursor import FeedBounds, FeedCursor
 from .store import StateStore
@@ -141,6 +142,7 @@ class ChangeAuditSink(AtomicAuditSink, Protocol):
         detail: Mapping[str, Any] | None = None,
         outcome: str = "ok",
         preceding: Sequence[Mapping[str, Any]] = (),
+        appends: Sequence[AppendRequest] = (),
     ) -> None: ...
 
 
@@ -527,6 +529,11 @@ class GovernedStateStore(StateStore):
             cursor = page[-1].agent_id
         return out[:limit]
 
+    async def unlisted_agents(self) -> list[str]:
+        """Those this principal may read (as listed: the others are never seen)."""
+        gov = self._governance
+        return [a for a in await super().unlisted_agents() if gov.can_read(a)]
+
     async def health(self) -> Health:
         """The backend's health: ``ok`` and the engine's name for every principal; its
         ``detail`` (the file's size, the engine's agent count, paths, pools: figures
@@ -836,9 +843,11 @@ class GovernedStateStore(StateStore):
         naming the head event it removes (a crash between the two leaves an entry
         ``audit verify`` reports as not applied, never a delete without its entry)."""
         change = self._changing("delete", agent_id)
-        if change is None:
-            return await conditional.erase(self.backend, agent_id)
+        if change is None:  # (with its feed tombstone: in one commit where it can be)
+            return await feed_deletes.erase(self.backend, self.codec, agent_id)
         gov = self._governance
+        feed = feed_deletes.has_feed(self.backend)
+        forgotten = feed_deletes.forgetting.get()
         last: ConflictError | None = None
         expected = conditional.expected_head()  # a retention purge's: no retry
         for _ in range(_CHANGE_RETRIES):
@@ -857,17 +866,38 @@ class GovernedStateStore(StateStore):
                     )
                 await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
                 change.recorded = True
+                if existed and feed:
+                    await feed_deletes.record(
+                        self.backend, self.codec, agent_id, seq, forgotten=forgotten
+                    )
                 return existed
             erased = [seq, raws[-1].checksum.hex()]
             together = self._change_sink
+            tombstone = feed_deletes.stream_of(self.backend, agent_id) if feed else None
             try:
                 if together is None:  # the entry first, then the delete at the head it names
-                    return await self._delete_ahead(agent_id, seq, erased, change)
+                    if not feed:
+                        return await self._delete_ahead(agent_id, seq, erased, change)
+                    return await feed_intents.with_intent(  # (its tombstone after it)
+                        self.backend, self.codec, agent_id, seq, forgotten,
+                        functools.partial(self._delete_ahead, agent_id, seq, erased, change),
+                    )  # fmt: skip
+                # the delete, its entry and its feed tombstone: one commit
+                appends: list[AppendRequest] = []
+                if tombstone is not None:
+                    appends.append(
+                        await feed_deletes.tombstone_request(
+                            self.backend, self.codec, agent_id, seq, forgotten
+                        )
+                    )
                 await together.record_with_change(
                     StreamChange(agent_id, delete_at=seq), "delete", principal=gov.principal,
-                    detail={"erased": erased}, preceding=_PRECEDING.get(),
+                    detail={"erased": erased}, preceding=_PRECEDING.get(), appends=appends,
                 )  # fmt: skip
             except ConflictError as exc:
+                if exc.agent_id == tombstone and exc.agent_id is not None:
+                    last = exc  # another delete's tombstone first: nothing written, again
+                    continue
                 if exc.agent_id != agent_id or expected is not None:
                     raise
                 last = exc  # another process wrote (or deleted) meanwhile: look again

@@ -202,6 +202,15 @@ class NamespacedStateStore(StateStore):
             cursor = page[-1].agent_id
         return out[:limit]
 
+    async def unlisted_agents(self) -> list[str]:
+        """Those of this namespace and below (relative ids; as listed, an id no relative
+        id names is passed over)."""
+        return [
+            self._rel(a)
+            for a in await super().unlisted_agents()
+            if a.startswith(self._prefix) and id_shape_problem(a) is None
+        ]
+
     async def count_agents(self) -> int:
         """How many agents live in this namespace or below it: a range count of the
         engine's agent index (SQLite, PostgreSQL, Redis; others list the namespace).

@@ -716,6 +716,13 @@ class StateStore:
             out.extend(info for info in page if info.agent_id[:1] != "\x01")
         return out[:limit]
 
+    async def unlisted_agents(self) -> list[str]:
+        """The agents the engine stores and its listings do not show (Redis: taken off
+        its agent index by hand; ``verify`` names them), in id order: read by id like
+        any other, and copied by an export with the listed ones."""
+        self._check_open()
+        return [a for a in await self.backend.unlisted_agents() if a[:1] != "\x01"]
+
     async def iter_agents(self) -> AsyncIterator[AgentInfo]:
         """Every agent, in id order, paging under the hood."""
         after: str | None = None
@@ -736,6 +743,12 @@ class StateStore:
         for own in own_streams:  # the store's own streams: not agents
             if count and await self.backend.head(own):
                 count -= 1
+        if count and getattr(self.backend, "tombstones_by_namespace", False):  # one a namespace
+            count -= await self.backend.count_prefix(feed_deletes.PREFIX_IN)
+        if count and feed_deletes.has_feed(self.backend) and not self.backend.appends_together:
+            from .feed_intents import PENDING  # a delete's intent a crash left (feed_intents)
+
+            count -= await self.backend.count_prefix(PENDING)
         return count
 
     async def health(self) -> Health:

@@ -4,6 +4,7 @@ with the events they claim (:meth:`StateStore.verify` runs it per agent)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,14 +41,18 @@ _PAGE = 1000
 class Problem:
     """One verification failure found by :meth:`StateStore.verify`.
 
-    ``kind`` says what is damaged: ``"event"``, ``"snapshot"`` (loads fall back to an
+    ``kind`` says what is damaged: ``"event"``, ``"clock"`` (the head event is dated
+    more than :data:`AHEAD` in the future: TTL retention cannot tell its age),
+    ``"snapshot"`` (loads fall back to an
     older snapshot or a full replay; :func:`~statekeeper.store.repair.repair` rebuilds
     it), ``"head"``, ``"idempotency"`` (a record that does not match its event),
     ``"agent"`` (the agent could not be checked at all), ``"rollback"`` (the stream
     went back in time, found by the store's witness), or ``"orphan"`` (events stored
     for an agent that has no head row: no read or listing sees them; or, on Redis, of
     an agent its index does not list: no listing sees it; found when the whole store
-    is verified, on engines that can tell, SQLite, PostgreSQL and Redis).
+    is verified, on engines that can tell, SQLite, PostgreSQL and Redis), or ``"feed"``
+    (a delete whose feed tombstone a crash left pending, on an engine that cannot
+    commit the two together: :mod:`statekeeper.store.feed_intents`).
     """
 
     agent_id: str
@@ -59,6 +64,10 @@ class Problem:
 #: what a problem's reason says when the keyring given cannot open the record
 #: (:class:`~statekeeper.errors.KeyNotFound`, :class:`~statekeeper.errors.DecryptionError`
 #: of other key material under the same id; idempotency records say the former too)
+#: how far ahead of this clock an agent's last write may be dated and be trusted by TTL
+#: retention (clocks of different hosts differ by that much)
+AHEAD = 300.0
+
 _KEY_MISSING = "which is not in the keyring"
 _KEY_WRONG = "wrong key material in the keyring"
 
@@ -155,6 +164,19 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         problems.append(
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
+    from .feed_intents import pending
+
+    for agent_id, head in await pending(store.backend, store.codec):
+        problems.append(
+            Problem(
+                agent_id,
+                head,
+                "a delete at this seq whose feed tombstone a crash left pending (or a delete"
+                " under way): the store's next delete appends it, or drops it if the delete"
+                " did not happen",
+                "feed",
+            )
+        )
     return problems
 
 
@@ -171,6 +193,7 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
     last = 0  # the last stored seq
     link: bytes | None = ZERO_LINK  # its chain link (None: unknown)
     keys: dict[int, object] = {}  # seq -> idempotency key in the event's body
+    newest = 0.0  # the time of the newest event opened
     first = await store.backend.read(agent_id, 0, None, limit=1)
     base = first[0].seq - 1 if first else 0
     if base and base in snapshots:
@@ -198,6 +221,7 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
             continue
         if "key" in body:
             keys[raw.seq] = body["key"]
+        newest = raw.timestamp
         if opened.prev is not None and link is not None and opened.prev != link:
             problems.append(Problem(agent_id, raw.seq, _CHAIN_BROKEN, "event"))
             folding = False
@@ -226,6 +250,8 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
         else:
             continue
         problems.append(Problem(agent_id, raw.seq, _snapshot_reason(reason), "snapshot"))
+    if last == head and head and newest > time.time() + AHEAD:
+        problems.append(Problem(agent_id, head, _dated_ahead(newest), "clock"))
     if last != head:
         problems.append(
             Problem(agent_id, last + 1, f"stream ends at seq {last}, head is {head}", "head")
@@ -243,6 +269,14 @@ async def verify_agent(store: StateStore, agent_id: str, report: VerifyReport) -
                 )
             )
     await verify_keys(store, agent_id, last, keys, report, base)
+
+
+def _dated_ahead(written: float) -> str:
+    return (
+        f"the last write is dated {written:.3f}, in the future (a writer's clock ahead, or"
+        " an edit): TTL retention cannot date it and fails on it until it is written"
+        " again from a right clock"
+    )
 
 
 async def verify_snapshots(

@@ -999,7 +999,7 @@ class WritePipeline:
             # (conditional on the head a retention purge saw: store/conditional.py)
             # with its tombstone in the feed (one commit where the engine has one:
             # store/feed_deletes.py); a governed store's delete commits with its audit
-            # entry, the tombstone follows it
+            # entry and its tombstone (store/governed.py)
             erase = self._erase_governed if self.eraser else self._erase
             if self.witness is None:
                 return await erase(agent_id)
@@ -1013,14 +1013,8 @@ class WritePipeline:
         return await feed_deletes.erase(self.backend, self.codec, agent_id)
 
     async def _erase_governed(self, agent_id: str) -> bool:
-        assert self.eraser is not None
-        feed = feed_deletes.has_feed(self.backend)
-        head = await feed_deletes.head_or_lost(self.backend, agent_id) if feed else 0
-        existed = await self.eraser(agent_id)
-        if existed and feed:
-            forgotten = feed_deletes.forgetting.get()
-            await feed_deletes.record(self.backend, self.codec, agent_id, head, forgotten=forgotten)
-        return existed
+        assert self.eraser is not None  # (it writes the feed tombstone too: see governed)
+        return await self.eraser(agent_id)
 
     # -- idempotency ---------------------------------------------------------------------
 

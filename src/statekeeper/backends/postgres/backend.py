@@ -192,6 +192,9 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     name = "postgresql"
     supports_leases = True
+    #: True under row-level security whose policy knows the namespaces' feed tombstone
+    #: streams (:mod:`statekeeper.store.feed_deletes`), set as the backend opens
+    tombstones_by_namespace = False
     capabilities = frozenset(
         {
             Capability.LEASES,

@@ -37,6 +37,11 @@ __all__ = ["delete", "delete_at", "refusal", "row_security_binds"]
 
 T = TypeVar("T")
 
+#: the prefix of a namespace's feed tombstone stream (statekeeper.store.feed_deletes),
+#: which no role bound by row-level security may change but by appending (its policy,
+#: sql/row_security.sql, filters such a change to nothing: refused, not "absent")
+TOMBSTONES_IN = "\x01sk-feed/deleted/in/"
+
 #: polls of a transaction still "in progress" (its connection died, the server has not
 #: ended it yet) before the outcome is reported unknown; the pause doubles from 10 ms
 #: to at most 1 s, so about 40 s in all
@@ -82,6 +87,8 @@ async def refusal(
     fewer rows than it should have: a write that found its rows costs nothing more."""
     if not await row_security_binds(backend, conn):
         return None
+    if agent_id.startswith(TOMBSTONES_IN):  # a namespace's feed tombstones: appended only
+        return row_security_refusal(backend.dsn, operation, agent_id)
     cur = await conn.execute(backend._sql["rls_may_write"], (agent_id,))
     row = await cur.fetchone()
     if row is not None and row[0]:

@@ -112,14 +112,18 @@ async def opened(backend: PostgresBackend) -> None:
     """Once the schema is in place, as the backend opens: its layout is checked
     (:func:`check_layout`) and whether row-level security is installed on it
     (:mod:`.row_security`) is read: its audit appends then carry their link
-    (``Backend.audit_links``)."""
+    (``Backend.audit_links``), and its feed tombstones go to one stream per namespace
+    when the policy installed knows them (``tombstones_by_namespace``: see
+    :mod:`statekeeper.store.feed_deletes`)."""
     await check_layout(backend)
     async with backend._connection() as conn:  # (while opening: not _query)
+        schema = _quoted(backend.schema)
         cur = await conn.execute(
-            backend._sql["row_security"], (f"{_quoted(backend.schema)}.sk_events",)
+            backend._sql["row_security"], (f"{schema}.sk_tombstones(text)", f"{schema}.sk_events")
         )
         row = await cur.fetchone()
     backend.audit_links = bool(row and row[0])
+    backend.tombstones_by_namespace = bool(row and row[0] and row[1])
 
 
 def _quoted(schema: str) -> str:

@@ -1742,6 +1742,11 @@ class RedisBackend(Backend):
 
         return await self._retrying("orphaned_events", op)
 
+    async def unlisted_agents(self) -> list[str]:
+        """The agents with events that their shard's index does not list (one scan:
+        :mod:`.orphans`), which no listing shows; read by id as any other."""
+        return [agent_id for agent_id, *_ in await self.orphaned_events() or ()]
+
     async def count_agents(self) -> int:
         if not self._reached:  # (the store's TTL is known once open: _settle_ttl)
             await self._retrying("count_agents", self.open)

@@ -5,6 +5,7 @@ documentation: the cut, incremental entries, streams compacted by retention)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ...backends.base import Capability
@@ -14,7 +15,9 @@ if TYPE_CHECKING:
     from ...backends.base import Backend
     from ...records import SnapshotRow, StreamRows
 
-__all__ = ["copy_batch", "last_digest", "list_heads", "mark_compacted"]
+__all__ = ["add_unlisted", "copy_batch", "last_digest", "list_heads", "mark_compacted"]
+
+_log = logging.getLogger("statekeeper.backup")
 
 _LIST_PAGE = 1000
 
@@ -34,6 +37,25 @@ async def list_heads(backend: Backend, prefix: str = "") -> dict[str, int]:
         if len(page) < _LIST_PAGE:
             return heads
         after = page[-1].agent_id
+
+
+async def add_unlisted(backend: Backend, prefix: str, heads: dict[str, int]) -> None:
+    """Add to ``heads`` the streams (under ``prefix``) the engine stores and its listings
+    do not show (``Backend.unlisted_agents``: Redis's off its agent index), so a backup
+    keeps them (before, it left them out without a word and a restore lost them); a
+    warning names them (``verify`` reports them too)."""
+    found = [a for a in await backend.unlisted_agents() if a.startswith(prefix) and a not in heads]
+    for agent_id in found:
+        head = await backend.head(agent_id)
+        if head:
+            heads[agent_id] = head
+    if found:
+        shown = ", ".join(repr(a) for a in found[:5]) + (", ..." if len(found) > 5 else "")
+        _log.warning(
+            "backing up %d stream(s) the agent index does not list (verify names them): %s",
+            len(found),
+            shown,
+        )
 
 
 def last_digest(checksum: bytes) -> str:

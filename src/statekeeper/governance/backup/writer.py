@@ -67,7 +67,7 @@ from .location import Location, named_as_given
 from .nsholds import namespace_holds, sealed_holds, sealing_holds
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
-from .rowentries import copy_batch, last_digest, list_heads, mark_compacted
+from .rowentries import add_unlisted, copy_batch, last_digest, list_heads, mark_compacted
 from .tagheads import internal_streams as _internal
 
 if TYPE_CHECKING:
@@ -292,6 +292,7 @@ async def _backup(
                 await audit_backup(store, audit, copied)
                 return copied
     heads = await list_heads(backend, namespace + "/" if namespace else "")
+    await add_unlisted(backend, namespace + "/" if namespace else "", heads)
     header = Header.new(backup_id, parent_id, key, created)
     streams: dict[str, Any] = {}
     totals = {"events": 0, "snapshots": 0, "copied": 0, "vanished": 0, "record_bytes": 0}

@@ -249,7 +249,9 @@ SELECT count(*) FROM {s}.sk_events WHERE position > (SELECT floor FROM {s}.sk_fe
 SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)
 
 -- name: row_security
-SELECT relrowsecurity FROM pg_class WHERE oid = to_regclass(%s)
+-- (and whether its policy knows the namespaces' feed tombstone streams: installed by a
+-- statekeeper that writes them, sql/row_security.sql)
+SELECT relrowsecurity, to_regprocedure(%s) IS NOT NULL FROM pg_class WHERE oid = to_regclass(%s)
 
 -- name: feed_frontier_lsn
 SELECT safe, next_candidate, next_holders, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint FROM {s}.sk_feed_frontier(%s, %s::bigint, %s::text[])

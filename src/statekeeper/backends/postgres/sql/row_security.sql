@@ -44,14 +44,25 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT pg_catalog.has_table_privilege(current_user, '{s}.sk_feed_floor', 'UPDATE')
 $fn$;
 
+-- is p_agent a namespace's feed tombstone stream (statekeeper.store.feed_deletes:
+-- chr(1) || 'sk-feed/deleted/in/' || namespace || '/-')? Its part after '/in/' has that
+-- namespace, so the grants that reach the namespace's agents reach it (sk_allowed)
+CREATE OR REPLACE FUNCTION {s}.sk_tombstones(p_agent text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT pg_catalog."left"(p_agent, 20)
+           OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-feed/deleted/in/')
+$fn$;
+
 -- may the current role do p_need (1 read, 2 write) on p_agent? The audit log (a stream
 -- of statekeeper's own) is appendable by every role, never deletable, and read only by
 -- a log admin (every tenant's entries are in it; a writer chains on the head's link
 -- alone: the block audit_head); the legal holds (statekeeper.governance.holds) readable
 -- by every role (each purge checks them), changed only by a log admin (admin on
--- everything). The grants apply to agents only: statekeeper's own streams
--- (chr(1) || 'sk-...') are in namespaces such as chr(1) || 'sk-audit', which a pattern
--- of one segment ('*') matches as it matches 'acme'.
+-- everything); a namespace's tombstone stream as the namespace's agents (appended
+-- by a role that may write them, never rewritten or deleted but by a log admin: the
+-- policies sk_update, sk_delete). The grants apply to agents only: statekeeper's own
+-- streams (chr(1) || 'sk-...') are in namespaces such as chr(1) || 'sk-audit', which a
+-- pattern of one segment ('*') matches as it matches 'acme'.
 CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT ((p_agent OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-audit/log'))
@@ -65,6 +76,12 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
                     WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
                       AND (g.perm OPERATOR(pg_catalog.>=) p_need)
                       AND ({s}.sk_namespace(p_agent) OPERATOR(pg_catalog.~) g.pattern)))
+        OR ({s}.sk_tombstones(p_agent)
+            AND EXISTS (SELECT 1 FROM {s}.sk_grants g
+                    WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
+                      AND (g.perm OPERATOR(pg_catalog.>=) p_need)
+                      AND ({s}.sk_namespace(pg_catalog.substr(p_agent, 21))
+                           OPERATOR(pg_catalog.~) g.pattern)))
 $fn$;
 
 -- name: table
@@ -77,13 +94,17 @@ CREATE POLICY sk_read ON {s}.{t} FOR SELECT USING ({s}.sk_allowed(agent_id, 1));
 CREATE POLICY sk_insert ON {s}.{t} FOR INSERT WITH CHECK ({s}.sk_allowed(agent_id, 2));
 -- the audit log's rows: appended (INSERT), never updated but by a log admin (its
 -- head row in sk_agents moves with each append: the block audit_head)
+-- (a namespace's tombstones neither: a tenant must not take back a delete's notice)
 CREATE POLICY sk_update ON {s}.{t} FOR UPDATE
     USING ({s}.sk_allowed(agent_id, 2)
-           AND (agent_id <> chr(1) || 'sk-audit/log' OR {s}.sk_log_admin()))
+           AND ((agent_id <> chr(1) || 'sk-audit/log' AND NOT {s}.sk_tombstones(agent_id))
+                OR {s}.sk_log_admin()))
     WITH CHECK ({s}.sk_allowed(agent_id, 2)
-                AND (agent_id <> chr(1) || 'sk-audit/log' OR {s}.sk_log_admin()));
+                AND ((agent_id <> chr(1) || 'sk-audit/log' AND NOT {s}.sk_tombstones(agent_id))
+                     OR {s}.sk_log_admin()));
 CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
-    USING ({s}.sk_allowed(agent_id, 2) AND agent_id <> chr(1) || 'sk-audit/log');
+    USING ({s}.sk_allowed(agent_id, 2) AND agent_id <> chr(1) || 'sk-audit/log'
+           AND (NOT {s}.sk_tombstones(agent_id) OR {s}.sk_log_admin()));
 
 -- name: role
 GRANT USAGE ON SCHEMA {s} TO {r};

@@ -1,0 +1,152 @@
+"""A delete's feed tombstone where the engine cannot commit it with the delete (Redis
+Cluster, tiered, S3; a governed store's entry-first delete there): an *intent* first,
+so a crash between the delete and its tombstone is finished later, never lost.
+
+Before, the tombstone was appended right after the delete: a crash in between left the
+delete without it, and every consumer kept the deleted agent for ever. Now:
+
+1. an intent is written: a hidden stream ``"\\x01sk-feed/pending/<token>"`` (never
+   delivered by the feed, like every stream of statekeeper's own) holding one sealed
+   record: the agent, the head it is deleted at, that head event's checksum;
+2. the agent is deleted;
+3. the tombstone is appended with the idempotency key ``<token>`` (so it is stored
+   once, whoever appends it);
+4. the intent is deleted.
+
+:func:`finish_pending` (run by a store's first delete on such an engine;
+:meth:`~statekeeper.store.StateStore.verify` of the whole store reports each intent
+left, kind ``"feed"``) settles every intent left: when the agent's head event is still the one the
+intent names the delete did not happen (the intent is dropped); otherwise it did, and
+the tombstone is appended (a duplicate when step 3 had been reached) before the intent
+goes. Steps 3 and 4 are each one write, so a crash anywhere leaves the delete with its
+tombstone, or an intent that ends in one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..backends.base import Backend
+from ..codec import ZERO_LINK, Codec
+from ..errors import ConflictError
+from ..records import AppendRequest, RawEvent
+
+__all__ = ["PENDING", "finish_pending", "pending", "with_intent"]
+
+#: the prefix of every intent stream
+PENDING = "\x01sk-feed/pending/"
+_TYPE = "statekeeper.delete_intent"
+_PAGE = 100
+#: backends whose intents a delete of this process already settled
+_settled: weakref.WeakSet[Backend] = weakref.WeakSet()
+
+
+async def with_intent(
+    backend: Backend,
+    codec: Codec,
+    agent_id: str,
+    head: int,
+    forgotten: bool,
+    delete: Callable[[], Awaitable[bool]],
+) -> bool:
+    """``delete()`` (of ``agent_id``, at ``head``) with its tombstone, through an intent
+    (see the module documentation); True if it existed."""
+    from .feed_deletes import record
+
+    if backend not in _settled:  # intents a crash left, before this delete's own
+        await finish_pending(backend, codec)
+        _settled.add(backend)
+    raws = await backend.read(agent_id, head - 1, head) if head else []
+    if not raws or raws[-1].seq != head:  # nothing at that head (lost, moved): as before
+        existed = await delete()
+        if existed:
+            await record(backend, codec, agent_id, head, forgotten=forgotten)
+        return existed
+    token = secrets.token_hex(16)
+    stream = PENDING + token
+    body = {
+        "agent_id": agent_id,
+        "head": head,
+        "checksum": raws[-1].checksum.hex(),
+        "forgotten": forgotten,
+    }
+    ts = time.time()
+    sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
+    raw = RawEvent(1, _TYPE, ts, sealed.payload, sealed.checksum)
+    await backend.append(
+        AppendRequest(stream, 0, [raw], head_tag=codec.head_tag(stream, 1, sealed.link))
+    )
+    try:
+        existed = await delete()
+    except ConflictError:
+        await backend.delete_agent(stream)  # nothing was deleted
+        raise
+    if existed:
+        await record(backend, codec, agent_id, head, forgotten=forgotten, key=token)
+    await backend.delete_agent(stream)
+    return existed
+
+
+async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
+    """Settle every intent left by a delete a crash stopped (see the module
+    documentation); returns the agents whose tombstone it appended."""
+    from .feed_deletes import record
+
+    finished: list[str] = []
+    after = PENDING
+    while True:
+        page = await backend.list_agents(after=after, limit=_PAGE)
+        streams = [info.agent_id for info in page if info.agent_id.startswith(PENDING)]
+        for stream in streams:
+            body = await _intent(backend, codec, stream)
+            if body is not None:
+                agent_id, head = body["agent_id"], body["head"]
+                raws = await backend.read(agent_id, head - 1, head)
+                still = bool(raws) and raws[-1].seq == head
+                if not (still and raws[-1].checksum.hex() == body["checksum"]):
+                    # deleted (the head event it named is gone): its tombstone, once
+                    key = stream[len(PENDING) :]
+                    forgotten = bool(body.get("forgotten"))
+                    await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
+                    finished.append(agent_id)
+            await backend.delete_agent(stream)
+        if len(streams) < len(page) or len(page) < _PAGE:
+            return finished
+        after = page[-1].agent_id
+
+
+async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int]]:
+    """``(agent_id, head)`` of every intent left (for ``verify``: nothing is written)."""
+    found: list[tuple[str, int]] = []
+    after = PENDING
+    while True:
+        page = await backend.list_agents(after=after, limit=_PAGE)
+        streams = [info.agent_id for info in page if info.agent_id.startswith(PENDING)]
+        for stream in streams:
+            body = await _intent(backend, codec, stream)
+            if body is not None:
+                found.append((body["agent_id"], body["head"]))
+        if len(streams) < len(page) or len(page) < _PAGE:
+            return sorted(found)
+        after = page[-1].agent_id
+
+
+async def _intent(backend: Backend, codec: Codec, stream: str) -> dict[str, Any] | None:
+    """The intent ``stream`` holds (None: none, or not one a delete wrote)."""
+    raws = await backend.read(stream, 0, 1)
+    if not raws:
+        return None
+    raw = raws[0]
+    body, _ = codec.decode(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("agent_id"), str)
+        or type(body.get("head")) is not int
+        or not isinstance(body.get("checksum"), str)
+    ):
+        return None
+    return body
