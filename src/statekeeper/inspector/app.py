@@ -285,6 +285,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             agent_id,
             before=_seq(params, "before", optional=True),
             after=_seq(params, "after", optional=True) if params.get("after") != "0" else 0,
+            # the live view: up to the head its stream announced (see pages.timeline)
+            to=_seq(params, "to", optional=True),
         )
         return ins.render(
             request,

@@ -59,6 +59,9 @@ class TimelinePage:
     #: seq to page on from (older events), None when the first event is shown
     older_than: int | None
     newer_than: int | None
+    #: the live view's new events were more than a page: seqs ``gap[0]+1 .. gap[1]``
+    #: are not in ``rows`` (the page shows a row that loads them in their place)
+    gap: tuple[int, int] | None = None
 
 
 @dataclass
@@ -143,20 +146,37 @@ async def _page(store: StateStore, agent_id: str, events: list[Event], head: int
 
 
 async def timeline(
-    store: StateStore, agent_id: str, *, before: int | None = None, after: int | None = None
+    store: StateStore,
+    agent_id: str,
+    *,
+    before: int | None = None,
+    after: int | None = None,
+    to: int | None = None,
 ) -> TimelinePage:
     """A page of events, newest first: the newest ones, those before seq ``before``,
-    or those after seq ``after`` (the live view's new events)."""
+    or — the live view — the newest page of those after seq ``after`` up to seq ``to``
+    (the head the live stream announced; default: the head now).
+
+    The live view's page is exactly ``after+1 .. to``: not the events written since
+    the announcement (the next one brings them: shown twice otherwise), and when they
+    are more than a page, the newest page and :attr:`TimelinePage.gap` for the rest
+    (never silently the oldest page only, the newer ones skipped for good)."""
     head = await store.head(agent_id)
     if head == 0:
         raise AgentNotFound(agent_id)
     if after is not None:
-        lo, hi = after, min(head, after + TIMELINE_PAGE)
+        hi = head if to is None else min(head, to)
+        if before is not None:
+            hi = min(hi, before - 1)
+        lo = max(after, hi - TIMELINE_PAGE)
     else:
         hi = head if before is None else min(head, before - 1)
         lo = max(0, hi - TIMELINE_PAGE)
     events = await kept_history(store, agent_id, lo, hi) if hi > lo else []
-    return await _page(store, agent_id, events, head)
+    page = await _page(store, agent_id, events, head)
+    if after is not None and lo > after:
+        page.gap = (after, lo)
+    return page
 
 
 async def event_detail(store: StateStore, agent_id: str, seq: int) -> tuple[Event, list[Change]]:

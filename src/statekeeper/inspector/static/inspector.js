@@ -57,7 +57,10 @@
       head = next;
       var slider = byId("seq-slider");
       var following = slider && slider.value === slider.max;
-      var url = status.getAttribute("data-events-url") + "&after=" + after;
+      // exactly the events after+1..next: those written since come with the next
+      // announcement (asked up to the head now, they would be shown twice); more than
+      // a page, and the fragment ends with a row that loads the rest in its place
+      var url = status.getAttribute("data-events-url") + "&after=" + after + "&to=" + next;
       htmx.ajax("GET", url, {target: "#timeline-body", swap: "afterbegin"});
       ["head-seq", "seq-max"].forEach(function (id) { var el = byId(id); if (el) { el.textContent = String(next); } });
       ["diff-a", "diff-b"].forEach(function (id) { var el = byId(id); if (el) { el.max = String(next); } });
