@@ -56,8 +56,10 @@ def test_the_list_shows_a_forgotten_agent_marked_and_the_others(
 
 def test_a_forgotten_agents_pages_say_it_was_forgotten(forgotten_client: TestClient) -> None:
     with forgotten_client as client:
-        for path in ("/agent", "/agent/events", "/agent/state.json", "/agent/keys"):
+        paths = ("/agent", "/agent/events", "/agent/state.json", "/agent/keys", "/agent/verify")
+        for path in paths:
             page = client.get(f"{path}?id=people/b")
             assert page.status_code == 410, (path, page.text[:300])
             assert "Agent forgotten" in page.text and "crypto-shredded" in page.text
+            assert "Verified" not in page.text  # (verify checked nothing of it)
         assert client.get("/agent?id=people/a").status_code == 200

@@ -24,6 +24,7 @@ from ..arguments import check_agent_id, check_seq
 from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
+    AgentForgotten,
     AgentLost,
     AgentNotFound,
     ConfigurationError,
@@ -333,6 +334,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             raise AgentNotFound(agent_id)
         started = time.perf_counter()
         report = await pages.verify_view(ins.store, agent_id)
+        if agent_id in report.forgotten:  # nothing of it could be checked: not "Verified."
+            raise AgentForgotten(agent_id)
         return ins.render(
             request,
             "fragments/verify.html",
