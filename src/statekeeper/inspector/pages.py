@@ -71,6 +71,9 @@ class AgentView:
     graph: Graph
     lease: LeaseInfo | None
     leases_supported: bool
+    #: the lease has a holder but its time ran out (judged by the store's clock, as
+    #: ``statekeeper health`` judges stale leases): nobody holds it any more
+    lease_expired: bool = False
 
 
 @dataclass
@@ -125,6 +128,9 @@ async def agent_view(
         graph=graph,
         lease=got_lease,
         leases_supported=backend.supports_leases,
+        lease_expired=got_lease is not None
+        and got_lease.holder is not None
+        and got_lease.expires_at <= store.clock(),
     )
     return view, line
 
