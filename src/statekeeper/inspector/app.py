@@ -40,7 +40,7 @@ from .diagram import render_svg
 from .environment import environment
 from .failures import describe
 from .listing import AgentQuery, list_page
-from .live import head_events, head_version, parse_version
+from .live import head_events, head_version, parse_version, record_digest
 from .settings import InspectorSettings
 from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
 
@@ -251,6 +251,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             schema_module=pages.optional_module("schema"),
             # the live view's baseline: a rewrite in place changes it without a new seq
             live_version=version if seq == view.snapshot.seq else "",
+            # and the record it shows at its head (see live.head_events)
+            live_mark=await record_digest(ins.store, agent_id, view.snapshot.seq),
             rewritten=params.get("rewritten") == "1",
         )
 
@@ -355,6 +357,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             agent_id = _agent_id(params)
             since = _seq(params, "since", optional=True) or 0
             given = parse_version(params)
+            shown = parse_version(params, "m")
             await ins.store.head(agent_id)  # may this principal read it? (403 if not)
         except StatekeeperError as exc:
             return ins.error(request, exc)
@@ -367,6 +370,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
                 given,
                 ins.settings.live_interval,
                 request.is_disconnected,
+                shown,
             ),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},
