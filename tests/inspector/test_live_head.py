@@ -127,14 +127,17 @@ def test_a_page_whose_record_was_rewritten_before_its_stream_started_reloads() -
     app = create_app(InspectorSettings(url="memory://", token=TOKEN), store=store)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         client.headers["Authorization"] = f"Bearer {TOKEN}"
+        portal = client.portal
+        assert portal is not None
 
         async def create() -> None:
             await TypedStates(store, apps.support_v1).create("t", apps.SupportV1(customer_name="A"))
 
-        client.portal.call(create)
-        page = client.get("/agent?id=t").text
-        live = html.unescape(re.search(r'data-live-url="([^"]+)"', page).group(1))
-        assert client.portal.call(_first_verdict, app, live) == "idle"  # current
+        portal.call(create)
+        found = re.search(r'data-live-url="([^"]+)"', client.get("/agent?id=t").text)
+        assert found is not None
+        live = html.unescape(found.group(1))
+        assert portal.call(_first_verdict, app, live) == "idle"  # current
 
         async def migrate_and_write() -> None:
             assert (await migrate(store, apps.support_v2)).changed == 1
@@ -142,5 +145,5 @@ def test_a_page_whose_record_was_rewritten_before_its_stream_started_reloads() -
             agent.state.escalated = True
             await agent.save()
 
-        client.portal.call(migrate_and_write)
-        assert client.portal.call(_first_verdict, app, live) == "rewritten"
+        portal.call(migrate_and_write)
+        assert portal.call(_first_verdict, app, live) == "rewritten"
