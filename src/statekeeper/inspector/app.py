@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,8 @@ from .environment import environment
 from .failures import describe
 from .listing import AgentQuery, list_page
 from .live import head_events, head_version, parse_version, record_digest
+from .params import agent_id_of as _agent_id
+from .params import seq_of as _seq
 from .settings import InspectorSettings
 from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
 
@@ -164,26 +166,6 @@ class Inspector:
             title=title,
             message=self.safe(message),
         )
-
-
-def _seq(params: Mapping[str, str], name: str, *, optional: bool = False) -> int | None:
-    text = params.get(name, "").strip()
-    if not text:
-        if optional:
-            return None
-        raise InvalidArgument(name, f"{name} is required (a seq number)")
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidArgument(name, f"{name} must be a whole number, not {text[:40]!r}") from None
-    check_seq(value, name, minimum=1)
-    return value
-
-
-def _agent_id(params: Mapping[str, str]) -> str:
-    if "id" not in params:
-        raise InvalidArgument("id", "which agent? (the id parameter is missing)")
-    return check_agent_id(params["id"], "id")
 
 
 def create_app(settings: InspectorSettings, *, store: StateStore | None = None) -> Any:
