@@ -59,6 +59,8 @@ class TimelinePage:
     #: seq to page on from (older events), None when the first event is shown
     older_than: int | None
     newer_than: int | None
+    #: retention compacted the history up to this seq (no older events to load)
+    compacted: int | None = None
     #: the live view's new events were more than a page: seqs ``gap[0]+1 .. gap[1]``
     #: are not in ``rows`` (the page shows a row that loads them in their place)
     gap: tuple[int, int] | None = None
@@ -119,7 +121,8 @@ async def agent_view(
     observe_transitions(graph, read)
     if read and read[-1].seq >= snap.seq:  # the whole history: the timeline is in it
         newest = [ev for ev in read if ev.seq <= snap.seq][-TIMELINE_PAGE:]
-        line = await _page(store, agent_id, newest, snap.seq)
+        # (kept events start after 1: retention compacted the history before them)
+        line = await _page(store, agent_id, newest, snap.seq, read[0].seq - 1)
     else:
         line = await timeline(store, agent_id)
     view = AgentView(
@@ -135,10 +138,13 @@ async def agent_view(
     return view, line
 
 
-async def _page(store: StateStore, agent_id: str, events: list[Event], head: int) -> TimelinePage:
-    """Timeline rows for ``events`` (ascending), newest first, with stored sizes."""
+async def _page(
+    store: StateStore, agent_id: str, events: list[Event], head: int, base: int = 0
+) -> TimelinePage:
+    """Timeline rows for ``events`` (ascending), newest first, with stored sizes;
+    ``base``: retention compacted the history up to this seq (nothing older to load)."""
     if not events:
-        return TimelinePage([], head, None, None)
+        return TimelinePage([], head, None, None, compacted=base or None)
     lo, hi = events[0].seq - 1, events[-1].seq
     raw = await store.backend.read(agent_id, lo, hi)
     sizes = {r.seq: len(r.payload) for r in raw}
@@ -146,8 +152,9 @@ async def _page(store: StateStore, agent_id: str, events: list[Event], head: int
     return TimelinePage(
         rows=rows,
         head=head,
-        older_than=lo + 1 if lo > 0 else None,
+        older_than=lo + 1 if lo > base else None,
         newer_than=hi if hi < head else None,
+        compacted=base if base and lo <= base else None,
     )
 
 
@@ -179,7 +186,12 @@ async def timeline(
         hi = head if before is None else min(head, before - 1)
         lo = max(0, hi - TIMELINE_PAGE)
     events = await kept_history(store, agent_id, lo, hi) if hi > lo else []
-    page = await _page(store, agent_id, events, head)
+    # kept events starting later than asked (or none of a range asked): retention
+    # compacted the history before them (no "Older events" that load nothing)
+    base = events[0].seq - 1 if events and events[0].seq > lo + 1 else 0
+    if not events and hi > lo and after is None:
+        base = hi
+    page = await _page(store, agent_id, events, head, base)
     if after is not None and lo > after:
         page.gap = (after, lo)
     return page
