@@ -55,6 +55,25 @@ async def test_forget_makes_the_agent_unreadable_and_leaves_others(
             assert (await store.load("acme/bob")).data == {"n": 4}
 
 
+async def test_verify_does_not_count_a_forgotten_agents_records_as_checked() -> None:
+    # its first event was counted before it could not be opened: `verify --json` said
+    # 5 events checked of a store whose readable agents hold 4
+    async with StateStore("memory://", keyring=ring()) as store:
+        for agent_id in ("acme/alice", "acme/bob", "acme/carol"):
+            await store.save(agent_id, {"n": 1})
+            await store.save(agent_id, {"n": 2})
+        await forget(store, "acme/bob")
+        report = await store.verify()
+        readable = await store.verify(["acme/alice", "acme/carol"])
+        assert report.forgotten == ["acme/bob"] and report.agents == 3
+        assert (report.events, report.snapshots, report.keys) == (
+            readable.events,
+            readable.snapshots,
+            readable.keys,
+        )
+        assert report.events == 4
+
+
 async def test_no_stored_byte_holds_the_plaintext_or_opens_without_the_data_key(
     tmp_path: Path,
 ) -> None:

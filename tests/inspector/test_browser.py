@@ -146,6 +146,36 @@ def test_live_updates_without_reload(desktop: Watched, server: LiveServer) -> No
     assert page.evaluate("window.__marker") == "same page"  # no reload happened
 
 
+def test_a_burst_of_live_events_is_shown_whole_and_once(
+    desktop: Watched, server: LiveServer
+) -> None:
+    """More events than a timeline page between two looks of the live view: the page
+    showed the oldest page of them and skipped the rest for good, and rows written
+    between the announcement and the page's request were shown twice."""
+    from playwright.sync_api import expect
+
+    from statekeeper import StateStore
+
+    page = desktop.login("/agent?id=agent-001")
+    expect(page.locator("#live-status")).to_have_class("live on")
+
+    async def burst() -> None:
+        async with StateStore(server.url) as store:  # type: ignore[attr-defined]
+            for n in range(70):
+                await store.save("agent-001", {"task": "task 1", "n": n})
+
+    in_thread(burst)
+    expect(page.locator("#head-seq")).to_have_text("72")
+    expect(page.locator('tr.event[data-seq="72"]')).to_have_count(1)
+    rows, gaps = page.locator("tr.event"), page.locator("tr.gap button")
+    while gaps.count():  # however the burst was split between looks
+        shown = rows.count()
+        gaps.first.click()
+        expect(rows).not_to_have_count(shown)
+    seqs = [int(s) for s in rows.evaluate_all("rows => rows.map(r => r.dataset.seq)")]
+    assert seqs == list(range(72, 0, -1))
+
+
 def test_live_view_reloads_after_a_rewrite_in_place(desktop: Watched, server: LiveServer) -> None:
     """A migration rewrites an agent's records in place: the same seqs, other data. The
     live view only watched the head seq, so the open page kept showing the old data; it

@@ -338,3 +338,30 @@ async def test_the_health_of_a_namespace_reads_the_stored_ids(tmp_path: Path) ->
         consistency = await consistency_score(acme)
         assert (consistency.agents, consistency.score) == (2, 1.0)
         await acme.flush()
+
+
+def test_the_exporter_counts_forgotten_agents_among_the_agents() -> None:
+    """A forgotten agent (crypto-shredded: its records stay until deleted) was left out
+    of ``statekeeper_agents`` ("agents with a stream") and shown nowhere: a store of
+    three agents, one forgotten, was exported as two."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from statekeeper.codec.datakeys import MemoryKeyVault
+    from statekeeper.codec.keys import Keyring
+    from statekeeper.governance.shredding import forget
+    from statekeeper.observability.exposition import StoreExporter
+
+    async def scan() -> Any:
+        keys = Keyring({"k1": bytes(range(32))}, data_keys=MemoryKeyVault())
+        async with StateStore("memory://", keyring=keys) as store:
+            for agent_id in ("a", "b", "c"):
+                await store.save(agent_id, {"n": 1})
+            await forget(store, "b")
+            return await health_report(store)
+
+    registry = CollectorRegistry()
+    registry.register(StoreExporter(scan, name="main"))
+    text = generate_latest(registry).decode()
+    assert 'statekeeper_agents{store="main"} 3.0' in text
+    assert 'statekeeper_agents_forgotten{store="main"} 1.0' in text
+    assert 'statekeeper_agents_unreadable{store="main"} 0.0' in text

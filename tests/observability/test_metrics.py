@@ -372,3 +372,28 @@ async def test_an_observed_group_store_batches_agent_saves_and_counts_each(
                 timed = "statekeeper_operation_duration_seconds_count"
                 assert value(text, timed, operation="append", **base) == saves
     assert commits[False] < saves and commits[True] < saves  # shared commits, both
+
+
+@pytest.mark.parametrize("durability", ["sync", "group", "async"])
+@pytest.mark.parametrize("engine", ["memory", "sqlite"])
+async def test_a_retried_write_found_by_its_key_is_not_counted_again(
+    engine: str, durability: str, tmp_path: Any
+) -> None:
+    """A write retried with its idempotency key (its reply was lost) is answered with
+    the result stored before: no new event, no commit. It was counted as an append
+    again (and, where commits are counted per append, as a commit): two stored events
+    read as four appends."""
+    url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path / 'keys.db'}"
+    async with StateStore(url, durability=durability) as store:
+        registry = CollectorRegistry()
+        instrument(store, registry=registry, name="s", tracing=False)
+        for _ in range(2):  # each write, and its retry
+            await store.save("a", {"n": 1}, idempotency_key="save-1")
+        for _ in range(2):
+            await store.append("a", "note", {"x": 1}, idempotency_key="note-1")
+        await store.flush()
+        assert await store.head("a") == 2
+        assert store.stats().appends == 2
+        text = scrape(registry)
+        assert value(text, "statekeeper_appends_total", store="s", backend=engine) == 2
+        assert value(text, "statekeeper_commits_total", store="s", backend=engine) == 2

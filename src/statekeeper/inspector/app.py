@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from ..arguments import check_agent_id, check_seq
 from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
+    AgentForgotten,
     AgentLost,
     AgentNotFound,
     ConfigurationError,
@@ -39,7 +40,9 @@ from .diagram import render_svg
 from .environment import environment
 from .failures import describe
 from .listing import AgentQuery, list_page
-from .live import head_events, head_version, parse_version
+from .live import head_events, head_version, parse_version, record_digest
+from .params import agent_id_of as _agent_id
+from .params import seq_of as _seq
 from .settings import InspectorSettings
 from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
 
@@ -165,26 +168,6 @@ class Inspector:
         )
 
 
-def _seq(params: Mapping[str, str], name: str, *, optional: bool = False) -> int | None:
-    text = params.get(name, "").strip()
-    if not text:
-        if optional:
-            return None
-        raise InvalidArgument(name, f"{name} is required (a seq number)")
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidArgument(name, f"{name} must be a whole number, not {text[:40]!r}") from None
-    check_seq(value, name, minimum=1)
-    return value
-
-
-def _agent_id(params: Mapping[str, str]) -> str:
-    if "id" not in params:
-        raise InvalidArgument("id", "which agent? (the id parameter is missing)")
-    return check_agent_id(params["id"], "id")
-
-
 def create_app(settings: InspectorSettings, *, store: StateStore | None = None) -> Any:
     """The inspector as an ASGI app (token check and security headers included).
 
@@ -250,6 +233,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             schema_module=pages.optional_module("schema"),
             # the live view's baseline: a rewrite in place changes it without a new seq
             live_version=version if seq == view.snapshot.seq else "",
+            # and the record it shows at its head (see live.head_events)
+            live_mark=await record_digest(ins.store, agent_id, view.snapshot.seq),
             rewritten=params.get("rewritten") == "1",
         )
 
@@ -285,6 +270,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             agent_id,
             before=_seq(params, "before", optional=True),
             after=_seq(params, "after", optional=True) if params.get("after") != "0" else 0,
+            # the live view: up to the head its stream announced (see pages.timeline)
+            to=_seq(params, "to", optional=True),
         )
         return ins.render(
             request,
@@ -331,6 +318,8 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             raise AgentNotFound(agent_id)
         started = time.perf_counter()
         report = await pages.verify_view(ins.store, agent_id)
+        if agent_id in report.forgotten:  # nothing of it could be checked: not "Verified."
+            raise AgentForgotten(agent_id)
         return ins.render(
             request,
             "fragments/verify.html",
@@ -350,6 +339,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             agent_id = _agent_id(params)
             since = _seq(params, "since", optional=True) or 0
             given = parse_version(params)
+            shown = parse_version(params, "m")
             await ins.store.head(agent_id)  # may this principal read it? (403 if not)
         except StatekeeperError as exc:
             return ins.error(request, exc)
@@ -362,6 +352,7 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
                 given,
                 ins.settings.live_interval,
                 request.is_disconnected,
+                shown,
             ),
             media_type="text/event-stream",
             headers={"X-Accel-Buffering": "no"},

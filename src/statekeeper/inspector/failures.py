@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import (
     AccessDenied,
+    AgentForgotten,
     AgentLost,
     AgentNotFound,
     CapabilityUnsupported,
@@ -40,6 +41,15 @@ def describe(exc: Exception) -> tuple[int, str, str]:
             f"agent {exc.agent_id!r} lost its stored data: {exc.reason}. Nothing of it can "
             f"be read. Delete it to acknowledge the loss (statekeeper delete "
             f"{exc.agent_id!r}), then save it afresh or restore it from a backup",
+        )
+    if isinstance(exc, AgentForgotten):  # crypto-shredded on purpose: gone for good
+        return (
+            410,
+            "Agent forgotten",
+            f"agent {exc.agent_id!r} was forgotten (crypto-shredded: statekeeper forget): "
+            "its data key was destroyed, so none of its records can be read again, here "
+            f"or in any copy. Its encrypted records remain until it is deleted "
+            f"(statekeeper delete {exc.agent_id!r})",
         )
     if isinstance(exc, HistoryCompacted):  # a seq before the retention base: gone
         return 410, "History compacted", str(exc)

@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Literal
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from ..arguments import INTERNAL_PREFIX, check_agent_id
-from ..errors import AgentLost, CapabilityUnsupported, DecryptionError, InvalidArgument
+from ..errors import (
+    AgentForgotten,
+    AgentLost,
+    CapabilityUnsupported,
+    DecryptionError,
+    InvalidArgument,
+)
 from ..namespaces import check_namespace
 from ..records import AgentInfo
 from ..store.governed import governance_of
@@ -198,6 +204,10 @@ class AgentRow:
     #: the agent's stored data is lost: what was found (nothing else of it is known:
     #: ``info`` holds its id, zeros besides)
     lost: str | None = None
+    #: the agent was crypto-shredded (``statekeeper forget``): its data key is
+    #: destroyed, so no state of it can be read (listed, as ``statekeeper agents``
+    #: lists it, instead of failing the whole page)
+    forgotten: bool = False
 
 
 @dataclass
@@ -276,20 +286,26 @@ async def _fetch(
     return out[:n]
 
 
-async def _heads(store: StateStore, infos: list[AgentInfo]) -> list[AgentHead | None]:
+async def _heads(
+    store: StateStore, infos: list[AgentInfo], forgotten: set[str]
+) -> list[AgentHead | None]:
     """The heads of ``infos``, in one read; an agent whose head this store cannot
-    decrypt (an encrypted store opened without its key), or whose data was lost since
-    it was listed, is listed without its state rather than failing the whole page."""
+    decrypt (an encrypted store opened without its key), whose data was lost since
+    it was listed, or that was forgotten (its data key destroyed: its id is added to
+    ``forgotten``) is listed without its state rather than failing the whole page."""
     if not infos:
         return []
     ids = [info.agent_id for info in infos]
     try:
         return await store.head_states(ids)
-    except (DecryptionError, AgentLost):
+    except (DecryptionError, AgentLost, AgentForgotten):
         heads: list[AgentHead | None] = []
         for agent_id in ids:
             try:
                 heads.extend(await store.head_states([agent_id]))
+            except AgentForgotten:
+                forgotten.add(agent_id)
+                heads.append(None)
             except (DecryptionError, AgentLost):
                 heads.append(None)
         return heads
@@ -406,7 +422,10 @@ async def list_page(
                 done = True
         # the heads of this batch's candidates, in one read (a lost agent has none)
         gone = {item.agent_id: item.reason for item in lost}
-        found = iter(await _heads(store, [c for c in candidates if c.agent_id not in gone]))
+        shredded: set[str] = set()
+        found = iter(
+            await _heads(store, [c for c in candidates if c.agent_id not in gone], shredded)
+        )
         heads += len(candidates)
         for info in candidates:
             if info.agent_id in gone:
@@ -419,7 +438,7 @@ async def list_page(
             if query.state and (fsm or "") != query.state:
                 continue
             entered = head.state_entered_at if head is not None else 0.0
-            page.rows.append(AgentRow(info, fsm, entered))
+            page.rows.append(AgentRow(info, fsm, entered, forgotten=info.agent_id in shredded))
             if len(page.rows) > query.limit:
                 break
         candidates.clear()

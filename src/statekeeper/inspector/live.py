@@ -27,14 +27,26 @@ if TYPE_CHECKING:
 __all__ = ["head_events", "head_version", "parse_version"]
 
 
-def parse_version(params: Mapping[str, str]) -> str | None:
-    """The ``v`` parameter of the live view: the head version the page shows."""
-    text = params.get("v", "")
+def parse_version(params: Mapping[str, str], name: str = "v") -> str | None:
+    """The ``v`` parameter of the live view: the head version the page shows (``m``:
+    the digest of the record it shows at its head, see :func:`record_digest`)."""
+    text = params.get(name, "")
     if not text:
         return None
     if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
-        raise InvalidArgument("v", "v must be the head version the page was given")
+        raise InvalidArgument(name, f"{name} must be the head version the page was given")
     return text
+
+
+def _digest(checksum: bytes | None) -> str:
+    return hashlib.sha256(checksum or b"").hexdigest()[:16]
+
+
+async def record_digest(store: StateStore, agent_id: str, seq: int) -> str:
+    """A short digest of the agent's stored record at ``seq`` (the page's ``m``): what
+    the live view compares, when it starts, with the record there now — the page
+    may have been rendered before a rewrite, or be reconnecting after one."""
+    return _digest(await _mark(store, agent_id, seq))
 
 
 async def head_version(store: StateStore, agent_id: str) -> tuple[int, str]:
@@ -50,13 +62,27 @@ async def head_events(
     version: str | None,
     interval: float,
     disconnected: Callable[[], Awaitable[bool]],
+    shown: str | None = None,
 ) -> AsyncIterator[bytes]:
     """The event stream of a page showing ``agent_id`` at seq ``since`` and head
     ``version`` (None: the first look is the baseline), checked every ``interval``
-    seconds until ``disconnected()``."""
+    seconds until ``disconnected()``. ``shown``: the :func:`record_digest` of the
+    record the page shows at ``since`` — a page opened (or reconnecting) after that
+    record was rewritten and the stream grew reloads, instead of appending the new
+    events to what it showed (its first look knew no record to compare). Each
+    ``head`` event carries the new head's digest after its seq, for a reconnect."""
     last = since
     mark: bytes | None = None  # the checksum of the record at `last`, once known
     yield b"retry: 2000\n\n"
+    if shown is not None and since > 0:
+        try:
+            now_there = await _mark(store, agent_id, since)
+        except StatekeeperError:
+            now_there = None
+        if _digest(now_there) != shown:  # not the record the page shows (any more)
+            yield f"event: rewritten\ndata: {since}\n\n".encode()
+            return
+        mark = now_there
     while not await disconnected():
         now: str | None
         try:
@@ -72,7 +98,7 @@ async def head_events(
         if moved or head < last or (head == last and now != version):
             yield f"event: rewritten\ndata: {head}\n\n".encode()
         elif head != last:
-            yield f"event: head\ndata: {head}\n\n".encode()
+            yield f"event: head\ndata: {head} {_digest(mark)}\n\n".encode()
         else:
             yield b": idle\n\n"
         last, version = head, now

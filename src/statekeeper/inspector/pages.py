@@ -59,6 +59,11 @@ class TimelinePage:
     #: seq to page on from (older events), None when the first event is shown
     older_than: int | None
     newer_than: int | None
+    #: retention compacted the history up to this seq (no older events to load)
+    compacted: int | None = None
+    #: the live view's new events were more than a page: seqs ``gap[0]+1 .. gap[1]``
+    #: are not in ``rows`` (the page shows a row that loads them in their place)
+    gap: tuple[int, int] | None = None
 
 
 @dataclass
@@ -68,6 +73,9 @@ class AgentView:
     graph: Graph
     lease: LeaseInfo | None
     leases_supported: bool
+    #: the lease has a holder but its time ran out (judged by the store's clock, as
+    #: ``statekeeper health`` judges stale leases): nobody holds it any more
+    lease_expired: bool = False
 
 
 @dataclass
@@ -113,7 +121,8 @@ async def agent_view(
     observe_transitions(graph, read)
     if read and read[-1].seq >= snap.seq:  # the whole history: the timeline is in it
         newest = [ev for ev in read if ev.seq <= snap.seq][-TIMELINE_PAGE:]
-        line = await _page(store, agent_id, newest, snap.seq)
+        # (kept events start after 1: retention compacted the history before them)
+        line = await _page(store, agent_id, newest, snap.seq, read[0].seq - 1)
     else:
         line = await timeline(store, agent_id)
     view = AgentView(
@@ -122,14 +131,20 @@ async def agent_view(
         graph=graph,
         lease=got_lease,
         leases_supported=backend.supports_leases,
+        lease_expired=got_lease is not None
+        and got_lease.holder is not None
+        and got_lease.expires_at <= store.clock(),
     )
     return view, line
 
 
-async def _page(store: StateStore, agent_id: str, events: list[Event], head: int) -> TimelinePage:
-    """Timeline rows for ``events`` (ascending), newest first, with stored sizes."""
+async def _page(
+    store: StateStore, agent_id: str, events: list[Event], head: int, base: int = 0
+) -> TimelinePage:
+    """Timeline rows for ``events`` (ascending), newest first, with stored sizes;
+    ``base``: retention compacted the history up to this seq (nothing older to load)."""
     if not events:
-        return TimelinePage([], head, None, None)
+        return TimelinePage([], head, None, None, compacted=base or None)
     lo, hi = events[0].seq - 1, events[-1].seq
     raw = await store.backend.read(agent_id, lo, hi)
     sizes = {r.seq: len(r.payload) for r in raw}
@@ -137,26 +152,49 @@ async def _page(store: StateStore, agent_id: str, events: list[Event], head: int
     return TimelinePage(
         rows=rows,
         head=head,
-        older_than=lo + 1 if lo > 0 else None,
+        older_than=lo + 1 if lo > base else None,
         newer_than=hi if hi < head else None,
+        compacted=base if base and lo <= base else None,
     )
 
 
 async def timeline(
-    store: StateStore, agent_id: str, *, before: int | None = None, after: int | None = None
+    store: StateStore,
+    agent_id: str,
+    *,
+    before: int | None = None,
+    after: int | None = None,
+    to: int | None = None,
 ) -> TimelinePage:
     """A page of events, newest first: the newest ones, those before seq ``before``,
-    or those after seq ``after`` (the live view's new events)."""
+    or — the live view — the newest page of those after seq ``after`` up to seq ``to``
+    (the head the live stream announced; default: the head now).
+
+    The live view's page is exactly ``after+1 .. to``: not the events written since
+    the announcement (the next one brings them: shown twice otherwise), and when they
+    are more than a page, the newest page and :attr:`TimelinePage.gap` for the rest
+    (never silently the oldest page only, the newer ones skipped for good)."""
     head = await store.head(agent_id)
     if head == 0:
         raise AgentNotFound(agent_id)
     if after is not None:
-        lo, hi = after, min(head, after + TIMELINE_PAGE)
+        hi = head if to is None else min(head, to)
+        if before is not None:
+            hi = min(hi, before - 1)
+        lo = max(after, hi - TIMELINE_PAGE)
     else:
         hi = head if before is None else min(head, before - 1)
         lo = max(0, hi - TIMELINE_PAGE)
     events = await kept_history(store, agent_id, lo, hi) if hi > lo else []
-    return await _page(store, agent_id, events, head)
+    # kept events starting later than asked (or none of a range asked): retention
+    # compacted the history before them (no "Older events" that load nothing)
+    base = events[0].seq - 1 if events and events[0].seq > lo + 1 else 0
+    if not events and hi > lo and after is None:
+        base = hi
+    page = await _page(store, agent_id, events, head, base)
+    if after is not None and lo > after:
+        page.gap = (after, lo)
+    return page
 
 
 async def event_detail(store: StateStore, agent_id: str, seq: int) -> tuple[Event, list[Change]]:

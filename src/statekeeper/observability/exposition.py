@@ -111,7 +111,18 @@ class StoreExporter(Collector):
         if report is None:
             return
         agents = GaugeMetricFamily("statekeeper_agents", "Agents with a stream", labels=labels)
-        agents.add_metric([self._name], report.agents + len(report.unreadable))
+        # every agent with a stream: those read, those that could not be, and those
+        # forgotten (crypto-shredded: their records stay until deleted)
+        agents.add_metric(
+            [self._name], report.agents + len(report.unreadable) + len(report.forgotten)
+        )
+        forgotten = GaugeMetricFamily(
+            "statekeeper_agents_forgotten",
+            "Agents crypto-shredded by forget (data key destroyed; records kept until deleted)",
+            labels=labels,
+        )
+        forgotten.add_metric([self._name], len(report.forgotten))
+        yield forgotten
         unreadable = GaugeMetricFamily(
             "statekeeper_agents_unreadable",
             "Agents whose head could not be read (damaged records, a wrong or missing key)",

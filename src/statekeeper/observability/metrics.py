@@ -344,7 +344,12 @@ class RegistryCollector(Collector):
 
     def _kept(self, stores: list[StoreTallies]) -> Iterator[Any]:
         counters = (
-            ("statekeeper_appends", "Appends acknowledged by the store", "appends"),
+            (
+                "statekeeper_appends",
+                "Appends acknowledged by the store (a write its idempotency key found "
+                "stored before is none)",
+                "appends",
+            ),
             ("statekeeper_snapshots_written", "Snapshots stored", "snapshots_written"),
             (
                 "statekeeper_loads_from_backend",

@@ -126,10 +126,13 @@ async def verify_store(store: StateStore, agent_ids: list[str] | None) -> Verify
         if id_shape_problem(agent_id) is not None:
             report.non_normal.append(agent_id)
         start = len(report.problems)
+        counted = report.events, report.snapshots, report.keys
         try:
             await verify_agent(store, agent_id, report)
         except AgentForgotten:
             del report.problems[start:]  # nothing of a shredded stream can be checked
+            # nor counted as checked (its first event was, before it could not be opened)
+            report.events, report.snapshots, report.keys = counted
             report.forgotten.append(agent_id)
         except StatekeeperError as exc:
             report.problems.append(Problem(agent_id, getattr(exc, "seq", None), str(exc)))

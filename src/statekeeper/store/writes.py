@@ -488,12 +488,12 @@ class WritePipeline:
                 except BaseException:
                     reads.cache.discard(agent_id)
                     raise
-                self.appends += 1
-                if result.duplicate:
+                if result.duplicate:  # (stored before: not an append of its own)
                     reads.cache.discard(agent_id)
                     if request.idempotency_key is not None:  # never trust the record alone
                         return await self.confirm_key(agent_id, request.idempotency_key, result)
                 else:
+                    self.appends += 1
                     if request.snapshot is not None:
                         self.snapshots_written += 1
                     reads.cache.put(agent_id, new_record)
@@ -748,6 +748,7 @@ class WritePipeline:
             self.reads.cache.discard(agent_id)
             assert request.idempotency_key is not None
             return await self.confirm_key(agent_id, request.idempotency_key, result)
+        self.appends += 1  # (a duplicate, stored before, is not an append of its own)
         if request.snapshot is not None:
             self.snapshots_written += 1
         self.reads.cache.put(agent_id, new_record)
@@ -793,8 +794,7 @@ class WritePipeline:
         except BaseException:
             self.reads.cache.discard(agent_id)
             raise
-        self.appends += 1
-        return result
+        return result  # (counted in self.appends by _land, unless a duplicate)
 
     async def _append_next(self, row: NextRow) -> None:
         """``Backend.append_next`` of ``row``, through the group committer when there

@@ -47,36 +47,69 @@
     var status = byId("live-status");
     if (!status || typeof EventSource === "undefined") { return; }
     var head = parseInt((byId("head-seq") || {}).textContent || "0", 10);
-    var source = new EventSource(status.getAttribute("data-live-url"));
-    source.addEventListener("open", function () { status.classList.add("on"); status.title = "updating as events arrive"; });
-    source.addEventListener("error", function () { status.classList.remove("on"); status.title = "reconnecting"; });
-    source.addEventListener("head", function (msg) {
-      var next = parseInt(msg.data, 10);
-      if (!(next > head)) { return; }
-      var after = head;
-      head = next;
-      var slider = byId("seq-slider");
-      var following = slider && slider.value === slider.max;
-      var url = status.getAttribute("data-events-url") + "&after=" + after;
-      htmx.ajax("GET", url, {target: "#timeline-body", swap: "afterbegin"});
-      ["head-seq", "seq-max"].forEach(function (id) { var el = byId(id); if (el) { el.textContent = String(next); } });
-      ["diff-a", "diff-b"].forEach(function (id) { var el = byId(id); if (el) { el.max = String(next); } });
-      if (slider) {
-        slider.max = String(next);
-        if (following) { travelTo(next); }
+    var mark = null;  // the digest of the record at `head`, from its announcement
+    var source = null;
+
+    // the stream for what the page shows now: after live updates its head is no
+    // longer the one the page was rendered with (a reconnect with the first address
+    // would compare the record at that old head, not at the one shown)
+    function address() {
+      var url = new URL(status.getAttribute("data-live-url"), window.location.href);
+      if (mark !== null) {
+        url.searchParams.set("since", String(head));
+        url.searchParams.set("m", mark);
+        url.searchParams.delete("v");
       }
-    });
-    // the records were rewritten in place (a migration, a repair): the same seqs hold
-    // other data, so everything shown is stale; reload, and the page says why
-    source.addEventListener("rewritten", function () {
-      source.close();
-      status.classList.remove("on");
-      status.textContent = "rewritten: reloading";
-      var url = new URL(window.location.href);
-      url.searchParams.set("rewritten", "1");
-      window.location.replace(url.toString());
-    });
-    window.addEventListener("beforeunload", function () { source.close(); });
+      return url.pathname + url.search;
+    }
+
+    function connect() {
+      source = new EventSource(address());
+      source.addEventListener("open", function () { status.classList.add("on"); status.title = "updating as events arrive"; });
+      source.addEventListener("error", function () {
+        status.classList.remove("on");
+        status.title = "reconnecting";
+        // the browser would reconnect to the first address: reconnect to the current one
+        if (source.readyState === EventSource.CONNECTING) {
+          source.close();
+          window.setTimeout(connect, 2000);
+        }
+      });
+      source.addEventListener("head", function (msg) {
+        var parts = String(msg.data).split(" ");
+        var next = parseInt(parts[0], 10);
+        if (!(next > head)) { return; }
+        var after = head;
+        head = next;
+        mark = parts[1] || null;
+        var slider = byId("seq-slider");
+        var following = slider && slider.value === slider.max;
+        // exactly the events after+1..next: those written since come with the next
+        // announcement (asked up to the head now, they would be shown twice); more than
+        // a page, and the fragment ends with a row that loads the rest in its place
+        var url = status.getAttribute("data-events-url") + "&after=" + after + "&to=" + next;
+        htmx.ajax("GET", url, {target: "#timeline-body", swap: "afterbegin"});
+        ["head-seq", "seq-max"].forEach(function (id) { var el = byId(id); if (el) { el.textContent = String(next); } });
+        ["diff-a", "diff-b"].forEach(function (id) { var el = byId(id); if (el) { el.max = String(next); } });
+        if (slider) {
+          slider.max = String(next);
+          if (following) { travelTo(next); }
+        }
+      });
+      // the records were rewritten in place (a migration, a repair): the same seqs hold
+      // other data, so everything shown is stale; reload, and the page says why
+      source.addEventListener("rewritten", function () {
+        source.close();
+        status.classList.remove("on");
+        status.textContent = "rewritten: reloading";
+        var url = new URL(window.location.href);
+        url.searchParams.set("rewritten", "1");
+        window.location.replace(url.toString());
+      });
+    }
+
+    connect();
+    window.addEventListener("beforeunload", function () { if (source) { source.close(); } });
   }
 
   // the reload after a rewrite says so once: a later reload by hand does not
