@@ -25,7 +25,8 @@ Chat states: plain-dict messages of ~300 characters, one message added per save.
   body names its whole snapshot ``w`` and its ``base``), one more of those two rows;
   the hash of each row's bytes (the record's checksum algorithm, as its header names
   it: SHA-256, or BLAKE3 for a record written with ``checksum="auto"`` (the default,
-  from 4 KiB) or ``"blake3"``; ``--checksum`` chooses the stores') and the parse of its
+  from 4 KiB) or ``"blake3"``, at full SIMD width where statekeeper's C hash is built:
+  ``statekeeper.codec.widehash``; ``--checksum`` chooses the stores') and the parse of its
   body (``orjson.loads``, or for a record stored as a save's packed bytes the fastest
   msgpack parser installed: ``ormsgpack.unpackb`` where statekeeper uses it,
   ``statekeeper.codec.formats.fast_unpackb``, else ``msgpack.unpackb``) — no chain
@@ -65,6 +66,11 @@ from bench_checkpoint import sk_url
 from bench_hotpath import fmt_spread, fresh_process, fresh_table, loadavg, spread
 from statekeeper.codec.formats import fast_unpackb
 from statekeeper.store.store import StateStore
+
+try:
+    from statekeeper.codec.widehash import wide_blake3
+except ImportError:  # a tree from before it (an A/B against an older commit)
+    wide_blake3 = None
 
 #: the floor's msgpack parser: the fastest installed (what a load may use at best)
 UNPACKB = fast_unpackb() or msgpack.unpackb
@@ -156,9 +162,15 @@ async def load_round(tmp: Path, agents: dict[str, Any], loads: int, sk_first: bo
     saver = lg_open(tmp / "lg.db", "FULL")
     bare = {mode: sqlite3.connect(f"file:{tmp / f'{mode}.db'}?mode=ro", uri=True) for mode in MODES}
 
+    b3 = wide_blake3
+
     def verified(row: Any) -> Any:
         # the hash the record's header names (bit 6: BLAKE3), as a verified load must
-        (blake3.blake3 if row[1] & 0x40 else hashlib.sha256)(row).digest()
+        # (BLAKE3 at full SIMD width where statekeeper's C hash is built, as loads run it)
+        if row[1] & 0x40:
+            b3(b"", row) if b3 is not None else blake3.blake3(row).digest()
+        else:
+            hashlib.sha256(row).digest()
         if row[1] & 3 == 1:  # msgpack: a save's packed bytes
             return UNPACKB(memoryview(row)[35:])
         return orjson.loads(memoryview(row)[35:])
