@@ -86,10 +86,10 @@ async def test_a_page_backups_manifest_is_its_heads_and_restores(
     seen: list[filecopy.HeadsAhead] = []
     real = filecopy._heads_ahead
 
-    def spy(conn: Any, tags: bool, heads_ahead: filecopy.HeadsAhead | None) -> Any:
+    def spy(conn: Any, tags: bool, heads_ahead: filecopy.HeadsAhead | None, *scan: Any) -> Any:
         if heads_ahead is not None:
             seen.append(heads_ahead)
-        return real(conn, tags, heads_ahead)
+        return real(conn, tags, heads_ahead, *scan)
 
     monkeypatch.setattr(filecopy, "_heads_ahead", spy)
     bkey = BackupKey(os.urandom(32))
