@@ -59,7 +59,7 @@ from ...backends.sqlite_export import (
 )
 from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...backends.sqlite_import import stray_reason, stray_row
-from ...backends.sqlite_pagepass import NATIVE, zero_run_frame, zero_run_frames
+from ...backends.sqlite_pagepass import NATIVE, zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .framepack import Ahead, ahead
@@ -186,8 +186,8 @@ def write_pages(
         digests.extend(snapshot.digests if NATIVE else sealer.digests)
         return shipped_bytes
 
-    if local and zero_run_frame is not None:  # its manifest too: framed, not compressed
-        writer.manifest_frame = zero_run_frame
+    if local and zero_run_frames is not None:  # its manifest too: framed, not compressed
+        writer.manifest_frames = zero_run_frames()
     tags = writer.header.version in HEAD_TAGS
     # the heads from the snapshot's pages (C, where built: else SQL, as a copy's)
     body = shipped(writer, snapshot.conn, progress, ship, tags, heads_ahead, snapshot.heads)

@@ -69,7 +69,6 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -304,13 +303,9 @@ class FrameWriter:
     def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 1) -> None:
         import zstandard
 
-        self.out = out
-        self.header = header
-        self.key = key
+        self.out, self.header, self.key = out, header, key
         self._zstd, self._fast = (zstandard.ZstdCompressor(level=n) for n in (level, -20))
-        #: what frames the manifest instead of zstd -20, if set: a local page backup's
-        #: zero-run frame (``sqlite_pagepass.zero_run_frame``: any zstd reader reads it)
-        self.manifest_frame: Callable[[bytes], bytes] | None = None
+        self.manifest_frames: Any = None  # its frame's maker, if not zstd -20 (see finish)
         self.offset = 0
         self.chunks: list[dict[str, Any]] = []
         self.plain_bytes = 0
@@ -330,20 +325,13 @@ class FrameWriter:
         return self._sealed(kind, index, packb(content), named)
 
     def _sealed(
-        self,
-        kind: bytes,
-        index: int,
-        plain: bytes,
-        named: bool = True,
-        compress: Callable[[bytes], bytes] | None = None,
+        self, kind: bytes, index: int, plain: bytes, named: bool = True
     ) -> tuple[int, int, str]:
-        """Write one frame (its content compressed by ``compress``, else zstd);
-        ``(offset, length, its SHA-256 if named)`` (a row chunk's name; the
-        manifest's, never read, is skipped: 0.007 CPU-s of its 7.6 MB for 100,000
-        agents, docs/benchmarks.md "backupsix")."""
+        """Write one frame; ``(offset, length, its SHA-256 if named)`` (a row chunk's
+        name; the manifest's, never read, is skipped: 0.007 CPU-s of its 7.6 MB for
+        100,000 agents, docs/benchmarks.md "backupsix")."""
         self.plain_bytes += len(plain)
-        framed = (compress or self._zstd.compress)(plain)
-        sealed = self.key.seal(_aad(self.header, kind, index), framed)
+        sealed = self.key.seal(_aad(self.header, kind, index), self._zstd.compress(plain))
         frame = kind + _u64.pack(len(sealed)) + sealed
         start = self.offset
         self._write(frame)
@@ -401,14 +389,10 @@ class FrameWriter:
 
     def finish(self, manifest: dict[str, Any], packed: Ahead | None = None) -> None:
         manifest["chunks"] = self.chunks
-        # the last frame at zstd -20: 100,000 heads' 7.6 MB are 5.1 MB of random tags and
-        # digests, 9 against 21 ms for 0.9 MB more (docs/benchmarks.md "backup2"); its
-        # pairs ``packed`` ahead spliced in (framepack.ahead). A local page backup's
-        # manifest as a zero-run frame (no compression: 60 M instructions of zstd for
-        # 1.9 MB more, ~1.5 ms of this disk, at the backup's serial end: "backup4")
-        plain = packb(manifest, packed)
-        compress = self.manifest_frame or self._fast.compress
-        offset, _, _ = self._sealed(MANIFEST, 0, plain, named=False, compress=compress)
+        # zstd -20 (7.6 MB for 100,000 heads: 9 against 21 ms at 1, "backup2"), or a local page
+        # backup's zero-run frame (60 M instructions less, "backup4"); ``packed``: framepack
+        self._zstd = self.manifest_frames or self._fast
+        offset, _, _ = self._sealed(MANIFEST, 0, packb(manifest, packed), named=False)
         self._write(TRAILER + _u64.pack(offset))
         self.out.flush()
 
