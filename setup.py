@@ -35,9 +35,9 @@ setup(
     ext_modules=[
         Extension(
             "statekeeper.backends._pagepass",
-            sources=["native/pagepass.c"],
+            sources=["native/pagepass.c", "native/headscan.c"],
             include_dirs=["native"],
-            depends=["native/xxhash/xxhash.h"],
+            depends=["native/xxhash/xxhash.h", "native/headscan.h"],
             optional=True,
         ),
         *(

@@ -24,6 +24,7 @@
 
 #define XXH_INLINE_ALL
 #include "xxhash/xxhash.h"
+#include "headscan.h"
 
 /* what becomes of a page: sqlite_pages.py's plan values */
 #define DROP 0
@@ -346,6 +347,8 @@ static PyMethodDef methods[] = {
     {"page_pass", page_pass, METH_VARARGS, page_pass_doc},
     {"zero_run_frame", zero_run_frame, METH_O, zero_run_frame_doc},
     {"zero_run_frame_into", zero_run_frame_into_py, METH_VARARGS, zero_run_frame_into_doc},
+    {"heads_scan", heads_scan, METH_VARARGS, heads_scan_doc},
+    {"tree_pages", tree_pages, METH_VARARGS, tree_pages_doc},
     {NULL, NULL, 0, NULL},
 };
 

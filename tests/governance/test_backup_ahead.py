@@ -7,6 +7,7 @@ own while the next one is staged (:class:`.directfile.DirectFile`)."""
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -15,12 +16,21 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekeeper import StateStore
-from statekeeper.governance.backup import BackupKey, backup, directfile, filecopy, restore
-from statekeeper.governance.backup.fileformat import FrameReader
+from statekeeper.backends import sqlite_pagepass
+from statekeeper.governance.backup import (
+    BackupKey,
+    backup,
+    directfile,
+    filecopy,
+    fileformat,
+    restore,
+)
+from statekeeper.governance.backup.fileformat import MANIFEST, FrameReader
 from statekeeper.governance.backup.framepack import ahead, packb
 from statekeeper.governance.backup.tagheads import internal_streams, internal_streams_sorted
 
@@ -86,10 +96,10 @@ async def test_a_page_backups_manifest_is_its_heads_and_restores(
     seen: list[filecopy.HeadsAhead] = []
     real = filecopy._heads_ahead
 
-    def spy(conn: Any, tags: bool, heads_ahead: filecopy.HeadsAhead | None) -> Any:
+    def spy(conn: Any, tags: bool, heads_ahead: filecopy.HeadsAhead | None, *scan: Any) -> Any:
         if heads_ahead is not None:
             seen.append(heads_ahead)
-        return real(conn, tags, heads_ahead)
+        return real(conn, tags, heads_ahead, *scan)
 
     monkeypatch.setattr(filecopy, "_heads_ahead", spy)
     bkey = BackupKey(os.urandom(32))
@@ -105,6 +115,37 @@ async def test_a_page_backups_manifest_is_its_heads_and_restores(
         assert sorted(heads["agent"]) == heads["agent"]
         own = tuple(a for a in heads["agent"] if a.startswith("\x01sk-"))
         assert seen[0].internal == own == result.internal_streams
+    finally:
+        reader.close()
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:
+        await restore(dst, [tmp_path / "b.skb"], bkey)
+        assert await contents(dst) == expected
+
+
+async def test_a_local_page_backups_manifest_is_framed_not_compressed(tmp_path: Path) -> None:
+    """With the C pass, a local page backup's manifest is a zero-run frame (its bytes
+    as they are: zstd -20 cost 60 M instructions at the backup's serial end for 100,000
+    heads), sealed and authenticated as before; it reads back and restores."""
+    if sqlite_pagepass.zero_run_frame is None:
+        pytest.skip("the C pass is not built (or STATEKEEPER_PURE=1): zstd frames it")
+    bkey = BackupKey(os.urandom(32))
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
+        await fill(src, 120)
+        await backup(src, tmp_path / "b.skb", bkey)
+        expected = await contents(src)
+    reader = FrameReader(tmp_path / "b.skb", bkey)
+    try:
+        raw = (tmp_path / "b.skb").read_bytes()
+        (offset,) = struct.unpack(">Q", raw[-8:])
+        assert raw[offset : offset + 1] == MANIFEST
+        (length,) = struct.unpack(">Q", raw[offset + 1 : offset + 9])
+        aad = fileformat._aad(reader.header, MANIFEST, 0)
+        framed = bkey.open(aad, raw[offset + 9 : offset + 9 + length])
+        assert framed is not None
+        plain = zstandard.ZstdDecompressor().decompress(framed)
+        assert len(framed) > len(plain)  # (not compressed: a few block headers more)
+        assert framed == sqlite_pagepass.zero_run_frame(plain)
+        assert len(reader.manifest["heads"]["agent"]) >= 120
     finally:
         reader.close()
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as dst:

@@ -17,3 +17,25 @@ def page_pass(
 ) -> int: ...
 def zero_run_frame(data: bytes | bytearray | memoryview, /) -> bytes: ...
 def zero_run_frame_into(data: bytes | bytearray | memoryview, out: bytearray, /) -> int: ...
+def heads_scan(
+    db_fd: int,
+    wal_fd: int,
+    frames: array.array[int] | None,
+    root: int,
+    page_size: int,
+    usable: int,
+    pages: int,
+    /,
+) -> tuple[list[str], list[int], list[bytes], int] | None: ...
+def tree_pages(
+    db_fd: int,
+    wal_fd: int,
+    frames: array.array[int] | None,
+    root: int,
+    page_size: int,
+    usable: int,
+    pages: int,
+    plan: bytearray,
+    value: int,
+    /,
+) -> int | None: ...

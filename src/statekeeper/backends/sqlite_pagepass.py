@@ -26,15 +26,19 @@ import functools
 import os
 import struct
 from collections.abc import Callable
+from typing import Any
 
 import xxhash
 
 __all__ = [
     "NATIVE",
+    "HeadsScan",
     "PagePass",
     "ZeroRunFrames",
+    "heads_scan",
     "page_pass",
     "python_pass",
+    "tree_pages",
     "zero_run_frame",
     "zero_run_frames",
 ]
@@ -239,3 +243,33 @@ page_pass: PagePass = _found[0] if _found is not None else python_pass
 zero_run_frame: Callable[[Buffer], bytes] | None = _found[1] if _found is not None else None
 #: :class:`ZeroRunFrames` with the C pass, else None
 zero_run_frames: type[ZeroRunFrames] | None = ZeroRunFrames if _found is not None else None
+
+#: ``(db_fd, wal_fd, frames, root, page_size, usable, pages) -> (agents, heads, tags,
+#: accounted) | None``: the heads table read from a snapshot's pages
+#: (:meth:`.sqlite_pages.PageSnapshot.heads`, ``native/headscan.c``)
+HeadsScan = Callable[
+    [int, int, "array.array[int] | None", int, int, int, int],
+    "tuple[list[str], list[int], list[bytes], int] | None",
+]
+
+
+#: ``(db_fd, wal_fd, frames, root, page_size, usable, pages, plan, value) -> int |
+#: None``: every page of one b-tree set to ``value`` in ``plan``
+#: (:meth:`.sqlite_pages.PageSnapshot.plan`, ``native/headscan.c``)
+TreePages = Callable[
+    [int, int, "array.array[int] | None", int, int, int, int, bytearray, int], "int | None"
+]
+
+
+def _load_native(name: str) -> Any:
+    try:
+        from . import _pagepass
+    except ImportError:
+        return None
+    return getattr(_pagepass, name, None)  # (a module built before it: None)
+
+
+#: the C heads scan with the C pass (else None: the heads are read with SQL)
+heads_scan: HeadsScan | None = _load_native("heads_scan") if _found is not None else None
+#: the C walk of a b-tree's pages with the C pass (else None: ``dbstat`` lists them)
+tree_pages: TreePages | None = _load_native("tree_pages") if _found is not None else None

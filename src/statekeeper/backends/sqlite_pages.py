@@ -43,7 +43,17 @@ from urllib.parse import quote
 from . import sqlite_fds, sqlite_wal
 from .sqlite_export import COPIED_TABLES
 from .sqlite_files import connect_read_only
-from .sqlite_pagepass import BTREE, DROP, EMPTY_INDEX, EMPTY_TABLE, KEPT, OVERFLOW, page_pass
+from .sqlite_pagepass import (
+    BTREE,
+    DROP,
+    EMPTY_INDEX,
+    EMPTY_TABLE,
+    KEPT,
+    OVERFLOW,
+    heads_scan,
+    page_pass,
+    tree_pages,
+)
 
 __all__ = ["PageSnapshot", "open_snapshot"]
 
@@ -154,8 +164,9 @@ class PageSnapshot:
             lock = _LOCK_BYTE // self.page_size + 1
             if lock <= self.pages:
                 plan[lock] = _DROP
-            for name, keep, _ in trees:
-                if not keep:
+            offsets = self._frame_offsets()
+            for name, keep, root in trees:
+                if not keep and not self._walked(root, plan, offsets):
                     for (pageno,) in conn.execute(
                         "SELECT pageno FROM dbstat WHERE name = ?", (name,)
                     ):
@@ -165,6 +176,38 @@ class PageSnapshot:
                 table = self._page(root)[0] in (0x05, 0x0D)  # else an index b-tree
                 plan[root] = _EMPTY_TABLE if table else _EMPTY_INDEX
         self._plan = plan
+
+    def _walked(self, root: int, plan: bytearray, offsets: array.array[int] | None) -> bool:
+        """Whether the C walk (``native/headscan.c``) set every page of the b-tree at
+        ``root`` to be dropped in ``plan`` (else nothing is set: ``dbstat`` lists them).
+        ``dbstat`` of the change feed's trees cost ~70 M instructions (10-20 ms) before
+        a backup's first chunk (docs/benchmarks.md, "backup4")."""
+        if tree_pages is None or not 1 < root <= self.pages:
+            return False
+        return (
+            tree_pages(
+                self._db,
+                self._wal,
+                offsets,
+                root,
+                self.page_size,
+                self._usable,
+                self.pages,
+                plan,
+                _DROP,
+            )
+            is not None
+        )
+
+    def _frame_offsets(self) -> array.array[int] | None:
+        """The snapshot's WAL frames as the C scans read them: the offset of page
+        *p*'s frame at index *p* (0: the page is read from the database file)."""
+        if not self.frames:
+            return None
+        offsets = array.array("Q", bytes(8 * (max(self.frames) + 1)))
+        for pageno, at in self.frames.items():
+            offsets[pageno] = at
+        return offsets
 
     def _overflow_pages(self, plan: bytearray) -> None:
         """``dbstat`` over the kept trees: each of their pages marked in ``plan``
@@ -203,6 +246,28 @@ class PageSnapshot:
                 out.append(leaf)
             trunk = int.from_bytes(page[:4], "big")
         return out if len(out) == count else None
+
+    def heads(self) -> tuple[list[str], list[int], list[bytes], int] | None:
+        """The heads table (``sk_agents``) read from the snapshot's pages by the C
+        scan (``native/headscan.c``): ``(agents, head seqs, head tags, sum of the head
+        seqs)`` of the streams with a head, in id order; or None: the scan is not
+        built, or the table is not in the form it reads (another layout of its
+        record, a stream without a tag, tags of several lengths, a record too long
+        for its page ...): SQL reads the heads then (:mod:`~statekeeper.governance.
+        backup.tagheads`). What SQLite's statement and its split cost: 383 M of a
+        100,000-agent backup's 1,513 M instructions (docs/benchmarks.md, "backup4").
+        Reads through :attr:`conn` (call it on that connection's thread)."""
+        if heads_scan is None:
+            return None
+        conn = self.conn
+        root = conn.execute(_HEADS_ROOT).fetchone()
+        layout = conn.execute(_HEADS_LAYOUT).fetchall()
+        if root is None or layout != _HEADS_RECORD:
+            return None
+        usable = self.page_size - self._page(1)[20]
+        return heads_scan(
+            self._db, self._wal, self._frame_offsets(), root[0], self.page_size, usable, self.pages
+        )
 
     def _page(self, pageno: int) -> bytes:
         """One page of the snapshot, as stored (no plan applied)."""
@@ -287,6 +352,23 @@ class PageSnapshot:
             finally:
                 if digests is not None:
                     digests.release()
+
+
+_HEADS_ROOT = "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'sk_agents'"
+#: the heads table's record, column by column (its primary key's ``index_xinfo``: a
+#: WITHOUT ROWID table lists every column, the key first), as the C scan reads it
+_HEADS_LAYOUT = """
+SELECT name, desc, coll, key FROM pragma_index_xinfo((
+  SELECT name FROM pragma_index_list('sk_agents') WHERE origin = 'pk'
+)) ORDER BY seqno
+"""
+_HEADS_RECORD = [
+    ("agent_id", 0, "BINARY", 1),
+    ("head_seq", 0, "BINARY", 0),
+    ("created_at", 0, "BINARY", 0),
+    ("updated_at", 0, "BINARY", 0),
+    ("head_tag", 0, "BINARY", 0),
+]
 
 
 def open_snapshot(path: str, timeout: float) -> PageSnapshot | None:

@@ -64,7 +64,7 @@ from ...errors import BackupCorrupt, BackupError, NotAStore
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .framepack import Ahead, ahead
 from .pagedelta import PAGE_HASH
-from .tagheads import COUNTS, internal_streams, internal_streams_sorted, tag_heads
+from .tagheads import COUNTS, Scanned, internal_streams, internal_streams_sorted, tag_heads
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -186,8 +186,11 @@ def write_pages(
         digests.extend(snapshot.digests if NATIVE else sealer.digests)
         return shipped_bytes
 
+    if local and zero_run_frames is not None:  # its manifest too: framed, not compressed
+        writer.manifest_frames = zero_run_frames()
     tags = writer.header.version in HEAD_TAGS
-    body = shipped(writer, snapshot.conn, progress, ship, tags, heads_ahead)
+    # the heads from the snapshot's pages (C, where built: else SQL, as a copy's)
+    body = shipped(writer, snapshot.conn, progress, ship, tags, heads_ahead, snapshot.heads)
     # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
     body.update(
         page_size=size,
@@ -227,9 +230,12 @@ def shipped(
     ship: Callable[[], int],
     tags: bool = False,
     heads_ahead: HeadsAhead | None = None,
+    scan: Callable[[], Scanned | None] | None = None,
 ) -> dict[str, Any]:
     """``ship()`` (it writes the chunks, returns the bytes shipped) while the heads
-    are read through ``conn`` (the shipped bytes' snapshot) in a thread of their own
+    are read through ``conn`` (the shipped bytes' snapshot; with ``tags``, by
+    ``scan()`` first if given: a page image's heads table from its pages) in a thread
+    of their own
     (SQLite releases the GIL while it steps, zstd and AES-GCM while they run: the two
     cores overlap, measured in docs/benchmarks.md, fourth pass); the manifest's body,
     its heads as head tags (``tags``: versions 5 and 6, :mod:`.tagheads`) or as the
@@ -237,7 +243,7 @@ def shipped(
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(_heads_ahead, conn, tags, heads_ahead)
+        reading = pool.submit(_heads_ahead, conn, tags, heads_ahead, scan)
         size = ship()
         events, snapshots, compacted, heads = reading.result()
     agent = heads["heads"]["agent"]
@@ -258,10 +264,13 @@ def shipped(
 
 
 def _heads_ahead(
-    conn: sqlite3.Connection, tags: bool, heads_ahead: HeadsAhead | None
+    conn: sqlite3.Connection,
+    tags: bool,
+    heads_ahead: HeadsAhead | None,
+    scan: Callable[[], Scanned | None] | None = None,
 ) -> tuple[int, int, dict[str, list[Any]], dict[str, Any]]:
     """:func:`_heads_of`; with ``heads_ahead``, that filled and ``conn`` closed."""
-    found = _heads_of(conn, tags)
+    found = _heads_of(conn, tags, scan)
     if heads_ahead is not None:
         heads = found[3]
         heads_ahead.packed = ahead(heads)
@@ -272,7 +281,7 @@ def _heads_ahead(
 
 
 def _heads_of(
-    conn: sqlite3.Connection, tags: bool
+    conn: sqlite3.Connection, tags: bool, scan: Callable[[], Scanned | None] | None = None
 ) -> tuple[int, int, dict[str, list[Any]], dict[str, Any]]:
     """The totals (events, snapshots), the compacted streams and every stream's head
     (the manifest's ``heads`` columns, and with ``tags`` its ``untagged`` ones) of
@@ -280,7 +289,7 @@ def _heads_of(
     against 0.41 CPU-s for 100,000 heads, no read() per page)."""
     if tags:
         # the heads table scanned once: its heads and the events they account for
-        listed = tag_heads(conn)
+        listed = tag_heads(conn, scan() if scan is not None else None)
         events, snapshots = conn.execute(COUNTS).fetchone()
         short = events != listed.accounted
         heads = {

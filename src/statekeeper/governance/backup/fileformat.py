@@ -303,10 +303,9 @@ class FrameWriter:
     def __init__(self, out: IO[bytes], header: Header, key: BackupKey, level: int = 1) -> None:
         import zstandard
 
-        self.out = out
-        self.header = header
-        self.key = key
+        self.out, self.header, self.key = out, header, key
         self._zstd, self._fast = (zstandard.ZstdCompressor(level=n) for n in (level, -20))
+        self.manifest_frames: Any = None  # its frame's maker, if not zstd -20 (see finish)
         self.offset = 0
         self.chunks: list[dict[str, Any]] = []
         self.plain_bytes = 0
@@ -390,9 +389,9 @@ class FrameWriter:
 
     def finish(self, manifest: dict[str, Any], packed: Ahead | None = None) -> None:
         manifest["chunks"] = self.chunks
-        # the last frame at zstd -20: 100,000 heads' 7.6 MB are 5.1 MB of random tags and
-        # digests, 9 against 21 ms for 0.9 MB more (docs/benchmarks.md "backup2"); its
-        self._zstd = self._fast  # pairs ``packed`` ahead spliced in (framepack.ahead)
+        # zstd -20 (7.6 MB for 100,000 heads: 9 against 21 ms at 1, "backup2"), or a local page
+        # backup's zero-run frame (60 M instructions less, "backup4"); ``packed``: framepack
+        self._zstd = self.manifest_frames or self._fast
         offset, _, _ = self._sealed(MANIFEST, 0, packb(manifest, packed), named=False)
         self._write(TRAILER + _u64.pack(offset))
         self.out.flush()

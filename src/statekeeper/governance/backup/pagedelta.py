@@ -193,7 +193,8 @@ def write_page_delta(
 
     from .fileformat import HEAD_TAGS
 
-    body = shipped(writer, snapshot.conn, progress, ship, writer.header.version in HEAD_TAGS)
+    tags = writer.header.version in HEAD_TAGS
+    body = shipped(writer, snapshot.conn, progress, ship, tags, None, snapshot.heads)
     body["layout"] = "sqlite-page-delta"
     body.update(
         page_size=size,

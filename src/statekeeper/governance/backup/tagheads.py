@@ -18,7 +18,7 @@ import struct
 from bisect import bisect_left
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -27,6 +27,7 @@ from ...arguments import INTERNAL_PREFIX
 __all__ = [
     "COUNTS",
     "TAG_COLUMNS",
+    "Scanned",
     "TagHeads",
     "internal_streams",
     "internal_streams_sorted",
@@ -72,6 +73,11 @@ SELECT CAST(checksum AS BLOB) FROM sk_events WHERE agent_id = ? AND seq = ?
 """
 
 
+#: the heads table scanned from a snapshot's pages: agents, head seqs, head tags (all
+#: of one length) and the sum of the head seqs
+Scanned = tuple[list[str], list[int], list[bytes], int]
+
+
 class TagHeads(NamedTuple):
     """The heads of a snapshot's streams, as the manifest lists them (see
     :func:`tag_heads`)."""
@@ -93,9 +99,13 @@ def tag_head_columns(
     return tag_heads(conn)[:4]
 
 
-def tag_heads(conn: sqlite3.Connection) -> TagHeads:
+def tag_heads(conn: sqlite3.Connection, scanned: Scanned | None = None) -> TagHeads:
     """:func:`tag_head_columns` and the sum of the head seqs, from one scan of the
-    heads table."""
+    heads table; ``scanned``: that scan made already, from the snapshot's pages (a
+    page backup's, :meth:`~statekeeper.backends.sqlite_pages.PageSnapshot.heads`:
+    what the statement's fast path below gives, without SQLite's VM or a split)."""
+    if scanned is not None:
+        return _from_scan(scanned)
     streams, ids, seqs, tags, other_width, width, accounted = conn.execute(TAG_COLUMNS).fetchone()
     untagged: dict[str, list[Any]] = {"agent": [], "checksum": []}
     if streams == 0:
@@ -122,6 +132,13 @@ def tag_heads(conn: sqlite3.Connection) -> TagHeads:
             untagged["agent"].append(agent_id)
             untagged["checksum"].append(row[0] if row is not None and row[0] else b"")
     return TagHeads(agents, heads, found, untagged, accounted)
+
+
+def _from_scan(scanned: Scanned) -> TagHeads:
+    """The heads ``scanned`` (every tag a bytes: the list taken as it is, no copy)."""
+    agents, heads, tags, accounted = scanned
+    untagged: dict[str, list[Any]] = {"agent": [], "checksum": []}
+    return TagHeads(agents, heads, cast("list[bytes | None]", tags), untagged, accounted)
 
 
 #: tags cut by one struct unpack per this many: one tuple per group, not per tag
