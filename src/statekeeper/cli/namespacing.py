@@ -61,6 +61,7 @@ COMMANDS: dict[str, str | None] = {
     "hold list": _HOLDS,
     "retention": None,
     "retention apply": None,
+    "retention adopt-compactions": None,
     "repair": f"{_WHOLE}: it rewrites snapshots on the engine directly",
     "migrate": None,
     "schema": None,

@@ -418,3 +418,91 @@ def _action_line(a: RetentionAction) -> str:
     if a.outcome == "dry-run":
         return f"would {verbs[0]} {what}"
     return f"could not {verbs[0]} {what} {escape(f'[{a.outcome}: {a.reason}]')}"
+
+
+@retention_app.command("adopt-compactions")
+@handled
+def retention_adopt(
+    ctx: typer.Context,
+    agents: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[AGENT]...", help="Only these agents [default: every one]."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be adopted; change nothing.")
+    ] = False,
+    unrecorded: Annotated[
+        bool,
+        typer.Option(
+            "--unrecorded",
+            help="Adopt too the compactions the store's audit log does not record (a log"
+            " started after them): on your word.",
+        ),
+    ] = False,
+    keyless: Annotated[
+        bool,
+        typer.Option("--keyless", help="Run on a store whose records have no key."),
+    ] = False,
+    db: DbOption = None,
+    key_file: KeyFileOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Mark the streams an earlier version's retention compacted (keep_last) as
+    compactions, after checking what can be checked of each (idempotent: run it again
+    to resume; --dry-run shows what would be adopted).
+
+    Until then verify reports their history as deleted and history and export raise
+    IntegrityError. Each adoption is recorded in the audit log of a store that keeps
+    one. Exit code 1 when an agent was refused (listed with the reason: its history
+    may have been deleted by hand).
+    """
+    from ..governance.adoption import AdoptionReport, adopt_compactions
+    from .exits import EXIT_NOT_FOUND
+
+    url = resolve_url(ctx, db)
+
+    async def go() -> AdoptionReport:
+        async with open_store(
+            url, key_file=key_file, readonly=dry_run, need_key=not keyless
+        ) as store:
+            return await adopt_compactions(
+                store, agents or (), dry_run=dry_run, unrecorded=unrecorded, keyless=keyless
+            )
+
+    report = run(go())
+    refused = report.refused
+    if json_out:
+        render.print_json(
+            {
+                "dry_run": dry_run,
+                "scanned": report.scanned,
+                "marked_already": report.marked_already,
+                "agents": [
+                    {
+                        "agent_id": a.agent_id,
+                        "base_seq": a.base_seq,
+                        "outcome": a.outcome,
+                        "reason": a.reason,
+                    }
+                    for a in report.adoptions
+                ],
+            }
+        )
+    else:
+        console = out_console()
+        for a in report.adoptions:
+            if a.outcome == "refused":
+                line = f"not adopted (base seq {a.base_seq}): {escape(a.reason)}"
+            else:
+                verb = "would adopt" if a.outcome == "dry-run" else "adopted"
+                line = f"{verb} the compaction to seq {a.base_seq}"
+            console.print(f"{escape(a.agent_id)}: {line}", soft_wrap=True)
+        adopted = len(report.adoptions) - len(refused)
+        console.print(
+            f"{report.scanned:,} agent(s) scanned, {adopted:,}"
+            f" {'to adopt' if dry_run else 'adopted'}, {len(refused):,} refused,"
+            f" {report.marked_already:,} marked already"
+            + (" (dry run: nothing changed)" if dry_run else "")
+        )
+    if refused:
+        raise typer.Exit(EXIT_NOT_FOUND)

@@ -26,10 +26,13 @@ if TYPE_CHECKING:
     from .reads import ReadPath
     from .state import AgentRecord
 
-__all__ = ["COMPACTED", "base_error", "before_stored", "marked"]
+__all__ = ["ADOPT_COMMAND", "COMPACTED", "base_error", "before_stored", "marked"]
 
 #: the snapshot body key of a compaction's base (value ``True``)
 COMPACTED = "compacted"
+
+#: what marks the compactions of a version before the mark (governance/adoption.py)
+ADOPT_COMMAND = "statekeeper retention adopt-compactions"
 
 
 def marked(body: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +46,9 @@ def removed(agent_id: str, base: int) -> IntegrityError:
         agent_id,
         1,
         f"events 1..{base} are gone and no compaction removed them (the snapshot at seq"
-        f" {base} is not a compaction's base): the stream's history was deleted",
+        f" {base} is not a compaction's base): the stream's history was deleted, or"
+        " compacted by a version before compactions were marked: if so, run"
+        f" `{ADOPT_COMMAND}` with the store key to adopt it",
     )
 
 
