@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import Capability
+from ..codec.types import shown
 from ..concurrency.steps import STEP_KEY_PREFIX
 from ..errors import AgentNotFound, HistoryCompacted, IntegrityError, InvalidArgument
 from ..store.kept import kept_history
@@ -305,7 +306,7 @@ def state_document(agent_id: str, snap: Snapshot) -> dict[str, Any]:
         "seq": snap.seq,
         "fsm_state": snap.fsm_state,
         "schema_version": snap.schema_version,
-        "data": snap.data,
+        "data": shown(snap.data),  # typed values tagged, as an export writes them
     }
 
 
