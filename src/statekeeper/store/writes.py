@@ -1086,10 +1086,12 @@ def locate(
 
 
 def check_event_type(event_type: object) -> None:
-    """An event type the caller may use (the snapshot's is reserved)."""
+    """An event type the caller may use: the snapshot's is reserved, and so is a delete's
+    tombstone's (an agent's own event of that type was handed to feed consumers with the
+    type docs/feed.md tells them a delete has)."""
     check_name(event_type, "event_type")
-    if event_type == SNAPSHOT_TYPE:
-        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_TYPE!r} is reserved")
+    if event_type == SNAPSHOT_TYPE or event_type == feed_deletes.AGENT_DELETED:
+        raise InvalidArgument("event_type", f"event_type {event_type!r} is reserved")
 
 
 def check_write_options(idempotency_key: object, actor: object, lease: object) -> None:
