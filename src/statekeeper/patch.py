@@ -61,8 +61,16 @@ _SCALARS = (str, type(None))
 
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: ``True == 1`` and ``1 == 1.0`` in Python, but not in a document."""
-    if type(a) is not type(b) or a != b:
+    ta = type(a)
+    if ta is not type(b):
         return False
+    if ta is Decimal:  # as stored: NaN is not != NaN, and a signaling NaN compared raises
+        return bool(a.as_tuple() == b.as_tuple())
+    try:
+        if a != b:
+            return False
+    except ArithmeticError:  # (decimal.InvalidOperation: a signaling NaN inside)
+        return _same_json(a, b)
     if isinstance(a, _SCALARS):
         return True
     # Equal by Python's rules; equal packed bytes rule out bool/int/float mixing.
@@ -333,7 +341,12 @@ def _same_json(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if ta is list:
         return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b) and _same_stored(a, b)
+    if ta is Decimal:  # (its stored form: see _same)
+        return bool(a.as_tuple() == b.as_tuple())
+    try:
+        return bool(a == b) and _same_stored(a, b)
+    except ArithmeticError:  # a signaling NaN inside a set or a registered value
+        return False
 
 
 def _same_stored(a: Any, b: Any) -> bool:

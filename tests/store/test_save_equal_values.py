@@ -90,3 +90,21 @@ async def test_a_registered_value_whose_field_changes_so_is_saved(
     async with StateStore(url, format=fmt, types=[cls]) as store:
         for i, (_, new) in enumerate(FIELD_CHANGES):
             assert repr((await store.load(f"r{i}")).data["r"].value) == repr(new), i
+
+
+@pytest.mark.parametrize("fmt", ["json", "msgpack"])
+async def test_a_signaling_nan_decimal_is_saved_over_and_replaced(tmp_path: Path, fmt: str) -> None:
+    """``Decimal("sNaN")`` is stored (a tagged string), but comparing it raises
+    ``decimal.InvalidOperation``: every later save of the agent that kept it or
+    replaced it stopped with that untyped error in the diff (trialdata)."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    kept = {"top": Decimal("sNaN"), "inside": {"x": Decimal("sNaN")}, "nan": [Decimal("NaN")]}
+    async with StateStore(url, format=fmt) as store:
+        await store.save("a", kept)
+        await store.save("a", {**kept, "n": 1})
+        await store.save("a", {"top": Decimal("1"), "inside": {"x": Decimal("-sNaN")}, "nan": []})
+    async with StateStore(url, format=fmt) as store:
+        assert repr((await store.load("a")).data) == repr(
+            {"top": Decimal("1"), "inside": {"x": Decimal("-sNaN")}, "nan": []}
+        )
+        assert repr((await store.load("a", at_seq=2)).data) == repr({**kept, "n": 1})
