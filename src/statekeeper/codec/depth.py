@@ -27,6 +27,7 @@ __all__ = ["MAX_DEPTH", "check_ops_depth", "depth", "too_deep"]
 MAX_DEPTH = 251
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
+_NONE = object()  # (an op without a value)
 
 
 def depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -76,18 +77,26 @@ def too_deep(ops: list[dict[str, Any]], doc: Any = None) -> str | None:
     deeper than :data:`MAX_DEPTH`, else None. ``doc``: the document the ops apply to,
     for the value a ``move`` or ``copy`` takes from it (without it those are not
     checked)."""
+    leaves = _LEAVES
     for op in ops:
-        if "value" in op:
-            value = op["value"]
-        elif doc is not None and op.get("op") in ("move", "copy"):
-            value = _at(doc, op.get("from"))
-        else:
-            continue
-        if type(value) in _LEAVES:
+        value = op.get("value", _NONE)
+        t = type(value)
+        if t in leaves:
             continue
         path = op.get("path")
         if type(path) is not str:
             continue  # (malformed: the patch itself refuses it)
+        if t is dict and TAG not in value:  # (a chat message: a dict of scalars, depth 1)
+            for child in value.values():
+                if type(child) not in leaves:
+                    break
+            else:
+                if path.count("/") < MAX_DEPTH:
+                    continue
+        if value is _NONE:
+            if doc is None or op.get("op") not in ("move", "copy"):
+                continue
+            value = _at(doc, op.get("from"))
         above = path.count("/")
         if above + depth(value, MAX_DEPTH - above) > MAX_DEPTH:
             return path
