@@ -16,11 +16,13 @@ and patches from elsewhere apply here.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 from datetime import datetime, time
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from .errors import PatchError, SerializationError
 
@@ -59,8 +61,16 @@ _SCALARS = (str, type(None))
 
 def _same(a: Any, b: Any) -> bool:
     """JSON equality: ``True == 1`` and ``1 == 1.0`` in Python, but not in a document."""
-    if type(a) is not type(b) or a != b:
+    ta = type(a)
+    if ta is not type(b):
         return False
+    if ta is Decimal:  # as stored: NaN is not != NaN, and a signaling NaN compared raises
+        return bool(a.as_tuple() == b.as_tuple())
+    try:
+        if a != b:
+            return False
+    except ArithmeticError:  # (decimal.InvalidOperation: a signaling NaN inside)
+        return _same_json(a, b)
     if isinstance(a, _SCALARS):
         return True
     # Equal by Python's rules; equal packed bytes rule out bool/int/float mixing.
@@ -331,7 +341,12 @@ def _same_json(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if ta is list:
         return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b) and _same_stored(a, b)
+    if ta is Decimal:  # (its stored form: see _same)
+        return bool(a.as_tuple() == b.as_tuple())
+    try:
+        return bool(a == b) and _same_stored(a, b)
+    except ArithmeticError:  # a signaling NaN inside a set or a registered value
+        return False
 
 
 def _same_stored(a: Any, b: Any) -> bool:
@@ -344,7 +359,28 @@ def _same_stored(a: Any, b: Any) -> bool:
     if isinstance(a, Decimal):
         return bool(a.as_tuple() == b.as_tuple())
     if isinstance(a, datetime | time):
-        return bool(a.utcoffset() == b.utcoffset())
+        # the offset, and the named zone a datetime is stored with (``"z"``,
+        # statekeeper.codec.types): the same wall time in Europe/Paris, Africa/Lagos
+        # or at a fixed +01:00 is one instant at one offset, three values (the next
+        # day, or the next DST change, is not the same in each)
+        return bool(a.utcoffset() == b.utcoffset()) and _zone(a) == _zone(b)
     if isinstance(a, set | frozenset):  # ({1} == {True}): items told apart as above
         return sorted(map(repr, a)) == sorted(map(repr, b))
+    # a registered type is stored by its fields (a dataclass) or model_dump() (a
+    # pydantic model): equal by its __eq__, which compares them with == (1 == 1.0,
+    # True == 1, 0.0 == -0.0), is not stored the same
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(
+            _same_json(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    dump = getattr(a, "model_dump", None)
+    if callable(dump) and callable(getattr(b, "model_dump", None)):
+        return _same_json(dump(), b.model_dump())
     return True
+
+
+def _zone(value: datetime | time) -> str | None:
+    """The name of ``value``'s time zone when it is a ``ZoneInfo`` (what is stored of it
+    besides its offset), else None."""
+    tz = value.tzinfo
+    return tz.key if isinstance(tz, ZoneInfo) else None

@@ -37,6 +37,14 @@ from .conftest import POLICY_TEXT
         ("", "", True),
         ("", "acme", False),
         ("a.b", "aXb", False),
+        # a newline is one more character (an agent id may hold one), as PostgreSQL's
+        # row-level security matches it (posix_pattern); '**' missed it (trialdata)
+        ("**", "ac\nme", True),
+        ("**", "acme/x\ny", True),
+        ("acme/**", "acme/x\ny", True),
+        ("**/eu", "a\nb/eu", True),
+        ("acme/*", "acme/x\ny", True),
+        ("acme/**", "ac\nme/x", False),
     ],
 )
 def test_patterns_match_namespaces_segment_by_segment(
@@ -141,3 +149,13 @@ def test_an_unreadable_file_is_a_policy_error(tmp_path: Path) -> None:
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe")
     with pytest.raises(PolicyError, match="not UTF-8"):
         load_policy(tmp_path / "bin.toml")
+
+
+def test_an_admin_on_everything_reaches_a_namespace_holding_a_newline() -> None:
+    """An agent id may hold a newline: ``**`` granted nothing on its namespace (Python's
+    ``.`` stops at a newline), while ``ac*/**`` did and PostgreSQL's row-level security
+    would: an admin on ``**`` was denied the agent and never saw it listed (trialdata)."""
+    policy = Policy({"boss": {"admin": ["**"]}})
+    assert policy.allows("boss", "ac\nme/y", "admin")
+    assert policy.allows("boss", "top\nlevel", "admin")
+    assert policy.covers("boss", "ac\nme", "admin")

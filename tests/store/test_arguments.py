@@ -87,6 +87,14 @@ WRITES: list[Any] = [
     pytest.param(lambda s: s.append("a1", "note", "text"), "info", id="append-info-str"),
     pytest.param(lambda s: s.save("a1", {}, event_type=3), "event_type", id="type-int"),
     pytest.param(lambda s: s.append("a1", "snapshot"), "event_type", id="type-reserved"),
+    pytest.param(  # a delete's tombstone's type (trialdata: a feed consumer took it for one)
+        lambda s: s.append("a1", "statekeeper.agent_deleted"), "event_type", id="type-tombstone"
+    ),
+    pytest.param(
+        lambda s: s.save("a1", {}, event_type="statekeeper.agent_deleted"),
+        "event_type",
+        id="save-type-tombstone",
+    ),
     pytest.param(lambda s: s.append("a1", "a\x00b"), "event_type", id="type-nul"),
     pytest.param(lambda s: s.save("a1", {}, lease=object()), "lease", id="lease-object"),
     pytest.param(lambda s: s.save("a1", {}, lease=_NoFence()), "lease", id="lease-bad-fence"),

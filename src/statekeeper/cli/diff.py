@@ -68,19 +68,18 @@ class _Side:
         return f"{self.agent_id}@{self.seq}{tail}"
 
     def json(self) -> dict[str, Any]:
-        doc = self.document or {"state": None, "data": None}
+        doc = render.shown(self.document) or {"state": None, "data": None}
         return {"agent_id": self.agent_id, "seq": self.seq, **doc}
 
     def lines(self) -> list[str]:
         if self.document is None:
             return []
-        return json.dumps(self.document, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+        shown = render.shown(self.document)  # typed values tagged: Decimal("1.10") is not "1.10"
+        return json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
 
 
 def _side(snap: Snapshot) -> _Side:
-    return _Side(
-        snap.agent_id, snap.seq, {"state": snap.fsm_state, "data": render.plain(snap.data)}
-    )
+    return _Side(snap.agent_id, snap.seq, {"state": snap.fsm_state, "data": snap.data})
 
 
 def _ops(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[Any]:
@@ -153,7 +152,9 @@ def diff(
     left, right = run(go())
     ops = _ops(left.document, right.document)
     if json_out:
-        render.print_json({"from": left.json(), "to": right.json(), "same": not ops, "ops": ops})
+        render.print_json(
+            {"from": left.json(), "to": right.json(), "same": not ops, "ops": render.shown(ops)}
+        )
     else:
         console = out_console()
         lines = list(

@@ -29,6 +29,7 @@ __all__ = [
     "local_time",
     "print_json",
     "problems_table",
+    "shown",
     "snapshot_json",
     "snapshot_view",
 ]
@@ -67,14 +68,13 @@ def problems_json(problems: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def plain(value: Any) -> Any:
-    """``value`` as plain JSON, to print: a typed value (Decimal, bytes, datetime, set,
-    UUID…) in the tagged form the store keeps and ``export`` writes
-    (``{"$t": "decimal", "v": "1.10"}``), a dict holding its own ``"$t"`` key escaped
-    (``{"$t": "dict", "v": {...}}``), so what is shown reads back as the value stored."""
-    from ..codec.types import needs_tagging, to_plain
+def shown(value: Any) -> Any:
+    """A loaded document (or event info, or ops) as the JSON an export writes: typed
+    values tagged, so it prints (``json.dumps`` refused a ``Decimal``, ``bytes`` or a
+    set) and says which values they are (:func:`statekeeper.codec.types.shown`)."""
+    from ..codec.types import shown as tagged
 
-    return to_plain(value, None) if needs_tagging(value) else value
+    return tagged(value)
 
 
 def print_json(value: Any, *, lines: bool = False) -> None:
@@ -189,7 +189,7 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         "updated_at": iso(snap.updated_at),
         # the record's 0.0 default means "no state machine entered" for this one field
         "state_entered_at": iso(snap.state_entered_at or None),
-        "data": plain(snap.data),
+        "data": shown(snap.data),
     }
 
 
@@ -211,7 +211,7 @@ def snapshot_view(snap: Snapshot, head: int) -> Group:
     grid.add_row("updated", local_time(snap.updated_at))
     grid.add_row("created", local_time(snap.created_at))
     grid.add_row("schema", f"v{snap.schema_version}")
-    data = JSON.from_data(plain(snap.data), indent=2, sort_keys=False)
+    data = JSON.from_data(shown(snap.data), indent=2, sort_keys=False)
     data.text.no_wrap = False  # long strings wrap instead of being cropped
     data.text.overflow = "fold"
     return Group(grid, Panel(data, title="data", title_align="left", border_style="dim"))
@@ -231,8 +231,8 @@ def event_json(ev: Event) -> dict[str, Any]:
         "from": ev.info.get("from"),
         "to": ev.info.get("to") if ev.type == "transition" else ev.fsm_state,
         "fsm_state": ev.fsm_state,
-        "info": plain(ev.info),
-        "ops": plain(ev.ops),
+        "info": shown(ev.info),
+        "ops": shown(ev.ops),
         "actor": ev.actor,
         "idempotency_key": ev.idempotency_key,
         "schema_version": ev.schema_version,

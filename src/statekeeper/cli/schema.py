@@ -183,7 +183,7 @@ def _op(op: dict[str, Any]) -> str:
 
     value = ""
     if "value" in op:
-        text = json.dumps(op["value"], ensure_ascii=False)
+        text = json.dumps(render.shown(op["value"]), ensure_ascii=False)
         value = " " + (text if len(text) <= 60 else text[:57] + "...")
     return f"{op.get('op')} {op.get('path')}{value}"
 

@@ -89,10 +89,28 @@ def find_unserializable(
     return None
 
 
+#: what orjson must refuse rather than write as the plain value it resembles: a
+#: datetime (an ISO string), a dataclass (a dict), a str/int/dict/list subclass (an enum
+#: member among them: its value)
+_STRICT = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
 def dumps(value: Any, root: str = "value") -> bytes:
-    """Serialize a JSON document to bytes, or raise :class:`SerializationError`."""
+    """Serialize a JSON document to bytes, or raise :class:`SerializationError`.
+
+    Only plain JSON is written: ``orjson`` alone also wrote a datetime, a UUID, an enum
+    member or a dataclass as the string or dict it resembles (a durable step's result
+    came back, on its first run too, as another value than the one returned)."""
+    if _plain_only(value):
+        found = find_unserializable(value, root, text=True)
+        if found is not None:
+            raise SerializationError(f"cannot serialize {found[1]}", found[0])
     try:
-        out = orjson.dumps(value)
+        out = orjson.dumps(value, option=_STRICT)
     except (TypeError, orjson.JSONEncodeError) as exc:
         found = find_unserializable(value, root, text=True)
         if found is None:
@@ -109,3 +127,12 @@ def dumps(value: Any, root: str = "value") -> bytes:
 def loads(data: bytes) -> Any:
     """Parse bytes written by :func:`dumps`. Raises ``orjson.JSONDecodeError`` on bad input."""
     return orjson.loads(data)
+
+
+def _plain_only(value: Any) -> bool:
+    """True when ``value`` holds something orjson writes although it is not plain JSON
+    (a UUID, a plain enum member: no orjson option refuses them), or may: one pass,
+    no copy; False for the common plain document."""
+    from .types import needs_tagging  # (types imports this module)
+
+    return needs_tagging(value, strict_keys=True)

@@ -47,7 +47,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ..errors import ConfigurationError, SerializationError, UnknownTypeTag
 from .serializer import _INT_MAX, _INT_MIN, _bad_text, format_path
 
-__all__ = ["BUILTIN_TAGS", "TAG", "TypeRegistry", "from_plain", "needs_tagging", "to_plain"]
+__all__ = [
+    "BUILTIN_TAGS",
+    "TAG",
+    "TypeRegistry",
+    "from_plain",
+    "needs_tagging",
+    "shown",
+    "to_plain",
+]
 
 #: the key that marks a tagged value
 TAG = "$t"
@@ -259,6 +267,25 @@ def to_plain(
     for them).
     """
     return _Tagger(registry, native_bytes).convert(value, root, [])
+
+
+def shown(value: Any, registry: TypeRegistry | None = None) -> Any:
+    """``value`` (a loaded document, event info or ops) as JSON that names every value
+    exactly: what an export file holds (:meth:`~statekeeper.codec.Codec.copy_dumps`) —
+    a typed value as its tagged form (``{"$t": "decimal", "v": "1.10"}``, bytes as
+    base64), a dict of the caller's with a ``"$t"`` key escaped. For what prints or
+    serves a state as JSON: a JSON encoder given the values themselves refused a
+    ``Decimal``, ``bytes`` or a set (the CLI's ``show``, ``history --json`` and ``diff``
+    stopped with an internal error), or wrote a datetime or UUID as a plain string,
+    bytes as a list of numbers, a tagged-looking dict as the value it looks like.
+    ``value`` itself when it is plain JSON; a value the codec cannot tag (a type not in
+    ``registry``) is left as it is."""
+    if not needs_tagging(value):
+        return value
+    try:
+        return to_plain(value, registry, "data")
+    except SerializationError:
+        return value
 
 
 class _Tagger:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from .. import patch
 from ..arguments import check_name
 from ..errors import (
     AgentNotFound,
@@ -210,9 +211,33 @@ _Lanes = dict[tuple[str, asyncio.AbstractEventLoop], _Lane]
 _lanes: weakref.WeakKeyDictionary[StateStore, _Lanes] = weakref.WeakKeyDictionary()
 
 
-def _copy(data: dict[str, Any]) -> dict[str, Any]:
-    copied: dict[str, Any] = orjson.loads(orjson.dumps(data))
-    return copied
+Copy = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _copier(store: StateStore) -> Copy:
+    """A deep copy of a document through ``store``'s codec (tagged JSON): exact for
+    every value the store holds. (``orjson`` alone wrote a datetime or a UUID as a
+    string, so an update that changed another key stored them as strings, and refused
+    a Decimal, bytes or a set with an untyped TypeError.)"""
+    codec = store.codec
+
+    def copy(data: dict[str, Any]) -> dict[str, Any]:
+        copied: dict[str, Any] = codec.copy_loads(codec.copy_dumps(data))
+        return copied
+
+    return copy
+
+
+def _unchanged(original: dict[str, Any], new: dict[str, Any]) -> bool:
+    """``new`` is ``original`` as stored: equal by ``==`` (1 == 1.0, True == 1,
+    0.0 == -0.0, the same instant in another zone) is not enough — such a change was
+    reported written, with the new data, and never saved."""
+    try:
+        if new != original:
+            return False
+    except ArithmeticError:  # (a signaling-NaN Decimal compared: the diff says)
+        pass
+    return not patch.diff(original, new)
 
 
 async def update(
@@ -329,9 +354,10 @@ def _join(lane: _Lane, batch: list[_Call]) -> None:
 
 
 async def _apply(
-    batch: list[_Call], original: dict[str, Any]
+    batch: list[_Call], original: dict[str, Any], _copy: Copy
 ) -> tuple[list[_Call], dict[str, Any]]:
-    """Apply each call's change in turn; a change that raises fails its own call only."""
+    """Apply each call's change in turn; a change that raises (or whose data the store
+    cannot hold) fails its own call only."""
     working = _copy(original)
     applied: list[_Call] = []
     for call in batch:
@@ -353,8 +379,13 @@ async def _apply(
             )
             working = before
             continue
+        try:
+            call.data = _copy(new)
+        except StatekeeperError as exc:  # (a value the codec refuses: NaN, a naive datetime...)
+            call.fail(exc)
+            working = before
+            continue
         working = new
-        call.data = _copy(working)
         applied.append(call)
     return applied, working
 
@@ -376,6 +407,7 @@ async def _run(store: StateStore, agent_id: str, lane: _Lane) -> None:
 
 async def _attempts(store: StateStore, agent_id: str, lane: _Lane, batch: list[_Call]) -> None:
     first = batch[0]
+    copy = _copier(store)
     while True:
         batch[:] = [c for c in batch if not c.future.done()]  # a caller may have gone
         if not batch:
@@ -389,10 +421,10 @@ async def _attempts(store: StateStore, agent_id: str, lane: _Lane, batch: list[_
         original = current.data if current is not None else {}
         for call in batch:
             call.attempts += 1
-        applied, new = await _apply(batch, original)
+        applied, new = await _apply(batch, original, copy)
         if not applied:
             return
-        if current is not None and new == original:
+        if current is not None and _unchanged(original, new):
             for call in applied:
                 call.succeed(Updated(agent_id, seq, call.data, call.attempts, None))
             return

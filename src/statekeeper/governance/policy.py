@@ -85,7 +85,10 @@ def compile_pattern(pattern: object) -> re.Pattern[str]:
             raise ValueError(f"'**' must be a whole segment in pattern {pattern!r:.60}")
         rx = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part)
         out.append(rx + ("/" if index < len(parts) - 1 else ""))
-    return re.compile("".join(out))
+    # DOTALL: '**' spans any character, a newline too (an agent id may hold one), as
+    # PostgreSQL's '.' does (posix_pattern): without it '**' missed every namespace with
+    # a newline, hidden from an admin on '**' while 'ac*/**' reached it
+    return re.compile("".join(out), re.DOTALL)
 
 
 def posix_pattern(pattern: str) -> str:

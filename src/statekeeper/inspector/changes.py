@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from .. import patch
+from ..codec.types import shown
 
 __all__ = ["Change", "changes", "compare", "pretty"]
 
@@ -18,7 +19,9 @@ _MISSING = object()
 def pretty(value: Any, limit: int = 4000) -> str:
     """Indented JSON text of ``value`` (cut at ``limit`` characters)."""
     try:
-        text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+        text = orjson.dumps(
+            shown(value), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+        ).decode()
     except TypeError:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"

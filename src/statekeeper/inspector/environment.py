@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 import jinja2
 
+from ..codec.types import shown
 from . import pages
 from .capped import CHANGES_BUDGET, STATE_BUDGET, capped
 from .changes import pretty
@@ -40,7 +41,9 @@ def environment() -> jinja2.Environment:
     env.filters["qs"] = lambda params: urlencode(params)
     env.globals["problem_help"] = pages.problem_help
     # a large document is cut to a budget (capped.py): the page says what it left out
-    env.filters["capped"] = capped
+    # (typed values tagged, as an export writes them: bytes were shown as a list of
+    # numbers, a datetime or UUID as a plain string)
+    env.filters["capped"] = lambda value, *budget: capped(shown(value), *budget)
     env.filters["total"] = lambda value: getattr(value, "total", None) or len(value)
     env.filters["omitted"] = lambda value: getattr(value, "omitted", 0)
     env.globals["state_budget"] = STATE_BUDGET

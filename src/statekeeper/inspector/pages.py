@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import Capability
+from ..codec.types import shown
 from ..concurrency.steps import STEP_KEY_PREFIX
 from ..errors import AgentNotFound, HistoryCompacted, IntegrityError, InvalidArgument
 from ..store.kept import kept_history
@@ -341,15 +342,12 @@ def state_document(agent_id: str, snap: Snapshot) -> dict[str, Any]:
     values (Decimal, bytes, datetime, set, UUID…) in the tagged form the store keeps and
     ``statekeeper export`` writes (``{"$t": "decimal", "v": "1.10"}``; orjson's own
     spelling of a datetime or UUID is a plain string, read back as one)."""
-    from ..codec.types import needs_tagging, to_plain
-
-    data = to_plain(snap.data, None) if needs_tagging(snap.data) else snap.data
     return {
         "agent_id": agent_id,
         "seq": snap.seq,
         "fsm_state": snap.fsm_state,
         "schema_version": snap.schema_version,
-        "data": data,
+        "data": shown(snap.data),  # typed values tagged, as an export writes them
     }
 
 

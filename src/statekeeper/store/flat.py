@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import NextRow
+from ..codec.depth import too_deep
 from ..errors import ConflictError
 from ..patch import escape
 from ..records import (
@@ -253,6 +254,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             data is not held_as_bytes or list(before_all) != list(dumped)
         ):  # several changes: diff_by_key orders their ops by the stored keys
             return None
+        if ops and too_deep(ops) is not None:
+            return None  # a document nested too deep: build() refuses it
         # the event's bytes, as save_fast makes them (change.plain, written out for the
         # one-change save; called for the rarer several-change one)
         body_bytes = None

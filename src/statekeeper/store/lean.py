@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import StoreRequest
+from ..codec.depth import too_deep
 from ..codec.pipeline import BLAKE3_FROM
 from ..errors import ConflictError
 from ..records import AppendResult, RawEvent, RawSnapshot
@@ -119,6 +120,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             or needs_prepare(record)
         ):
             return None
+        if too_deep(ops) is not None:
+            return None  # a document nested too deep: the builder refuses it
         try:
             body_bytes = dumps({"ops": ops, "key": key} if key is not None else {"ops": ops})
         except TypeError:  # not plain JSON after all: the builder says what is wrong

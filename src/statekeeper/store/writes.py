@@ -34,6 +34,7 @@ from .. import patch
 from ..arguments import check_mapping, check_name, check_new_agent_id, check_optional_name
 from ..backends.base import Backend, Capability, NextRow, StoreRequest, check_fence
 from ..codec import ZERO_LINK, Codec, TypeRegistry
+from ..codec.depth import check_ops_depth
 from ..codec.formats import JSON
 from ..codec.pipeline import BLAKE3_FROM
 from ..codec.types import to_plain
@@ -565,6 +566,8 @@ class WritePipeline:
         try:
             carried: list[bytes] = []
             ops, packed = diff_by_key(record.data, new, record.dumped, carried)
+            if ops:
+                check_ops_depth(agent_id, ops)
             fsm = fsm_state if fsm_state != record.fsm_state else None
             base = record.seq
             seq = base + 1
@@ -842,6 +845,9 @@ class WritePipeline:
         instead of applying the ops to a copy of the data again."""
         if record is None:  # an agent created: its id must be a normal one
             check_new_agent_id(agent_id)
+        if ops:
+            moves = any(op.get("op") in ("move", "copy") for op in ops) and record is not None
+            check_ops_depth(agent_id, ops, document(record) if moves and record else None)
         base = record.seq if record is not None else 0
         seq = base + 1
         now = self.clock()
@@ -1087,10 +1093,12 @@ def locate(
 
 
 def check_event_type(event_type: object) -> None:
-    """An event type the caller may use (the snapshot's is reserved)."""
+    """An event type the caller may use: the snapshot's is reserved, and so is a delete's
+    tombstone's (an agent's own event of that type was handed to feed consumers with the
+    type docs/feed.md tells them a delete has)."""
     check_name(event_type, "event_type")
-    if event_type == SNAPSHOT_TYPE:
-        raise InvalidArgument("event_type", f"event_type {SNAPSHOT_TYPE!r} is reserved")
+    if event_type == SNAPSHOT_TYPE or event_type == feed_deletes.AGENT_DELETED:
+        raise InvalidArgument("event_type", f"event_type {event_type!r} is reserved")
 
 
 def check_write_options(idempotency_key: object, actor: object, lease: object) -> None:

@@ -55,6 +55,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from ... import patch
+from ...errors import InvalidArgument
 
 __all__ = [
     "FORMAT",
@@ -85,8 +86,16 @@ _UUID_EPOCH = 0x01B21DD213814000  # 100 ns intervals from 1582-10-15 to 1970-01-
 
 
 def thread_prefix(prefix: str, thread_id: str) -> str:
-    """The agent-id prefix shared by every generation of a thread's stream."""
-    return f"{prefix}{quote(thread_id, safe='')}#"
+    """The agent-id prefix shared by every generation of a thread's stream.
+    :class:`~statekeeper.errors.InvalidArgument` for a thread id that is not valid
+    Unicode (a lone surrogate: it has no UTF-8 to quote, and quoting raised a bare
+    ``UnicodeEncodeError``)."""
+    try:
+        return f"{prefix}{quote(thread_id, safe='')}#"
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            "thread_id", f"thread_id {thread_id!r:.60} is not valid Unicode (a lone surrogate)"
+        ) from None
 
 
 def agent_id(prefix: str, thread_id: str, generation: str = BASE_GENERATION) -> str:
