@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.codec.depth import MAX_DEPTH
 from statekeeper.errors import SerializationError
 
 
@@ -24,9 +25,11 @@ def _nested(depth: int) -> Any:
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite"])
-async def test_a_state_deeper_than_json_is_loaded_as_stored(tmp_path: Path, engine: str) -> None:
+async def test_a_deep_state_is_loaded_as_stored(tmp_path: Path, engine: str) -> None:
+    """As deep as a document may nest (:data:`MAX_DEPTH`, h/trialdata's cap shared by
+    every format): stored, and loaded as stored at the head, back in time and cold."""
     url = "memory://" if engine == "memory" else f"sqlite:///{tmp_path / 'deep.db'}"
-    deep = _nested(300)
+    deep = _nested(MAX_DEPTH - 2)  # (MAX_DEPTH - 1 lists, in the top-level dict)
     async with StateStore(url, format="msgpack") as store:
         await store.save("a", {"v": deep})
         await store.save("a", {"v": deep, "w": 1})
@@ -37,9 +40,14 @@ async def test_a_state_deeper_than_json_is_loaded_as_stored(tmp_path: Path, engi
                 assert (await cold.load("a")).data == {"v": deep, "w": 1}
 
 
-async def test_a_save_deeper_than_the_diff_can_walk_is_a_typed_error() -> None:
+@pytest.mark.parametrize("depth", [MAX_DEPTH, 300, 600, 5000])
+async def test_a_state_deeper_than_stored_states_may_nest_is_a_typed_error(depth: int) -> None:
+    """Deeper than JSON's encoders read back (was: stored and acknowledged, then every
+    load failed) or than the diff can walk (was: a bare ``RecursionError``): refused at
+    the save with :class:`SerializationError`, nothing written."""
     async with StateStore("memory://", format="msgpack") as store:
-        await store.save("a", {"v": _nested(600)})
-        with pytest.raises(SerializationError, match="nested too deeply"):
-            await store.save("a", {"v": _nested(600), "w": 1})
+        await store.save("a", {"w": 0})
+        with pytest.raises(SerializationError, match="nest deeper"):
+            await store.save("a", {"v": _nested(depth), "w": 1})
         assert await store.head("a") == 1
+        assert (await store.load("a")).data == {"w": 0}
