@@ -132,6 +132,9 @@ class StoreStats:
     loads_from_backend: int
     buffered: int
     commits: int
+    #: appends acknowledged into the write-behind buffer (``durability="async"``) that
+    #: a failed flush dropped: never stored (``appends`` counts only what was stored)
+    lost: int = 0
 
 
 class StateStore:
@@ -1169,13 +1172,15 @@ class StateStore:
     def stats(self) -> StoreStats:
         """Counters: cache hits/misses/evictions, appends, snapshots, buffered writes."""
         writes = self._writes
+        behind = writes.behind
         return StoreStats(
             backend=self.backend.name,
             durability=self.durability,
             cache=self._reads.cache.stats(),
-            appends=writes.appends,
+            appends=writes.appends + (behind.stored if behind is not None else 0),
             snapshots_written=writes.snapshots_written,
             loads_from_backend=self._reads.loads,
-            buffered=len(writes.behind) if writes.behind is not None else 0,
+            buffered=len(behind) if behind is not None else 0,
             commits=writes.commits,
+            lost=behind.lost if behind is not None else 0,
         )
