@@ -748,8 +748,9 @@ class StateStore:
                 count -= 1
         if count and getattr(self.backend, "tombstones_by_namespace", False):  # one a namespace
             count -= await self.backend.count_prefix(feed_deletes.PREFIX_IN)
-        if count and feed_deletes.has_feed(self.backend) and not self.backend.appends_together:
-            from .feed_intents import PENDING  # a delete's intent a crash left (feed_intents)
+        if count and feed_deletes.has_feed(self.backend):
+            # a delete's (or, on every engine, a forget's) intent a crash left
+            from .feed_intents import PENDING
 
             count -= await self.backend.count_prefix(PENDING)
         return count
