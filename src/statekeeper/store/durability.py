@@ -338,11 +338,7 @@ class WriteBehind:
         self._labels: dict[int, list[Any]] = {}
         self.flushes = 0  # flushes that committed (one wholly failed is none)
         self.flushed = 0
-        #: buffered appends stored (one the backend found stored before is none): the
-        #: store's ``appends`` in this mode — an append counts once it is stored
-        self.stored = 0
-        #: buffered appends a failed flush dropped (acknowledged, never stored)
-        self.lost = 0
+        self.stored = self.lost = 0  # buffered appends stored, and dropped by a failed flush
         #: while appends are buffered: a task that flushes them if it is cancelled —
         #: what ``asyncio.run`` does to the tasks left when its coroutine returns —
         #: and ends once the buffer is empty (see :meth:`_guard_run`)
@@ -483,8 +479,7 @@ class WriteBehind:
         # link by link (one shared append_batch per round), keyless runs merged into
         # one atomic append, and a failed link drops the rest of its chain.
         chains: dict[str, list[AppendRequest]] = {}
-        #: buffered appends a merged request stands for, by its id (others: one)
-        weights: dict[int, int] = {}
+        weights: dict[int, int] = {}  # buffered appends a merged one stands for, by id
         for request in batch:
             links = chains.setdefault(request.agent_id, [])
             if links and _mergeable(links[-1], request):
@@ -529,8 +524,8 @@ class WriteBehind:
                     for dropped_request in (*chains[agent_id], *later):
                         self._labels.pop(id(dropped_request), None)
                     dropped = sum(len(r.events) for r in (*chains[agent_id], *later))
-                    self.lost += sum(weights.get(id(r), 1) for r in (request, *chains[agent_id]))
-                    self.lost += len(later)
+                    lost = (request, *chains[agent_id])
+                    self.lost += len(later) + sum(weights.get(id(r), 1) for r in lost)
                     logger.error(
                         "write-behind flush failed for agent %r at seq %d (%d later "
                         "buffered appends of it dropped): %s",

@@ -154,7 +154,7 @@ async def forget_with_intent(
 
 
 async def _write_intent(
-    backend: Backend, codec: Codec, token: str, agent_id: str, head: int, at: RawEvent, kind: str
+    backend: Backend, codec: Codec, token: str, agent_id: str, head: int, at: RawEvent, what: str
 ) -> str:
     stream = PENDING + token
     body = {
@@ -162,7 +162,7 @@ async def _write_intent(
         "head": head,
         "checksum": at.checksum.hex(),
         "forgotten": True,
-        "kind": kind,
+        "kind": what,
     }
     ts = time.time()
     sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
