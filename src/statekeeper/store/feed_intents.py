@@ -65,9 +65,7 @@ async def with_intent(
     (see the module documentation); True if it existed."""
     from .feed_deletes import record
 
-    if backend not in _settled:  # intents a crash left, before this delete's own
-        await finish_pending(backend, codec)
-        _settled.add(backend)
+    await settle(backend, codec)  # intents a crash left, before this delete's own
     raws = await backend.read(agent_id, head - 1, head) if head else []
     if not raws or raws[-1].seq != head:  # nothing at that head (lost, moved): as before
         existed = await delete()
@@ -103,7 +101,11 @@ async def settle(backend: Backend, codec: Codec) -> None:
     """Finish the intents a crash left, once a process per backend (the first delete
     or forget of a store on it)."""
     if backend not in _settled:
-        await finish_pending(backend, codec)
+        # (counted first: a listing from the intents' prefix pages through every agent
+        # when there is none, and on Redis raises AgentLost for a lost one — the delete
+        # that acknowledges that loss must not)
+        if await backend.count_prefix(PENDING):
+            await finish_pending(backend, codec)
         _settled.add(backend)
 
 
