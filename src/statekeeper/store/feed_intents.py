@@ -221,6 +221,8 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
 
 async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int]]:
     """``(agent_id, head)`` of every intent left (for ``verify``: nothing is written)."""
+    if not await backend.count_prefix(PENDING):  # (see settle: a lost agent raised)
+        return []
     found: list[tuple[str, int]] = []
     after = PENDING
     while True:
