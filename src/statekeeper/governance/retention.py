@@ -74,7 +74,6 @@ from ..store.feed_retention import LookedAhead, raised, removed_through, trim_re
 from ..store.governed import entries_before_delete
 from ..store.holds import list_holds
 from ..store.incarnation import snapshot_in_stream
-from ..store.listing import agents_past_lost
 from ..store.namespaced import NamespacedStateStore, stored_id
 from .hooks import (
     Announced,
@@ -95,6 +94,7 @@ from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
 from .retention_idle import ahead_or_idle, check_idle, dated
 from .retention_policy import RetentionPolicy, Rule
+from .retention_unlisted import every_agent
 
 if TYPE_CHECKING:
     from ..store import StateStore
@@ -497,7 +497,7 @@ async def apply_retention(
     # the store's listing: never its own streams (the audit log), only agents; an agent
     # whose stored data is lost (AgentLost: Redis evicted it) is reported, the rest go on
     stored_holds = await list_holds(store)  # (the store's own: statekeeper hold)
-    listing = agents_past_lost(store.list_agents, after, _PAGE)
+    listing = every_agent(store, after, _PAGE)  # (the unlisted agents too: Redis's)
     async with contextlib.aclosing(listing):
         async for page in _pages(listing, _PAGE):
             if report.scanned:  # read again as the listing was, page by page

@@ -19,6 +19,7 @@ they derived from its events, which are copies too.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
-from ..store import feed_deletes
+from ..store import feed_deletes, feed_intents
 from ..store.namespaced import NamespacedStateStore
 from .holds import refuse_if_held
 from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
@@ -123,23 +124,34 @@ async def _forget(
         ),
     )
     try:
-        destroyed = keyring.forget(agent_id, at=at)
-        store._reads.forget(agent_id)  # the decoded state cached by this store goes too
-        # the feed's consumers drop what they derived: a tombstone (the purge's delete
-        # writes its own, with the delete; store/feed_deletes.py)
-        token = feed_deletes.forgetting.set(True)
-        try:
-            purged = await store.delete(listed) if purge else False
-        finally:
-            feed_deletes.forgetting.reset(token)
-        if head and not purged:
-            await feed_deletes.record(store.backend, store.codec, agent_id, head, forgotten=True)
+        # the feed's consumers drop what they derived: a tombstone, through an intent
+        # written before the key is destroyed (a crash in between leaves the intent,
+        # which the next forget or delete, or verify's report, finishes: see
+        # store/feed_intents.py); the purge's delete writes another, with the delete
+        async def purged() -> bool:
+            store._reads.forget(agent_id)  # the decoded state cached by this store goes
+            if not purge:
+                return False
+            token = feed_deletes.forgetting.set(True)
+            try:
+                return await store.delete(listed)
+            finally:
+                feed_deletes.forgetting.reset(token)
+
+        destroyed, purged_it = await feed_intents.forget_with_intent(
+            store.backend,
+            store.codec,
+            agent_id,
+            head,
+            functools.partial(keyring.forget, agent_id, at=at),
+            purged,
+        )
     except BaseException as exc:
         if announced is not None:
             await announced.failed(exc)
         raise
     if announced is not None:
-        return ForgetResult(listed, destroyed, purged, head, at)
+        return ForgetResult(listed, destroyed, purged_it, head, at)
     await emit(
         audit,
         GovernanceEvent(
@@ -148,11 +160,11 @@ async def _forget(
             "ok",
             1 if head else None,
             head or None,
-            {"key_destroyed": destroyed, "records_purged": purged},
+            {"key_destroyed": destroyed, "records_purged": purged_it},
             at,
         ),
     )
-    return ForgetResult(listed, destroyed, purged, head, at)
+    return ForgetResult(listed, destroyed, purged_it, head, at)
 
 
 async def _without_data_key(store: StateStore, agent_id: str) -> int:

@@ -12,7 +12,9 @@
 * agents failing verification (with ``verify=True``: every record, chain and snapshot);
 * lease holders that stopped renewing (a lease that expired without being released);
 * operation, error, conflict and retry counts and rates, when the store is
-  instrumented (:func:`~.instrumentation.instrument`).
+  instrumented (:func:`~.instrumentation.instrument`);
+* appends the store acknowledged into its write buffer that a failed flush dropped
+  (``StoreStats.lost``, ``statekeeper_write_buffer_lost_total``): a breach.
 
 :attr:`HealthReport.breaches` lists every threshold crossed; ``statekeeper health``
 exits non-zero when there is one (a cron check).
@@ -180,6 +182,9 @@ class HealthReport:
     #: agents passed over because ``forget`` crypto-shredded them (unreadable by design:
     #: not a breach)
     forgotten: list[str] = field(default_factory=list)
+    #: appends this store acknowledged into its write buffer (``durability="async"``)
+    #: that a failed flush dropped: never stored (a breach)
+    lost_writes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -300,6 +305,7 @@ async def health_report(
         report.failing_verification = [(p.agent_id, p.reason) for p in checked.problems]
     if instrumentation is not None:
         report.rates = _rates(instrumentation)
+    report.lost_writes = store.stats().lost
     _judge(report, limits, max_replay)
     return report
 
@@ -325,6 +331,11 @@ def _judge(report: HealthReport, limits: HealthThresholds, max_replay: int) -> N
         b.append(f"{len(report.stale_leases)} lease holder(s) stopped renewing")
     if report.unreadable:
         b.append(f"{len(report.unreadable)} agent(s) could not be read")
+    if report.lost_writes:
+        b.append(
+            f"{report.lost_writes} buffered write(s) lost: acknowledged, never stored "
+            "(a write-behind flush failed; see the log)"
+        )
     rates = report.rates
     if rates is not None and limits.max_error_rate is not None:
         if rates.error_rate > limits.max_error_rate:

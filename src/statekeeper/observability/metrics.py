@@ -346,8 +346,8 @@ class RegistryCollector(Collector):
         counters = (
             (
                 "statekeeper_appends",
-                "Appends acknowledged by the store (a write its idempotency key found "
-                "stored before is none)",
+                "Appends stored (a write its idempotency key found stored before is none; "
+                "a buffered one counts once flushed)",
                 "appends",
             ),
             ("statekeeper_snapshots_written", "Snapshots stored", "snapshots_written"),
@@ -357,6 +357,12 @@ class RegistryCollector(Collector):
                 "loads_from_backend",
             ),
             ("statekeeper_commits", "Commits made (a shared commit counts once)", "commits"),
+            (
+                "statekeeper_write_buffer_lost",
+                "Appends acknowledged into the write buffer (async durability) that a "
+                "failed flush dropped: never stored",
+                "lost",
+            ),
         )
         cache = (
             ("statekeeper_cache_hits", "Cache lookups that hit", "hits"),

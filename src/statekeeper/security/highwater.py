@@ -44,6 +44,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +64,9 @@ logger = logging.getLogger("statekeeper.witness")
 
 #: the longest an acknowledged write waits before its mark is written (seconds)
 DEFAULT_INTERVAL = 1.0
+
+#: the witnesses' guard tasks still waiting (see :meth:`HighWater.guard`)
+_GUARDS: set[asyncio.Task[None]] = set()
 #: how many of the most recently written agents the file keeps a mark for
 DEFAULT_KEEP = 1024
 #: how many of the newest marks are checked when a store opens
@@ -185,15 +189,29 @@ class HighWater:
         if self._guard is not None and self._guard.get_loop() is loop:
             return  # (one per loop: a second would drop the first, collected pending)
         self._released = released = loop.create_future()
-        self._guard = loop.create_task(self._guard_run(released), name=WAITING)
+        self._guard = guard = loop.create_task(
+            _guard_run(weakref.ref(self), released), name=WAITING
+        )
+        # held here while it waits, never only by a witness a collection may take with
+        # it (see __del__): a task collected pending is reported destroyed
+        _GUARDS.add(guard)
+        guard.add_done_callback(_GUARDS.discard)
 
-    async def _guard_run(self, released: asyncio.Future[None]) -> None:
-        try:
-            await released
-        except asyncio.CancelledError:  # the loop is shutting down: write them now
-            with contextlib.suppress(Exception):  # (close() logs what is still left)
-                await self.flush()
-            raise
+    def __del__(self) -> None:
+        # a store dropped without close() (the bench's, which share their backend):
+        # nothing is left to write — marks still to write keep this object alive by
+        # the flush timer — so its guard ends, on its loop, instead of being collected
+        # pending ("Task was destroyed but it is pending!" at a later collection)
+        guard = self._guard
+        if guard is not None and not guard.done():
+            try:
+                guard.cancel()
+            except RuntimeError:  # (its loop closed: nothing will run it)
+                _GUARDS.discard(guard)
+
+    async def _write_at_shutdown(self) -> None:
+        with contextlib.suppress(Exception):  # (close() logs what is still left)
+            await self.flush()
 
     def _start(self) -> None:
         self._timer = None
@@ -279,8 +297,10 @@ class HighWater:
                     released.set_result(None)
                 await asyncio.wait([guard])  # (cancelled meanwhile: it wrote them)
             else:  # a loop the store no longer runs on (closed, or stopped): left to it
-                with contextlib.suppress(RuntimeError):
+                try:
                     guard.cancel()
+                except RuntimeError:  # (closed: nothing will run it)
+                    _GUARDS.discard(guard)
         task = self._task
         if task is not None:
             with contextlib.suppress(Exception):
@@ -494,3 +514,16 @@ class HighWater:
             f"the record at seq {seq} is not the one acknowledged (by {when}): the store "
             "was rolled back and written again, or the stream was replaced",
         )
+
+
+async def _guard_run(witness: weakref.ref[HighWater], released: asyncio.Future[None]) -> None:
+    """The guard task of :meth:`HighWater.guard`: waits for ``released``; cancelled
+    before (the loop shutting down), it writes the marks noted. It holds the witness
+    weakly: a witness dropped unclosed is collected, and its ``__del__`` ends this."""
+    try:
+        await released
+    except asyncio.CancelledError:  # the loop is shutting down: write them now
+        found = witness()
+        if found is not None:
+            await found._write_at_shutdown()
+        raise

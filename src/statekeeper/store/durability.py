@@ -338,6 +338,7 @@ class WriteBehind:
         self._labels: dict[int, list[Any]] = {}
         self.flushes = 0  # flushes that committed (one wholly failed is none)
         self.flushed = 0
+        self.stored = self.lost = 0  # buffered appends stored, and dropped by a failed flush
         #: while appends are buffered: a task that flushes them if it is cancelled —
         #: what ``asyncio.run`` does to the tasks left when its coroutine returns —
         #: and ends once the buffer is empty (see :meth:`_guard_run`)
@@ -478,10 +479,12 @@ class WriteBehind:
         # link by link (one shared append_batch per round), keyless runs merged into
         # one atomic append, and a failed link drops the rest of its chain.
         chains: dict[str, list[AppendRequest]] = {}
+        weights: dict[int, int] = {}  # buffered appends a merged one stands for, by id
         for request in batch:
             links = chains.setdefault(request.agent_id, [])
             if links and _mergeable(links[-1], request):
                 merged = _merge(links[-1], request)
+                weights[id(merged)] = weights.pop(id(links[-1]), 1) + weights.pop(id(request), 1)
                 if self._labels:  # the merged append carries both appends' entries
                     labels = self._labels.pop(id(links[-1]), []) + self._labels.pop(id(request), [])
                     if labels:
@@ -521,6 +524,8 @@ class WriteBehind:
                     for dropped_request in (*chains[agent_id], *later):
                         self._labels.pop(id(dropped_request), None)
                     dropped = sum(len(r.events) for r in (*chains[agent_id], *later))
+                    lost = (request, *chains[agent_id])
+                    self.lost += len(later) + sum(weights.get(id(r), 1) for r in lost)
                     logger.error(
                         "write-behind flush failed for agent %r at seq %d (%d later "
                         "buffered appends of it dropped): %s",
@@ -543,6 +548,7 @@ class WriteBehind:
                 if result.duplicate:
                     self._on_stale(agent_id)
                 else:
+                    self.stored += weights.get(id(request), 1)
                     self._on_flushed(agent_id, result.last_seq)
             chains = {agent_id: links for agent_id, links in chains.items() if links}
 

@@ -239,6 +239,10 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
                 return await delete_at(backend, agent_id, conditional)
 
         return await with_intent(backend, codec, agent_id, head, forgotten, delete)
+    if not getattr(backend, "tombstones_by_namespace", False):
+        from .feed_intents import settle  # a forget's intent a crash left (feed_intents)
+
+        await settle(backend, codec)
     stream = stream_of(backend, agent_id)
     last: ConflictError | None = None
     for _ in range(_RETRIES):

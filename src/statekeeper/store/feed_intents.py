@@ -20,6 +20,12 @@ intent names the delete did not happen (the intent is dropped); otherwise it did
 the tombstone is appended (a duplicate when step 3 had been reached) before the intent
 goes. Steps 3 and 4 are each one write, so a crash anywhere leaves the delete with its
 tombstone, or an intent that ends in one.
+
+``forget`` (crypto-shredding) takes the same path on every engine with a feed
+(:func:`forget_with_intent`): its data key lives outside the engine, so no commit holds
+both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when the
+agent's key is destroyed, and dropped when it is intact; the first delete or forget of a
+process on an engine settles the intents left (:func:`settle`), ``verify`` names them.
 """
 
 from __future__ import annotations
@@ -28,14 +34,16 @@ import secrets
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..backends.base import Backend
 from ..codec import ZERO_LINK, Codec
 from ..errors import ConflictError
 from ..records import AppendRequest, RawEvent
 
-__all__ = ["PENDING", "finish_pending", "pending", "with_intent"]
+__all__ = ["PENDING", "finish_pending", "forget_with_intent", "pending", "settle", "with_intent"]
+
+T = TypeVar("T")
 
 #: the prefix of every intent stream
 PENDING = "\x01sk-feed/pending/"
@@ -57,9 +65,7 @@ async def with_intent(
     (see the module documentation); True if it existed."""
     from .feed_deletes import record
 
-    if backend not in _settled:  # intents a crash left, before this delete's own
-        await finish_pending(backend, codec)
-        _settled.add(backend)
+    await settle(backend, codec)  # intents a crash left, before this delete's own
     raws = await backend.read(agent_id, head - 1, head) if head else []
     if not raws or raws[-1].seq != head:  # nothing at that head (lost, moved): as before
         existed = await delete()
@@ -91,6 +97,94 @@ async def with_intent(
     return existed
 
 
+async def settle(backend: Backend, codec: Codec) -> None:
+    """Finish the intents a crash left, once a process per backend (the first delete
+    or forget of a store on it)."""
+    if backend not in _settled:
+        # (counted first: a listing from the intents' prefix pages through every agent
+        # when there is none, and on Redis raises AgentLost for a lost one — the delete
+        # that acknowledges that loss must not)
+        if await backend.count_prefix(PENDING):
+            await finish_pending(backend, codec)
+        _settled.add(backend)
+
+
+async def forget_with_intent(
+    backend: Backend,
+    codec: Codec,
+    agent_id: str,
+    head: int,
+    destroy: Callable[[], T],
+    purge: Callable[[], Awaitable[bool]],
+) -> tuple[T, bool]:
+    """``destroy()`` (``forget``'s destruction of ``agent_id``'s data key; its stream
+    ends at ``head``) with its forgotten tombstone, through an intent: the key lives
+    outside the engine, so no engine commits the two together. Before, the tombstone
+    was appended after the key was destroyed: a crash in between left read models
+    holding the forgotten agent's derived plaintext for ever. The intent (``"kind":
+    "forget"``) is written first; :func:`finish_pending` appends the tombstone of an
+    intent whose agent's key is destroyed, and drops one whose key is intact (the
+    crash came before the destruction). ``purge()`` runs after the destruction: True
+    when it deleted the agent, whose delete wrote the tombstone then (none more)."""
+    from .feed_deletes import has_feed, record
+
+    raws = await backend.read(agent_id, head - 1, head) if head else []
+    if (
+        not has_feed(backend)
+        or not raws
+        or raws[-1].seq != head
+        or getattr(backend, "tombstones_by_namespace", False)  # (no store-wide intents)
+    ):
+        out = destroy()
+        purged = await purge()
+        if head and not purged and has_feed(backend):
+            await record(backend, codec, agent_id, head, forgotten=True)
+        return out, purged
+    await settle(backend, codec)  # intents a crash left, before this one's own
+    token = secrets.token_hex(16)
+    stream = await _write_intent(backend, codec, token, agent_id, head, raws[-1], "forget")
+    try:
+        out = destroy()
+    except Exception:
+        await backend.delete_agent(stream)  # nothing was destroyed
+        raise
+    purged = await purge()
+    if not purged:
+        await record(backend, codec, agent_id, head, forgotten=True, key=token)
+    await backend.delete_agent(stream)
+    return out, purged
+
+
+async def _write_intent(
+    backend: Backend, codec: Codec, token: str, agent_id: str, head: int, at: RawEvent, what: str
+) -> str:
+    stream = PENDING + token
+    body = {
+        "agent_id": agent_id,
+        "head": head,
+        "checksum": at.checksum.hex(),
+        "forgotten": True,
+        "kind": what,
+    }
+    ts = time.time()
+    sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
+    raw = RawEvent(1, _TYPE, ts, sealed.payload, sealed.checksum)
+    await backend.append(
+        AppendRequest(stream, 0, [raw], head_tag=codec.head_tag(stream, 1, sealed.link))
+    )
+    return stream
+
+
+def _key_destroyed(codec: Codec, agent_id: str) -> bool:
+    """Whether ``agent_id``'s data key is destroyed (a tombstone in the key vault)."""
+    keyring = codec.keyring
+    vault = keyring.data_keys if keyring is not None else None
+    if vault is None:
+        return False
+    entry = vault.load(agent_id)
+    return entry is not None and getattr(entry, "forgotten_at", None) is not None
+
+
 async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     """Settle every intent left by a delete a crash stopped (see the module
     documentation); returns the agents whose tombstone it appended."""
@@ -103,7 +197,13 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
         streams = [info.agent_id for info in page if info.agent_id.startswith(PENDING)]
         for stream in streams:
             body = await _intent(backend, codec, stream)
-            if body is not None:
+            if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
+                agent_id, head = body["agent_id"], body["head"]
+                if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
+                    key = stream[len(PENDING) :]
+                    await record(backend, codec, agent_id, head, forgotten=True, key=key)
+                    finished.append(agent_id)
+            elif body is not None:
                 agent_id, head = body["agent_id"], body["head"]
                 raws = await backend.read(agent_id, head - 1, head)
                 still = bool(raws) and raws[-1].seq == head
@@ -121,6 +221,8 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
 
 async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int]]:
     """``(agent_id, head)`` of every intent left (for ``verify``: nothing is written)."""
+    if not await backend.count_prefix(PENDING):  # (see settle: a lost agent raised)
+        return []
     found: list[tuple[str, int]] = []
     after = PENDING
     while True:

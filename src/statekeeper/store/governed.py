@@ -55,7 +55,7 @@ from ..records import (
     Snapshot,
     StreamChange,
 )
-from . import conditional, feed_deletes, feed_intents
+from . import conditional, feed_deletes, feed_intents, observing
 from .feed import FeedAccess, Subscription
 from .feed_cursor import FeedBounds, FeedCursor
 from .store import StateStore
@@ -448,8 +448,19 @@ class GovernedStateStore(StateStore):
         gov = self._governance
         if agent_id is not None:
             check_agent_id(agent_id)
-        await gov.require(agent_id, permission, operation)
+        try:
+            await gov.require(agent_id, permission, operation)
+        except AccessDenied as exc:
+            self._observe_denied(operation, agent_id, exc)
+            raise
         return gov
+
+    def _observe_denied(self, operation: str, agent_id: str | None, exc: AccessDenied) -> None:
+        """A refusal shows in metrics and traces like any failed operation (see
+        :func:`.observing.denied`): naming the agent only where the principal may read it."""
+        if self.observer is not None:
+            readable = agent_id is not None and self._governance.can_read(agent_id)
+            observing.denied(self, operation, agent_id, exc, readable=readable)
 
     async def _check_read(self, agent_id: str, operation: str) -> None:
         await self._allowed(agent_id, "read", operation)
@@ -642,7 +653,11 @@ class GovernedStateStore(StateStore):
         if actor is None:
             kw["actor"] = gov.principal  # the stream itself says who wrote
         elif actor != gov.principal and gov.policy is not None and gov.principal is not None:
-            await self._as_another(gov, agent_id, operation, actor)
+            try:
+                await self._as_another(gov, agent_id, operation, actor)
+            except AccessDenied as exc:
+                self._observe_denied(operation, agent_id, exc)
+                raise
         pending = _Pending(operation, agent_id)
         token = _PENDING.set(pending)
         try:

@@ -19,7 +19,11 @@ from ..records import AppendRequest, AppendResult
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["FOLD_AT", "StoreObserver", "refused"]
+__all__ = ["FOLD_AT", "OBSERVED", "StoreObserver", "denied", "refused"]
+
+#: the operations a store reports at its seams (``get`` reports as ``load``, an
+#: ``append`` of a ``transition`` event as ``transition``)
+OBSERVED = frozenset(("load", "save", "create", "append", "transition", "snapshot", "delete"))
 
 #: observations a histogram keeps as a plain list before sorting them into its buckets
 #: (:class:`statekeeper.observability.metrics.Tally`); the store's seams check it
@@ -96,3 +100,29 @@ def refused(store: StateStore, operation: str, agent_id: str, exc: BaseException
         return
     mark = time.perf_counter() if obs.untraced else obs.begin(operation, agent_id)
     obs.failed(operation, mark, exc)
+
+
+def denied(
+    store: StateStore, operation: str, agent_id: str | None, exc: Exception, *, readable: bool
+) -> None:
+    """The store's policy refused ``operation`` of ``agent_id`` (a governed store,
+    before the operation reached the seams): observed like any failed operation —
+    counted among its calls and errors (``AccessDenied``), a span with the error — so
+    refusals show in metrics and traces, not only in the audit log. Unless the
+    principal may read the agent (``readable``), neither the span's attributes nor its
+    recorded error name it: the error is recorded without the agent's id."""
+    obs = store.observer
+    if obs is None:
+        return
+    name = "load" if operation == "get" else operation
+    if name not in OBSERVED:
+        return
+    if not readable:
+        from ..errors import AccessDenied
+
+        if isinstance(exc, AccessDenied) and exc.agent_id is not None:
+            exc = AccessDenied(exc.principal, exc.permission, exc.operation, None,
+                               f"needs {exc.permission} permission")  # fmt: skip
+        agent_id = None
+    mark = time.perf_counter() if obs.untraced else obs.begin(name, agent_id)  # type: ignore[arg-type]
+    obs.failed(name, mark, exc)

@@ -132,6 +132,9 @@ class StoreStats:
     loads_from_backend: int
     buffered: int
     commits: int
+    #: appends acknowledged into the write-behind buffer (``durability="async"``) that
+    #: a failed flush dropped: never stored (``appends`` counts only what was stored)
+    lost: int = 0
 
 
 class StateStore:
@@ -745,8 +748,9 @@ class StateStore:
                 count -= 1
         if count and getattr(self.backend, "tombstones_by_namespace", False):  # one a namespace
             count -= await self.backend.count_prefix(feed_deletes.PREFIX_IN)
-        if count and feed_deletes.has_feed(self.backend) and not self.backend.appends_together:
-            from .feed_intents import PENDING  # a delete's intent a crash left (feed_intents)
+        if count and feed_deletes.has_feed(self.backend):
+            # a delete's (or, on every engine, a forget's) intent a crash left
+            from .feed_intents import PENDING
 
             count -= await self.backend.count_prefix(PENDING)
         return count
@@ -1169,13 +1173,15 @@ class StateStore:
     def stats(self) -> StoreStats:
         """Counters: cache hits/misses/evictions, appends, snapshots, buffered writes."""
         writes = self._writes
+        behind = writes.behind
         return StoreStats(
             backend=self.backend.name,
             durability=self.durability,
             cache=self._reads.cache.stats(),
-            appends=writes.appends,
+            appends=writes.appends + (behind.stored if behind is not None else 0),
             snapshots_written=writes.snapshots_written,
             loads_from_backend=self._reads.loads,
-            buffered=len(writes.behind) if writes.behind is not None else 0,
+            buffered=len(behind) if behind is not None else 0,
             commits=writes.commits,
+            lost=behind.lost if behind is not None else 0,
         )

@@ -439,7 +439,7 @@ class WritePipeline:
                 if self.behind is not None:
                     reads.pinned[agent_id] = new_record
                     reads.cache.put(agent_id, new_record)
-                    self.appends += 1
+                    # (counted once stored: WriteBehind.stored, or lost: .lost)
                     if (seen := SEEN.get()) is not None:
                         seen.adopted = new_record.link
                     if self.witness is not None and new_record.link is not None:
