@@ -14,9 +14,14 @@ How a read finds a replica fresh enough, without a round trip per append:
 * On the replica, ``pg_last_wal_replay_lsn()`` and the read go in one pipeline (one
   round trip); the read's snapshot is taken after the check, so it sees everything
   replayed up to the LSN checked. If the replica has replayed the floor, its answer
-  is used, and the floor is forgotten (later reads need no check until the next
-  write); if not, the read goes to the primary (no waiting: a lagging replica costs one
-  extra round trip, never a stall).
+  is used (later reads on that connection need no check until the next write); if
+  not, the read goes to the primary (no waiting: a lagging replica costs one extra
+  round trip, never a stall). The replayed position is kept per pooled connection,
+  not per URL: a ``replica_url`` may lead to several standbys (several hosts, a load
+  balancer's read-only service, a name moved to another standby), each at its own
+  position, and the floor is kept until the next write raises it (was: the position
+  one standby had reached was taken for every standby's and the floor forgotten, so
+  after the URL led to a lagging standby the writer read its own writes back older).
 * The feed's frontier is computed on the primary (it reads the primary's lock table),
   in the same statement as ``pg_current_wal_lsn()``: the events up to the frontier
   are committed before that LSN, so the feed page is read from the replica only once
@@ -34,6 +39,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -116,8 +122,12 @@ class ReplicaReads:
         self._written = False
         #: this process's floor: the replica must have replayed it to serve a read
         self._floor = 0
-        #: the highest replay position seen on the replica
-        self.replayed = 0
+        #: the replay position each pooled connection's server was seen at (the
+        #: servers behind one URL may differ; one server's position never goes back
+        #: while a connection to it is open)
+        self._replayed: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], int] = (
+            weakref.WeakKeyDictionary()
+        )
         self._down = False
         self._retry_at = 0.0
         #: reads served by the replica / by the primary instead (lagging or down)
@@ -154,7 +164,8 @@ class ReplicaReads:
         try:
             async with self._connection() as conn:
                 cur = conn.cursor(binary=True)
-                if floor <= self.replayed:
+                replayed = self._replayed.get(conn, 0)
+                if floor <= replayed:
                     await cur.execute(query, params)
                     rows = await cur.fetchall()
                 else:
@@ -163,7 +174,8 @@ class ReplicaReads:
                         await check.execute(_REPLAYED)
                         await cur.execute(query, params)
                     row = await check.fetchone()
-                    self.replayed = max(self.replayed, int(row[0]) if row else 0)
+                    replayed = max(replayed, int(row[0]) if row else 0)
+                    self._replayed[conn] = replayed
                     rows = await cur.fetchall()
         except psycopg.Error as exc:
             if not transient(exc):
@@ -183,10 +195,8 @@ class ReplicaReads:
             self._retry_at = time.monotonic() + DOWN_RETRY
             return await self._primary(name, params)
         self._down = False
-        if floor > self.replayed:  # lagging: the primary answers
+        if floor > replayed:  # lagging: the primary answers
             return await self._primary(name, params)
-        if self._floor <= self.replayed:
-            self._floor = 0
         self.served["replica"] += 1
         return rows
 
