@@ -61,11 +61,12 @@ from ..errors import (
     CapabilityUnsupported,
     FeedNotReplicated,
     FeedPositionCompacted,
+    FeedRewound,
     InvalidArgument,
 )
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
-from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed
+from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed, event_mark
 from .feed_deletes import is_tombstone_stream, tombstone_of
 
 if TYPE_CHECKING:
@@ -225,6 +226,10 @@ class FeedAccess(Protocol):
         ...
 
 
+#: what a batch took off the pages: (shard, position before, record, mark before)
+Undo = list[tuple[int, int, FeedRecord, int | None]]
+
+
 class Subscription(AsyncIterator[FeedEvent]):
     """The events of the store in feed order, from after ``from_position``: catch-up from
     storage, then live. Iterate with ``async for``; :attr:`cursor` (any store) or
@@ -300,6 +305,9 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._held = False
         self._pages: list[deque[FeedRecord]] = [deque() for _ in range(shards)]
         self._at: list[int] = list(start.positions)
+        #: per shard, the mark of the event at ``_at`` (None: not known): a resume
+        #: checks that the position still holds that event (see _check_marks)
+        self._marks: list[int | None] = list(start.marks or (None,) * shards)
         #: the shards' heads seen by the last live poll (sharded stores)
         self._seen: list[int] = list(start.positions)
         #: awaited with the cursor before a live wait, when it moved since (on_idle)
@@ -323,7 +331,7 @@ class Subscription(AsyncIterator[FeedEvent]):
     def cursor(self) -> FeedCursor:
         """Where to resume (``subscribe(from_position=sub.cursor)``, or its ``str``):
         the last position of each shard delivered or passed over."""
-        return FeedCursor(tuple(self._at), self._feed)
+        return FeedCursor(tuple(self._at), self._feed, tuple(self._marks))
 
     @property
     def position(self) -> int:
@@ -430,7 +438,7 @@ class Subscription(AsyncIterator[FeedEvent]):
                 best, best_ts = k, page[0].event.timestamp
         return best
 
-    def _take(self, undo: list[tuple[int, int, FeedRecord]] | None = None) -> FeedEvent | None:
+    def _take(self, undo: Undo | None = None) -> FeedEvent | None:
         """The next wanted event of the buffered page (verified), or None.
 
         A record that cannot be opened (damaged, its key unavailable) stays first in
@@ -459,18 +467,20 @@ class Subscription(AsyncIterator[FeedEvent]):
                     body = None
             page.popleft()
             if undo is not None:
-                undo.append((k, self._at[k], record))
+                undo.append((k, self._at[k], record, self._marks[k]))
             self._at[k] = record.position
+            self._marks[k] = event_mark(record.agent_id, record.event.seq, record.event.timestamp)
             if deleted is not None:
                 return deleted
             if body is not None:
                 return FeedEvent(record.position, to_event(record.agent_id, record.event, body), k)
 
-    def _undo(self, undo: list[tuple[int, int, FeedRecord]]) -> None:
+    def _undo(self, undo: Undo) -> None:
         """Put the records taken off since ``undo`` began back, the cursor before them."""
-        for k, before, record in reversed(undo):
+        for k, before, record, mark in reversed(undo):
             self._pages[k].appendleft(record)
             self._at[k] = before
+            self._marks[k] = mark
 
     def _done(self) -> bool:
         stop = self._stop
@@ -495,9 +505,31 @@ class Subscription(AsyncIterator[FeedEvent]):
         # store's cursor) would deliver nothing until the feed got there: the events
         # in between passed over unseen (was: silently)
         check_within(reach, self._at, "from_position", "nothing was delivered")
+        await self._check_marks()
         self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._settles = self._stop_at_head and lags_commits(store.backend)
         self._started = True
+
+    async def _check_marks(self) -> None:
+        """Refuse a resume whose cursor's position now holds another event than the one
+        it passed (:class:`FeedRewound`): the feed went back — a failover to a replica
+        that missed the newest commits keeps the feed's id but gives the lost positions
+        out again, and the events stored at them were passed over unseen (was: without
+        a word). One read of one record per shard resumed with a mark; a position that
+        holds no event (its agent deleted, a gap, trimmed) cannot be checked."""
+        for k, (at, mark) in enumerate(zip(self._at, self._marks, strict=True)):
+            if mark is None or at < 1:
+                continue
+            if self._shards == 1:
+                found = await self._store.backend.read_feed(at - 1, 1)
+            else:
+                found = list(await _sharded(self._store.backend).read_shard_feed(k, at - 1, 1))
+            if not found or found[0].position != at:
+                continue
+            record = found[0]
+            if event_mark(record.agent_id, record.event.seq, record.event.timestamp) != mark:
+                shard = k if self._shards > 1 else None
+                raise FeedRewound(self._feed or "-", at, shard)
 
     async def _ended(self) -> bool | None:
         """After an empty read of a ``stop_at_head`` catch-up: True when nothing more can
@@ -549,7 +581,7 @@ class Subscription(AsyncIterator[FeedEvent]):
     async def __anext__(self) -> FeedEvent:
         return await self._next(None)
 
-    async def _next(self, undo: list[tuple[int, int, FeedRecord]] | None) -> FeedEvent:
+    async def _next(self, undo: Undo | None) -> FeedEvent:
         if not self._started:
             await self._start()
         while True:
@@ -583,7 +615,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         nothing read: 0, a negative or a str limit returned one event, and a str one
         also hid the read's errors)."""
         check_count("limit", limit)
-        undo: list[tuple[int, int, FeedRecord]] = []
+        undo: Undo = []
         try:
             out = [await self._next(undo)]
         except StopAsyncIteration:
