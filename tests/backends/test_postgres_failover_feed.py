@@ -14,6 +14,7 @@ the primary is stopped: conditions, never durations.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 
@@ -73,3 +74,32 @@ async def test_a_cursor_past_positions_a_failover_lost_is_refused(pair: ReplicaP
             # before: 10 of the 40 new events, the 30 at the reused positions skipped
             [c async for c in store.subscribe(from_position=cursor, stop_at_head=True)]
         assert isinstance(raised.value, FeedChanged) and raised.value.position == 63
+
+
+async def test_a_live_subscription_across_the_failover_is_told(pair: ReplicaPair) -> None:
+    """The subscriber stays subscribed (its URL names both servers; the promoted one
+    takes over): its next page starts at the event its cursor passed, checked."""
+    both = (
+        "postgresql://postgres@/postgres?host=127.0.0.1,127.0.0.1"
+        f"&port={pair.primary.port},{pair.port}&target_session_attrs=read-write"
+        "&schema=agents&connect_timeout=2&retry_timeout=30"
+    )
+    async with StateStore(both, witness=False) as follower:
+        for i in range(3):
+            await follower.save(f"kept-{i}", {"i": i})
+        sub = follower.subscribe()
+        assert len(await sub.next_batch(10)) == 3
+        await asyncio.to_thread(pair.caught_up)
+        pair.stop_replica()
+        for i in range(60):
+            await follower.save(f"lost-{i}", {"i": i})
+        taken = 0
+        while taken < 60:
+            taken += len(await sub.next_batch(100))
+
+        async with StateStore(_fail_over(pair), witness=False) as store:
+            for i in range(40):
+                await store.save(f"new-{i}", {"i": i})
+        with pytest.raises(FeedRewound):
+            # before: the 10 new events past position 63; the 30 below it never seen
+            await asyncio.wait_for(sub.next_batch(100), 120)
