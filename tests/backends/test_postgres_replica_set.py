@@ -22,7 +22,7 @@ from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.backends.postgres import replica as replica_module
 
 from ._services import free_port
-from .test_postgres_replica import ReplicaPair, request
+from .test_postgres_replica import ReplicaPair, _backend, request
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +86,15 @@ class Standby:
 
 
 @pytest.fixture
+def pair() -> Iterator[ReplicaPair]:
+    servers = ReplicaPair()
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
+@pytest.fixture
 def servers() -> Iterator[tuple[ReplicaPair, Standby]]:
     pair = ReplicaPair()
     try:
@@ -134,3 +143,34 @@ async def test_a_read_url_that_moves_to_a_lagging_standby_still_reads_own_writes
         with contextlib.suppress(Exception):
             second.execute("SELECT pg_wal_replay_resume()")
         await writer.close()
+
+
+async def test_a_replica_that_stopped_replaying_is_not_read(pair: ReplicaPair) -> None:
+    """The server replica_url names was promoted (a failover that took another path, a
+    split brain, a promote by mistake): it answers, but never replays the primary's
+    writes again. Before, a read-only process (a dashboard, the inspector) opened on it
+    was served the state from before the promotion for good, without a word; a server
+    not in recovery is no standby, so the primary answers."""
+    writer = _backend(pair)
+    try:
+        await writer.append(request("a", 0, b"one"))
+        pair.caught_up()
+        pair._ctl("promote")  # the standby leaves recovery: on its own from now on
+        await writer.append(request("a", 1, b"two"))
+    finally:
+        await writer.close()
+    reader = PostgresBackend(
+        pair.primary.dsn,
+        schema="agents",
+        max_size=2,
+        replica_url=pair.replica_dsn,
+        readonly=True,
+        retry_timeout=5,
+        connect_timeout=2,
+    )
+    try:
+        for _ in range(3):
+            assert [e.payload for e in await reader.read("a")] == [b"one", b"two"]
+        assert reader._replica is not None and reader._replica.served["replica"] == 0
+    finally:
+        await reader.close()
