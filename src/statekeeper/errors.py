@@ -41,6 +41,7 @@ __all__ = [
     "FeedLost",
     "FeedNotReplicated",
     "FeedPositionCompacted",
+    "FeedRewound",
     "FutureStampRefused",
     "HistoryCompacted",
     "IntegrityError",
@@ -1602,4 +1603,32 @@ class FeedChanged(InvalidArgument):
             f"{what} was taken on feed {cursor_feed}, but this store's feed is {store_feed}"
             " (a restore, an import into a new store or a re-created store numbers the"
             f" events anew: its positions name other events here). {remedy}",
+        )
+
+
+class FeedRewound(FeedChanged):
+    """A feed cursor whose position now holds another event than the one it passed:
+    the store's feed went back and handed the position out again (a failover to a
+    replica that missed the newest commits, a server restored under its clients). The
+    events stored since at the positions up to the cursor's were never delivered to
+    it: resuming would skip them. ``position`` (of ``shard``, on a sharded store) is
+    where it was found; nothing was read. Rebuild what was derived from the events, as
+    for :class:`FeedChanged`."""
+
+    def __init__(self, feed: str, position: int, shard: int | None = None) -> None:
+        self.cursor_feed = feed
+        self.store_feed = feed
+        self.position = position
+        self.shard = shard
+        where = f" of shard {shard}" if shard is not None else ""
+        InvalidArgument.__init__(
+            self,
+            "from_position",
+            f"the feed cursor passed an event at position {position}{where} that this store"
+            " no longer holds: another event is stored there now (the store went back, as"
+            " in a failover to a replica that missed the newest commits, and gave the"
+            " position out again), and the events stored since up to the cursor were never"
+            " delivered to it. Rebuild what you derived from the events (statekeeper"
+            " projections rebuild NAME) and subscribe again from position 0 of this store"
+            " (or its floor: since_floor)",
         )

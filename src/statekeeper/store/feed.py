@@ -51,21 +51,34 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import namespaces
-from ..backends.base import Backend, Capability
+from ..backends.base import Capability
 from ..errors import (
     AgentForgotten,
     CapabilityUnsupported,
     FeedNotReplicated,
     FeedPositionCompacted,
+    FeedRewound,
     InvalidArgument,
 )
 from ..records import FeedEvent, FeedRecord
 from .body import to_event
-from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed
+from .feed_bounds import (
+    _committed,
+    _handed_out,
+    _sharded,
+    check_within,
+    feed_bounds_per_shard,
+    feed_shards,
+    lags_commits,
+    store_feed_bounds,
+    store_feed_cursor_bounds,
+    trim_feed_through,
+)
+from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed, event_mark
 from .feed_deletes import is_tombstone_stream, tombstone_of
 
 if TYPE_CHECKING:
@@ -86,115 +99,6 @@ __all__ = [
 
 #: the longest a live subscription waits before it reads the feed again, wake-up or not
 LIVE_WAIT = 1.0
-
-
-def feed_shards(backend: Backend) -> int:
-    """How many feeds ``backend`` keeps: 1 (the store-wide feed) unless it is sharded
-    (a Redis backend with ``shards=N``, whose ``feed_shards`` is N)."""
-    n = getattr(backend, "feed_shards", 1)
-    return n if isinstance(n, int) and n >= 1 else 1
-
-
-async def feed_bounds_per_shard(backend: Backend) -> list[tuple[int, int]]:
-    """``(floor, head)`` of each of the backend's feeds (one item unless sharded)."""
-    if feed_shards(backend) == 1:
-        return [await backend.feed_bounds()]
-    return list(await _sharded(backend).shard_feed_bounds_all())
-
-
-async def store_feed_bounds(store: StateStore) -> list[tuple[int, int]]:
-    """``(floor, head)`` of each of the store's feeds (one item unless sharded)."""
-    await store._ready()
-    return await feed_bounds_per_shard(store.backend)
-
-
-async def store_feed_cursor_bounds(store: StateStore) -> FeedBounds:
-    """The floor and head of every shard's feed as two cursors (any store with a feed;
-    one position each unless sharded)."""
-    bounds = await store_feed_bounds(store)
-    return FeedBounds(
-        FeedCursor(tuple(floor for floor, _ in bounds)),
-        FeedCursor(tuple(head for _, head in bounds)),
-    )
-
-
-async def _committed(backend: Backend, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``bounds`` with the head raised to the newest position committed where the head
-    lags commits (:func:`lags_commits`; elsewhere ``bounds`` as they are). On
-    PostgreSQL the head is the safe frontier, which lags while appends are in flight —
-    for a reader that has not read yet, by everything (a safe head of 0). A resume
-    point is refused only beyond the raised head (another reader's cursor may be past
-    the frontier and still be this store's), and a ``stop_at_head`` catch-up ends
-    there (at the frontier it ended at once, without the events already committed —
-    even the caller's own)."""
-    newest = getattr(backend, "feed_committed_head", None)
-    if newest is None or not lags_commits(backend):
-        return bounds
-    floor, head = bounds[0]
-    return [(floor, max(head, await newest()))]
-
-
-async def _handed_out(backend: Backend, bounds: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``bounds`` with the head raised to the last position the feed handed out, where
-    the newest committed one can go back (PostgreSQL: it is the largest position still
-    stored, lower once the agent holding it is deleted): what a resume point of this
-    store may reach. A consumer's own cursor, taken before such a delete, was refused
-    as another store's after a restart until the next append; not a bound for a
-    ``stop_at_head`` catch-up (no position up to it may ever commit again)."""
-    handed_out = getattr(backend, "feed_handed_out_head", None)
-    if handed_out is None or feed_shards(backend) != 1:
-        return bounds
-    floor, head = bounds[0]
-    return [(floor, max(head, await handed_out()))]
-
-
-def lags_commits(backend: Backend) -> bool:
-    """True when the backend's feed head is a safe frontier that lags what is committed
-    (PostgreSQL, while appends are in flight: ``feed_committed_head``); elsewhere every
-    committed position is readable at once (SQLite, memory, Redis: positions commit in
-    the order they are taken)."""
-    return feed_shards(backend) == 1 and getattr(backend, "feed_committed_head", None) is not None
-
-
-def check_within(
-    bounds: list[tuple[int, int]], positions: Sequence[int], argument: str, outcome: str
-) -> None:
-    """Refuse positions beyond their shard's head: not a cursor of this store."""
-    for k, ((_, head), p) in enumerate(zip(bounds, positions, strict=True)):
-        if p > head:
-            where = f" of shard {k}" if len(bounds) > 1 else ""
-            raise InvalidArgument(
-                argument,
-                f"position {p}{where} is beyond the feed's head {head}: not a cursor of"
-                f" this store ({outcome})",
-            )
-
-
-async def trim_feed_through(store: StateStore, through: int | FeedCursor | str) -> int:
-    """Trim each shard's feed through its position in ``through`` (a shard whose
-    position is at or below its floor is left alone); returns how many records were
-    dropped. A position beyond its shard's head, or a cursor of another feed
-    (``FeedChanged``), is refused before anything is trimmed (the cursor is not one of
-    this store's: trimming there would hide events still to be delivered)."""
-    await store._ready()
-    backend = store.backend
-    shards = feed_shards(backend)
-    cursor = as_cursor(through, shards, "through")
-    check_feed(cursor, await backend.feed_id())  # another feed's: trimming other events
-    bounds = await feed_bounds_per_shard(backend)
-    check_within(bounds, cursor.positions, "through", "nothing was trimmed")
-    pairs = enumerate(zip(bounds, cursor.positions, strict=True))
-    todo = [(k, p) for k, ((floor, _), p) in pairs if p > floor]
-    if shards == 1:
-        return sum([await backend.trim_feed(p) for _, p in todo])
-    sharded = _sharded(backend)
-    dropped = await asyncio.gather(*(sharded.trim_shard_feed(k, p) for k, p in todo))
-    return sum(dropped)
-
-
-def _sharded(backend: Backend) -> Any:
-    # a backend with feed_shards > 1: read_shard_feed, shard_feed_bounds_all, trim_shard_feed
-    return backend
 
 
 def namespace_prefix(namespace: str) -> str:
@@ -223,6 +127,10 @@ class FeedAccess(Protocol):
         """True when the subscriber may read ``agent_id``'s events (asked per event,
         so a policy changed while the subscription runs applies from then on)."""
         ...
+
+
+#: what a batch took off the pages: (shard, position before, record, mark before)
+Undo = list[tuple[int, int, FeedRecord, int | None]]
 
 
 class Subscription(AsyncIterator[FeedEvent]):
@@ -300,6 +208,9 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._held = False
         self._pages: list[deque[FeedRecord]] = [deque() for _ in range(shards)]
         self._at: list[int] = list(start.positions)
+        #: per shard, the mark of the event at ``_at`` (None: not known): a resume
+        #: checks that the position still holds that event (see _check_marks)
+        self._marks: list[int | None] = list(start.marks or (None,) * shards)
         #: the shards' heads seen by the last live poll (sharded stores)
         self._seen: list[int] = list(start.positions)
         #: awaited with the cursor before a live wait, when it moved since (on_idle)
@@ -323,7 +234,7 @@ class Subscription(AsyncIterator[FeedEvent]):
     def cursor(self) -> FeedCursor:
         """Where to resume (``subscribe(from_position=sub.cursor)``, or its ``str``):
         the last position of each shard delivered or passed over."""
-        return FeedCursor(tuple(self._at), self._feed)
+        return FeedCursor(tuple(self._at), self._feed, tuple(self._marks))
 
     @property
     def position(self) -> int:
@@ -361,10 +272,33 @@ class Subscription(AsyncIterator[FeedEvent]):
         return bounds
 
     async def _read(self, shard: int, limit: int) -> list[FeedRecord]:
+        """The next page of ``shard`` after the cursor. With the mark of the event at
+        the cursor known, the page starts one record earlier, at that event, checked
+        and left out (:meth:`_unchanged`): a live subscription (or one read page after
+        page) meets a feed that went back under it too, in the same query."""
+        at, mark = self._at[shard], self._marks[shard]
+        check = mark is not None and at > 0
+        page = await self._page(shard, at - 1 if check else at, limit + check)
+        if check and page and page[0].position == at:
+            self._unchanged(shard, page[0])
+            return page[1:]
+        return page[:limit]
+
+    async def _page(self, shard: int, after: int, limit: int) -> list[FeedRecord]:
         backend = self._store.backend
         if self._shards == 1:
-            return await backend.read_feed(self._at[0], limit)
-        return list(await _sharded(backend).read_shard_feed(shard, self._at[shard], limit))
+            return await backend.read_feed(after, limit)
+        return list(await _sharded(backend).read_shard_feed(shard, after, limit))
+
+    def _unchanged(self, shard: int, record: FeedRecord) -> None:
+        """Raise :class:`FeedRewound` when ``record``, read at the cursor's position of
+        ``shard``, is not the event the cursor passed there."""
+        if (
+            event_mark(record.agent_id, record.event.seq, record.event.timestamp)
+            != (self._marks[shard])
+        ):
+            where = shard if self._shards > 1 else None
+            raise FeedRewound(self._feed or "-", record.position, where)
 
     async def _fill(self) -> bool:
         """Read the next page into the buffers (each shard whose buffer is empty gets
@@ -430,7 +364,7 @@ class Subscription(AsyncIterator[FeedEvent]):
                 best, best_ts = k, page[0].event.timestamp
         return best
 
-    def _take(self, undo: list[tuple[int, int, FeedRecord]] | None = None) -> FeedEvent | None:
+    def _take(self, undo: Undo | None = None) -> FeedEvent | None:
         """The next wanted event of the buffered page (verified), or None.
 
         A record that cannot be opened (damaged, its key unavailable) stays first in
@@ -459,18 +393,20 @@ class Subscription(AsyncIterator[FeedEvent]):
                     body = None
             page.popleft()
             if undo is not None:
-                undo.append((k, self._at[k], record))
+                undo.append((k, self._at[k], record, self._marks[k]))
             self._at[k] = record.position
+            self._marks[k] = event_mark(record.agent_id, record.event.seq, record.event.timestamp)
             if deleted is not None:
                 return deleted
             if body is not None:
                 return FeedEvent(record.position, to_event(record.agent_id, record.event, body), k)
 
-    def _undo(self, undo: list[tuple[int, int, FeedRecord]]) -> None:
+    def _undo(self, undo: Undo) -> None:
         """Put the records taken off since ``undo`` began back, the cursor before them."""
-        for k, before, record in reversed(undo):
+        for k, before, record, mark in reversed(undo):
             self._pages[k].appendleft(record)
             self._at[k] = before
+            self._marks[k] = mark
 
     def _done(self) -> bool:
         stop = self._stop
@@ -495,9 +431,24 @@ class Subscription(AsyncIterator[FeedEvent]):
         # store's cursor) would deliver nothing until the feed got there: the events
         # in between passed over unseen (was: silently)
         check_within(reach, self._at, "from_position", "nothing was delivered")
+        await self._check_marks()
         self._stop = [head for _, head in bounds] if self._stop_at_head else None
         self._settles = self._stop_at_head and lags_commits(store.backend)
         self._started = True
+
+    async def _check_marks(self) -> None:
+        """Refuse a resume whose cursor's position now holds another event than the one
+        it passed (:class:`FeedRewound`): the feed went back — a failover to a replica
+        that missed the newest commits keeps the feed's id but gives the lost positions
+        out again, and the events stored at them were passed over unseen (was: without
+        a word). One read of one record per shard resumed with a mark; a position that
+        holds no event (its agent deleted, a gap, trimmed) cannot be checked."""
+        for k, (at, mark) in enumerate(zip(self._at, self._marks, strict=True)):
+            if mark is None or at < 1:
+                continue
+            found = await self._page(k, at - 1, 1)
+            if found and found[0].position == at:
+                self._unchanged(k, found[0])
 
     async def _ended(self) -> bool | None:
         """After an empty read of a ``stop_at_head`` catch-up: True when nothing more can
@@ -549,7 +500,7 @@ class Subscription(AsyncIterator[FeedEvent]):
     async def __anext__(self) -> FeedEvent:
         return await self._next(None)
 
-    async def _next(self, undo: list[tuple[int, int, FeedRecord]] | None) -> FeedEvent:
+    async def _next(self, undo: Undo | None) -> FeedEvent:
         if not self._started:
             await self._start()
         while True:
@@ -583,7 +534,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         nothing read: 0, a negative or a str limit returned one event, and a str one
         also hid the read's errors)."""
         check_count("limit", limit)
-        undo: list[tuple[int, int, FeedRecord]] = []
+        undo: Undo = []
         try:
             out = [await self._next(undo)]
         except StopAsyncIteration:

@@ -23,6 +23,16 @@ position without an id — an int, a ``"fc1:"`` string of an older version, a
 ``FeedCursor`` built by hand — is taken as this store's, as before (it cannot be told
 apart: see ``docs/feed.md``).
 
+**A cursor names the events it passed.** A failover to a replica that missed the
+newest commits (asynchronous replication: PostgreSQL, Redis) keeps the feed's id but
+hands the lost positions out again, to other events: a subscriber resuming past them
+skipped those events without a word. A subscription's cursor also carries, per shard,
+a mark of the last event it passed (:func:`event_mark`: agent id, seq and time, 32
+bits; ``"fc3:<feed id>:<marks>:<positions>"``), and a resume whose position now holds
+another event is refused with :class:`~statekeeper.errors.FeedRewound` (a
+``FeedChanged``). A position that holds no event any more (its agent deleted, a gap)
+cannot be checked and passes.
+
 Retention works in the same terms: ``store.feed_cursor_bounds()`` gives the floor and
 the head of every shard as two cursors (:class:`FeedBounds`), and
 ``store.trim_feed(cursor)`` trims each shard through its position in the cursor — a
@@ -32,6 +42,7 @@ or one shard's position alone (``FeedCursor.start(n).advanced(k, p)``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,6 +58,7 @@ __all__ = [
     "as_cursor",
     "check_count",
     "check_feed",
+    "event_mark",
 ]
 
 _POSITIONS = r"(0|[1-9][0-9]{0,18})(\.(0|[1-9][0-9]{0,18})){0,4095}"
@@ -54,6 +66,15 @@ _FORM = re.compile(rf"^fc1:{_POSITIONS}$")
 #: a feed id: 16 lowercase hex digits (64 random bits)
 FEED_ID_FORM = re.compile(r"^[0-9a-f]{16}$")
 _FORM2 = re.compile(rf"^fc2:([0-9a-f]{{16}}):{_POSITIONS}$")
+_MARKS = r"(-|[0-9a-f]{8})(\.(-|[0-9a-f]{8})){0,4095}"
+_FORM3 = re.compile(rf"^fc3:([0-9a-f]{{16}}):({_MARKS}):({_POSITIONS})$")
+
+
+def event_mark(agent_id: str, seq: int, timestamp: float) -> int:
+    """The 32-bit mark of the feed's event of ``agent_id`` at ``seq`` stored at
+    ``timestamp``: what a cursor keeps of the last event it passed (a rekey keeps it)."""
+    text = f"{agent_id}\0{seq}\0{timestamp!r}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "big")
 
 
 @dataclass(frozen=True, slots=True, order=False)
@@ -65,6 +86,8 @@ class FeedCursor:
 
     positions: tuple[int, ...]
     feed: str | None = field(default=None, compare=False)
+    #: per shard, the :func:`event_mark` of the event at its position (None: not known)
+    marks: tuple[int | None, ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         positions = self.positions
@@ -81,6 +104,15 @@ class FeedCursor:
             not isinstance(self.feed, str) or not FEED_ID_FORM.match(self.feed)
         ):
             raise InvalidArgument("feed", f"a feed id is 16 hex digits, not {self.feed!r:.40}")
+        marks = self.marks
+        if marks is not None and (
+            not isinstance(marks, tuple)
+            or len(marks) != len(positions)
+            or any(m is not None and not (isinstance(m, int) and 0 <= m < 2**32) for m in marks)
+        ):
+            raise InvalidArgument(
+                "marks", f"a feed cursor's marks are one 32-bit int or None a shard: {marks!r:.80}"
+            )
 
     @classmethod
     def start(cls, shards: int) -> FeedCursor:
@@ -91,14 +123,19 @@ class FeedCursor:
     def parse(cls, text: str, argument: str = "from_position") -> FeedCursor:
         """The cursor of its string form (``str(cursor)``); :class:`InvalidArgument`
         naming the problem (and ``argument``) otherwise."""
+        if isinstance(text, str) and (three := _FORM3.match(text)):
+            marks = tuple(None if m == "-" else int(m, 16) for m in three.group(2).split("."))
+            at = tuple(int(p) for p in three.group(6).split("."))
+            if len(marks) == len(at):
+                return cls(at, three.group(1), marks)
         if isinstance(text, str) and _FORM2.match(text):
             feed, _, positions = text[4:].partition(":")
             return cls(tuple(int(p) for p in positions.split(".")), feed)
         if not isinstance(text, str) or not _FORM.match(text):
             raise InvalidArgument(
                 argument,
-                f"not a feed cursor (expected 'fc2:', the feed id, ':' and '.'-separated"
-                f" positions, as str(FeedCursor) gives): {text!r:.80}",
+                f"not a feed cursor (expected 'fc3:', the feed id, ':', the marks, ':' and"
+                f" '.'-separated positions, as str(FeedCursor) gives): {text!r:.80}",
             )
         return cls(tuple(int(p) for p in text[4:].split(".")))
 
@@ -133,14 +170,17 @@ class FeedCursor:
         return FeedCursor(tuple(out), self.feed)
 
     def on_feed(self, feed: str | None) -> FeedCursor:
-        """This cursor's positions as a cursor of feed ``feed``."""
-        return FeedCursor(self.positions, feed)
+        """This cursor's positions (and marks) as a cursor of feed ``feed``."""
+        return FeedCursor(self.positions, feed, self.marks)
 
     def covers(self, shard: int, position: int) -> bool:
         """True when ``position`` of ``shard`` is at or before this cursor (delivered)."""
         return position <= self.positions[shard]
 
     def __str__(self) -> str:
+        if self.feed is not None and self.marks is not None:
+            marks = ".".join("-" if m is None else f"{m:08x}" for m in self.marks)
+            return f"fc3:{self.feed}:{marks}:" + ".".join(map(str, self.positions))
         if self.feed is not None:
             return f"fc2:{self.feed}:" + ".".join(map(str, self.positions))
         return "fc1:" + ".".join(map(str, self.positions))

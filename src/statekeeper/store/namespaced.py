@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..arguments import check_agent_id, check_seq, id_shape_problem
 from ..errors import InvalidAgentId, StatekeeperError
 from ..namespaces import check_namespace
-from ..records import AgentInfo, AppendResult, Event, FeedEvent, FeedRecord, Snapshot
-from .feed import Subscription
+from ..records import AgentInfo, AppendResult, Event, FeedEvent, Snapshot
+from .feed import Subscription, Undo
 from .feed_cursor import FeedCursor
 from .governed import GovernedStateStore
 from .store import StateStore
@@ -390,7 +390,7 @@ for _name, _member in list(vars(NamespacedStateStore).items()):
 class _NamespacedSubscription(Subscription):
     """A subscription whose events carry ids relative to the store's namespace."""
 
-    def _take(self, undo: list[tuple[int, int, FeedRecord]] | None = None) -> FeedEvent | None:
+    def _take(self, undo: Undo | None = None) -> FeedEvent | None:
         got = super()._take(undo)
         if got is None:
             return None

@@ -14,9 +14,14 @@ How a read finds a replica fresh enough, without a round trip per append:
 * On the replica, ``pg_last_wal_replay_lsn()`` and the read go in one pipeline (one
   round trip); the read's snapshot is taken after the check, so it sees everything
   replayed up to the LSN checked. If the replica has replayed the floor, its answer
-  is used, and the floor is forgotten (later reads need no check until the next
-  write); if not, the read goes to the primary (no waiting: a lagging replica costs one
-  extra round trip, never a stall).
+  is used (later reads on that connection need no check until the next write); if
+  not, the read goes to the primary (no waiting: a lagging replica costs one extra
+  round trip, never a stall). The replayed position is kept per pooled connection,
+  not per URL: a ``replica_url`` may lead to several standbys (several hosts, a load
+  balancer's read-only service, a name moved to another standby), each at its own
+  position, and the floor is kept until the next write raises it (was: the position
+  one standby had reached was taken for every standby's and the floor forgotten, so
+  after the URL led to a lagging standby the writer read its own writes back older).
 * The feed's frontier is computed on the primary (it reads the primary's lock table),
   in the same statement as ``pg_current_wal_lsn()``: the events up to the frontier
   are committed before that LSN, so the feed page is read from the replica only once
@@ -34,12 +39,14 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from ...errors import StatekeeperError
 from ..redact import mask_url
 from .connection import check_connection, read_only_session, transient
 from .loop_end import open_pool
@@ -77,9 +84,12 @@ REPLICA_QUERIES = frozenset(
     }
 )
 
-#: the replica's replayed WAL position, as a number (a primary answers its own)
+#: the replica's replayed WAL position, as a number; -1 from a server that is not
+#: replaying (not in recovery: a standby promoted, a former primary back on its own —
+#: it never catches up, whatever position it answers)
 _REPLAYED = (
-    b"SELECT (coalesce(pg_last_wal_replay_lsn(), pg_current_wal_lsn()) - '0/0'::pg_lsn)::bigint"
+    b"SELECT CASE WHEN pg_is_in_recovery()"
+    b" THEN (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint ELSE -1 END"
 )
 _PRIMARY_LSN = b"SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint"
 
@@ -94,6 +104,10 @@ _NOT_REPLAYED = (
 #: seconds the primary serves every read after the replica could not be reached
 #: (so a replica that is down costs one failed dial per interval, not one per read)
 DOWN_RETRY = 1.0
+
+
+class _NotStandby(StatekeeperError):
+    """The replica's server is not replaying the primary's WAL (internal)."""
 
 
 class ReplicaReads:
@@ -116,8 +130,12 @@ class ReplicaReads:
         self._written = False
         #: this process's floor: the replica must have replayed it to serve a read
         self._floor = 0
-        #: the highest replay position seen on the replica
-        self.replayed = 0
+        #: the replay position each pooled connection's server was seen at (the
+        #: servers behind one URL may differ; one server's position never goes back
+        #: while a connection to it is open)
+        self._replayed: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], int] = (
+            weakref.WeakKeyDictionary()
+        )
         self._down = False
         self._retry_at = 0.0
         #: reads served by the replica / by the primary instead (lagging or down)
@@ -154,7 +172,9 @@ class ReplicaReads:
         try:
             async with self._connection() as conn:
                 cur = conn.cursor(binary=True)
-                if floor <= self.replayed:
+                known = self._replayed.get(conn)  # (None: a connection not checked yet)
+                replayed = known if known is not None else -1
+                if known is not None and floor <= known:
                     await cur.execute(query, params)
                     rows = await cur.fetchall()
                 else:
@@ -163,8 +183,13 @@ class ReplicaReads:
                         await check.execute(_REPLAYED)
                         await cur.execute(query, params)
                     row = await check.fetchone()
-                    self.replayed = max(self.replayed, int(row[0]) if row else 0)
+                    replayed = max(replayed, int(row[0]) if row else -1)
+                    self._replayed[conn] = replayed
                     rows = await cur.fetchall()
+            if replayed < 0:
+                raise _NotStandby(f"{mask_url(self.dsn)} is not a standby (not in recovery)")
+        except _NotStandby as exc:
+            return await self._skip(name, params, str(exc))
         except psycopg.Error as exc:
             if not transient(exc):
                 if floor > 0 or isinstance(exc, _NOT_REPLAYED):
@@ -173,22 +198,23 @@ class ReplicaReads:
                     # primary answers, and a real error is raised from there
                     return await self._primary(name, params)
                 raise
-            if not self._down:
-                logger.warning(
-                    "read replica %s unreachable, reading from the primary: %s",
-                    mask_url(self.dsn),
-                    self.backend._reason(exc),
-                )
-            self._down = True
-            self._retry_at = time.monotonic() + DOWN_RETRY
-            return await self._primary(name, params)
+            return await self._skip(name, params, self.backend._reason(exc))
         self._down = False
-        if floor > self.replayed:  # lagging: the primary answers
+        if floor > replayed:  # lagging: the primary answers
             return await self._primary(name, params)
-        if self._floor <= self.replayed:
-            self._floor = 0
         self.served["replica"] += 1
         return rows
+
+    async def _skip(self, name: str, params: Any, why: str) -> list[tuple[Any, ...]]:
+        """The replica cannot serve (unreachable, or no standby any more): the primary
+        answers, and every read for :data:`DOWN_RETRY` seconds; a warning once."""
+        if not self._down:
+            logger.warning(
+                "read replica %s unusable, reading from the primary: %s", mask_url(self.dsn), why
+            )
+        self._down = True
+        self._retry_at = time.monotonic() + DOWN_RETRY
+        return await self._primary(name, params)
 
     async def _primary(self, name: str, params: Any) -> list[tuple[Any, ...]]:
         self.served["primary"] += 1
