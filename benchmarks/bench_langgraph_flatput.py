@@ -12,6 +12,10 @@ per ``put``, no writes). Run it with two trees' ``PYTHONPATH`` to compare them::
 
     PYTHONPATH=<tree>/src python benchmarks/bench_langgraph_flatput.py 4 /tmp/x
     PYTHONPATH=<tree>/src python benchmarks/bench_langgraph_flatput.py 4 /tmp/x --puts-only
+
+``--on-thread`` makes the calls from a thread other than the main one, as LangGraph's
+background executor makes a run's writes (a main-thread call also sets and restores
+the SIGINT handler: see ``integrations/langgraph/interrupts.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,8 @@ STEPS = 30
 WARM = 2
 #: each step's ``put_writes`` too (``--puts-only``: the ``put`` calls alone)
 WRITES = "--puts-only" not in sys.argv
+#: the calls made from another thread than the main one (``--on-thread``)
+ON_THREAD = "--on-thread" in sys.argv
 
 
 def sequence(saver: Any, thread: str) -> None:
@@ -58,11 +65,20 @@ def write(runs: int, out: Path) -> None:
     window = ctypes.CDLL(str(helper(out)))
     tmp = Path(tempfile.mkdtemp(dir=out))
     saver = StatekeeperSaver.from_url(f"sqlite:///{tmp / 'flat.db'}?synchronous=NORMAL")
-    for t in range(WARM + runs):
-        if t == WARM:
-            window.cg_start()
-        sequence(saver, f"flat-{t}")
-    window.cg_stop()
+
+    def calls() -> None:
+        for t in range(WARM + runs):
+            if t == WARM:
+                window.cg_start()
+            sequence(saver, f"flat-{t}")
+        window.cg_stop()
+
+    if ON_THREAD:
+        caller = threading.Thread(target=calls)
+        caller.start()
+        caller.join()
+    else:
+        calls()
     saver.close()
 
 
@@ -73,7 +89,7 @@ def main() -> None:
         write(int(sys.argv[2]), Path(sys.argv[3]))
         return
     runs, out = int(sys.argv[1]), Path(sys.argv[2])
-    rest = [] if WRITES else ["--puts-only"]
+    rest = ([] if WRITES else ["--puts-only"]) + (["--on-thread"] if ON_THREAD else [])
     total = run_window(__file__, ["write", str(runs), str(out), *rest], out, "flatput")
     what = "put + put_writes" if WRITES else "put"
     print(f"{total / runs / STEPS:>12,.0f} instructions a {what}", flush=True)

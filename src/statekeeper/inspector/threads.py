@@ -99,7 +99,7 @@ def saver(store: StateStore, prefix: str) -> Any:
             async for item in agen:
                 yield item
 
-        def call(self, coro: Any) -> Any:
+        def call(self, coro: Any, *, bare: bool = False) -> Any:
             coro.close()
             raise RuntimeError("the inspector's saver is async-only")
 

@@ -192,7 +192,7 @@ class _SaverClaims(_SaverCommits):
 
     def _end_run(self, run: runs.Run) -> None:
         try:
-            self._portal.call(self._release(run))
+            self._portal.call(self._release(run), bare=self._sends_bare)
         except Exception as exc:  # never mask the run's own outcome; the lease lapses
             _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
@@ -25,6 +26,14 @@ from types import FrameType, TracebackType
 __all__ = ["Sigint"]
 
 _MAIN = threading.main_thread().ident
+
+#: ``signal.signal`` without its wrapper, which maps what it returns to the ``Handlers``
+#: enum: for a handler that is a function that lookup raises and catches a
+#: ``ValueError`` formatted with the function's repr, twice a call (~62 k
+#: instructions, half of a main-thread saver call's cost on the loop:
+#: docs/benchmarks.md, "lgput"). Only SIGINT and Python functions (or the default
+#: handler) pass here, which need no mapping.
+_set_handler: Callable[..., object] = getattr(sys.modules.get("_signal"), "signal", signal.signal)
 
 
 def _nothing() -> None:
@@ -47,13 +56,13 @@ class Sigint:
         if threading.get_ident() != _MAIN:
             return self
         try:
-            prev = signal.signal(signal.SIGINT, self._on_sigint)
+            prev = _set_handler(signal.SIGINT, self._on_sigint)
         except ValueError:  # (not the main interpreter)
             return self
         if prev is signal.default_int_handler:
             self._prev = prev
         else:  # the application's own handler (or SIG_IGN): left in place
-            signal.signal(signal.SIGINT, prev)
+            _set_handler(signal.SIGINT, prev)
         return self
 
     def __exit__(
@@ -63,7 +72,7 @@ class Sigint:
         tb: TracebackType | None,
     ) -> None:
         if self._prev is not None:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _set_handler(signal.SIGINT, signal.default_int_handler)
             self._prev = None
         if self.count and not isinstance(exc, KeyboardInterrupt):
             raise KeyboardInterrupt

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import heapq
 import inspect
 import sys
@@ -32,6 +33,7 @@ from ...store import forks
 from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
 from .interrupts import Sigint
+from .steps import Rest, end_interrupted, nothing, run_ready, run_rounds
 
 __all__ = ["BoundLoop", "SharedLoop"]
 
@@ -54,11 +56,6 @@ _GRACE = 0.05
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-#: how many rounds of what is ready on the loop :meth:`SharedLoop._step` runs before it
-#: leaves a call not done yet to ``run_until_complete``
-_STEPS = 4
 
 
 class _Waiter:
@@ -86,8 +83,9 @@ class _Faces(ABC):
         """Whether the loop runs (calls can be handed to it)."""
 
     @abstractmethod
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the loop and wait for its result (blocking)."""
+    def call(self, coro: Coroutine[Any, Any, T], *, bare: bool = False) -> T:
+        """Run ``coro`` on the loop and wait for its result (blocking); ``bare``: see
+        :meth:`SharedLoop.call`."""
 
     @abstractmethod
     def _handed(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
@@ -268,9 +266,13 @@ class SharedLoop(_Faces):
 
     # -- sync callers ----------------------------------------------------------------
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def call(self, coro: Coroutine[Any, Any, T], *, bare: bool = False) -> T:
         """Run ``coro`` on the loop and block until it returns (or raises); on the
-        calling thread when nobody else runs the loop."""
+        calling thread when nobody else runs the loop. ``bare``: run there, it is sent
+        into with no task until it first waits (see :meth:`_step`): only for work
+        that neither asks for its task nor sets a timeout before it first waits (the
+        saver's writes and reads on a SQLite or memory store: ``asyncio.timeout``, used
+        by the network backends, needs a task)."""
         if not self.running:
             coro.close()
             raise StoreClosed(self._closed_why)
@@ -285,17 +287,17 @@ class SharedLoop(_Faces):
         # Ctrl-C cancels the call and is raised once it has ended (see .interrupts)
         try:
             with Sigint(self._loop) as sigint:
-                return self._call(coro, sigint)
+                return self._call(coro, sigint, bare)
         except BaseException:
             if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:  # (never run)
                 coro.close()
             raise
 
-    def _call(self, coro: Coroutine[Any, Any, T], sigint: Sigint) -> T:
+    def _call(self, coro: Coroutine[Any, Any, T], sigint: Sigint, bare: bool = False) -> T:
         me = threading.get_ident()
         try:
             if self._take():
-                return self._step(coro, sigint)
+                return self._step(coro, sigint, bare)
         finally:
             if self._driver == me:  # (also after an interrupt inside _take)
                 self._driver = None
@@ -311,7 +313,9 @@ class SharedLoop(_Faces):
             self._wanted()
         return future.result()
 
-    def _step(self, coro: Coroutine[Any, Any, T], sigint: Sigint | None = None) -> T:
+    def _step(
+        self, coro: Coroutine[Any, Any, T], sigint: Sigint | None = None, bare: bool = False
+    ) -> T:
         """(Holding the loop.) Run ``coro`` as a task of the loop, stepping the loop's
         ready callbacks (the task's first step among them) on this thread with no
         poll for I/O, as ``run_until_complete``'s passes would run them; a call that
@@ -320,23 +324,21 @@ class SharedLoop(_Faces):
         is left to ``run_until_complete``. Saved per call: the done callback and
         ``run_forever``'s set-up, and an ``epoll`` per pass (measured in
         docs/benchmarks.md, "lgwrite12b"). A task all the same: ``current_task()``,
-        ``asyncio.timeout`` and a context of its own work as they do in any task."""
+        ``asyncio.timeout`` and a context of its own work as they do in any task.
+
+        ``bare``: no task until ``coro`` first waits. What was ready on the loop runs
+        first (as the task's first round ran it), then ``coro`` is sent into directly,
+        in a copy of the caller's context, as a task's first step would run it: a call
+        done then (the saver's lone SQLite write, a cached read) made no task, handle
+        nor round for itself (docs/benchmarks.md, "lgput": ~20 k of a call's ~50 k
+        instructions on the loop). One that waits goes on as a task from where it
+        waits (:class:`.steps.Rest`), with ``current_task()``, cancellation and timeouts
+        as in any task; before that ``current_task()`` is None, and a Ctrl-C is
+        delivered at its first wait."""
         loop = self._loop
         ready: Any = getattr(loop, "_ready", None)
         if ready is None:  # a loop without asyncio's internals (uvloop's policy set)
             return loop.run_until_complete(coro)
-        task = loop.create_task(coro)
-        if sigint is not None:
-            sigint.aim(task.cancel)
-        try:
-            return self._run_task(task)
-        except BaseException:  # an interrupt in spite of Sigint (a second Ctrl-C)
-            _end_interrupted(loop, task)
-            raise
-
-    def _run_task(self, task: asyncio.Task[T]) -> T:
-        loop = self._loop
-        ready: Any = loop._ready  # type: ignore[attr-defined]
         hooks = sys.get_asyncgen_hooks()
         # as run_forever: the loop's async generator hooks, the running loop (its
         # thread: ``is_running()``)
@@ -346,24 +348,52 @@ class SharedLoop(_Faces):
         )
         loop._thread_id = threading.get_ident()  # type: ignore[attr-defined]
         asyncio._set_running_loop(loop)
+        task: asyncio.Task[T] | None = None
+        interrupted: BaseException | None = None
         try:
-            for _ in range(_STEPS):
-                # a round after the task is done runs what its end made ready (other
-                # callers' tasks woken by its commit), as run_until_complete's last pass
-                done = task.done()
-                for _ in range(len(ready)):  # what was ready as the round began
-                    handle = ready.popleft()
-                    if not handle._cancelled:
-                        handle._run()
-                if done or not ready:
-                    break
+            if not bare:
+                task = loop.create_task(coro)
+                if sigint is not None:
+                    sigint.aim(task.cancel)
+                run_rounds(ready, task, None)
+            else:
+                if ready:  # (what was ready before the call: its task's first round ran it)
+                    run_ready(ready)
+                context = contextvars.copy_context()
+                if sigint is not None:
+                    sigint.aim(nothing)  # (counted: delivered at the first wait, below)
+                try:
+                    yielded = context.run(coro.send, None)
+                except StopIteration as stop:
+                    if ready:  # what its end made ready (other callers' tasks woken)
+                        run_ready(ready)
+                    return stop.value  # type: ignore[no-any-return]
+                # it waits: the rest of it as a task, from there
+                task = loop.create_task(Rest(coro, yielded), context=context)
+                run_rounds(ready, task, sigint)
+        except BaseException as exc:  # (with a task: an interrupt in spite of Sigint)
+            if task is None:
+                raise
+            interrupted = exc
         finally:
             asyncio._set_running_loop(None)
             loop._thread_id = None  # type: ignore[attr-defined]
             sys.set_asyncgen_hooks(*hooks)
-        if task.done():
-            return task.result()
-        return loop.run_until_complete(task)
+        if interrupted is not None:
+            end_interrupted(loop, task)
+            raise interrupted
+        return self._finish(task)
+
+    def _finish(self, task: asyncio.Task[T]) -> T:
+        """(Holding the loop, no longer set as running.) ``task``'s result, once the
+        loop has run it to its end."""
+        try:
+            if task.done():
+                return task.result()
+            return self._loop.run_until_complete(task)
+        except BaseException:  # an interrupt in spite of Sigint (a second Ctrl-C)
+            end_interrupted(self._loop, task)
+            raise
 
     # -- async callers (other event loops) -------------------------------------------
 
@@ -522,8 +552,9 @@ class BoundLoop(_Faces):
         except RuntimeError:
             return False
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the bound loop and block until it returns (or raises)."""
+    def call(self, coro: Coroutine[Any, Any, T], *, bare: bool = False) -> T:
+        """Run ``coro`` on the bound loop and block until it returns (or raises); as a
+        task of that loop (``bare`` changes nothing here)."""
         if not self.running:
             coro.close()
             raise StoreClosed(self._closed_why)
@@ -548,21 +579,6 @@ class BoundLoop(_Faces):
     def stop(self) -> None:
         """Stop using the loop (it is the application's: never closed here). Idempotent."""
         self._closed = True
-
-
-#: how long a call interrupted mid-step may take to end once cancelled
-_INTERRUPTED_END = 5.0
-
-
-def _end_interrupted(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
-    """(Holding the loop, a ``KeyboardInterrupt`` raised in a step.) Cancel ``task``
-    and run the loop until it ends (for at most ``_INTERRUPTED_END`` seconds; then it
-    is left to whoever runs the loop next): its write is then done or not made."""
-    if not task.done():
-        task.cancel()
-        loop.run_until_complete(asyncio.wait((task,), timeout=_INTERRUPTED_END))
-    if task.done() and not task.cancelled():
-        task.exception()  # (retrieved: no "never retrieved" report)
 
 
 def _working(loop: asyncio.AbstractEventLoop) -> bool:

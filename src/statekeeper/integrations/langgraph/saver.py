@@ -23,7 +23,8 @@ each, every one built on the ones before it:
 - :mod:`.pruning`: ``copy_thread``, ``prune``, retention, ``delete_for_runs``;
 - :mod:`.faults`: the errors fork protection raises.
 
-The other seams are modules too: the event loop (:mod:`.loop`), value packing
+The other seams are modules too: the event loop (:mod:`.loop`, its steps
+:mod:`.steps`), value packing
 (:mod:`.serde`), the storage layout (:mod:`.mapping`), run detection (:mod:`.runs`),
 import/export (:mod:`.migrate`), the peers (:mod:`.peers`).
 """
@@ -252,8 +253,8 @@ class StatekeeperSaver(_SaverPruning):
         begun = self._begin_run(config, sys._getframe(1))
         if begun is not None:
             self._attach(*begun)  # (first: a call that raises ends the run too)
-            return self._portal.call(self._claim_and_get(begun[0], config))
-        return self._portal.call(self._get_tuple(config))
+            return self._portal.call(self._claim_and_get(begun[0], config), bare=self._sends_bare)
+        return self._portal.call(self._get_tuple(config), bare=self._sends_bare)
 
     def list(
         self,
@@ -277,7 +278,9 @@ class StatekeeperSaver(_SaverPruning):
     ) -> RunnableConfig:
         """Store a checkpoint whose parent is ``config``'s ``checkpoint_id``; only the
         channels in ``new_versions`` are written. Returns the checkpoint's config."""
-        return self._portal.call(self._put(config, checkpoint, metadata, new_versions))
+        return self._portal.call(
+            self._put(config, checkpoint, metadata, new_versions), bare=self._sends_bare
+        )
 
     def put_writes(
         self,

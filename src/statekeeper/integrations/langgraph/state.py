@@ -22,6 +22,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...arguments import id_shape_problem
 from ...backends.keyed_locks import KeyedLock
+from ...backends.memory import MemoryBackend
+from ...backends.sqlite import SQLiteBackend
 from ...errors import ConfigurationError
 from ...store.store import StateStore
 from ...store.sync_exit import close_at_exit
@@ -110,6 +112,15 @@ class _SaverState(BaseCheckpointSaver[int]):
         self.snapshot_min_bytes = snapshot_min_bytes
         self.reuse_packed_messages = reuse_packed_messages
         self._portal = _portal or _SaverPortal("statekeeper-langgraph")
+        #: the sync face's writes and reads run bare (no task until they first wait:
+        #: :meth:`.loop.SharedLoop.call`) — on a plain store whose backend sets no
+        #: timeout and asks for no task before it first waits (SQLite, memory; the
+        #: network backends' ``asyncio.timeout`` needs a task)
+        self._sends_bare = (
+            type(self._portal) is SharedLoop
+            and self._fast is not None
+            and type(store.backend) in (SQLiteBackend, MemoryBackend)
+        )
         self._owns_store = _owns_store
         self._codec_cache: ValueCodec | None = None
         self._streams: OrderedDict[str, _Stream] = OrderedDict()

@@ -425,7 +425,10 @@ class _SaverWrites(_SaverListing):
         ):
             self._wait_parked(thread_id, self._park(thread_id, build, plain))
             return
-        self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
+        self._portal.call(
+            self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain),
+            bare=self._sends_bare,
+        )
         self._rode(run)
 
     def _put_writes_at(

@@ -1,0 +1,108 @@
+"""How :class:`.loop.SharedLoop` steps its loop on a calling thread: rounds of what is
+ready (no poll for I/O), the rest of a coroutine sent into bare handed to a task
+(:class:`Rest`), and the end of a call interrupted mid-step."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from .interrupts import Sigint
+
+__all__ = ["Rest", "end_interrupted", "nothing", "run_ready", "run_rounds"]
+
+#: how many rounds of what is ready on the loop :meth:`.loop.SharedLoop._step` runs before it
+#: leaves a call not done yet to ``run_until_complete``
+_STEPS = 4
+
+
+#: how long a call interrupted mid-step may take to end once cancelled
+_INTERRUPTED_END = 5.0
+
+
+def end_interrupted(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    """(Holding the loop, a ``KeyboardInterrupt`` raised in a step.) Cancel ``task``
+    and run the loop until it ends (for at most ``_INTERRUPTED_END`` seconds; then it
+    is left to whoever runs the loop next): its write is then done or not made."""
+    if not task.done():
+        task.cancel()
+        loop.run_until_complete(asyncio.wait((task,), timeout=_INTERRUPTED_END))
+    if task.done() and not task.cancelled():
+        task.exception()  # (retrieved: no "never retrieved" report)
+
+
+def run_ready(ready: Any) -> None:
+    """Run what is ready on the loop as a round begins (the loop's ``_ready``)."""
+    for _ in range(len(ready)):
+        handle = ready.popleft()
+        if not handle._cancelled:
+            handle._run()
+
+
+def nothing() -> None:
+    """What a Ctrl-C cancels while a bare call has no task yet (it is counted)."""
+
+
+def run_rounds(ready: Any, task: asyncio.Task[Any], sigint: Sigint | None) -> None:
+    """Step the loop's ready callbacks (``task``'s first step among them) with no poll
+    for I/O, as ``run_until_complete``'s passes would, up to ``_STEPS`` rounds."""
+    for step in range(_STEPS):
+        # a round after the task is done runs what its end made ready (other
+        # callers' tasks woken by its commit), as run_until_complete's last pass
+        done = task.done()
+        run_ready(ready)
+        if step == 0 and sigint is not None:
+            # (after its first step: it then waits where its coroutine waits, and a
+            # cancellation reaches the coroutine there)
+            sigint.aim(task.cancel)
+        if done or not ready:
+            return
+
+
+class Rest:
+    """The rest of a coroutine sent into bare (:meth:`.loop.SharedLoop._step`), which yielded
+    ``first`` at its first wait: the coroutine of the task that runs it from there.
+    The task's first step gets ``first`` (and waits for it, as it would have had it run
+    the coroutine from its start); every later step goes to the coroutine as it is. A
+    task cancelled before its first step throws into the coroutine where it waits
+    (what it waited for cancelled, as a task cancels the future it waits for); a
+    coroutine wrapper would have received that cancellation before its first line
+    and left the coroutine suspended, never to end."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first: Any = first
+
+    def send(self, value: Any) -> Any:
+        first = self._first
+        if first is not _TAKEN:
+            self._first = _TAKEN
+            return first
+        return self._coro.send(value)
+
+    def throw(self, exc: Any, *rest: Any) -> Any:
+        first = self._first
+        if first is not _TAKEN:
+            self._first = _TAKEN
+            if isinstance(first, asyncio.Future):
+                first.cancel()
+        return self._coro.throw(exc, *rest)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Rest:
+        return self
+
+    def __iter__(self) -> Rest:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+
+#: (``Rest._first`` once the task took it)
+_TAKEN = object()
