@@ -90,13 +90,13 @@ async def test_a_backup_on_disk_restores_and_a_full_disk_leaves_nothing(
     monkeypatch.setattr(directfile, "BLOCK", 64 << 10)
     bkey = BackupKey(os.urandom(32))
     direct: list[int] = []
-    real = directfile.DirectFile._put
+    real = directfile.DirectFile._pwrite
 
-    def put(self: directfile.DirectFile, length: int, padded: int) -> None:
+    def put(self: directfile.DirectFile, view: Any, at: int, length: int, padded: int) -> None:
         direct.append(padded)
-        real(self, length, padded)
+        real(self, view, at, length, padded)
 
-    monkeypatch.setattr(directfile.DirectFile, "_put", put)
+    monkeypatch.setattr(directfile.DirectFile, "_pwrite", put)
     async with StateStore(f"sqlite:///{on_disk / 's.db'}", keyring=keyring()) as src:
         await fill(src, 300)
         await backup(src, on_disk / "b.skb", bkey, chunk_bytes=64 << 10)
@@ -147,3 +147,46 @@ def test_a_file_put_in_the_temporary_files_place_is_not_written(on_disk: Path) -
         os.rename(on_disk / "other", made)
         assert directfile.direct_file(str(made), fh.fileno()) is None
     assert (on_disk / "elsewhere").read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("refuse", [False, True], ids=["o-direct", "refused"])
+def test_frames_written_from_their_place_land_between_the_staged_bytes(
+    on_disk: Path, monkeypatch: pytest.MonkeyPatch, refuse: bool
+) -> None:
+    """A frame sealed into its place in a buffer of its own (``write_placed``, "backup5":
+    never copied into the staging buffer) lands at its offset, between bytes written
+    the ordinary way, whatever their alignment: the staged bytes before it copied in
+    front of it, its last partial block staged after it (and a write refused for its
+    alignment done the ordinary way)."""
+    monkeypatch.setattr(directfile, "BLOCK", 64 << 10)
+    real = os.pwrite
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        if refuse and offset >= 8192 and fd != out.fileno():
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    pieces: list[tuple[bool, bytes]] = [(False, os.urandom(9000))]
+    for n in (5, 100_000, 4096, 4095, 1, 70_001, 12_288, 3):
+        pieces.append((True, os.urandom(n)))
+        pieces.append((False, os.urandom(n % 5000 + 1)))
+    freed: list[Any] = []
+    path = on_disk / "f"
+    with open(path, "wb") as fh:
+        opened = directfile.direct_file(str(path), fh.fileno())
+        assert opened is not None
+        out = opened
+        offset = 0
+        for placed, data in pieces:
+            if placed:
+                buf = out.placed_buffer(len(data))
+                at = out.place(offset)
+                buf[at : at + len(data)] = data
+                out.write_placed(buf, len(data), freed.append)
+            else:
+                out.write(data)
+            offset += len(data)
+        out.finish()
+    assert path.read_bytes() == b"".join(data for _, data in pieces)
+    assert len(freed) == 8  # every buffer handed back once written
