@@ -90,13 +90,18 @@ async def test_a_backup_on_disk_restores_and_a_full_disk_leaves_nothing(
     monkeypatch.setattr(directfile, "BLOCK", 64 << 10)
     bkey = BackupKey(os.urandom(32))
     direct: list[int] = []
-    real = directfile.DirectFile._pwrite
+    real, realv = directfile.DirectFile._pwrite, directfile.DirectFile._pwritev
 
     def put(self: directfile.DirectFile, view: Any, at: int, length: int, padded: int) -> None:
         direct.append(padded)
         real(self, view, at, length, padded)
 
+    def putv(self: directfile.DirectFile, views: list[Any], at: int) -> None:
+        direct.append(sum(map(len, views)))  # placed frames, a few at once
+        realv(self, views, at)
+
     monkeypatch.setattr(directfile.DirectFile, "_pwrite", put)
+    monkeypatch.setattr(directfile.DirectFile, "_pwritev", putv)
     async with StateStore(f"sqlite:///{on_disk / 's.db'}", keyring=keyring()) as src:
         await fill(src, 300)
         await backup(src, on_disk / "b.skb", bkey, chunk_bytes=64 << 10)
@@ -107,6 +112,7 @@ async def test_a_backup_on_disk_restores_and_a_full_disk_leaves_nothing(
             raise OSError(errno.ENOSPC, "No space left on device")
 
         monkeypatch.setattr(os, "pwrite", full)
+        monkeypatch.setattr(os, "pwritev", full)
         with pytest.raises(BackupError, match="cannot write the backup"):
             await backup(src, on_disk / "full.skb", bkey, chunk_bytes=64 << 10)
         monkeypatch.undo()
@@ -166,7 +172,14 @@ def test_frames_written_from_their_place_land_between_the_staged_bytes(
             raise OSError(errno.EINVAL, "Invalid argument")
         return real(fd, data, offset)
 
+    def pwritev(fd: int, views: list[Any], offset: int) -> int:
+        if refuse and offset >= 8192 and fd != out.fileno():
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_v(fd, views, offset)
+
+    real_v = os.pwritev
     monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "pwritev", pwritev)
     pieces: list[tuple[bool, bytes]] = [(False, os.urandom(9000))]
     for n in (5, 100_000, 4096, 4095, 1, 70_001, 12_288, 3):
         pieces.append((True, os.urandom(n)))

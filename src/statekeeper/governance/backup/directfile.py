@@ -79,6 +79,8 @@ class DirectFile:
     of its own, it is written from there (:meth:`write_placed`)."""
 
     __slots__ = (
+        "_batch",
+        "_batch_at",
         "_bufs",
         "_direct",
         "_disk",
@@ -101,6 +103,9 @@ class DirectFile:
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="sk-backup-disk")
         self._pending: Future[None] | None = None  # the other buffer's write
         self._placed: list[mmap.mmap] = []  # the buffers of :meth:`placed_buffer`
+        #: placed frames not yet handed to the disk's thread, from the file's ``_batch_at``
+        self._batch: list[tuple[mmap.mmap, int, Callable[[mmap.mmap], None]]] = []
+        self._batch_at = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         with memoryview(data) as src:
@@ -159,16 +164,33 @@ class DirectFile:
         if not whole:
             done(buf)
             return
-        pending = self._disk.submit(self._pwrite, memoryview(buf), self._offset, whole, whole)
-        pending.add_done_callback(lambda _: done(buf))
-        self._pending = pending
+        # written a few frames at once, :data:`BLOCK` or more (one ``pwritev``): a 2 MiB
+        # write each took this disk 1.5x the time of the 4 MiB blocks ("backup5")
+        if not self._batch:
+            self._batch_at = self._offset
+        self._batch.append((buf, whole, done))
         self._offset += whole
+        if self._offset - self._batch_at >= BLOCK:
+            self.write_batch()
+
+    def write_batch(self) -> None:
+        """Hand the placed frames not yet written to the disk's thread (one write): the
+        last ones as soon as the chunks are all sealed, not after the manifest."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        self._wait()
+        views = [memoryview(buf)[:whole] for buf, whole, _ in batch]
+        pending = self._disk.submit(self._pwritev, views, self._batch_at)
+        pending.add_done_callback(lambda _: [done(buf) for buf, _, done in batch])
+        self._pending = pending
 
     def _put(self, length: int, padded: int, keep: int = 0) -> None:
         """Hand the first ``length`` staged bytes (``padded``: as many, or more for
         ``O_DIRECT``'s alignment) to the disk's thread, to be written at the file's
         offset, once the write before is done (its failure raised here); the other
         buffer is the staging one after."""
+        self.write_batch()  # (the placed frames before the staged bytes)
         self._wait()
         view = self._views[0]
         self._views.reverse()
@@ -200,6 +222,22 @@ class DirectFile:
             while rest:
                 rest = rest[os.pwrite(self._fd, rest, at + length - len(rest)) :]
 
+    def _pwritev(self, views: list[memoryview], at: int) -> None:
+        """The disk's thread: ``views`` (each aligned) written one after another at ``at``."""
+        total = sum(len(view) for view in views)
+        if self._direct >= 0:
+            try:
+                if os.pwritev(self._direct, views, at) != total:  # a full disk
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._stop_direct()
+        for view in views:  # refused for its alignment: the ordinary way
+            self._pwrite(view, at, len(view), len(view))
+            at += len(view)
+
     def _stop_direct(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._direct)
@@ -218,6 +256,7 @@ class DirectFile:
                 padded = -(-length // ALIGN) * ALIGN
                 self._views[0][length:padded] = bytes(padded - length)
                 self._put(length, padded)
+            self.write_batch()
             self._wait()
             if length and padded != length:
                 os.ftruncate(self._fd, self._offset)

@@ -311,6 +311,8 @@ class ChunkSealer:
                 self._pending.clear()
             while self._in_flight:
                 self._in_flight.popleft()[1].result()
+            if self._direct is not None:  # the last frames written while the manifest is made
+                self._direct.write_batch()
         except BaseException:
             self.abort()
             raise
