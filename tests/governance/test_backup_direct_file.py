@@ -90,13 +90,18 @@ async def test_a_backup_on_disk_restores_and_a_full_disk_leaves_nothing(
     monkeypatch.setattr(directfile, "BLOCK", 64 << 10)
     bkey = BackupKey(os.urandom(32))
     direct: list[int] = []
-    real = directfile.DirectFile._put
+    real, realv = directfile.DirectFile._pwrite, directfile.DirectFile._pwritev
 
-    def put(self: directfile.DirectFile, length: int, padded: int) -> None:
+    def put(self: directfile.DirectFile, view: Any, at: int, length: int, padded: int) -> None:
         direct.append(padded)
-        real(self, length, padded)
+        real(self, view, at, length, padded)
 
-    monkeypatch.setattr(directfile.DirectFile, "_put", put)
+    def putv(self: directfile.DirectFile, views: list[Any], at: int) -> None:
+        direct.append(sum(map(len, views)))  # placed frames, a few at once
+        realv(self, views, at)
+
+    monkeypatch.setattr(directfile.DirectFile, "_pwrite", put)
+    monkeypatch.setattr(directfile.DirectFile, "_pwritev", putv)
     async with StateStore(f"sqlite:///{on_disk / 's.db'}", keyring=keyring()) as src:
         await fill(src, 300)
         await backup(src, on_disk / "b.skb", bkey, chunk_bytes=64 << 10)
@@ -107,6 +112,7 @@ async def test_a_backup_on_disk_restores_and_a_full_disk_leaves_nothing(
             raise OSError(errno.ENOSPC, "No space left on device")
 
         monkeypatch.setattr(os, "pwrite", full)
+        monkeypatch.setattr(os, "pwritev", full)
         with pytest.raises(BackupError, match="cannot write the backup"):
             await backup(src, on_disk / "full.skb", bkey, chunk_bytes=64 << 10)
         monkeypatch.undo()
@@ -147,3 +153,53 @@ def test_a_file_put_in_the_temporary_files_place_is_not_written(on_disk: Path) -
         os.rename(on_disk / "other", made)
         assert directfile.direct_file(str(made), fh.fileno()) is None
     assert (on_disk / "elsewhere").read_bytes() == b"keep"
+
+
+@pytest.mark.parametrize("refuse", [False, True], ids=["o-direct", "refused"])
+def test_frames_written_from_their_place_land_between_the_staged_bytes(
+    on_disk: Path, monkeypatch: pytest.MonkeyPatch, refuse: bool
+) -> None:
+    """A frame sealed into its place in a buffer of its own (``write_placed``, "backup5":
+    never copied into the staging buffer) lands at its offset, between bytes written
+    the ordinary way, whatever their alignment: the staged bytes before it copied in
+    front of it, its last partial block staged after it (and a write refused for its
+    alignment done the ordinary way)."""
+    monkeypatch.setattr(directfile, "BLOCK", 64 << 10)
+    real = os.pwrite
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        if refuse and offset >= 8192 and fd != out.fileno():
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    def pwritev(fd: int, views: list[Any], offset: int) -> int:
+        if refuse and offset >= 8192 and fd != out.fileno():
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_v(fd, views, offset)
+
+    real_v = os.pwritev
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "pwritev", pwritev)
+    pieces: list[tuple[bool, bytes]] = [(False, os.urandom(9000))]
+    for n in (5, 100_000, 4096, 4095, 1, 70_001, 12_288, 3):
+        pieces.append((True, os.urandom(n)))
+        pieces.append((False, os.urandom(n % 5000 + 1)))
+    freed: list[Any] = []
+    path = on_disk / "f"
+    with open(path, "wb") as fh:
+        opened = directfile.direct_file(str(path), fh.fileno())
+        assert opened is not None
+        out = opened
+        offset = 0
+        for placed, data in pieces:
+            if placed:
+                buf = out.placed_buffer(len(data))
+                at = out.place(offset)
+                buf[at : at + len(data)] = data
+                out.write_placed(buf, len(data), freed.append)
+            else:
+                out.write(data)
+            offset += len(data)
+        out.finish()
+    assert path.read_bytes() == b"".join(data for _, data in pieces)
+    assert len(freed) == 8  # every buffer handed back once written

@@ -23,6 +23,7 @@ from statekeeper.errors import BackupError
 from statekeeper.governance.backup import BackupKey, backup, directfile, location, restore
 from statekeeper.governance.backup.fileformat import BackupKey as FormatKey
 from statekeeper.governance.backup.fileformat import FrameWriter
+from statekeeper.governance.backup.sealer import ChunkSealer
 
 from ._point_in_time import keyring
 
@@ -83,8 +84,15 @@ async def test_the_page_reader_never_writes_a_chunk(
             writers.add(threading.get_ident())
         write(self, data)
 
+    placed = ChunkSealer._put_placed
+
+    def placing(self: ChunkSealer, *args: Any) -> None:  # a frame sealed in place (O_DIRECT)
+        writers.add(threading.get_ident())
+        placed(self, *args)
+
     monkeypatch.setattr(sqlite_pages.PageSnapshot, "chunks", reading)
     monkeypatch.setattr(FrameWriter, "_write", writing)
+    monkeypatch.setattr(ChunkSealer, "_put_placed", placing)
     key = BackupKey(os.urandom(32))
     store = await _filled(tmp_path / "s.db")
     try:
@@ -142,22 +150,26 @@ async def test_a_write_failing_midway_is_a_backup_error_leaving_nothing(
         await store.close()
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["sealed-in-place", "page-cache"])
 async def test_a_sealing_failure_midway_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
 ) -> None:
     """A chunk that cannot be sealed (the third): the failure itself is raised, and
-    nothing is left behind, no thread either."""
+    nothing is left behind, no thread either (its frame sealed into its place in the
+    ``O_DIRECT`` file's buffer, or into a buffer of its own)."""
+    if not direct:
+        monkeypatch.setattr(directfile, "_O_DIRECT", 0)
     store = await _filled(tmp_path / "s.db")
     folder = tmp_path / "out"
     folder.mkdir()
     calls: list[int] = []
-    seal_into = FormatKey.seal_into
+    sealing = FormatKey.seal_into
 
-    def failing(self: FormatKey, aad: bytes, plain: Any, out: bytearray) -> Any:
+    def failing(self: FormatKey, aad: bytes, plain: Any, out: Any) -> Any:
         calls.append(1)
         if len(calls) == 3:
             raise MemoryError("sealing failed")
-        return seal_into(self, aad, plain, out)
+        return sealing(self, aad, plain, out)
 
     try:
         await backup(store, tmp_path / "warm.skb", BackupKey(os.urandom(32)), chunk_bytes=CHUNK)

@@ -24,6 +24,7 @@ import contextlib
 import errno
 import mmap
 import os
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["ALIGN", "BLOCK", "DirectFile", "direct_file"]
@@ -33,6 +34,10 @@ BLOCK = 4 << 20
 #: the last write is padded to a multiple of this (the largest usual logical block)
 ALIGN = 4096
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
+#: :meth:`DirectFile.placed_buffer`'s buffers kept from one backup to the next (at most
+#: :data:`_SPARE_MAX`: a backup's sealing pipeline holds ``threads + 3``)
+_SPARE: list[mmap.mmap] = []
+_SPARE_MAX = 8
 
 
 def direct_file(path: str, fd: int) -> DirectFile | None:
@@ -70,9 +75,22 @@ class DirectFile:
     the writing thread, ~0.15 s of ``pwrite`` in a ~0.21 s page pipeline
     (docs/benchmarks.md, "backup3"). One write is in flight at most, so the blocks
     reach the file in order; its failure is raised by the next :meth:`write` or by
-    :meth:`finish`."""
+    :meth:`finish`. A chunk's frame is not staged: sealed into its place in a buffer
+    of its own, it is written from there (:meth:`write_placed`)."""
 
-    __slots__ = ("_bufs", "_direct", "_disk", "_fd", "_fill", "_offset", "_pending", "_views")
+    __slots__ = (
+        "_batch",
+        "_batch_at",
+        "_bufs",
+        "_direct",
+        "_disk",
+        "_fd",
+        "_fill",
+        "_offset",
+        "_pending",
+        "_placed",
+        "_views",
+    )
 
     def __init__(self, direct: int, fd: int) -> None:
         self._direct = direct
@@ -84,6 +102,10 @@ class DirectFile:
         self._offset = 0  # bytes written (or being written) before the staged ones
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="sk-backup-disk")
         self._pending: Future[None] | None = None  # the other buffer's write
+        self._placed: list[mmap.mmap] = []  # the buffers of :meth:`placed_buffer`
+        #: placed frames not yet handed to the disk's thread, from the file's ``_batch_at``
+        self._batch: list[tuple[mmap.mmap, int, Callable[[mmap.mmap], None]]] = []
+        self._batch_at = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         with memoryview(data) as src:
@@ -98,17 +120,85 @@ class DirectFile:
                     self._put(BLOCK, BLOCK)
         return size
 
-    def _put(self, length: int, padded: int) -> None:
+    def placed_buffer(self, size: int) -> mmap.mmap:
+        """A buffer for :meth:`write_placed` holding a frame of up to ``size`` bytes
+        (page-aligned, as ``O_DIRECT`` wants, and a block more for the place): one a
+        backup before :meth:`finish`-ed, if large enough (a new mapping's pages are
+        faulted in and zeroed by the kernel: 2 MiB, 512 faults), or a new one."""
+        need = -(-(size + ALIGN) // ALIGN) * ALIGN
+        try:
+            buf = _SPARE.pop()  # atomic: backups side by side take their own
+        except IndexError:
+            buf = None
+        if buf is None or len(buf) < need:
+            buf = mmap.mmap(-1, need)
+        self._placed.append(buf)
+        return buf
+
+    def place(self, offset: int) -> int:
+        """Where in a :meth:`placed_buffer` the bytes of the file's ``offset`` go."""
+        return offset % ALIGN
+
+    def write_placed(self, buf: mmap.mmap, length: int, done: Callable[[mmap.mmap], None]) -> None:
+        """Write the ``length`` bytes at :meth:`place` of the next offset in ``buf``
+        (a :meth:`placed_buffer`) from ``buf`` itself: a sealed frame encrypted into
+        its place is never copied again ("backup5": the copy of every frame into the
+        staging buffer was 158 M instructions of a 100,000-agent backup, under the
+        GIL). The staged bytes of the frame's first block (fewer than :data:`ALIGN`)
+        are copied in front of it, and the bytes of its last, partial block back into
+        the staging buffer; the whole blocks between are written by the disk's thread,
+        ``done(buf)`` called once they are (or failed: raised by the next write)."""
+        self._wait()
+        whole = self._fill - self._fill % ALIGN
+        if whole:  # (only bytes written before the first frame: the header)
+            self._put(whole, whole, self._fill - whole)
+            self._wait()  # (one write in flight: its failure raised here)
+        at = self._fill
+        if self.place(self._offset + at) != at:
+            raise ValueError("a placed write's buffer is not at the file's offset")
+        buf[:at] = self._views[0][:at]
+        total = at + length
+        whole = total - total % ALIGN
+        self._views[0][: total - whole] = buf[whole:total]
+        self._fill = total - whole
+        if not whole:
+            done(buf)
+            return
+        # written a few frames at once, :data:`BLOCK` or more (one ``pwritev``): a 2 MiB
+        # write each took this disk 1.5x the time of the 4 MiB blocks ("backup5")
+        if not self._batch:
+            self._batch_at = self._offset
+        self._batch.append((buf, whole, done))
+        self._offset += whole
+        if self._offset - self._batch_at >= BLOCK:
+            self.write_batch()
+
+    def write_batch(self) -> None:
+        """Hand the placed frames not yet written to the disk's thread (one write): the
+        last ones as soon as the chunks are all sealed, not after the manifest."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        self._wait()
+        views = [memoryview(buf)[:whole] for buf, whole, _ in batch]
+        pending = self._disk.submit(self._pwritev, views, self._batch_at)
+        pending.add_done_callback(lambda _: [done(buf) for buf, _, done in batch])
+        self._pending = pending
+
+    def _put(self, length: int, padded: int, keep: int = 0) -> None:
         """Hand the first ``length`` staged bytes (``padded``: as many, or more for
         ``O_DIRECT``'s alignment) to the disk's thread, to be written at the file's
         offset, once the write before is done (its failure raised here); the other
         buffer is the staging one after."""
+        self.write_batch()  # (the placed frames before the staged bytes)
         self._wait()
         view = self._views[0]
         self._views.reverse()
+        # ``keep``: the staged bytes after ``length`` go on being staged, in the other buffer
+        self._views[0][:keep] = view[length : length + keep]
         self._pending = self._disk.submit(self._pwrite, view, self._offset, length, padded)
         self._offset += length
-        self._fill = 0
+        self._fill = keep
 
     def _wait(self) -> None:
         """The write in flight done (or its failure raised)."""
@@ -132,6 +222,22 @@ class DirectFile:
             while rest:
                 rest = rest[os.pwrite(self._fd, rest, at + length - len(rest)) :]
 
+    def _pwritev(self, views: list[memoryview], at: int) -> None:
+        """The disk's thread: ``views`` (each aligned) written one after another at ``at``."""
+        total = sum(len(view) for view in views)
+        if self._direct >= 0:
+            try:
+                if os.pwritev(self._direct, views, at) != total:  # a full disk
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._stop_direct()
+        for view in views:  # refused for its alignment: the ordinary way
+            self._pwrite(view, at, len(view), len(view))
+            at += len(view)
+
     def _stop_direct(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._direct)
@@ -150,11 +256,15 @@ class DirectFile:
                 padded = -(-length // ALIGN) * ALIGN
                 self._views[0][length:padded] = bytes(padded - length)
                 self._put(length, padded)
+            self.write_batch()
             self._wait()
             if length and padded != length:
                 os.ftruncate(self._fd, self._offset)
         finally:
             self.close()
+        # every write done: the placed buffers kept for the next backup (a few)
+        while self._placed and len(_SPARE) < _SPARE_MAX:
+            _SPARE.append(self._placed.pop())
 
     def close(self) -> None:
         """Wait for the write in flight (its failure dropped: :meth:`finish` raised it,

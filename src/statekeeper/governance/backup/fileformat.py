@@ -231,7 +231,7 @@ class BackupKey:
         return nonce, bytes(self._aead.encrypt(nonce, plain, aad))
 
     def seal_into(
-        self, aad: bytes, plain: bytes | bytearray | memoryview, out: bytearray
+        self, aad: bytes, plain: bytes | bytearray | memoryview, out: bytearray | memoryview
     ) -> tuple[bytes, memoryview]:
         """:meth:`seal_apart` into ``out`` (at least ``len(plain) + 16`` bytes, reused
         from chunk to chunk: no new zeroed buffer per chunk, docs/benchmarks.md, bk15):

@@ -12,7 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackupError
-from .fileformat import CHUNK, _aad, _u64
+from .directfile import ALIGN, DirectFile
+from .fileformat import _NONCE, CHUNK, _aad, _u64
 from .framepack import TAG as _TAG
 from .pagedelta import page_digests
 
@@ -28,10 +29,24 @@ Level = int | dict[str, int] | Callable[[], Any]
 
 __all__ = ["ChunkSealer", "Level"]
 
+
+class _Placed:
+    """A frame sealed in its place in a :meth:`.directfile.DirectFile.placed_buffer`:
+    its offset in the file and its length (``len``)."""
+
+    __slots__ = ("length", "offset")
+
+    def __init__(self, offset: int, length: int) -> None:
+        self.offset, self.length = offset, length
+
+    def __len__(self) -> int:
+        return self.length
+
+
 #: a sealed chunk: its frame's head, its ciphertext (a view of the reused buffer), its
 #: tag, the buffer and the plain piece (both handed back once written), its pages'
 #: digests (empty unless asked for)
-_Sealed = tuple[bytes, memoryview, str, bytearray, "bytes | bytearray | memoryview", bytes]
+_Sealed = tuple[bytes, "memoryview | _Placed", str, Any, "bytes | bytearray | memoryview", bytes]
 
 
 class ChunkSealer:
@@ -90,8 +105,16 @@ class ChunkSealer:
         # per chunk is zeroed twice (by the allocator's fresh pages and by bytearray /
         # cryptography) and faulted in: measured in docs/benchmarks.md, bk15
         self._plains: list[bytearray] = []
-        self._outs: list[bytearray] = []
+        self._outs: list[Any] = []
         self.size = 0
+        #: a local file written with ``O_DIRECT`` (:class:`.directfile.DirectFile`):
+        #: each frame sealed into its place in the buffer it is written from, at its
+        #: offset in the file, given out in order as each chunk is framed (before its
+        #: encryption: the threads still encrypt side by side)
+        self._direct = writer.out if isinstance(writer.out, DirectFile) else None
+        self._turn = threading.Condition()
+        self._next = self._index  # the chunk whose offset is given out next
+        self._end = writer.offset  # where it goes
 
     def __enter__(self) -> ChunkSealer:
         return self
@@ -130,7 +153,18 @@ class ChunkSealer:
                 zstd = zstandard.ZstdCompressor(compression_params=params)
             self._local.zstd = zstd
         writer = self._writer
-        packed = zstd.compress(plain)
+        try:
+            packed = zstd.compress(plain)
+            digests = (
+                page_digests(plain, self._page_size, writer.key.page_seed)
+                if self._page_size
+                else b""
+            )
+        except BaseException as exc:
+            self._skip(exc)
+            raise
+        if self._direct is not None:
+            return self._seal_placed(self._direct, index, plain, packed, digests)
         need = len(packed) + _TAG
         try:
             out: bytearray | None = self._outs.pop()  # atomic: threads take their own
@@ -147,10 +181,49 @@ class ChunkSealer:
         # backup key, bound to the header and the index), so a frame swapped for
         # another one fails the same way, and the SHA-256 pass cost 0.12 of ~0.85
         # CPU-s for a 155 MB copy (docs/benchmarks.md, fourth pass)
-        digests = (
-            page_digests(plain, self._page_size, writer.key.page_seed) if self._page_size else b""
-        )
         return head, sealed, sealed[-_TAG:].hex(), out, plain, digests
+
+    def _offset(self, index: int, length: int) -> int:
+        """Chunk ``index``'s offset in the file, once the chunk before has taken its
+        own (``length``: its frame's bytes); raises the pipeline's failure instead."""
+        with self._turn:
+            self._turn.wait_for(lambda: self._next == index or self._failed is not None)
+            if self._failed is not None:
+                raise self._failed
+            offset, self._next, self._end = self._end, index + 1, self._end + length
+            self._turn.notify_all()
+            return offset
+
+    def _skip(self, exc: BaseException) -> None:
+        """A chunk failed before its offset (``exc``): the chunks after it are stopped."""
+        with self._turn:
+            if self._failed is None:
+                self._failed = exc
+            self._turn.notify_all()
+
+    def _seal_placed(
+        self, direct: DirectFile, index: int, plain: Buffer, packed: Buffer, digests: bytes
+    ) -> _Sealed:
+        """:meth:`_seal`'s encryption into the frame's place in ``direct``'s buffer."""
+        writer = self._writer
+        head_bytes = len(CHUNK) + 8 + _NONCE
+        length = head_bytes + len(packed) + _TAG
+        offset = self._offset(index, length)
+        try:
+            out = self._outs.pop()  # atomic: threads take their own
+        except IndexError:
+            out = None
+        if out is None or len(out) < length + ALIGN:
+            out = direct.placed_buffer(max(length, self._chunk + (self._chunk >> 6)))
+        at = direct.place(offset)
+        with memoryview(out) as view:
+            body = view[at + head_bytes : at + length]
+            nonce, sealed = writer.key.seal_into(_aad(writer.header, CHUNK, index), packed, body)
+            sealed.release()  # (``body`` itself: the frame's place)
+            view[at : at + head_bytes] = CHUNK + _u64.pack(length - len(CHUNK) - 8) + nonce
+            tag = body[-_TAG:].hex()
+            body.release()
+        return b"", _Placed(offset, length), tag, out, plain, digests
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         self._check()
@@ -180,21 +253,36 @@ class ChunkSealer:
                 {
                     "index": index,
                     "offset": writer.offset,
-                    "length": len(head) + len(sealed),
+                    "length": len(head) + len(sealed),  # (_Placed: its frame's length)
                     "tag": tag,
                 }
             )
-            writer._write(head)
-            writer._write(sealed)
+            if isinstance(sealed, _Placed):
+                self._put_placed(sealed, out)
+            else:
+                writer._write(head)
+                writer._write(sealed)
         except BaseException as exc:
             self._failed = exc
             raise
-        sealed.release()
-        self._outs.append(out)
+        if isinstance(sealed, memoryview):
+            sealed.release()
+            self._outs.append(out)
         # only a piece fed as ``owned`` is sealed as the caller's bytearray (the rest
         # are copies): it comes back through :meth:`spare`, a few at most
         if type(plain) is bytearray and len(self._plains) <= self._threads + 1:
             self._plains.append(plain)
+
+    def _put_placed(self, placed: _Placed, out: Any) -> None:
+        """:meth:`_put`'s write of a frame sealed in its place (the writing thread)."""
+        writer, direct = self._writer, self._direct
+        if direct is None or placed.offset != writer.offset:  # never: nothing else writes
+            raise BackupError("a backup chunk's frame is not at its offset")
+        try:
+            direct.write_placed(out, len(placed), self._outs.append)
+        except OSError as exc:  # the disk is full, the device failed: a typed error
+            raise BackupError(f"cannot write the backup: {exc}") from None
+        writer.offset += len(placed)
 
     def _check(self) -> None:
         if self._closed:
@@ -223,6 +311,8 @@ class ChunkSealer:
                 self._pending.clear()
             while self._in_flight:
                 self._in_flight.popleft()[1].result()
+            if self._direct is not None:  # the last frames written while the manifest is made
+                self._direct.write_batch()
         except BaseException:
             self.abort()
             raise
@@ -235,8 +325,7 @@ class ChunkSealer:
         """Stop the pipeline after a failure (the caller's, or a stage's): no chunk is
         written from now on, the chunks not yet sealed are dropped, and every thread
         is joined before this returns."""
-        if self._failed is None:
-            self._failed = BackupError("the backup was stopped")
+        self._skip(BackupError("the backup was stopped"))  # (sealing threads waiting: woken)
         self._closed = True
         self._pending.clear()
         self._in_flight.clear()
