@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..records import Event
     from ..store import StateStore
 
-__all__ = ["tail"]
+__all__ = ["newest_events", "tail"]
 
 
 def event_line(ev: Event, *, with_agent: bool) -> str:

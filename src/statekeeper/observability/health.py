@@ -314,13 +314,12 @@ def _judge(report: HealthReport, limits: HealthThresholds, max_replay: int) -> N
     b = report.breaches
     if len(report.stuck) > limits.max_stuck:
         b.append(f"{len(report.stuck)} agent(s) stuck (allowed: {limits.max_stuck})")
-    if limits.max_state_bytes is not None:
-        if report.oversize_states and report.largest:
-            big = report.largest[0]
-            b.append(
-                f"{report.oversize_states} state(s) larger than {limits.max_state_bytes} bytes"
-                f" (largest: {big.agent_id}, {big.state_bytes} bytes)"
-            )
+    if limits.max_state_bytes is not None and report.oversize_states and report.largest:
+        big = report.largest[0]
+        b.append(
+            f"{report.oversize_states} state(s) larger than {limits.max_state_bytes} bytes"
+            f" (largest: {big.agent_id}, {big.state_bytes} bytes)"
+        )
     long = [s for s in report.due_snapshot if s.replay_events > max_replay]
     if long:
         b.append(f"{len(long)} stream(s) would replay more than {max_replay} events on load")
