@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..records import Event
     from ..store import StateStore
 
-__all__ = ["tail"]
+__all__ = ["newest_events", "tail"]
 
 
 def event_line(ev: Event, *, with_agent: bool) -> str:
@@ -83,6 +83,41 @@ async def _last_events(store: StateStore, agent_id: str, head: int, n: int) -> l
     from ..store.kept import kept_history
 
     return await kept_history(store, agent_id, max(0, head - n), head)
+
+
+async def newest_events(
+    store: StateStore,
+    heads: dict[str, tuple[int, float]],
+    lines: int,
+    forgotten: list[str],
+    advance: Any = None,
+) -> list[Event]:
+    """The ``lines`` newest events of the agents of ``heads``, oldest first (by time,
+    then agent id and seq). Only those are kept as the agents are read: the whole store
+    held every agent's last ``lines`` events at once (10 per agent, 10^6 agents: ten
+    million events in memory). A crypto-shredded agent is appended to ``forgotten``."""
+    import heapq
+    import itertools
+
+    if not lines:
+        return []
+    kept: list[tuple[tuple[float, str, int], int, Event]] = []  # a min-heap of the newest
+    order = itertools.count()
+    for agent_id, (head, _) in heads.items():
+        try:
+            events = await _last_events(store, agent_id, head, lines)
+        except AgentForgotten:  # crypto-shredded: unreadable by design
+            forgotten.append(agent_id)
+            events = []
+        for ev in events:
+            item = ((ev.timestamp, ev.agent_id, ev.seq), next(order), ev)
+            if len(kept) < lines:
+                heapq.heappush(kept, item)
+            elif item[0] > kept[0][0]:
+                heapq.heapreplace(kept, item)
+        if advance is not None:
+            advance()
+    return [ev for _, _, ev in sorted(kept)]
 
 
 async def _heads(store: StateStore) -> dict[str, tuple[int, float]]:
@@ -208,18 +243,13 @@ def tail(
                     await _follow_agent(store, agent, (head, mark), show, interval)
                 return
             heads = await _heads(store)
-            recent: list[Any] = []
             forgotten: list[str] = []
             with bar("reading", disable=json_out or not lines) as progress:
                 task = progress.add_task("tail", total=len(heads))
-                for agent_id, (head, _) in heads.items():
-                    try:
-                        recent.extend(await _last_events(store, agent_id, head, lines))
-                    except AgentForgotten:  # crypto-shredded: unreadable by design
-                        forgotten.append(agent_id)
-                    progress.advance(task)
-            recent.sort(key=lambda ev: (ev.timestamp, ev.agent_id, ev.seq))
-            for ev in recent[len(recent) - lines :] if lines else []:
+                recent = await newest_events(
+                    store, heads, lines, forgotten, lambda: progress.advance(task)
+                )
+            for ev in recent:
                 show(ev)
             _left_out(forgotten)
             if follow:

@@ -168,7 +168,11 @@ class HealthReport:
     agents: int = 0
     by_state: dict[str, int] = field(default_factory=dict)
     stuck: list[StuckAgent] = field(default_factory=list)
+    #: the ``top`` largest states (a top list: :attr:`oversize_states` counts them all)
     largest: list[SizedState] = field(default_factory=list)
+    #: how many of the agents scanned have a state above ``max_state_bytes`` (every one,
+    #: not only those of :attr:`largest`; 0 without that threshold)
+    oversize_states: int = 0
     fastest_growing: list[Growth] = field(default_factory=list)
     due_snapshot: list[SizedState] = field(default_factory=list)
     #: None when verification was not run
@@ -294,6 +298,8 @@ async def health_report(
             report.unreadable.append((agent_id, str(exc)))
     report.by_state = dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0])))
     report.largest = sorted(sized, key=lambda s: (-s.state_bytes, s.agent_id))[: limits.top]
+    if limits.max_state_bytes is not None:  # over every agent: the list above is a top N
+        report.oversize_states = sum(s.state_bytes > limits.max_state_bytes for s in sized)
     report.fastest_growing = sorted(growth, key=lambda g: (-g.events, g.agent_id))[: limits.top]
     report.due_snapshot = sorted(
         (s for s in sized if s.replay_events >= store.snapshot_events),
@@ -314,13 +320,12 @@ def _judge(report: HealthReport, limits: HealthThresholds, max_replay: int) -> N
     b = report.breaches
     if len(report.stuck) > limits.max_stuck:
         b.append(f"{len(report.stuck)} agent(s) stuck (allowed: {limits.max_stuck})")
-    if limits.max_state_bytes is not None:
-        big = [s for s in report.largest if s.state_bytes > limits.max_state_bytes]
-        if big:
-            b.append(
-                f"{len(big)} state(s) larger than {limits.max_state_bytes} bytes"
-                f" (largest: {big[0].agent_id}, {big[0].state_bytes} bytes)"
-            )
+    if limits.max_state_bytes is not None and report.oversize_states and report.largest:
+        big = report.largest[0]
+        b.append(
+            f"{report.oversize_states} state(s) larger than {limits.max_state_bytes} bytes"
+            f" (largest: {big.agent_id}, {big.state_bytes} bytes)"
+        )
     long = [s for s in report.due_snapshot if s.replay_events > max_replay]
     if long:
         b.append(f"{len(long)} stream(s) would replay more than {max_replay} events on load")
