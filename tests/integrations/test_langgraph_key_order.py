@@ -5,6 +5,7 @@ patches, which recorded nothing for a dict whose keys only moved."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
@@ -17,7 +18,7 @@ def test_a_channel_dict_reordered_is_loaded_in_its_order(tmp_path: Path) -> None
     values = [{"s": {"a": 1, "b": 2}}, {"s": {"c": 3, "b": 2, "a": 1}}]
     saver = StatekeeperSaver.from_url(url)
     try:
-        conf = config(thread)
+        conf: Any = config(thread)
         for i, vals in enumerate(values, start=1):
             conf = saver.put(conf, checkpoint(vals, {"s": i}), {"step": i}, {"s": i})
     finally:
