@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 
 from .errors import PatchError, SerializationError
 
-__all__ = ["apply", "diff", "escape", "list_at", "strict_packer", "unescape"]
+__all__ = ["apply", "diff", "escape", "list_at", "moved_keys", "strict_packer", "unescape"]
 
 Op = dict[str, Any]
 
@@ -74,7 +74,8 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, _SCALARS):
         return True
     # Equal by Python's rules; equal packed bytes rule out bool/int/float mixing.
-    # (Different bytes may only mean a different key order: check the slow way.)
+    # (Different bytes may mean a typed value the packer refuses: check the slow way,
+    # key order included.)
     # Packed in strict types (msgpack), not as JSON: orjson writes a ``StrEnum`` or
     # ``IntEnum`` member, a UUID or a dataclass as the plain value it equals, so an
     # old list item edited in place into one was taken for unchanged and the old
@@ -126,14 +127,24 @@ def _diff(old: Any, new: Any, path: str, ops: list[Op]) -> None:
         return
     told, tnew = type(old), type(new)
     if told is dict and tnew is dict:
+        moved = moved_keys(old, new)
         for key, oval in old.items():
             p = path + "/" + escape(key)
             if key in new:
+                if moved and key in moved:
+                    continue  # (removed and added again below, in its new place)
                 nval = new[key]
                 if oval is not nval and not _same(oval, nval):
                     _diff(oval, nval, p, ops)
             else:
                 ops.append({"op": "remove", "path": p})
+        if moved:
+            for key in moved:
+                p = path + "/" + escape(key)
+                if key in old:
+                    ops.append({"op": "remove", "path": p})
+                ops.append({"op": "add", "path": p, "value": new[key]})
+            return
         for key, nval in new.items():
             if key not in old:
                 ops.append({"op": "add", "path": path + "/" + escape(key), "value": nval})
@@ -158,6 +169,37 @@ def _diff(old: Any, new: Any, path: str, ops: list[Op]) -> None:
                 return
     if not _same(old, new):
         ops.append({"op": "replace", "path": path, "value": new})
+
+
+def moved_keys(old: Any, new: dict[str, Any]) -> dict[str, None] | None:
+    """The keys of ``new`` to remove (when ``old`` has them) and add again, in this
+    order, after the other ops, so that the keys of the patched dict sit in ``new``'s
+    order; None when removing ``old``'s keys that ``new`` lacks and adding ``new``'s
+    keys that ``old`` lacks (at the end, in ``new``'s order) already gives it.
+
+    A Python dict is ordered, and a load must give back the keys in the order they were
+    saved (prompts, tool lists and JSON built from a state follow it): a key moved or
+    inserted elsewhere than at the end changes no value, so a diff by value recorded
+    nothing, and the order was lost at the next load from storage. ``old`` is a dict or
+    any iterable of its keys in order (the store's packed bytes by key). Costs one
+    comparison of the two key sequences when they are equal (the common case); else
+    O(keys). The keys kept in place are the longest start of ``new``'s keys found in
+    order among ``old``'s; the rest are the moved keys (a key re-inserted at the end is
+    one remove and one add)."""
+    new_keys = list(new)
+    old_keys = list(old)
+    if old_keys == new_keys:
+        return None
+    kept = [key for key in old_keys if key in new]
+    j = 0
+    count = len(new_keys)
+    for key in kept:
+        if j < count and key == new_keys[j]:
+            j += 1
+    if j == len(kept):  # every kept key in place: the adds at the end give new's order
+        return None
+    # from j on: the keys old lacks (not in ``kept``), and those of old out of place
+    return dict.fromkeys(new_keys[j:])
 
 
 def apply(doc: Any, ops: list[Op], *, in_place: bool = False) -> Any:
@@ -327,20 +369,31 @@ def _apply_one(doc: Any, op: Op, in_place: bool) -> Any:
             value = copy.deepcopy(_get(doc, src))
         return _add(doc, _split(path), value, in_place)
     if kind == "test":
-        if not _same_json(_get(doc, path), op.get("value")):
+        if not _same_json(_get(doc, path), op.get("value"), ordered=False):
             raise PatchError(f"test failed at {path!r}")
         return doc
     raise PatchError(f"unknown op {kind!r}")
 
 
-def _same_json(a: Any, b: Any) -> bool:
+def _same_json(a: Any, b: Any, ordered: bool = True) -> bool:
+    """JSON equality, strict on types (``True``, ``1``, ``1.0`` differ); ``ordered``:
+    dicts with the same items in another key order differ (a state's key order is kept:
+    a change of it alone is a change to store), as they do not for a patch's ``test``
+    op (RFC 6902: objects are unordered)."""
     ta = type(a)
     if ta is not type(b):
         return False
     if ta is dict:
-        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+        if ordered:
+            if list(a) != list(b):
+                return False
+        elif a.keys() != b.keys():
+            return False
+        return all(_same_json(a[k], b[k], ordered) for k in a)
     if ta is list:
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(
+            _same_json(x, y, ordered) for x, y in zip(a, b, strict=True)
+        )
     if ta is Decimal:  # (its stored form: see _same)
         return bool(a.as_tuple() == b.as_tuple())
     try:

@@ -152,9 +152,14 @@ def diff_by_key(
             carried.extend(dumped.values() if dumped is not None else (UNKNOWN,))
         return patch.diff(old, new), dumped
     ops: list[Op] = []
+    # the top-level keys in another order than those of ``cached`` (the order stored):
+    # the keys out of place removed and added again (patch.diff's ops for it)
+    moved = patch.moved_keys(cached if held else old, dumped)
     for key in cached if held else old:
         if key not in new:
             ops.append({"op": "remove", "path": "/" + patch.escape(key)})
+            continue
+        if moved and key in moved:
             continue
         before, after = cached.get(key), dumped[key]
         if before == after:  # unchanged (the common case: no path made)
@@ -173,6 +178,15 @@ def diff_by_key(
         ops.extend(patch.diff(oval, nval, path))
         if carried is not None:
             carried.append(after)
+    if moved:
+        for key in moved:
+            path = "/" + patch.escape(key)
+            if key in cached:
+                ops.append({"op": "remove", "path": path})
+            ops.append({"op": "add", "path": path, "value": new[key]})
+            if carried is not None:
+                carried.append(dumped[key])
+        return ops, dumped
     for key, nval in new.items():
         if key not in cached if held else key not in old:
             ops.append({"op": "add", "path": "/" + patch.escape(key), "value": nval})

@@ -14,8 +14,8 @@ engine's ``commit_next`` and the witness. The save is then one function, no coro
   items' bytes start the new one's grew (one ``add …/-`` op per new item); any other
   changed value that is neither a list nor a dict is replaced (one ``replace`` op, what
   :func:`statekeeper.patch.diff` makes of it). Anything else — a key added or removed,
-  a changed dict, a list changed otherwise, values that do not pack, several changed
-  keys in another order than the stored one — hands the save back (None);
+  a changed dict, a list changed otherwise, values that do not pack, the keys in
+  another order than the stored one — hands the save back (None);
 - the event serialised as ``save_fast`` serialises it, sealed and tagged as
   ``Codec.seal`` / ``Codec.head_tag`` make a record without key nor compression;
 - the head's compare-and-set and the event row committed by ``Backend.commit_next``
@@ -250,10 +250,10 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             return None
         if len(dumped) != len(before_all):
             return None  # a key removed: the general diff
-        if len(carried) > 1 and (
-            data is not held_as_bytes or list(before_all) != list(dumped)
-        ):  # several changes: diff_by_key orders their ops by the stored keys
-            return None
+        if list(before_all) != list(dumped):
+            return None  # the keys in another order: the general diff (it keeps theirs)
+        if len(carried) > 1 and data is not held_as_bytes:
+            return None  # several changes: diff_by_key orders their ops by the stored keys
         if ops and too_deep(ops) is not None:
             return None  # a document nested too deep: build() refuses it
         # the event's bytes, as save_fast makes them (change.plain, written out for the

@@ -79,6 +79,12 @@ class Tracker:
                     idle = [k for k in c._foreign - dirty if k in old and dict.__contains__(c, k)]
                     if idle and _same([old[k] for k in idle], [_get_d(c, k) for k in idle]):
                         todo -= set(idle)  # (all unchanged: one compare for them all)
+                # a key deleted and set again, or keys added, may leave the keys in
+                # another order than the ops would (the adds at the end, in the dict's
+                # order): those out of place are removed and added again (patch.diff's
+                # ops for it); only a dict with a key written or deleted is looked at
+                moved = patch.moved_keys(old, c) if dirty else None
+                added: list[str] = []
                 for key in todo:
                     if (
                         key not in dirty
@@ -88,15 +94,26 @@ class Tracker:
                     ):
                         covered.add((*path, key))
                         continue
+                    if moved and key in moved:
+                        continue
                     here = pointer + "/" + patch.escape(key)
                     if dict.__contains__(c, key):
-                        value = _json_copy(_get_d(c, key))
                         if key in old:
-                            ops += patch.diff(old[key], value, here)
+                            ops += patch.diff(old[key], _json_copy(_get_d(c, key)), here)
                         else:
-                            ops.append({"op": "add", "path": here, "value": value})
+                            added.append(key)
+                            continue
                     elif key in old:
                         ops.append({"op": "remove", "path": here})
+                    covered.add((*path, key))
+                if len(added) > 1:  # (``todo`` is a set: added in the dict's order)
+                    added = [key for key in c if key in added]
+                for key in (*added, *moved) if moved else added:
+                    here = pointer + "/" + patch.escape(key)
+                    if moved and key in moved and key in old:
+                        ops.append({"op": "remove", "path": here})
+                    value = _json_copy(_get_d(c, key))
+                    ops.append({"op": "add", "path": here, "value": value})
                     covered.add((*path, key))
             else:
                 if type(old) is not list:  # pragma: no cover - defensive
