@@ -118,3 +118,28 @@ async def test_a_damaged_head_snapshot_or_tag_is_caught_on_the_bare_path(
         assert loaded.seq == 8 and loaded.data["n"] == 8
         report = await cold.verify(["x"])
     assert not report.ok
+
+
+async def test_a_tail_snapshot_at_the_head_loads_bare_as_the_record_path_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = chat_url(tmp_path, "tails.db")
+    made: list[bool] = []  # per bare copy: was the head a tail snapshot
+    bare_copy = ReadPath.bare_copy
+
+    def counted(self: ReadPath, agent_id: str, head: int, *args: Any) -> Any:
+        made.append("base" in args[2])
+        return bare_copy(self, agent_id, head, *args)
+
+    monkeypatch.setattr(ReadPath, "bare_copy", counted)
+    msgs = [f"{j:04d}" + "lorem ipsum " * 25 for j in range(120)]  # (tails: ~300 chars)
+    async with StateStore(url, snapshot_every=100, witness=False) as store:
+        for i in range(1, 121):
+            await store.save("x", {"msgs": msgs[:i]}, fsm_state=f"s{i % 3}")
+            if i < 99:
+                continue
+            async with StateStore(url, cache_size=8, witness=False) as cached:
+                want = await cached.load("x")
+            async with StateStore(url, cache_size=0, witness=False) as cold:
+                assert await cold.load("x") == want
+    assert any(made) and not all(made)  # tails and whole ones at the head, both bare

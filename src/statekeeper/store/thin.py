@@ -114,6 +114,10 @@ def at_snapshot(
             if based is None:
                 return None
             data, size, whole_link, base_typed, stored = based
+            cache = self.cache
+            if bare and not events and "n" in body and not cache.max_size and not cache.gone:
+                # (as a whole one's, below; "n": what snapshot_record reads of a tail)
+                return self.bare_copy(agent_id, head, tag, snap.seq, body, data, prev)
             typed = typed or base_typed
         elif "data" not in body:
             return None
