@@ -73,7 +73,7 @@ async def test_a_bare_load_is_the_state_the_record_path_makes(
         assert type(got.data["at"]) is datetime and got.data["at"] == AT
 
 
-async def test_a_cache_a_pin_or_a_durable_agent_keeps_the_record(
+async def test_a_cache_or_a_durable_agent_keeps_the_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = chat_url(tmp_path, "bare.db")
