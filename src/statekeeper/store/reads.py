@@ -11,13 +11,13 @@ append into it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from time import thread_time
 from typing import Any
 
 from ..backends.base import Backend, LatestRead
 from ..codec import ZERO_LINK, Codec, Opened
-from ..codec.formats import JSON, MSGPACK
+from ..codec.formats import JSON
 from ..errors import (
     AgentNotFound,
     ConfigurationError,
@@ -27,7 +27,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import EventRow, RawEvent, RawSnapshot, event_rows
+from ..records import EventRow, RawEvent, RawSnapshot, Snapshot, event_rows
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .compaction import base_error, before_stored
@@ -39,7 +39,8 @@ from .state import (
     apply_payloads,
     extend_list,
 )
-from .tails import TailBase, apply_tail_ops, tail_data
+from .tails import apply_tail_ops
+from .thin import at_snapshot, bare_copy
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -106,6 +107,11 @@ class ReadPath:
         self._state_of = backend
         self.ask: Ask | None = None  # the witness, of an agent found gone: .seen.vanished
 
+    #: the latest state from one read's snapshot and events (:func:`.thin.at_snapshot`)
+    at_snapshot = at_snapshot
+    #: ... and the caller's copy of a whole snapshot kept by nobody (:func:`.thin.bare_copy`)
+    bare_copy = bare_copy
+
     # -- decoding ----------------------------------------------------------------
 
     def open_event(self, agent_id: str, raw: RawEvent) -> tuple[dict[str, Any], Opened]:
@@ -158,101 +164,6 @@ class ReadPath:
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
             record.blob = plain_data(opened.body, body)
-        return record
-
-    def at_snapshot(
-        self,
-        agent_id: str,
-        head: int,
-        tag: bytes | None,
-        snap: RawSnapshot | None,
-        events: list[EventRow] | None = None,
-    ) -> AgentRecord | None:
-        """The state at the head from the latest snapshot and ``events``, the events
-        after it read with it (none: the head is the snapshot), or None to fold it the
-        general way (:meth:`fold`). No snapshot (a stream shorter than the snapshot
-        interval): from the stream's start, ``events`` its whole stream.
-
-        A load's thin path: the hash, the parse, the record, the events applied as
-        ``fold_from`` applies them (:meth:`apply_events`: verified, chained from the
-        snapshot's link) and the head check, without the three coroutines of ``fold`` /
-        ``decode_snapshot`` / ``fold_from`` (docs/benchmarks.md, "coldload2", "cold11b").
-        Anything else — a delta snapshot, ``snapshot_every="auto"`` (its tuner learns
-        from the fold), a record that does not verify or fold, a stream that ends before
-        its head, a head tag that does not match (or none, and no events to check) —
-        answers None: the general fold then does what it always did (an older snapshot,
-        a full replay, or the typed error).
-        """
-        if self.tuner is not None:
-            return None
-        codec = self.codec
-        if snap is None:  # (what fold_from folds from: no coroutine of fold or fold_from)
-            if not events:
-                return None
-            record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
-            try:
-                self.apply_events(record, events)
-                if record.seq != head:
-                    return None
-                codec.check_head(agent_id, head, record.link, tag)
-            except StatekeeperError:
-                return None
-            self.loads += 1
-            record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
-            return record
-        payload = snap.payload
-        try:
-            viewed = codec.decode_view(  # (parsed from a view of the row: no copy, no Opened)
-                agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
-            )
-            if viewed is None:  # a key, compression, an older record: the general decode
-                body, opened, typed = codec.decode_typed(
-                    agent_id, snap.seq, SNAPSHOT_TYPE, snap.timestamp, payload, snap.checksum
-                )
-                prev, fmt, text, begin = opened.prev, opened.format, opened.body, 0
-            else:
-                body, prev, _, fmt, typed = viewed
-                text, begin = payload, 35
-            if type(body) is not dict or not (events or tag):
-                return None  # (neither events nor a head tag to bind it to this stream)
-            size = len(payload)
-            tail = "base" in body
-            stored: tuple[bytes, int] | None = None  # the whole one's msgpack body
-            if tail:  # a tail snapshot (store/tails.py): its base, read now
-                based = tail_data(codec, self.at_now, self.chain_now, agent_id, snap.seq, body)
-                if based is None:
-                    return None
-                data, size, whole_link, base_typed, stored = based
-                typed = typed or base_typed
-            elif "data" not in body:
-                return None
-            else:
-                data = body["data"]
-                if fmt == MSGPACK:
-                    stored = (text, begin)
-            record = snapshot_record(agent_id, snap, body, prev, data)
-            record.rich = typed
-            if tail:  # (the whole one's, and the replay after it: the snapshot rule's)
-                record.snapshot_seq = record.full_seq = body["w"]
-                record.full_link = whole_link
-                if type(rb := body.get("rb")) is int:
-                    record.replay_bytes = rb
-            if self.tails and stored is not None and not typed and record.full_link is not None:
-                # the next tails' base: the whole snapshot read (split when one is made)
-                whole, link = record.full_seq, record.full_link
-                record.tail_base = TailBase(snap.seq, whole, link, stored, whole, link, stored, 0)
-            if events:  # verified, and chained from the snapshot's link
-                self.apply_events(record, events)
-                if record.seq != head:
-                    return None  # (the stream ends before its head: the fold says so)
-            elif not typed and not tail and self.cache.max_size and fmt == JSON:
-                record.blob = plain_data(text, body, begin)
-            codec.check_head(agent_id, head, record.link, tag)
-        except StatekeeperError:
-            return None
-        self.loads += 1
-        record.snapshot_bytes = size
-        record.tag, record.tag_known, record.fresh = tag, record.link is not None, True
         return record
 
     async def snapshot_data(
@@ -481,20 +392,68 @@ class ReadPath:
 
     async def current(self, agent_id: str, *, cached: bool = False) -> AgentRecord | None:
         """The latest folded state (private), or None; ``cached``: served unvalidated."""
+        found = self.current_now(agent_id, cached)
+        if found is None or type(found) is AgentRecord:
+            return found
+        assert not isinstance(found, (AgentRecord, Snapshot))  # (a Snapshot: bare= only)
+        return await found
+
+    def current_now(
+        self, agent_id: str, cached: bool = False, bare: bool = False
+    ) -> AgentRecord | Snapshot | Coroutine[Any, Any, AgentRecord | None] | None:
+        """:meth:`current` as a plain call: the record (or None) when it is answered
+        without waiting — pinned, cached and trusted, or read inline (SQLite) and folded
+        on the thin path: every cold load — else the coroutine that finishes it (a
+        validation read, a read that is not inline, the general fold, a rollback's
+        checks), which the caller awaits. A cold load then makes no coroutine
+        (docs/benchmarks.md, "cold5"). ``bare``: the caller's :class:`Snapshot` may be
+        the answer (``at_snapshot``'s ``bare``: a load at a whole snapshot, no cache)."""
         pinned = self.pinned.get(agent_id)
         if pinned is not None:
             return pinned
-        record = self.cache.get(agent_id)
-        if record is not None and (cached or not self.validate):
-            return record
+        cache = self.cache
+        record = cache.get(agent_id)
         if record is not None:
-            try:
-                if await self.refresh(record):
-                    return record
-            except StatekeeperError:
-                self.cache.discard(agent_id)
-                raise
+            return record if cached or not self.validate else self._refreshed(record)
+        if not self.native_state:
+            return self._current_read(agent_id)
+        now = self.state_now
+        if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
+            self._state_of = self.backend
+            now = self.state_now = _inline_state(self.backend)
+            self.chain_now = _inline_base(self.backend, now)
+            self.at_now = _inline_base(self.backend, now, "snapshots_at_now")
+        if now is None:
+            return self._current_read(agent_id)
+        head, tag, snap, events = now(agent_id)  # one read: head, latest snapshot, events
+        if head == 0:
+            return vanished(cache, agent_id, self.ask) if cache.gone else None
+        thin = (
+            self.at_snapshot(agent_id, head, tag, snap, events, bare)
+            if events or (snap is not None and snap.seq == head)
+            else None
+        )
+        if type(thin) is AgentRecord and not cache.gone:
+            cache.put(agent_id, thin)
+            return thin
+        if thin is not None and type(thin) is not AgentRecord:
+            return thin  # (a Snapshot: bare, made straight from the snapshot)
+        return self._folded(agent_id, head, tag, snap, events, thin)
+
+    async def _refreshed(self, record: AgentRecord) -> AgentRecord | None:
+        """:meth:`current` of a cached record that is validated first."""
+        agent_id = record.agent_id
+        try:
+            if await self.refresh(record):
+                return record
+        except StatekeeperError:
             self.cache.discard(agent_id)
+            raise
+        self.cache.discard(agent_id)
+        return await self._current_read(agent_id)
+
+    async def _current_read(self, agent_id: str) -> AgentRecord | None:
+        """:meth:`current` read from the backend (no pinned or cached record)."""
         if self.native_state:  # one read: the head, the latest snapshot, the events after
             now = self.state_now
             if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
@@ -512,14 +471,26 @@ class ReadPath:
                 if events or (snap is not None and snap.seq == head)
                 else None
             )
-            record = thin or await self.fold(
-                agent_id, head, head, tag, at_head=True, latest=(snap, events)
-            )
-        else:
-            (head, tag), events = await self.backend.head_tag(agent_id), []  # (none read)
-            if head == 0:
-                return await vanished(self.cache, agent_id, self.ask) if self.cache.gone else None
-            record = await self.fold(agent_id, head, head, tag, at_head=True)
+            return await self._folded(agent_id, head, tag, snap, events, thin)
+        (head, tag), events = await self.backend.head_tag(agent_id), []  # (none read)
+        if head == 0:
+            return await vanished(self.cache, agent_id, self.ask) if self.cache.gone else None
+        record = await self.fold(agent_id, head, head, tag, at_head=True)
+        return await self._folded(agent_id, head, tag, None, events, record)
+
+    async def _folded(
+        self,
+        agent_id: str,
+        head: int,
+        tag: bytes | None,
+        snap: RawSnapshot | None,
+        events: list[EventRow],
+        record: AgentRecord | None,
+    ) -> AgentRecord:
+        """:meth:`current`'s end: ``record`` (None: folded the general way from the read
+        ``snap`` and ``events``) checked against a rollback and cached."""
+        if record is None:
+            record = await self.fold(agent_id, head, head, tag, at_head=True, latest=(snap, events))
         if self.cache.gone:  # a state dropped as no longer stored: a rollback?
             await check_seen(self.cache, self.backend, record, events)
         self.cache.put(agent_id, record)

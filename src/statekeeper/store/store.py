@@ -563,12 +563,20 @@ class StateStore:
             if not gate.ok and not gate.readable:
                 await gate.check(self, write=False)
             if at_seq is None and at_time is None:
-                record = await self._reads.current(agent_id)
-                if record is None:
-                    raise AgentNotFound(agent_id)
-                result = self._reads.public(record)
-                if (seen := SEEN.get()) is not None:  # a DurableAgent's load: its link
-                    seen.adopted = record.link
+                reads = self._reads
+                seen = SEEN.get()  # a DurableAgent's load: it is told the state's link
+                record = reads.current_now(agent_id, False, seen is None)  # (no coroutine)
+                if type(record) is Snapshot:  # (made straight from the snapshot: kept by nobody)
+                    result = record
+                else:
+                    if record is not None and type(record) is not AgentRecord:
+                        assert not isinstance(record, (AgentRecord, Snapshot))
+                        record = await record
+                    if record is None:
+                        raise AgentNotFound(agent_id)
+                    result = reads.public(record)
+                    if seen is not None:
+                        seen.adopted = record.link
             else:
                 if at_seq is not None and at_time is not None:
                     raise ConfigurationError("give at_seq or at_time, not both")
