@@ -315,6 +315,7 @@ def verify(
 
     from ..store import VerifyReport
     from ..store.listing import agents_past_lost
+    from ..store.verification import VERIFY_PAGE, in_page_order
     from .progress import bar
 
     no_key = False  # the store opened without any key: its hint says so
@@ -344,18 +345,33 @@ def verify(
                         async for info in agents_past_lost(store.list_agents):
                             yield info.agent_id
 
-                seen = set()
-                async for agent_id in each():
-                    seen.add(agent_id)
-                    report = await store.verify([agent_id])
+                seen: set[str] = set()
+                page: list[str] = []
+
+                async def check(page: list[str]) -> None:
+                    # one verify a page of agents: the witness file read, its marks
+                    # sorted and their check once a page, not once an agent
+                    report = await store.verify(page)
                     total.agents += report.agents
                     total.events += report.events
                     total.snapshots += report.snapshots
                     total.keys += report.keys
-                    total.problems.extend(report.problems)
+                    total.problems.extend(in_page_order(report.problems, page))
                     total.forgotten.extend(report.forgotten)
                     total.non_normal.extend(report.non_normal)
-                    progress.advance(task)
+                    progress.advance(task, len(page))
+
+                async for agent_id in each():
+                    if agent_id in seen and agent_id in page:
+                        await check(page)  # (named twice: checked twice, as alone)
+                        page = []
+                    seen.add(agent_id)
+                    page.append(agent_id)
+                    if len(page) >= VERIFY_PAGE:
+                        await check(page)
+                        page = []
+                if page:
+                    await check(page)
             if todo is None:  # agents the witness saw that the store lost entirely
                 lost = await store.witness_problems()
                 total.problems.extend(p for p in lost if p.agent_id not in seen)

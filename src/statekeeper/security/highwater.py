@@ -45,7 +45,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -409,10 +409,18 @@ class HighWater:
 
     # -- checking ----------------------------------------------------------------------
 
-    def marks(self) -> list[dict[str, Any]]:
-        """The marks known (file and not yet written), newest first, deletions left out."""
-        entries = dict(self._known)
-        for agent_id, (seq, link, t) in self._dirty.items():
+    def marks(self, agents: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The marks known (file and not yet written), newest first, deletions left out;
+        only those of ``agents`` when given (looked up, the others not sorted: a verify
+        of a page of agents costs its page, not every mark)."""
+        if agents is None:
+            entries = dict(self._known)
+            dirty = self._dirty
+        else:
+            wanted = set(agents)
+            entries = {a: self._known[a] for a in wanted if a in self._known}
+            dirty = {a: self._dirty[a] for a in wanted if a in self._dirty}
+        for agent_id, (seq, link, t) in dirty.items():
             if link is not None and seq > 0:
                 entries[agent_id] = self._mark(agent_id, seq, link, t)
             else:
@@ -436,10 +444,7 @@ class HighWater:
         stream's head too, not only the marked record: a head moved below it, or gone,
         over records left in place (a hand edit) is a stream gone back in time."""
         found: list[RollbackDetected] = []
-        marks = self.marks()
-        if agents is not None:
-            wanted = set(agents)
-            marks = [m for m in marks if m["agent_id"] in wanted]
+        marks = self.marks(agents)
         suspects = [
             mark for mark in marks[:limit] if await self._check_mark(store, mark, exact) is not None
         ]
