@@ -33,7 +33,9 @@ COMMANDS: dict[str, Entry] = {
     "init": Entry(
         "init",
         "Create an empty statekeeper store (a SQLite file, a PostgreSQL schema, a Redis "
-        "prefix). Nothing happens when one is already there.",
+        "prefix), or upgrade the layout of one an older statekeeper made (processes of "
+        "the older version refuse it then: upgrade when none runs). Nothing happens when "
+        "a current one is already there.",
     ),
     "agents": Entry(
         "commands", "List agents (ordered by id) with head seq, state and last update."
