@@ -37,6 +37,7 @@ from .errors import (  # noqa: E402
     StatekeeperError,
     StoreClosed,
     UnflushedWritesWarning,
+    UnreplicatedLeaseTokens,
     UnsavedChangesWarning,
 )
 
@@ -196,6 +197,7 @@ __all__ = [  # noqa: RUF022 - grouped by audience
     "StatekeeperError",
     "StoreClosed",
     "UnflushedWritesWarning",
+    "UnreplicatedLeaseTokens",
     "UnsavedChangesWarning",
     "__version__",
 ]

@@ -99,6 +99,7 @@ __all__ = [
     "UnknownProjection",
     "UnknownState",
     "UnknownTypeTag",
+    "UnreplicatedLeaseTokens",
     "UnsavedChangesWarning",
     "UpcasterFailed",
     "ValidationError",
@@ -301,6 +302,26 @@ class KeyFileOpenToOthers(StatekeeperWarning):
             f"key file {path} is open to other users (mode {mode & 0o777:04o}): "
             f"anyone in its group or on this machine may read the keys; "
             f"run 'chmod 600 {shlex.quote(path)}'"
+        )
+
+
+class UnreplicatedLeaseTokens(StatekeeperWarning):
+    """Leases are granted on a Redis master that has replicas (``replicas``, read from
+    ``INFO replication``) by a store that does not wait for them (no ``wait_replicas``):
+    a failover that promotes a replica which missed a grant loses it, and the next grant
+    hands its fencing token out again — two holders with one token, and a system outside
+    the store that refuses tokens at or below the last one it saw accepts both. Redis
+    offers nothing a grant could read that a promotion raises, so only
+    ``?wait_replicas=1`` keeps tokens unique (docs/scale.md "Durability and failover").
+    Issued once per backend, at its first grant; ``location`` is the masked URL."""
+
+    def __init__(self, location: str, replicas: int = 1) -> None:
+        self.location = location
+        self.replicas = replicas
+        super().__init__(
+            f"leases on Redis at {location}, a master with {replicas} replica(s), without "
+            "wait_replicas: a failover that loses a grant hands its fencing token out "
+            "again (add ?wait_replicas=1 to the URL to keep tokens unique)"
         )
 
 

@@ -183,6 +183,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "key": ("agent-7", "k"),
     "keys": ("agent-7",),
     "lease_get": ("agent-7",),
+    "lease_next": ("agent-7",),
     "lease_renew": (5.0, "agent-7", "h", 1),
     "lease_release": ("agent-7", "h", 1),
     "lease_release_again": ("agent-7", "h", 1),

@@ -171,6 +171,7 @@ _AGENT_ID_METHODS = (
     "release_lease",
     "release_lease_again",
     "get_lease",
+    "next_lease_token",
     "idempotency_keys",
     "set_ttl",
     "prune",
@@ -1010,6 +1011,14 @@ class Backend(abc.ABC):
         """The agent's newest lease (possibly expired or released), or None if it
         never had one."""
         raise LeasesUnsupported(self.name)
+
+    async def next_lease_token(self, agent_id: str, current: LeaseInfo | None) -> int:
+        """The fencing token the agent's next grant gives, ``current`` being its stored
+        lease as just read: that token plus one (1 for an agent never leased). An engine
+        whose tokens jump (PostgreSQL: past every token an earlier WAL timeline gave,
+        after a failover) reads it from the server; an audited grant committed with
+        its entry names it, and the engine refuses another."""
+        return current.token + 1 if current is not None else 1
 
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         """The stored leases (possibly expired or released) of the agents whose id

@@ -789,6 +789,10 @@ class TieredBackend(Backend):
         self._check_open()
         return await self.durable.get_lease(agent_id)
 
+    async def next_lease_token(self, agent_id: str, current: LeaseInfo | None) -> int:
+        self._check_open()
+        return await self.durable.next_lease_token(agent_id, current)
+
     async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
         await self.durable.carry_lease_tokens(tokens)
 

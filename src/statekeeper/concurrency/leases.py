@@ -399,9 +399,9 @@ class LeaseManager:
                 if held is None:
                     if gov is not None and entry is None:
                         # the entry names the token the grant will carry (the stored
-                        # one plus one: tokens grow by one per grant); a grant that
+                        # one plus one, or the engine's next); a grant that
                         # gets another (a race, an engine that skips) records it after
-                        token = stored_info.token + 1 if stored_info is not None else 1
+                        token = await back.next_lease_token(stored, stored_info)
                         detail = {"holder": self.holder, "token": token}
                         # cancelled while it is written, the entry is voided once it is
                         void = gov.voiding("lease", stored)
@@ -454,7 +454,7 @@ class LeaseManager:
         self, log: Any, stored: str, ttl: float, wait: float, poll: float
     ) -> Lease:
         """:meth:`acquire` on an engine that commits the grant with its entry: the
-        entry names the token the grant carries (the stored one plus one; the engine
+        entry names the token the grant carries (``Backend.next_lease_token``; the engine
         refuses another, nothing written, and this looks again), so after a crash at
         any point the lease and its entry both exist or neither does."""
         gov = self.governance
@@ -465,7 +465,7 @@ class LeaseManager:
             sent = lease_clock()
             held, stored_info = await self._held_elsewhere(stored)
             if held is None:
-                token = stored_info.token + 1 if stored_info is not None else 1
+                token = await self.backend.next_lease_token(stored, stored_info)
                 change = StreamChange(stored, lease=LeaseChange(self.holder, token, ttl))
                 made = Lease(self, LeaseInfo(stored, self.holder, token, 0.0), ttl, sent)
                 try:

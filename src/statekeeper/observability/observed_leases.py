@@ -53,6 +53,10 @@ class LeaseCalls:
         )
         return lease
 
+    async def next_lease_token(self, agent_id: str, current: LeaseInfo | None) -> int:
+        # (not a call of its own: the engine's rule, at most a read it counts itself)
+        return await self.inner.next_lease_token(agent_id, current)
+
     async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
         leases: list[LeaseInfo] = await self._obs.call(
             "list_leases", None, self.inner.list_leases, after, limit

@@ -351,14 +351,17 @@ class Appends(PostgresPart):
         params: dict[str, Any] = {"agent": agent_id, "holder": lease.holder, "token": lease.token}
         if lease.ttl is not None:
             params["ttl"] = lease.ttl
-            # no row and a token past 1 would insert a token nobody granted: not sent
-            if lease.token == 1 or await self._lease_now(conn, agent_id) is not None:
-                cur = await conn.execute(self._sql["lease_put"], params)
-                if await cur.fetchone() is not None:
-                    return
+            # (the statement refuses a token other than the one lease_next gives)
+            cur = await conn.execute(self._sql["lease_put"], params)
+            if await cur.fetchone() is not None:
+                return
             current = await self._lease_now(conn, agent_id)
             stored = current.token if current is not None else 0
-            if stored + 1 != lease.token or current is None or current.holder is None:
+            if (
+                current is None
+                or current.holder is None
+                or await self._lease_next_in(conn, agent_id) != lease.token
+            ):
                 raise ConflictError(agent_id, lease.token - 1, stored)
             raise LeaseHeld(agent_id, current.holder, current.expires_at)
         cur = await conn.execute(self._sql["lease_release"], params)
@@ -368,6 +371,13 @@ class Appends(PostgresPart):
             raise lease_lost(
                 agent_id, lease.holder, lease.token, await self._lease_now(conn, agent_id)
             )
+
+    async def _lease_next_in(self, conn: Any, agent_id: str) -> int:
+        """The agent's next token; the timeline's floor kept (see .leases)."""
+        cur = await conn.execute(self._sql["lease_next"], {"agent": agent_id})
+        row = await cur.fetchone()
+        self._lease_floor = int(row[1])
+        return int(row[0])
 
     async def _lease_now(self, conn: Any, agent_id: str) -> LeaseInfo | None:
         cur = await conn.execute(self._sql["lease_get"], {"agent": agent_id})

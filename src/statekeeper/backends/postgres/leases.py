@@ -22,6 +22,9 @@ __all__ = ["Leases"]
 class Leases(PostgresPart):
     """Leases of :class:`~.backend.PostgresBackend`."""
 
+    #: the floor of the server's WAL timeline as last read (see next_lease_token)
+    _lease_floor = 0
+
     # One row per agent in sk_leases, never deleted (tokens only grow, also across
     # delete_agent). Expiry is on the database server's clock. A fenced append locks
     # the row FOR SHARE while it checks the fence, so no grant slips in before it commits.
@@ -122,6 +125,16 @@ class Leases(PostgresPart):
 
         rows = await self._retrying("lease_list", op)
         return [LeaseInfo(r[0], r[1], int(r[2]), float(r[3])) for r in rows]
+
+    async def next_lease_token(self, agent_id: str, current: LeaseInfo | None) -> int:
+        # the stored token plus one, at least the floor of the server's WAL timeline
+        # (queries.sql lease_next): after a failover, past every token the old
+        # timeline gave, also one whose grant the promoted standby never received. The
+        # floor is the one last read: a grant naming a token below the server's is
+        # refused (lease_put), which reads it again (Appends._lease_in), and the
+        # caller looks again: no round trip per grant
+        stored = current.token if current is not None else 0
+        return max(stored + 1, self._lease_floor)
 
     async def get_lease(self, agent_id: str) -> LeaseInfo | None:
         self._check_open()

@@ -39,6 +39,7 @@ class PostgresPart(Backend):
         _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
         _read_runner: asyncio.Task[None] | None
         _heads: Coalesced[str, int]
+        _lease_floor: int
 
         def _check_open(self) -> None: ...
         def _check_writable(self) -> None: ...

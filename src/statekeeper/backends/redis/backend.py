@@ -132,6 +132,7 @@ from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy
 from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
+from .lease_replicas import warn_unreplicated_tokens
 from .orphans import orphaned_events
 from .urls import check_redis_url, is_cluster, split_options
 
@@ -340,6 +341,8 @@ class RedisBackend(Backend):
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
         self.evictable = evictable
+        #: warned (or nothing to warn about) that grants go unreplicated (.lease_replicas)
+        self._tokens_checked = wait_replicas > 0
         #: a tiered backend's durable or cold tier (:meth:`keep_agents`)
         self._tier_of_record = False
         self._pfx = prefix.encode()
@@ -1106,7 +1109,10 @@ class RedisBackend(Backend):
             reply = [0]  # (unless outcome: the first request landed, the script ran whole)
         if task is not None and task.cancelling() > asked:
             raise asyncio.CancelledError
-        return outcome or self._together_outcome(requests, changes, reply)
+        done = outcome or self._together_outcome(requests, changes, reply)
+        if any(c.lease is not None and c.lease.ttl is not None for c in changes):
+            await self._granted()  # (a grant committed with its audit entry)
+        return done
 
     @staticmethod
     def _together_outcome(
@@ -1420,7 +1426,15 @@ class RedisBackend(Backend):
         reply = await self._retrying("acquire_lease", op)
         if int(reply[0]) == 0:
             raise LeaseHeld(agent_id, bytes(reply[1]).decode(), float(reply[3]))
+        await self._granted()
         return self._lease(agent_id, reply)
+
+    async def _granted(self) -> None:
+        """After the backend's first lease grant: warn when the master has replicas
+        this backend does not wait for (see :mod:`.lease_replicas`)."""
+        if not self._tokens_checked:
+            self._tokens_checked = True
+            await warn_unreplicated_tokens(self._client, self.url)
 
     async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
         self._check_can_write()

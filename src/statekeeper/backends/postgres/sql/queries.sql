@@ -17,7 +17,10 @@ SELECT first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s AND key =
 SELECT key, first_seq, last_seq FROM {s}.sk_idempotency WHERE agent_id = %s ORDER BY first_seq
 
 -- name: lease_acquire
-INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) VALUES (%(agent)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = l.token + 1, expires_at = EXCLUDED.expires_at WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp()) RETURNING holder, token, expires_at
+-- the token: the stored one plus one, and at least the timeline's floor (its WAL
+-- timeline - 1, times 2^40): after a promotion every token is greater than any the
+-- old timeline gave, also one whose grant was lost in the failover (see lease_next)
+INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) VALUES (%(agent)s, %(holder)s, greatest(1, ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)), extract(epoch FROM clock_timestamp()) + %(ttl)s) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = greatest(l.token + 1, ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)), expires_at = EXCLUDED.expires_at WHERE l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp()) RETURNING holder, token, expires_at
 
 -- name: lease_renew
 UPDATE {s}.sk_leases SET expires_at = extract(epoch FROM clock_timestamp()) + %(ttl)s WHERE agent_id = %(agent)s AND holder = %(holder)s AND token = %(token)s RETURNING holder, token, expires_at
@@ -35,10 +38,19 @@ WITH r AS (UPDATE {s}.sk_leases SET holder = NULL, expires_at = 0 WHERE agent_id
 -- name: lease_get
 SELECT holder, token, expires_at FROM {s}.sk_leases WHERE agent_id = %(agent)s
 
+-- name: lease_next
+-- the token the agent's next grant gives: the stored one plus one, at least the floor
+-- of the server's WAL timeline ((timeline - 1) * 2^40; 0 on a server never promoted),
+-- and that floor (kept by the backend: read again only when a grant is refused).
+-- A standby promoted after its primary granted a token it never received is on the
+-- next timeline: its tokens are all greater (the timeline in the WAL file name: read
+-- by any role, on the primary only, where every grant runs)
+SELECT greatest(coalesce((SELECT token FROM {s}.sk_leases WHERE agent_id = %(agent)s), 0) + 1, f.floor), f.floor FROM (SELECT ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40) AS floor) f
+
 -- name: lease_put
--- a grant of append_together (LeaseChange): token given, the stored one plus one;
--- no row back when another holder's lease runs or the token moved on
-INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) VALUES (%(agent)s, %(holder)s, %(token)s, extract(epoch FROM clock_timestamp()) + %(ttl)s) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at WHERE l.token = %(token)s - 1 AND (l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp())) RETURNING token
+-- a grant of append_together (LeaseChange): the token given must be the one
+-- lease_next gives; no row back when another holder's lease runs or the token moved on
+INSERT INTO {s}.sk_leases AS l (agent_id, holder, token, expires_at) SELECT %(agent)s, %(holder)s, %(token)s, extract(epoch FROM clock_timestamp()) + %(ttl)s WHERE %(token)s::bigint = greatest(coalesce((SELECT token FROM {s}.sk_leases WHERE agent_id = %(agent)s), 0) + 1, ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)) ON CONFLICT (agent_id) DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at WHERE EXCLUDED.token = greatest(l.token + 1, ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)) AND (l.holder IS NULL OR l.holder = EXCLUDED.holder OR l.expires_at <= extract(epoch FROM clock_timestamp())) RETURNING token
 
 -- name: lease_carry
 -- a token carried from another store (Backend.carry_lease_tokens): the row raised to
