@@ -62,7 +62,12 @@ class TestRedisClusterConformance(BackendConformance):
             # WAIT returns as soon as the replica acknowledges: its bound (2 s by
             # default) is the only one, and short for a loaded machine (the likely
             # cause of a read_ranges case failing once at load 22): generous
-            options={"prefix": namespace(tmp_path) + ":", "wait_replicas": 1, "wait_timeout": 60},
+            options={
+                "prefix": namespace(tmp_path) + ":",
+                "wait_replicas": 1,
+                "wait_timeout": 60,
+                "socket_timeout": 90,  # (above wait_timeout, as the backend requires)
+            },
         )
         assert isinstance(backend, RedisBackend) and backend.cluster
         return backend

@@ -22,7 +22,7 @@ import redis
 
 from statekeeper import StateStore, UnreplicatedLeaseTokens
 from statekeeper.concurrency import LeaseManager
-from statekeeper.errors import BackendError
+from statekeeper.errors import BackendError, ConfigurationError
 
 from ._services import PrivateRedis, private_redis
 
@@ -89,3 +89,23 @@ async def test_no_warning_without_replicas() -> None:
                 warnings.simplefilter("error", UnreplicatedLeaseTokens)
                 lease = await LeaseManager(store, holder="w1").acquire("job")
             assert lease.token == 1
+
+
+@pytest.mark.parametrize("wait_timeout", [5.0, 60.0])
+def test_a_wait_timeout_not_below_the_socket_timeout_is_refused(wait_timeout: float) -> None:
+    """With ``wait_replicas``, a ``WAIT`` still blocking when the socket gives up read as a
+    lost reply: the grant was then read back from the master and handed out as granted,
+    replicated nowhere (h/fencefail's finding). Such a configuration is refused, naming
+    both timeouts; one below the socket timeout opens."""
+    from statekeeper.backends.redis.backend import RedisBackend
+
+    with pytest.raises(ConfigurationError, match=r"wait_timeout \(\d+ s\) must be below socket"):
+        RedisBackend(
+            "redis://127.0.0.1:6379/0",
+            wait_replicas=1,
+            wait_timeout=wait_timeout,
+            socket_timeout=5.0,
+        )
+    RedisBackend(
+        "redis://127.0.0.1:6379/0", wait_replicas=1, wait_timeout=wait_timeout, socket_timeout=90.0
+    )

@@ -49,7 +49,10 @@ def cluster() -> Iterator[LocalRedisCluster]:
 async def test_retention_per_shard_on_a_cluster(cluster: LocalRedisCluster, tmp_path: Path) -> None:
     # wait_timeout: the only bound on a replica's acknowledgement (WAIT returns at
     # once when it comes); the 2 s default is short for a loaded machine
-    url = f"{cluster.url}?prefix={namespace(tmp_path)}:&wait_replicas=1&wait_timeout=60"
+    url = (
+        f"{cluster.url}?prefix={namespace(tmp_path)}:"
+        "&wait_replicas=1&wait_timeout=60&socket_timeout=90"  # (socket's above WAIT's)
+    )
     async with StateStore(url) as store:
         assert isinstance(store.backend, RedisBackend) and store.backend.cluster
         await check_sharded_retention(store, store.backend.feed_shards)

@@ -330,6 +330,16 @@ class RedisBackend(Backend):
             )
         if wait_replicas < 0 or not wait_timeout > 0:
             raise ConfigurationError("wait_replicas must be >= 0 and wait_timeout > 0 seconds")
+        if wait_replicas > 0 and not wait_timeout < socket_timeout:
+            # A WAIT still pending when the socket gives up reads as a lost reply: the
+            # write is then read back from the master and acknowledged as if replicated
+            # (a lease grant handed out that no replica holds: h/fencefail's finding).
+            raise ConfigurationError(
+                f"wait_timeout ({wait_timeout:g} s) must be below socket_timeout "
+                f"({socket_timeout:g} s) with wait_replicas: a WAIT still pending when the "
+                "socket gives up would be taken for a lost reply and the write acknowledged "
+                "unreplicated; raise socket_timeout or lower wait_timeout"
+            )
         self.url = url
         self.connect_timeout = connect_timeout
         self._reached = False
@@ -407,8 +417,9 @@ class RedisBackend(Backend):
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> RedisBackend:
         """Build from a URL; statekeeper's options (``prefix``, ``ttl``,
-        ``retry_timeout``, ``max_connections``, ``pool_timeout``, ``connect_timeout``, ``feed``,
-        ``shards``, ``wait_replicas``, ``wait_timeout``) are read from its query
+        ``retry_timeout``, ``max_connections``, ``pool_timeout``, ``connect_timeout``,
+        ``socket_timeout``, ``feed``, ``shards``, ``wait_replicas``, ``wait_timeout``) are
+        read from its query
         string, the rest goes to redis-py."""
         clean, kwargs = split_options(url)
         kwargs.update(overrides)

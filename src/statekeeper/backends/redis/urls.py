@@ -25,6 +25,7 @@ OWN_OPTIONS = (
     "max_connections",
     "pool_timeout",
     "connect_timeout",
+    "socket_timeout",
     "feed",
     "shards",
     "wait_replicas",
@@ -148,7 +149,7 @@ def split_options(url: str) -> tuple[str, dict[str, Any]]:
             kwargs[key] = int_option(key, value, url)
         else:
             kwargs[key] = float_option(
-                key, value, url, positive=key in ("connect_timeout", "pool_timeout")
+                key, value, url, positive=key in ("connect_timeout", "pool_timeout", "socket_timeout")
             )
     clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
     return clean, kwargs
