@@ -114,7 +114,7 @@ from .export import Export
 from .feed import FeedReader
 from .keyexpiry import KeyExpiry
 from .leases import Leases
-from .loop_end import LoopEnd, open_pool
+from .loop_end import POOL_PREFIX, LoopEnd, open_pool
 from .reads import Reads
 from .refusals import denied
 from .replica import REPLICA_QUERIES, ReplicaReads
@@ -278,7 +278,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             reconnect_failed=regrow_while_waited,
             open=False,
             kwargs=self._connect_kwargs,
-            name=f"statekeeper-{schema}",
+            name=f"{POOL_PREFIX}{schema}",
             configure=self._configure,
             connection_class=KeepsCursors,
         )

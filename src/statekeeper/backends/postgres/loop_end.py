@@ -26,6 +26,13 @@ A sync facade left open is flushed at interpreter exit on its own loop, whose po
 still runs (:mod:`statekeeper.store.sync_exit`); it says the process is exiting
 (:func:`..recovery.process_exiting`) and the backend is in ending mode from then on
 too: the flush tries for seconds, not for ``pool_timeout`` within ``retry_timeout``.
+
+A worker that was opening a connection when the loop's end cancelled it (the pool's
+``min_size`` fill, a replacement, a growth) has psycopg_pool log that cancellation as
+a failed connection — "error connecting in 'statekeeper-<schema>': " with an empty
+reason — though no connection failed and no operation of the application did:
+:class:`_CancelledIsNoFailure` drops those records of this package's pools. A real
+failure (an exception, not a cancellation) is still logged.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -46,7 +53,7 @@ from .connection import KeepsCursors, check_connection
 if TYPE_CHECKING:
     from .backend import PostgresBackend
 
-__all__ = ["WATCHER", "LoopEnd", "open_pool"]
+__all__ = ["POOL_PREFIX", "WATCHER", "LoopEnd", "open_pool"]
 
 logger = logging.getLogger("statekeeper.backends.postgres")
 
@@ -62,6 +69,41 @@ _OWN: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 #: writes started each take one at most
 _BUDGETS = 3
 _SETTLE = 10.0
+
+
+def _task_failed(args: tuple[Any, ...]) -> tuple[object, object]:
+    pool = args[0].pool()  # (a maintenance task holds its pool by a weak reference)
+    return getattr(pool, "name", None), args[2]
+
+
+#: psycopg_pool's records of a maintenance task that raised: (the pool's name, the
+#: exception) from each record's arguments
+_POOL_FAILURES: dict[str, Callable[[tuple[Any, ...]], tuple[object, object]]] = {
+    "error connecting in %r: %s": lambda args: (args[0], args[1]),
+    "task run %s failed: %s: %s": _task_failed,
+}
+
+
+class _CancelledIsNoFailure(logging.Filter):
+    """Drops psycopg_pool's warnings about a task of one of this package's pools that
+    was cancelled (its loop ended), not failed: see the module's docstring."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        take = _POOL_FAILURES.get(record.msg) if isinstance(record.msg, str) else None
+        if take is None or not isinstance(record.args, tuple):
+            return True
+        try:
+            name, exc = take(record.args)
+        except Exception:  # pragma: no cover - another psycopg_pool's arguments
+            return True
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        return not (cancelled and isinstance(name, str) and name.startswith(POOL_PREFIX))
+
+
+#: every pool of this package is named so (the backend's, its replica's)
+POOL_PREFIX = "statekeeper-"
+
+logging.getLogger("psycopg.pool").addFilter(_CancelledIsNoFailure())
 
 
 async def open_pool(pool: AsyncConnectionPool[Any]) -> None:

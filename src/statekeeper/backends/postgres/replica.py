@@ -49,7 +49,7 @@ from psycopg_pool import AsyncConnectionPool
 from ...errors import StatekeeperError
 from ..redact import mask_url
 from .connection import check_connection, read_only_session, transient
-from .loop_end import open_pool
+from .loop_end import POOL_PREFIX, open_pool
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -124,7 +124,7 @@ class ReplicaReads:
             reconnect_timeout=backend.connect_timeout,
             open=False,
             kwargs=backend._connect_kwargs,
-            name=f"statekeeper-{backend.schema}-replica",
+            name=f"{POOL_PREFIX}{backend.schema}-replica",
             configure=read_only_session,
         )
         self._written = False
