@@ -219,7 +219,7 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "restore": ["{out}/store.skb", "--backup-key", "{out}/backup.key", "--skip-existing"],
     "forget": ["beta", "--yes"],
     "retention apply": ["--rule", "* keep_last=2 snapshot_every=10", "--dry-run"],
-    "retention adopt-compactions": ["--dry-run", "--keyless"],
+    "retention adopt-compactions": ["--dry-run"],
     # the read models go to a file of their own ({out}): the store is only read
     "projections status": ["--read-model", "{out}/read-models.db"],
     "projections run": ["--read-model", "{out}/read-models.db"],

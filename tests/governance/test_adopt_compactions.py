@@ -199,7 +199,7 @@ def test_cli_names_the_command_then_adopts(tmp_path: Path, monkeypatch: Any) -> 
     assert failed.exit_code != 0 and "retention adopt-compactions" in failed.output
     monkeypatch.delenv("STATEKEEPER_KEYS")
     refused = runner.invoke(app, ["--db", str(db), "retention", "adopt-compactions"])
-    assert refused.exit_code != 0 and "needs keys" in refused.output
+    assert refused.exit_code != 0 and "needs the store key" in refused.output
     monkeypatch.setenv("STATEKEEPER_KEYS", f"k1={KEY}")
     dry = runner.invoke(app, ["--db", str(db), "retention", "adopt-compactions", "--dry-run"])
     assert dry.exit_code == 0, dry.output

@@ -462,9 +462,10 @@ def retention_adopt(
     url = resolve_url(ctx, db)
 
     async def go() -> AdoptionReport:
-        async with open_store(
-            url, key_file=key_file, readonly=dry_run, need_key=not keyless
-        ) as store:
+        # (the store opened first: a path that is not a store says so before a missing
+        # key is asked for; adopt_compactions refuses a keyed run without one)
+        async with open_store(url, key_file=key_file, readonly=dry_run) as store:
+            await _given_keys_open(store)  # (a dry run of uncompacted agents opens no record)
             return await adopt_compactions(
                 store, agents or (), dry_run=dry_run, unrecorded=unrecorded, keyless=keyless
             )

@@ -138,7 +138,7 @@ async def adopt_compactions(
     Idempotent and resumable: a base marked already is passed over, each agent is one
     write of its snapshot. Needs the store's key (the mark is authenticated with the
     active one): ``keyless`` allows a store whose records have none."""
-    if store.codec.keyring is None and not keyless:
+    if store.codec.keyring is None and not keyless and not dry_run:  # (a dry run writes no mark)
         raise ConfigurationError(
             "adopting compactions needs the store key (--key-file): the mark is"
             " authenticated with it; a store without keys: pass --keyless"
