@@ -149,7 +149,10 @@ def split_options(url: str) -> tuple[str, dict[str, Any]]:
             kwargs[key] = int_option(key, value, url)
         else:
             kwargs[key] = float_option(
-                key, value, url, positive=key in ("connect_timeout", "pool_timeout", "socket_timeout")
+                key,
+                value,
+                url,
+                positive=key in ("connect_timeout", "pool_timeout", "socket_timeout"),
             )
     clean = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep), ""))
     return clean, kwargs
