@@ -342,6 +342,10 @@ class SyncStateStore:
         """See :meth:`StateStore.count_agents`."""
         return self._portal.call(self.store.count_agents())
 
+    def unlisted_agents(self) -> list[str]:
+        """See :meth:`StateStore.unlisted_agents`."""
+        return self._portal.call(self.store.unlisted_agents())
+
     def delete(self, agent_id: str) -> bool:
         """See :meth:`StateStore.delete`."""
         return self._portal.call(self.store.delete(agent_id))
