@@ -40,6 +40,32 @@ async def test_a_deep_state_is_loaded_as_stored(tmp_path: Path, engine: str) -> 
                 assert (await cold.load("a")).data == {"v": deep, "w": 1}
 
 
+async def test_a_state_stored_deeper_before_the_cap_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A msgpack store written by a version before the cap (h/trialtime's e09618b9 and
+    h/trialdata's 3318292d) may hold a state deeper than JSON's bytes can copy: it is
+    still loaded as stored, cached and again, rather than failing every load with
+    ``TypeError: Recursion limit reached`` (the object-by-object copy of
+    ``store.copies``)."""
+    import statekeeper.store.flat as flat
+    import statekeeper.store.lean as lean
+    import statekeeper.store.writes as writes
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    deep = _nested(300)
+    with monkeypatch.context() as old_writer:  # (a writer without the depth check)
+        old_writer.setattr(writes, "check_ops_depth", lambda *a, **k: None)
+        old_writer.setattr(lean, "too_deep", lambda ops: None)
+        old_writer.setattr(flat, "too_deep", lambda ops: None)
+        async with StateStore(url, format="msgpack") as store:
+            await store.save("a", {"v": deep})
+            await store.save("a", {"v": deep, "w": 1})
+    async with StateStore(url, format="msgpack") as store:
+        assert (await store.load("a")).data == {"v": deep, "w": 1}
+        assert (await store.load("a")).data == {"v": deep, "w": 1}  # (from the cache)
+
+
 @pytest.mark.parametrize("depth", [MAX_DEPTH, 300, 600, 5000])
 async def test_a_state_deeper_than_stored_states_may_nest_is_a_typed_error(depth: int) -> None:
     """Deeper than JSON's encoders read back (was: stored and acknowledged, then every

@@ -33,9 +33,10 @@ def public_copy(self: ReadPath, record: AgentRecord, *, shared: bool = False) ->
 
 def _copied(record: AgentRecord) -> Snapshot:
     """The copy of a state nested deeper than JSON's bytes can hold (orjson stops at
-    254 levels; the msgpack format stores up to Python's own limit): made object by
-    object. Such a state was stored, and every save of it acknowledged, but every load
-    of it failed with ``TypeError: Recursion limit reached``."""
+    254 levels), made object by object. A save is refused past ``codec.depth.MAX_DEPTH``
+    now, but a msgpack store written before that cap may hold such a state (every save
+    of it acknowledged); without this copy every load of it failed with
+    ``TypeError: Recursion limit reached``."""
     data = copy.deepcopy(document(record))
     return make_snapshot(
         record.agent_id,
