@@ -33,7 +33,7 @@ from __future__ import annotations
 import secrets
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..backends.base import Backend
@@ -73,19 +73,7 @@ async def with_intent(
             await record(backend, codec, agent_id, head, forgotten=forgotten)
         return existed
     token = secrets.token_hex(16)
-    stream = PENDING + token
-    body = {
-        "agent_id": agent_id,
-        "head": head,
-        "checksum": raws[-1].checksum.hex(),
-        "forgotten": forgotten,
-    }
-    ts = time.time()
-    sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
-    raw = RawEvent(1, _TYPE, ts, sealed.payload, sealed.checksum)
-    await backend.append(
-        AppendRequest(stream, 0, [raw], head_tag=codec.head_tag(stream, 1, sealed.link))
-    )
+    stream = await _write_intent(backend, codec, token, agent_id, head, raws[-1], forgotten)
     try:
         existed = await delete()
     except ConflictError:
@@ -142,7 +130,9 @@ async def forget_with_intent(
         return out, purged
     await settle(backend, codec)  # intents a crash left, before this one's own
     token = secrets.token_hex(16)
-    stream = await _write_intent(backend, codec, token, agent_id, head, raws[-1], "forget")
+    stream = await _write_intent(
+        backend, codec, token, agent_id, head, raws[-1], True, kind="forget"
+    )
     try:
         out = destroy()
     except Exception:
@@ -156,16 +146,28 @@ async def forget_with_intent(
 
 
 async def _write_intent(
-    backend: Backend, codec: Codec, token: str, agent_id: str, head: int, at: RawEvent, what: str
+    backend: Backend,
+    codec: Codec,
+    token: str,
+    agent_id: str,
+    head: int,
+    at: RawEvent,
+    forgotten: bool,
+    *,
+    kind: str | None = None,
 ) -> str:
+    """The intent stream of ``token`` for ``agent_id`` at ``head`` (whose event is
+    ``at``), written; a delete's intent has no ``"kind"`` (as every earlier version
+    wrote it), a forget's is ``"forget"``."""
     stream = PENDING + token
-    body = {
+    body: dict[str, Any] = {
         "agent_id": agent_id,
         "head": head,
         "checksum": at.checksum.hex(),
-        "forgotten": True,
-        "kind": what,
+        "forgotten": forgotten,
     }
+    if kind is not None:
+        body["kind"] = kind
     ts = time.time()
     sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
     raw = RawEvent(1, _TYPE, ts, sealed.payload, sealed.checksum)
@@ -191,49 +193,51 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     from .feed_deletes import record
 
     finished: list[str] = []
-    after = PENDING
-    while True:
-        page = await backend.list_agents(after=after, limit=_PAGE)
-        streams = [info.agent_id for info in page if info.agent_id.startswith(PENDING)]
-        for stream in streams:
-            body = await _intent(backend, codec, stream)
-            if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
-                agent_id, head = body["agent_id"], body["head"]
-                if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
-                    key = stream[len(PENDING) :]
-                    await record(backend, codec, agent_id, head, forgotten=True, key=key)
-                    finished.append(agent_id)
-            elif body is not None:
-                agent_id, head = body["agent_id"], body["head"]
-                raws = await backend.read(agent_id, head - 1, head)
-                still = bool(raws) and raws[-1].seq == head
-                if not (still and raws[-1].checksum.hex() == body["checksum"]):
-                    # deleted (the head event it named is gone): its tombstone, once
-                    key = stream[len(PENDING) :]
-                    forgotten = bool(body.get("forgotten"))
-                    await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
-                    finished.append(agent_id)
-            await backend.delete_agent(stream)
-        if len(streams) < len(page) or len(page) < _PAGE:
-            return finished
-        after = page[-1].agent_id
+    async for stream, body in _intents(backend, codec):
+        if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
+            agent_id, head = body["agent_id"], body["head"]
+            if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
+                key = stream[len(PENDING) :]
+                await record(backend, codec, agent_id, head, forgotten=True, key=key)
+                finished.append(agent_id)
+        elif body is not None:
+            agent_id, head = body["agent_id"], body["head"]
+            raws = await backend.read(agent_id, head - 1, head)
+            still = bool(raws) and raws[-1].seq == head
+            if not (still and raws[-1].checksum.hex() == body["checksum"]):
+                # deleted (the head event it named is gone): its tombstone, once
+                key = stream[len(PENDING) :]
+                forgotten = bool(body.get("forgotten"))
+                await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
+                finished.append(agent_id)
+        await backend.delete_agent(stream)
+    return finished
 
 
 async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int]]:
     """``(agent_id, head)`` of every intent left (for ``verify``: nothing is written)."""
     if not await backend.count_prefix(PENDING):  # (see settle: a lost agent raised)
         return []
-    found: list[tuple[str, int]] = []
+    found = [
+        (body["agent_id"], body["head"])
+        async for _, body in _intents(backend, codec)
+        if body is not None
+    ]
+    return sorted(found)
+
+
+async def _intents(
+    backend: Backend, codec: Codec
+) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
+    """Every intent stream and what it holds (:func:`_intent`), a page at a time."""
     after = PENDING
     while True:
         page = await backend.list_agents(after=after, limit=_PAGE)
         streams = [info.agent_id for info in page if info.agent_id.startswith(PENDING)]
         for stream in streams:
-            body = await _intent(backend, codec, stream)
-            if body is not None:
-                found.append((body["agent_id"], body["head"]))
+            yield stream, await _intent(backend, codec, stream)
         if len(streams) < len(page) or len(page) < _PAGE:
-            return sorted(found)
+            return
         after = page[-1].agent_id
 
 
