@@ -36,6 +36,7 @@ async def key_usage(store: StateStore) -> dict[str, int]:
     On a store opened as a principal: the agents it may read, and the audit log (every
     tenant's entries) only for an admin on ``**``, who alone may read it."""
     from ..schema.rewrite import kept_key_ids  # (the schema imports the store)
+    from ..store.feed_intents import sealed_streams
     from ..store.governed import governance_of  # (the store imports this package)
 
     backend = store.backend
@@ -54,6 +55,9 @@ async def key_usage(store: StateStore) -> dict[str, int]:
             yield AUDIT_STREAM  # sealed like a stream: its keys count too
         if await backend.head(HOLDS_STREAM) > 0:
             yield HOLDS_STREAM  # the legal holds (statekeeper hold): the same
+        if with_log:  # the feed's tombstones (every tenant's), which rekey re-encrypts
+            for stream in await sealed_streams(backend):
+                yield stream
 
     async for agent_id in ids():
         _, tag = await backend.head_tag(agent_id)
