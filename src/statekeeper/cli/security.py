@@ -140,6 +140,8 @@ def keys_status(
             note = "[red]not in the keyring[/]"
         elif key_id == "(none)":
             note = "[yellow]not encrypted[/]" if keyring is not None else "no key"
+        elif key_id == "(forgotten)":
+            note = "crypto-shredded: no key opens them"
         elif keyring is not None:
             note = "old key: run 'statekeeper rekey'"
         table.add_row(escape(key_id), f"{n:,}", note)

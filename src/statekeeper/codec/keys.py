@@ -381,6 +381,8 @@ class Keyring:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigurationError(f"cannot read key file {os.fspath(path)}: {exc}") from exc
+        except UnicodeDecodeError:  # (its message showed a byte of the file: of a raw key)
+            raise ConfigurationError(f"key file {os.fspath(path)} is not text") from None
         try:
             doc = json.loads(text)
         except ValueError:
@@ -396,11 +398,14 @@ class Keyring:
             raise ConfigurationError(
                 f'key file {os.fspath(path)}: "data_keys" must be the path of a key vault'
             )
-        return cls(
-            doc["keys"],
-            active=chosen if isinstance(chosen, str) else None,
-            data_keys=Path(path).parent / vault if vault else None,
-        )
+        try:
+            return cls(
+                doc["keys"],
+                active=chosen if isinstance(chosen, str) else None,
+                data_keys=Path(path).parent / vault if vault else None,
+            )
+        except ConfigurationError as exc:  # a bad key or id: which file says so
+            raise ConfigurationError(f"key file {os.fspath(path)}: {exc}") from None
 
     @classmethod
     def from_env(

@@ -10,19 +10,25 @@ from ..arguments import AUDIT_STREAM, HOLDS_STREAM
 from ..codec import Codec
 from ..errors import StatekeeperError
 from ..records import RawEvent
+from .rekey_checks import forgotten
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
-__all__ = ["key_usage"]
+__all__ = ["FORGOTTEN", "key_usage"]
+
+#: where :func:`key_usage` counts the records of agents ``forget`` crypto-shredded
+FORGOTTEN = "(forgotten)"
 
 _PAGE = 500
 
 
 async def key_usage(store: StateStore) -> dict[str, int]:
     """How many stored records (events, snapshots) and stream heads name each key, read
-    from clear headers. ``"(none)"`` counts records stored in the clear. Use it to
-    confirm that a retired key is no longer needed.
+    from clear headers. ``"(none)"`` counts records stored in the clear, and
+    :data:`FORGOTTEN` those of the agents ``forget`` crypto-shredded (whatever key they
+    name: no key opens them any more, none is needed for them). Use it to confirm that
+    a retired key is no longer needed.
 
     The pre-migration records a migration keeps inside each migrated head event (for
     its rollback, until it is finalized or rolled back) count under the key they are
@@ -36,15 +42,21 @@ async def key_usage(store: StateStore) -> dict[str, int]:
     On a store opened as a principal: the agents it may read, and the audit log (every
     tenant's entries) only for an admin on ``**``, who alone may read it."""
     from ..schema.rewrite import kept_key_ids  # (the schema imports the store)
+    from ..store.feed_intents import sealed_streams
     from ..store.governed import governance_of  # (the store imports this package)
 
     backend = store.backend
     gov = governance_of(store)
     with_log = gov is None or gov.store_admin()
     counts: dict[str, int] = {}
+    keyring = store.codec.keyring
+    vault = keyring.data_keys if keyring is not None else None
+    shredded = False  # the stream counted is a forgotten agent's
 
     def count(key_id: str | None) -> None:
         name = key_id if key_id is not None else "(none)"
+        if shredded:  # its data key is destroyed: no key opens its records any more
+            name = FORGOTTEN
         counts[name] = counts.get(name, 0) + 1
 
     async def ids() -> AsyncIterator[str]:
@@ -54,8 +66,14 @@ async def key_usage(store: StateStore) -> dict[str, int]:
             yield AUDIT_STREAM  # sealed like a stream: its keys count too
         if await backend.head(HOLDS_STREAM) > 0:
             yield HOLDS_STREAM  # the legal holds (statekeeper hold): the same
+        if with_log:  # the feed's tombstones (every tenant's), which rekey re-encrypts
+            for stream in await sealed_streams(backend):
+                yield stream
 
     async for agent_id in ids():
+        # (its records named the master key they were sealed under: "old key: run
+        # rekey" for ever, as rekey leaves a forgotten agent as it is)
+        shredded = vault is not None and forgotten(vault, store, agent_id)
         _, tag = await backend.head_tag(agent_id)
         count(Codec.head_key_id(tag) if tag is not None and len(tag) > 1 and tag[1] else None)
         cursor = 0

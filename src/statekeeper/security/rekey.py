@@ -506,10 +506,25 @@ async def rekey(
     total.add(await rekey_audit_log(store, batch=batch))
     if await store.backend.head(HOLDS_STREAM):  # the legal holds, sealed as a stream is
         await _rekey_walking_again(store, HOLDS_STREAM, batch, total)
+    await _rekey_feed_streams(store, batch, total)
     progress.done = True
     if path is not None:
         progress.save(path)
     return total
+
+
+async def _rekey_feed_streams(store: StateStore, batch: int, total: RekeyStats) -> None:
+    """Re-encrypt the change feed's tombstone streams (and a crash's delete intents):
+    left under the old key, the feed and a restore raised ``KeyNotFound`` on the first
+    tombstone once that key was retired. Every tenant's: a store admin's run only."""
+    from ..store.feed_intents import sealed_streams
+    from ..store.governed import governance_of
+
+    governance = governance_of(store)
+    if governance is not None and not governance.store_admin():
+        return
+    for stream in await sealed_streams(store.backend):
+        await _rekey_walking_again(store, stream, batch, total)
 
 
 async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStats:

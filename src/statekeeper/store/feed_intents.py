@@ -41,7 +41,15 @@ from ..codec import ZERO_LINK, Codec
 from ..errors import ConflictError
 from ..records import AppendRequest, RawEvent
 
-__all__ = ["PENDING", "finish_pending", "forget_with_intent", "pending", "settle", "with_intent"]
+__all__ = [
+    "PENDING",
+    "finish_pending",
+    "forget_with_intent",
+    "pending",
+    "sealed_streams",
+    "settle",
+    "with_intent",
+]
 
 T = TypeVar("T")
 
@@ -256,3 +264,25 @@ async def _intent(backend: Backend, codec: Codec, stream: str) -> dict[str, Any]
     ):
         return None
     return body
+
+
+async def sealed_streams(backend: Backend) -> list[str]:
+    """The feed's own streams the store holds, sealed like an agent's: its tombstone
+    streams (one per shard, or per namespace under row-level security) and the intents
+    a crash left. ``rekey`` re-encrypts them and ``keys status`` counts them: left under
+    a retired key, the feed and a restore failed on the first tombstone
+    (``KeyNotFound``)."""
+    from .feed_deletes import PREFIX_IN, streams
+
+    found = [s for s in streams(backend) if await backend.head(s)]
+    for prefix in (PREFIX_IN, PENDING):
+        if not await backend.count_prefix(prefix):  # (see settle: an empty listing pages all)
+            continue
+        after = prefix
+        while True:
+            page = await backend.list_agents(after=after, limit=_PAGE)
+            found.extend(i.agent_id for i in page if i.agent_id.startswith(prefix))
+            if not page or not page[-1].agent_id.startswith(prefix) or len(page) < _PAGE:
+                break
+            after = page[-1].agent_id
+    return found

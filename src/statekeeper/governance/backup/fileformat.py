@@ -177,25 +177,26 @@ class BackupKey:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> BackupKey:
         """A key file: a key file of the store's format (its active key) or one base64 line."""
+        name = os.fspath(path)
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigurationError(
-                f"cannot read backup key file {os.fspath(path)}: {exc}"
-            ) from None
+            raise ConfigurationError(f"cannot read backup key file {name}: {exc}") from None
+        except UnicodeDecodeError:  # (its message showed a byte of the file: of a raw key)
+            raise ConfigurationError(f"backup key file {name} is not text") from None
         warn_if_open_to_others(path)
         stripped = text.strip()
-        if stripped.startswith("{"):
-            try:
-                doc = json.loads(stripped)
-                active = doc.get("active") or next(iter(doc["keys"]))
-                return cls.from_text(doc["keys"][active], str(active))
-            except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
-                shape = '{"active": ID, "keys": {ID: BASE64}}'
-                raise ConfigurationError(
-                    f"backup key file {os.fspath(path)} must hold {shape}"
-                ) from None
-        return cls.from_text(stripped)
+        try:  # a key file of the store's format, or one base64 line
+            doc = json.loads(stripped) if stripped.startswith("{") else None
+            if doc is None:
+                return cls.from_text(stripped)
+            active = doc.get("active") or next(iter(doc["keys"]))
+            return cls.from_text(doc["keys"][active], str(active))
+        except ConfigurationError as exc:  # a short or bad key: which file says so
+            raise ConfigurationError(f"backup key file {name}: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, StopIteration):
+            shape = '{"active": ID, "keys": {ID: BASE64}}'
+            raise ConfigurationError(f"backup key file {name} must hold {shape}") from None
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> BackupKey | None:
