@@ -58,7 +58,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (10, "group-commit batches written set-based", read_script(PACKAGE, "sql/batch.sql")),
     (11, "set-based batches with idempotency keys", read_script(PACKAGE, "sql/batch_keys.sql")),
     (12, "idempotency records' times", read_script(PACKAGE, "sql/key_times.sql")),
-    (13, "the feed's trigger fires in every session", read_script(PACKAGE, "sql/feed_always.sql")),
+    (
+        13,
+        "the feed's trigger fires in every session; its frontier reads this database's locks",
+        read_script(PACKAGE, "sql/feed_always.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
