@@ -171,7 +171,7 @@ async def test_postgres_migration_12_gives_each_record_its_time(schema: str) -> 
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         # back to migration 11: no column, a record with its event and one without
         conn.execute(f"ALTER TABLE {s}.sk_idempotency DROP COLUMN created_at")
-        conn.execute(f"DELETE FROM {s}.sk_migrations WHERE version = 12")
+        conn.execute(f"DELETE FROM {s}.sk_migrations WHERE version >= 12")
         conn.execute(
             f"INSERT INTO {s}.sk_agents (agent_id, head_seq, created_at, updated_at)"
             " VALUES ('a', 2, 1000.0, 1001.0)"

@@ -247,6 +247,7 @@ CROSS_AGENT = {
     "partitions",
     "row_security",
     "in_recovery",
+    "renamed",
     "marker_read",
     "marker_set",
     "feed_id_lock",

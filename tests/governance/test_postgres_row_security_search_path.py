@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.governance import parse_policy
+from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.policy_postgres import enforce_in_postgres
 
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
@@ -165,3 +165,35 @@ async def test_a_tenant_role_cannot_append_without_the_feeds_lock(
         ).fetchone()
         conn.rollback()
     assert held == (1,)
+
+
+async def test_a_tenant_role_with_the_replica_session_role_cannot_move_the_audit_head_back(
+    setup: tuple[str, str, str],
+) -> None:
+    """``ALTER ROLE bob SET session_replication_role = replica`` (a superuser's setting,
+    as for a bulk load): ordinary triggers do not fire in bob's sessions, and the audit
+    head's forward-only trigger did not either — bob moved the head back. The
+    triggers of row-level security are ``ENABLE ALWAYS``."""
+    import psycopg
+
+    schema, role, _ = setup
+    policy = parse_policy(POLICY_TEXT)
+    async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+        await owner.save("globex/eu/g1", {"n": 1})
+    await enforce_in_postgres(POSTGRES_DSN, schema, policy, roles={"bob": role})
+    url = f"{_as(role)}?schema={schema}"
+    async with StateStore(url, keyring=KEYRING, principal="bob", policy=policy,
+                          audit=Audit()) as bob:  # fmt: skip
+        for n in range(2, 5):
+            await bob.save("globex/eu/g1", {"n": n})
+    _pg(f'ALTER ROLE "{role}" SET session_replication_role = replica')
+    s = f'"{schema}"'
+    with psycopg.connect(_as(role), autocommit=True) as conn:
+        assert conn.execute("SHOW session_replication_role").fetchone() == ("replica",)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="only moves forward"):
+            conn.execute(
+                f"UPDATE {s}.sk_agents SET head_seq = 1 WHERE agent_id = chr(1) || 'sk-audit/log'"
+            )
+    async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+        report = await AuditLog(owner.backend, KEYRING).verify()
+        assert report.ok, report.problems

@@ -260,6 +260,9 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             "prepare_threshold": prepare_threshold,
             "connect_timeout": max(2, math.ceil(connect_timeout)),
             "context": ARRAY_ADAPTERS,  # the batch's arrays dumped by .arrays
+            # ids and text are str: a role's or database's client_encoding (LATIN1...)
+            # could not carry them (was: the store unusable for such a role)
+            "client_encoding": "UTF8",
         }
         #: each new connection's settings (read only, the idle transaction timeout)
         self._configure = session_setup(readonly, idle_transaction_timeout)

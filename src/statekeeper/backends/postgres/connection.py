@@ -96,7 +96,7 @@ async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
 
 def session_setup(
     readonly: bool, idle_transaction_timeout: float
-) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]] | None:
+) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
     """The pool's ``configure`` hook: run once per new connection, in one round trip.
 
     ``idle_transaction_timeout`` (seconds, 0: the server's own setting) becomes the
@@ -110,13 +110,17 @@ def session_setup(
     not by ``SET LOCAL`` in each transaction: the hot path pays no statement at all.
     Only the pool's connections: a backup's ``COPY`` transaction (:mod:`.export`)
     waits on its own writer between statements and keeps the server's setting.
+
+    ``extra_float_digits = 3``: floats read as text (a lease's expiry) carry every
+    digit, whatever the role's or database's setting (a negative one rounded a lease's
+    expiry, epoch seconds, to as little as one significant digit).
     """
-    statements = ["SET default_transaction_read_only = on"] if readonly else []
+    statements = ["SET extra_float_digits = 3"]
+    if readonly:
+        statements.append("SET default_transaction_read_only = on")
     if idle_transaction_timeout > 0:
         ms = max(1, round(idle_transaction_timeout * 1000))
         statements.append(f"SET idle_in_transaction_session_timeout = {ms}")
-    if not statements:
-        return None
     query = "; ".join(statements).encode()
 
     async def configure(conn: psycopg.AsyncConnection[Any]) -> None:

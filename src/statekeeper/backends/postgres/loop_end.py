@@ -228,8 +228,7 @@ class LoopEnd:
                 f"no answer within {backend.connect_timeout:g}s (connect_timeout)"
             ) from None
         try:
-            if backend._configure is not None:
-                await backend._configure(dialled)
+            await backend._configure(dialled)
             yield dialled
         finally:
             with contextlib.suppress(Exception):

@@ -95,7 +95,9 @@ async def install_row_security(
     roles = sorted(set(roles) | {role for role, _, _ in grants} | set(trimmers))
     blocks = named_blocks(read_script("statekeeper.backends.postgres", "sql/row_security.sql"))
     s = sql.Identifier(schema)
-    connection = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
+    connection = await psycopg.AsyncConnection.connect(
+        dsn, autocommit=False, client_encoding="UTF8"
+    )
     async with connection as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
         await conn.execute(sql.SQL(blocks["setup"]).format(s=s))
@@ -133,7 +135,9 @@ async def remove_row_security(dsn: str, schema: str, roles: Iterable[str]) -> No
     _check(schema, [])
     blocks = named_blocks(read_script("statekeeper.backends.postgres", "sql/row_security.sql"))
     s = sql.Identifier(schema)
-    connection = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
+    connection = await psycopg.AsyncConnection.connect(
+        dsn, autocommit=False, client_encoding="UTF8"
+    )
     async with connection as conn, conn.transaction():
         for role in roles:
             await conn.execute(

@@ -21,7 +21,7 @@ An existing schema keeps the layout it was created with; opening it with a diffe
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
@@ -58,6 +58,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (10, "group-commit batches written set-based", read_script(PACKAGE, "sql/batch.sql")),
     (11, "set-based batches with idempotency keys", read_script(PACKAGE, "sql/batch_keys.sql")),
     (12, "idempotency records' times", read_script(PACKAGE, "sql/key_times.sql")),
+    (
+        13,
+        "the feed's trigger fires in every session; its frontier reads this database's locks",
+        read_script(PACKAGE, "sql/feed_always.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -118,12 +123,30 @@ async def opened(backend: PostgresBackend) -> None:
     await check_layout(backend)
     async with backend._connection() as conn:  # (while opening: not _query)
         schema = _quoted(backend.schema)
+        await _check_home(backend, conn, schema)
         cur = await conn.execute(
             backend._sql["row_security"], (f"{schema}.sk_tombstones(text)", f"{schema}.sk_events")
         )
         row = await cur.fetchone()
     backend.audit_links = bool(row and row[0])
     backend.tombstones_by_namespace = bool(row and row[0] and row[1])
+
+
+async def _check_home(backend: PostgresBackend, conn: Any, schema: str) -> None:
+    """Refuse a schema whose functions name another schema's tables: it was renamed
+    (``ALTER SCHEMA prod RENAME TO prod_old``), and its append functions still write
+    to ``prod`` — acknowledged saves into whatever store now has that name, and the
+    feed's frontier read from its events."""
+    cur = await conn.execute(backend._sql["renamed"], (schema, f"{schema}.sk_"))
+    row = await cur.fetchone()
+    if row is None:
+        return
+    raise ConfigurationError(
+        f"schema {backend.schema!r} was renamed: its function {row[0]} still writes to "
+        f"the tables of schema {row[1]}, the name it was created with; rename it back "
+        "(ALTER SCHEMA … RENAME TO …): to move a store, copy its agents to a new schema "
+        "(`statekeeper export` / `import`)"
+    )
 
 
 def _quoted(schema: str) -> str:

@@ -43,9 +43,9 @@ CREATE TRIGGER sk_feed_mark BEFORE INSERT ON {s}.sk_events
 
 -- The safe frontier, one round trip. p_candidate / p_holders: what the previous call
 -- returned as next_candidate / next_holders. Returns safe: a position such that every
--- append of a position at or below it has ended — the candidate, once none of its
+-- append of a position at or below it has ended - the candidate, once none of its
 -- holders holds the lock any more, or the newest committed position when no append
--- holds it — and the next candidate. Why it holds: a position <= M (the newest one
+-- holds it - and the next candidate. Why it holds: a position <= M (the newest one
 -- committed when M is read) was taken before M was read, by a transaction that took
 -- the lock first and keeps it until it ends, so if it has not ended it is among the
 -- holders read after M. Needs only SELECT on sk_events (read-only roles follow it).

@@ -271,6 +271,12 @@ SELECT safe, next_candidate, next_holders, (pg_current_wal_lsn() - '0/0'::pg_lsn
 -- name: in_recovery
 SELECT pg_is_in_recovery()
 
+-- name: renamed
+-- one of statekeeper's functions (sk_...) of the schema whose body names statekeeper's
+-- tables in no schema of this name: the schema was renamed (ALTER SCHEMA ... RENAME), and
+-- the function still writes to the old name's tables. Its name, and the name it uses.
+SELECT p.proname, (regexp_match(p.prosrc, '("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)[.]sk_'))[1] FROM pg_proc p WHERE p.pronamespace = to_regnamespace(%s) AND left(p.proname, 3) = 'sk_' AND strpos(p.prosrc, '.sk_') > 0 AND strpos(p.prosrc, %s) = 0 LIMIT 1
+
 -- name: marker_read
 SELECT 1 FROM {s}.sk_markers WHERE name = %s
 

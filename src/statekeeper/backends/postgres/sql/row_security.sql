@@ -147,6 +147,8 @@ DROP TRIGGER IF EXISTS sk_audit_head_forward ON {s}.sk_agents;
 CREATE TRIGGER sk_audit_head_forward BEFORE UPDATE ON {s}.sk_agents
     FOR EACH ROW WHEN (OLD.agent_id = chr(1) || 'sk-audit/log')
     EXECUTE FUNCTION {s}.sk_audit_head_forward();
+-- (fires in a session with session_replication_role = replica too, set on a role)
+ALTER TABLE {s}.sk_agents ENABLE ALWAYS TRIGGER sk_audit_head_forward;
 -- the head's link: under row-level security each audit append carries a snapshot of
 -- the log at its new head whose only content is the head entry's chain link, sealed
 -- under the audit key (statekeeper.governance.audit), which the next writer chains on
@@ -186,6 +188,7 @@ DROP TRIGGER IF EXISTS sk_audit_link_kept ON {s}.sk_snapshots;
 CREATE TRIGGER sk_audit_link_kept AFTER INSERT ON {s}.sk_snapshots
     FOR EACH ROW WHEN (NEW.agent_id = chr(1) || 'sk-audit/log')
     EXECUTE FUNCTION {s}.sk_audit_link_kept();
+ALTER TABLE {s}.sk_snapshots ENABLE ALWAYS TRIGGER sk_audit_link_kept;
 
 -- name: markers
 -- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
