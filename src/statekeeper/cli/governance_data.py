@@ -313,6 +313,10 @@ def restore_cmd(
     )
     for pattern in result.holds_placed:  # the backup's holds the target lacked
         console.print(f"placed a legal hold on {escape(pattern)!r} (held in the backup)")
+    if result.skipped:  # (as import --skip-existing says it)
+        console.print(
+            f"skipped {result.skipped:,} existing agent(s): the target's own version kept"
+        )
 
 
 def _check_backup_files(backups: list[str]) -> None:

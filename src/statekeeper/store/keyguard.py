@@ -31,10 +31,10 @@ import contextlib
 from ..backends.base import Backend
 from ..codec.pipeline import VERSION
 from ..errors import AgentLost, KeyRequired
-from ..records import AgentInfo
+from ..records import AgentInfo, RawEvent
 from .listing import agents_past_lost
 
-__all__ = ["ENCRYPTED", "SAMPLE", "KeyGuard", "is_encrypted", "mark_encrypted"]
+__all__ = ["ENCRYPTED", "SAMPLE", "KeyGuard", "is_encrypted", "mark_encrypted", "newest_heads"]
 
 #: how many of the newest agents' heads are looked at
 SAMPLE = 8
@@ -88,6 +88,13 @@ class KeyGuard:
 
 
 async def _holds_encrypted(backend: Backend) -> bool:
+    heads = await newest_heads(backend)
+    return any(head is not None and is_encrypted(head.payload) for head in heads)
+
+
+async def newest_heads(backend: Backend) -> list[RawEvent | None]:
+    """The head records of the :data:`SAMPLE` most recently written agents (the first
+    by id where the engine keeps no order of writes): what the store writes now."""
     agents: list[AgentInfo] = []
     by_id = not backend.lists_by_write
     if not by_id:
@@ -106,6 +113,5 @@ async def _holds_encrypted(backend: Backend) -> bool:
                 if len(agents) >= SAMPLE:
                     break
     if not agents:
-        return False
-    heads = await backend.read_heads([agent.agent_id for agent in agents])
-    return any(head is not None and is_encrypted(head.payload) for head in heads)
+        return []
+    return await backend.read_heads([agent.agent_id for agent in agents])

@@ -66,6 +66,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -205,17 +206,17 @@ class BackupKey:
         text = env.get(ENV_BACKUP_KEY, "").strip()
         return cls.from_text(text) if text else None
 
-    def check_not_store_key(self, keyring: Keyring | None) -> None:
+    def check_not_store_key(self, keyring: Keyring | None, sealed: Any = ()) -> None:
         """Refuse a backup key that is one of the store's master keys: a backup must be
-        encrypted with a key of its own (a stolen store key must not open the backups)."""
-        if keyring is None:
-            return
+        encrypted with a key of its own (a stolen store key must not open the backups).
+        ``sealed``: (key id, fingerprint) of keys that sealed the store's records
+        (:mod:`.storekey`: a store opened without its keyring)."""
         from ...codec.keys import DerivedKey
 
         probe = DerivedKey("probe", self._material).fingerprint
-        for key_id in keyring.ids:
-            key = keyring.get(key_id)
-            if key is not None and key.fingerprint == probe:
+        keys = [(i, k.fingerprint) for i in keyring.ids if (k := keyring.get(i))] if keyring else []
+        for key_id, fingerprint in [*keys, *sealed]:
+            if hmac.compare_digest(fingerprint, probe):
                 raise BackupKeyMismatch(
                     f"the backup key is the store's key {key_id!r}: use a separate backup key"
                     " (statekeeper keys new)"

@@ -68,6 +68,7 @@ from .nsholds import namespace_holds, sealed_holds, sealing_holds
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
 from .rowentries import add_unlisted, copy_batch, last_digest, list_heads, mark_compacted
+from .storekey import sealing_keys
 from .tagheads import internal_streams as _internal
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ async def _backup(
     # a store opened in a namespace backs up that namespace (and below) only, under
     # the stored (full) ids; the manifest names the namespace
     namespace = store.namespace if isinstance(store, NamespacedStateStore) else ""
-    key.check_not_store_key(store.codec.keyring)
+    key.check_not_store_key(store.codec.keyring, await sealing_keys(store))
     location.check_free()
     started = time.perf_counter()
     created = time.time()
