@@ -208,9 +208,8 @@ class BackupKey:
 
     def check_not_store_key(self, keyring: Keyring | None, sealed: Any = ()) -> None:
         """Refuse a backup key that is one of the store's master keys: a backup must be
-        encrypted with a key of its own (a stolen store key must not open the backups).
-        ``sealed``: (key id, fingerprint) of keys that sealed the store's records
-        (:mod:`.storekey`: a store opened without its keyring)."""
+        encrypted with a key of its own (a stolen store key must not open the backups);
+        ``sealed``: (key id, fingerprint) of keys that sealed records (:mod:`.storekey`)."""
         from ...codec.keys import DerivedKey
 
         probe = DerivedKey("probe", self._material).fingerprint
