@@ -11,13 +11,14 @@ import os
 import sqlite3
 import threading
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pagepass, sqlite_pages
+from statekeeper.backends import sqlite_pages
 from statekeeper.errors import BackupError
 from statekeeper.governance.backup import BackupKey, backup, directfile, location, restore
 from statekeeper.governance.backup.fileformat import BackupKey as FormatKey
@@ -64,20 +65,17 @@ async def _refused(
 async def test_the_page_reader_never_writes_a_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The threads that read the pages hand each sealed chunk to the writing thread:
-    chunk n+1 is read while chunk n is sealed and chunk n-1 written (before, the reader
-    wrote each chunk itself and stood still meanwhile; with the C pass each chunk is
-    read by the sealing thread that seals it, side by side: "backup6"). The backup
-    restores as before."""
+    """The thread that reads the pages hands each sealed chunk to the writing thread:
+    it reads chunk n+1 while chunk n is sealed and chunk n-1 written (before, it wrote
+    each chunk itself and stood still meanwhile). The backup restores as before."""
     readers: set[int] = set()
-    names: set[str] = set()
     writers: set[int] = set()
-    read_into = sqlite_pages.PageSnapshot.read_into
+    chunks = sqlite_pages.PageSnapshot.chunks
 
-    def reading(self: Any, *args: Any, **kwargs: Any) -> None:
-        readers.add(threading.get_ident())
-        names.add(threading.current_thread().name)
-        read_into(self, *args, **kwargs)
+    def reading(self: Any, *args: Any) -> Iterator[bytearray]:
+        for piece in chunks(self, *args):
+            readers.add(threading.get_ident())
+            yield piece
 
     write = FrameWriter._write
 
@@ -92,7 +90,7 @@ async def test_the_page_reader_never_writes_a_chunk(
         writers.add(threading.get_ident())
         placed(self, *args)
 
-    monkeypatch.setattr(sqlite_pages.PageSnapshot, "read_into", reading)
+    monkeypatch.setattr(sqlite_pages.PageSnapshot, "chunks", reading)
     monkeypatch.setattr(FrameWriter, "_write", writing)
     monkeypatch.setattr(ChunkSealer, "_put_placed", placing)
     key = BackupKey(os.urandom(32))
@@ -101,11 +99,8 @@ async def test_the_page_reader_never_writes_a_chunk(
         await backup(store, tmp_path / "b.skb", key, chunk_bytes=CHUNK)
     finally:
         await store.close()
-    assert readers and writers and not readers & writers
-    if sqlite_pagepass.NATIVE:  # each chunk read by a sealing thread (not the feeding one)
-        assert all(name.startswith("sk-backup-seal") for name in names)
-    else:
-        assert len(readers) == 1
+    assert len(readers) == 1
+    assert writers and not readers & writers
     async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=keyring()) as target:
         done = await restore(target, [tmp_path / "b.skb"], key)
         assert done.agents == 60
@@ -194,18 +189,17 @@ async def test_the_page_reader_failing_midway_leaves_nothing(
     store = await _filled(tmp_path / "s.db")
     folder = tmp_path / "out"
     folder.mkdir()
-    read_into = sqlite_pages.PageSnapshot.read_into
-    reads: list[int] = []
+    chunks = sqlite_pages.PageSnapshot.chunks
 
-    def failing(self: Any, *args: Any, **kwargs: Any) -> None:  # (sealing threads, or reader)
-        reads.append(1)
-        if len(reads) == 3:
-            raise sqlite3.OperationalError("disk I/O error")
-        read_into(self, *args, **kwargs)
+    def failing(self: Any, *args: Any) -> Iterator[bytearray]:
+        for number, piece in enumerate(chunks(self, *args)):
+            if number == 2:
+                raise sqlite3.OperationalError("disk I/O error")
+            yield piece
 
     try:
         await backup(store, tmp_path / "warm.skb", BackupKey(os.urandom(32)), chunk_bytes=CHUNK)
-        monkeypatch.setattr(sqlite_pages.PageSnapshot, "read_into", failing)
+        monkeypatch.setattr(sqlite_pages.PageSnapshot, "chunks", failing)
         await _refused(store, folder, sqlite3.OperationalError)
     finally:
         await store.close()

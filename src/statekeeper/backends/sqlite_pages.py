@@ -37,7 +37,6 @@ import array
 import os
 import sqlite3
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
@@ -110,8 +109,6 @@ class PageSnapshot:
         self._kept: list[str] = []
         #: whether ``dbstat`` read the kept trees (their overflow pages are known)
         self._read_overflow = False
-        #: held while the three above are read or changed (:meth:`_apply`)
-        self._planning = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -303,43 +300,18 @@ class PageSnapshot:
             buf = spare(count * size) if spare is not None else None
             if buf is None:
                 buf = bytearray(count * size)
-            self.read_into(buf, first, count, None)
+            got = os.preadv(self._db, [buf], (first - 1) * size)
+            if got < len(buf):  # zeros past the file's end: pages only the WAL holds
+                buf[got:] = bytes(len(buf) - got)
+            self._apply(buf, first, count)
             yield buf
 
-    def reads(self, chunk_bytes: int, seed: int) -> list[tuple[int, int]]:
-        """The image's pieces of about ``chunk_bytes`` (whole pages) as ``(first page,
-        pages)``, each for :meth:`read_into` in any thread, in any order (a page
-        backup's sealing threads read their own: docs/benchmarks.md, "backup6"); every
-        page's digest under ``seed`` in :attr:`digests` once its piece is read."""
-        if self._plan is None:
-            self.plan()
-        self._seed = seed
-        self.digests = bytearray(16 * self.pages)
-        step = max(1, chunk_bytes // self.page_size)
-        return [
-            (first, min(step, self.pages + 1 - first)) for first in range(1, self.pages + 1, step)
-        ]
-
-    def read_into(self, buf: bytearray, first: int, count: int, slot: bool | None = True) -> None:
-        """Pages ``first`` to ``first + count - 1`` of the image into ``buf`` (``count``
-        pages long), filtered and digested (:meth:`_apply`): their digests in their
-        place in :attr:`digests` (``slot``: :meth:`reads`), or after those before
-        (None: :meth:`chunks`, in page order)."""
-        size = self.page_size
-        got = os.preadv(self._db, [buf], (first - 1) * size)
-        if got < len(buf):  # zeros past the file's end: pages only the WAL holds
-            buf[got:] = bytes(len(buf) - got)
-        self._apply(buf, first, count, slot is not None)
-
-    def _apply(self, chunk: bytearray, first: int, count: int, slot: bool = False) -> None:
+    def _apply(self, chunk: bytearray, first: int, count: int) -> None:
         """The chunk of pages ``first`` to ``first + count - 1``: the WAL's frames of
         the snapshot laid in, then every page filtered by the plan and digested
         (:mod:`.sqlite_pagepass`, in C where it was built: docs/benchmarks.md,
-        "backupc"). Threads may apply chunks side by side (:meth:`reads`): the plan,
-        the overflow pages' unused bytes and whether they are read are taken together
-        and changed together (a new plan, once), under a lock."""
-        with self._planning:
-            plan, unused, read_overflow = self._plan, self._unused, self._read_overflow
+        "backupc")."""
+        plan = self._plan
         assert plan is not None
         size = self.page_size
         frames = self.frames
@@ -354,42 +326,28 @@ class PageSnapshot:
             seed = self._seed
             digests = None
             if seed is not None:
-                done = 16 * (first - 1)
-                if not slot:
-                    done = len(self.digests)
-                    self.digests.extend(bytes(16 * count))
-                digests = memoryview(self.digests)[done : done + 16 * count]
+                done = len(self.digests)
+                self.digests.extend(bytes(16 * count))
+                digests = memoryview(self.digests)[done:]
             try:
                 start = 0
                 while start < count:
                     stop = page_pass(
                         buf,
                         plan,
-                        unused,
+                        self._unused,
                         digests,
                         first,
                         start,
                         count,
                         size,
                         self._usable,
-                        read_overflow,
+                        self._read_overflow,
                         seed or 0,
                     )
                     if stop < 0:
                         break
-                    with self._planning:  # then the pass takes its page again
-                        if not self._read_overflow:  # (not done by another thread)
-                            planned = self._plan
-                            assert planned is not None
-                            new_plan = bytearray(planned)
-                            self._overflow_pages(new_plan)
-                            self._plan = new_plan
-                        plan, unused, read_overflow = (
-                            self._plan,
-                            self._unused,
-                            self._read_overflow,
-                        )
-                    assert plan is not None
+                    self._overflow_pages(plan)  # then the pass takes its page again
                     start = stop
             finally:
                 if digests is not None:

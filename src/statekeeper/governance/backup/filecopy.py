@@ -185,13 +185,8 @@ def write_pages(
         # not the reader's one)
         seed = writer.key.page_seed if NATIVE else None
         with writer.sealer(chunk_bytes, THREADS, frame, 0 if NATIVE else size) as sealer:
-            if seed is not None:  # (the C pass: the GIL released) each read by its sealer
-                for first, count in snapshot.reads(chunk_bytes, seed):
-                    read = functools.partial(snapshot.read_into, first=first, count=count)
-                    sealer.feed_read(count * size, read)
-            else:
-                for piece in snapshot.chunks(chunk_bytes, sealer.spare, seed):
-                    sealer.feed(piece, owned=True)
+            for piece in snapshot.chunks(chunk_bytes, sealer.spare, seed):
+                sealer.feed(piece, owned=True)
             shipped_bytes = sealer.close()
         digests.extend(snapshot.digests if NATIVE else sealer.digests)
         return shipped_bytes

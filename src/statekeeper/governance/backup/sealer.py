@@ -227,43 +227,12 @@ class ChunkSealer:
 
     def _submit(self, plain: bytes | bytearray | memoryview) -> None:
         self._check()
-        self._queue(len(plain), self._seal, plain)
-
-    def feed_read(self, size: int, read: Callable[[bytearray], None]) -> None:
-        """A chunk of ``size`` bytes that ``read(buf)`` puts into ``buf`` (a buffer of
-        ``size`` bytes, every byte overwritten), called by the sealing thread that then
-        seals it: the chunks are read side by side, each while the one before is sealed
-        or written (a page backup's pages: the single reading thread was the pipeline's
-        longest chain, docs/benchmarks.md "backup6"). Not mixed with :meth:`feed`. A
-        failure of ``read`` is the pipeline's: nothing is written after it, and
-        :meth:`feed_read` or :meth:`close` raise it."""
-        self._check()
-        if self._pending:
-            raise BackupError("a backup's chunks are fed as bytes or read, not both")
-        self._queue(size, self._read_seal, (size, read))
-
-    def _read_seal(self, index: int, job: tuple[int, Callable[[bytearray], None]]) -> _Sealed:
-        """:meth:`_seal` of the chunk ``job`` reads (:meth:`feed_read`), in this thread."""
-        size, read = job
-        plain = self.spare(size)
-        if plain is None:
-            plain = bytearray(size)
-        try:
-            read(plain)
-        except BaseException as exc:
-            self._skip(exc)  # (the chunks after it stop at their offset)
-            raise
-        return self._seal(index, plain)
-
-    def _queue(self, size: int, seal: Callable[[int, Any], _Sealed], job: Any) -> None:
-        """Chunk ``size`` bytes long, the next one, sealed by ``seal(index, job)`` in a
-        sealing thread, then written in order."""
         writer = self._writer
-        self.size += size
-        writer.plain_bytes += size
+        self.size += len(plain)
+        writer.plain_bytes += len(plain)
         index = self._index
         self._index += 1
-        sealing = self._pool.submit(seal, index, job)
+        sealing = self._pool.submit(self._seal, index, plain)
         # one writing thread: the chunks are written in the order they were fed
         self._in_flight.append((sealing, self._writing.submit(self._put, index, sealing)))
         while len(self._in_flight) > self._threads + 1:
