@@ -120,12 +120,16 @@ class DirectFile:
                     self._put(BLOCK, BLOCK)
         return size
 
-    def placed_buffer(self, size: int) -> mmap.mmap:
+    def placed_buffer(self, size: int, keep: bool = True) -> mmap.mmap:
         """A buffer for :meth:`write_placed` holding a frame of up to ``size`` bytes
         (page-aligned, as ``O_DIRECT`` wants, and a block more for the place): one a
         backup before :meth:`finish`-ed, if large enough (a new mapping's pages are
-        faulted in and zeroed by the kernel: 2 MiB, 512 faults), or a new one."""
+        faulted in and zeroed by the kernel: 2 MiB, 512 faults), or a new one.
+        ``keep=False``: a new one, not kept for another backup (a manifest's, of any
+        size: :mod:`.placedframe`)."""
         need = -(-(size + ALIGN) // ALIGN) * ALIGN
+        if not keep:
+            return mmap.mmap(-1, need)
         try:
             buf = _SPARE.pop()  # atomic: backups side by side take their own
         except IndexError:

@@ -61,9 +61,11 @@ from ...backends.sqlite_files import connect_read_only, require_store_file
 from ...backends.sqlite_import import stray_reason, stray_row
 from ...backends.sqlite_pagepass import NATIVE, zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
+from .directfile import DirectFile
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .framepack import Ahead, ahead
 from .pagedelta import PAGE_HASH
+from .placedframe import HEAD_BYTES
 from .tagheads import COUNTS, Scanned, internal_streams, internal_streams_sorted, tag_heads
 
 if TYPE_CHECKING:
@@ -138,6 +140,9 @@ class HeadsAhead:
 
     packed: Ahead | None = None
     internal: tuple[str, ...] | None = None
+    #: a local backup's maker of zero-run frames (:func:`write_pages`): the packed heads
+    #: made its frame's blocks too (:attr:`.framepack.Ahead.blocks`, :mod:`.placedframe`)
+    frames: Callable[[], Any] | None = None
 
 
 def write_pages(
@@ -188,6 +193,8 @@ def write_pages(
 
     if local and zero_run_frames is not None:  # its manifest too: framed, not compressed
         writer.manifest_frames = zero_run_frames()
+        if heads_ahead is not None and isinstance(writer.out, DirectFile):
+            heads_ahead.frames = zero_run_frames  # its heads framed by the heads' thread
     tags = writer.header.version in HEAD_TAGS
     # the heads from the snapshot's pages (C, where built: else SQL, as a copy's)
     body = shipped(writer, snapshot.conn, progress, ship, tags, heads_ahead, snapshot.heads)
@@ -273,7 +280,11 @@ def _heads_ahead(
     found = _heads_of(conn, tags, scan)
     if heads_ahead is not None:
         heads = found[3]
-        heads_ahead.packed = ahead(heads)
+        packed = ahead(heads)
+        if heads_ahead.frames is not None:  # (its zstd frame's head left out: placedframe)
+            blocks = heads_ahead.frames().compress(packed.pairs)[HEAD_BYTES:]
+            packed = packed._replace(blocks=blocks)
+        heads_ahead.packed = packed
         agents = heads["heads"]["agent"]  # (tag_heads: in id order)
         heads_ahead.internal = (internal_streams_sorted if tags else internal_streams)(agents)
         conn.close()

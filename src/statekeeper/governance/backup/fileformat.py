@@ -147,7 +147,7 @@ class BackupKey:
     """The key a backup is encrypted and signed with (32 bytes; ``page_seed``: the secret
     seed of page digests, :mod:`.pagedelta`). Its ``repr`` holds no key material."""
 
-    __slots__ = ("_aead", "_material", "fingerprint", "id", "page_seed")
+    __slots__ = ("_aead", "_encryption", "_material", "fingerprint", "id", "page_seed")
 
     def __init__(self, material: bytes, key_id: str = "backup") -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -156,7 +156,8 @@ class BackupKey:
             raise ConfigurationError(f"a backup key must be 32 bytes, not {len(material)}")
         self.id = key_id
         self._material = material
-        self._aead = AESGCM(_hkdf(material, b"encryption"))
+        self._encryption = _hkdf(material, b"encryption")  # (also :mod:`.placedframe`'s)
+        self._aead = AESGCM(self._encryption)
         self.fingerprint = _hkdf(material, b"fingerprint", 8).hex()
         self.page_seed = int.from_bytes(_hkdf(material, b"page digest seed", 8), "big")
 
@@ -359,8 +360,7 @@ class FrameWriter:
     ) -> int:
         """Write the file at ``path`` as consecutive raw chunks of ``chunk_bytes``,
         compressed (zstd ``level``) and encrypted by ``threads`` threads (zstd and
-        AES-GCM release the GIL), written in order. Returns the file's
-        size."""
+        AES-GCM release the GIL), written in order. Returns the file's size."""
         with self.sealer(chunk_bytes, threads, level) as sealer, open(path, "rb") as source:
             while True:
                 plain = source.read(chunk_bytes)

@@ -12,7 +12,7 @@ import msgpack  # type: ignore[import-untyped]
 
 from ...store.change import fast_packer
 
-__all__ = ["TAG", "Ahead", "ahead", "last", "named_by", "packb"]
+__all__ = ["TAG", "Ahead", "ahead", "last", "named_by", "packb", "spliced"]
 
 #: bytes of an AES-GCM tag (a frame's last bytes)
 TAG = 16
@@ -20,10 +20,14 @@ TAG = 16
 
 class Ahead(NamedTuple):
     """Pairs of a map packed ahead of the map (:func:`ahead`): their values, and their
-    msgpack without a map's header."""
+    msgpack without a map's header; ``blocks``, if made: those bytes as a zstd frame's
+    raw and RLE blocks, its last block flagged last (a zero-run frame without its
+    header: :meth:`.fileformat.FrameWriter.finish` seals the manifest's frame around
+    them, the map's other pairs in raw blocks before them)."""
 
     values: dict[str, Any]
     pairs: memoryview
+    blocks: memoryview | None = None
 
 
 def ahead(pairs: dict[str, Any]) -> Ahead:
@@ -40,15 +44,25 @@ def packb(content: Any, packed: Ahead | None = None) -> bytes:
     ``content`` a map holding those very values (the same objects) under those keys,
     they are spliced in, packed already: the map's other pairs first, then those (the
     same map to a reader; keys in another order); otherwise all packed now."""
+    front = spliced(content, packed)
+    if front is not None and packed is not None:
+        return b"".join((front, packed.pairs))  # one copy
+    return _packed(content)
+
+
+def spliced(content: Any, packed: Ahead | None) -> bytes | None:
+    """What comes before ``packed``'s pairs in :func:`packb`'s splice of ``content``
+    (the map's header and its other pairs), or None where :func:`packb` packs it all
+    now (``content`` not a map holding those very values)."""
     if (
         packed is not None
         and isinstance(content, dict)
         and all(content.get(key, _ABSENT) is value for key, value in packed.values.items())
     ):
         rest = _packed({k: v for k, v in content.items() if k not in packed.values})
-        pairs = memoryview(rest)[_header_length(rest) :]
-        return b"".join((_map_header(len(content)), pairs, packed.pairs))  # one copy
-    return _packed(content)
+        with memoryview(rest) as pairs:
+            return _map_header(len(content)) + pairs[_header_length(rest) :]
+    return None
 
 
 _ABSENT = object()

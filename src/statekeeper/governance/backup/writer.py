@@ -67,6 +67,7 @@ from .location import Location, named_as_given
 from .nsholds import namespace_holds, sealed_holds, sealing_holds
 from .pagedelta import page_layout, since_parent, write_page_delta
 from .pgcopy import write_copy_out
+from .placedframe import finish_manifest
 from .rowentries import add_unlisted, copy_batch, last_digest, list_heads, mark_compacted
 from .storekey import sealing_keys
 from .tagheads import internal_streams as _internal
@@ -528,7 +529,8 @@ async def _finish_whole(
         **sealed_holds(),
         **(await sealed_leases()),
     }
-    await asyncio.to_thread(writer.finish, manifest, ahead.packed if ahead else None)
+    # (a local page backup's: sealed into its place, its heads framed ahead)
+    await asyncio.to_thread(finish_manifest, writer, manifest, ahead.packed if ahead else None)
 
 
 def _whole_result(
