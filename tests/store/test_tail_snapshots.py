@@ -47,14 +47,23 @@ def _snapshot_seqs(tmp_path: Path) -> list[int]:
 
 
 def _replayed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The events each load replays, folded onto a record (``apply_events``) or, by a
+    load kept by nobody, onto the snapshot's data (``bare_fold``, "cold6")."""
     counts: list[int] = []
-    apply = ReadPath.apply_events
+    apply, bare_fold = ReadPath.apply_events, ReadPath.bare_fold
 
     def counting(self: ReadPath, record: Any, events: Any) -> None:
         counts.append(len(events))
         apply(self, record, events)
 
+    def counting_bare(self: ReadPath, *args: Any) -> Any:
+        folded = bare_fold(self, *args)
+        if folded is not None:
+            counts.append(len(args[-1]))  # (its events)
+        return folded
+
     monkeypatch.setattr(ReadPath, "apply_events", counting)
+    monkeypatch.setattr(ReadPath, "bare_fold", counting_bare)
     return counts
 
 

@@ -40,7 +40,7 @@ from .state import (
     extend_list,
 )
 from .tails import apply_tail_ops
-from .thin import at_snapshot, bare_copy
+from .thin import at_snapshot, bare_copy, bare_fold
 from .verification import _reason
 
 __all__ = ["PAGE", "ReadPath"]
@@ -111,6 +111,8 @@ class ReadPath:
     at_snapshot = at_snapshot
     #: ... and the caller's copy of a whole snapshot kept by nobody (:func:`.thin.bare_copy`)
     bare_copy = bare_copy
+    #: ... and of a run of appends after it (:func:`.thin.bare_fold`)
+    bare_fold = bare_fold
 
     # -- decoding ----------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from ..codec import ZERO_LINK
 from ..codec.formats import JSON, MSGPACK
 from ..errors import IntegrityError, StatekeeperError
+from ..patch import list_at
 from ..records import EventRow, RawSnapshot, Snapshot, make_snapshot
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .state import AgentRecord
@@ -18,7 +19,7 @@ from .tails import TailBase, tail_data
 if TYPE_CHECKING:
     from .reads import ReadPath
 
-__all__ = ["at_snapshot", "bare_copy"]
+__all__ = ["at_snapshot", "bare_copy", "bare_fold"]
 
 
 @overload
@@ -115,17 +116,26 @@ def at_snapshot(
                 return None
             data, size, whole_link, base_typed, stored = based
             cache = self.cache
-            if bare and not events and "n" in body and not cache.max_size and not cache.gone:
+            if bare and "n" in body and not cache.max_size and not cache.gone:
                 # (as a whole one's, below; "n": what snapshot_record reads of a tail)
-                return self.bare_copy(agent_id, head, tag, snap.seq, body, data, prev)
+                if not events:
+                    return self.bare_copy(agent_id, head, tag, snap.seq, body, data, prev)
+                folded = self.bare_fold(agent_id, head, tag, snap.seq, body, data, prev, events)
+                if folded is not None:
+                    return folded
             typed = typed or base_typed
         elif "data" not in body:
             return None
         else:
             data = body["data"]
-            if bare and not events and not self.cache.max_size and not self.cache.gone:
-                # the head is this whole snapshot, and nothing keeps its record
-                return self.bare_copy(agent_id, head, tag, snap.seq, body, data, prev)
+            if bare and not self.cache.max_size and not self.cache.gone:
+                # the head is this whole snapshot (or a run of appends after it), and
+                # nothing keeps its record
+                if not events:
+                    return self.bare_copy(agent_id, head, tag, snap.seq, body, data, prev)
+                folded = self.bare_fold(agent_id, head, tag, snap.seq, body, data, prev, events)
+                if folded is not None:
+                    return folded
             if fmt == MSGPACK:
                 stored = (text, begin)
         record = snapshot_record(agent_id, snap, body, prev, data)
@@ -187,5 +197,57 @@ def bare_copy(
         )
     except (KeyError, TypeError, ValueError) as exc:  # (as snapshot_record)
         raise IntegrityError(agent_id, seq, f"snapshot is missing {exc}") from exc
+    self.loads += 1
+    return snap
+
+
+def bare_fold(
+    self: ReadPath,
+    agent_id: str,
+    head: int,
+    tag: bytes | None,
+    seq: int,
+    body: dict[str, Any],
+    data: Any,
+    prev: bytes | None,
+    events: list[EventRow],
+) -> Snapshot | None:
+    """:meth:`bare_copy` of the state ``events`` after the snapshot at ``seq`` make,
+    when they are a run of plain appends to one list (a chat's saves): the caller's
+    :class:`Snapshot` folded onto the parsed snapshot's data, no :class:`AgentRecord`
+    (docs/benchmarks.md, "cold6"). The same checks as the record path's
+    (:meth:`apply_events`, then ``check_head``): the events are the seqs after the
+    snapshot up to the head, none missing; :meth:`Codec.decode_appends` verifies each
+    (header, chain link from the snapshot's link ``prev``, its own checksum with its
+    event type) and parses its value; the head tag is checked against the last link.
+    An append changes no FSM state, schema version or creation time: those are the
+    snapshot's, the update time the last event's. None — anything else (another kind
+    of event, a record that does not verify, a gap, no list at the pointer) — and
+    nothing is changed: the record path then folds it, or says what is wrong.
+    Raises ``IntegrityError`` as :meth:`bare_copy` does."""
+    if len(events) != head - seq or events[0][0] != seq + 1 or events[-1][0] != head:
+        return None
+    appended = self.codec.decode_appends(agent_id, events, prev)
+    if appended is None:
+        return None
+    pointer, values, link = appended
+    target = list_at(data, pointer[:-2]) if pointer[-2:] == "/-" else None
+    if target is None:
+        return None
+    self.codec.check_head(agent_id, head, link, tag)
+    try:
+        snap = make_snapshot(
+            agent_id,
+            head,
+            body["fsm"],
+            data,
+            body["v"],
+            body["created_at"],
+            events[-1][2],
+            body.get("entered", body["updated_at"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:  # (as snapshot_record)
+        raise IntegrityError(agent_id, seq, f"snapshot is missing {exc}") from exc
+    target.extend(values)
     self.loads += 1
     return snap
