@@ -139,7 +139,7 @@ async def forget_with_intent(
     await settle(backend, codec)  # intents a crash left, before this one's own
     token = secrets.token_hex(16)
     stream = await _write_intent(
-        backend, codec, token, agent_id, head, raws[-1], True, kind="forget"
+        backend, codec, token, agent_id, head, raws[-1], True, what="forget"
     )
     try:
         out = destroy()
@@ -162,7 +162,7 @@ async def _write_intent(
     at: RawEvent,
     forgotten: bool,
     *,
-    kind: str | None = None,
+    what: str | None = None,
 ) -> str:
     """The intent stream of ``token`` for ``agent_id`` at ``head`` (whose event is
     ``at``), written; a delete's intent has no ``"kind"`` (as every earlier version
@@ -174,8 +174,8 @@ async def _write_intent(
         "checksum": at.checksum.hex(),
         "forgotten": forgotten,
     }
-    if kind is not None:
-        body["kind"] = kind
+    if what is not None:
+        body["kind"] = what
     ts = time.time()
     sealed = codec.encode(stream, 1, _TYPE, ts, body, ZERO_LINK)
     raw = RawEvent(1, _TYPE, ts, sealed.payload, sealed.checksum)
