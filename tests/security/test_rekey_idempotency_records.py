@@ -12,6 +12,7 @@ On every engine (``Backend.rename_keys``)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,3 +170,29 @@ async def test_a_record_whose_events_were_compacted_away(tmp_path: Path, engine:
             assert (await keyed.verify()).ok
             stats = await rekey(StateStore(plain.backend, keyring=BOTH, snapshot_every=3))
             assert (stats.keys, stats.keys_left) == (0, 1)
+
+
+async def test_rekey_heals_a_store_rotated_by_an_earlier_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose rotation ran before rekey re-recorded anything (k1 retired since,
+    its records still under k1): a rekey with the new key alone re-records them by the
+    key their events carry, and a retry is one again."""
+    rekey_module = importlib.import_module("statekeeper.security.rekey")
+
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=OLD) as store:
+        await store.save("pay", {"n": 0})
+        await _charge(store)
+
+        async def nothing(*args: object) -> tuple[int, int]:
+            return 0, 0
+
+        with monkeypatch.context() as patch:  # (the earlier version's rekey)
+            patch.setattr(rekey_module, "rekey_keys", nothing)
+            await rekey(StateStore(store.backend, keyring=BOTH))
+        assert (await _stored(store))[0].startswith(HMAC_PREFIX + "k1:")
+        after = StateStore(store.backend, keyring=NEW)  # k1 retired
+        assert (await rekey(after)).keys == 1
+        await _charge(after)
+        assert await _charges(after) == [100]
+        assert (await after.verify()).ok
