@@ -202,6 +202,8 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "del_snaps": ("agent-7",),
     "del_keys": ("agent-7",),
     "expire_agent_keys": ("agent-7", 1.0),
+    "key_rename": ("n", "agent-7", "k", "agent-7", "n"),
+    "key_drop": ("agent-7", "k"),
     "prune_lock": ("agent-7", 1, "agent-7"),
     "prune_events": ("agent-7", 1),
     "prune_snaps_below": ("agent-7", 1),

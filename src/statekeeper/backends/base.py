@@ -129,6 +129,10 @@ class Capability(enum.StrEnum):
     #: ``expire_keys(agent, before)``: forget idempotency records made before a time
     #: (retention's ``keys_ttl``); without it, records stay as long as their agent
     KEY_EXPIRY = "idempotency key expiry"
+    #: ``rename_keys(agent, renames)``: store idempotency records under another form
+    #: of their key, atomically (``rekey``: a record made before the store was
+    #: encrypted, or under a key being retired, re-recorded under the active key)
+    KEY_RENAME = "idempotency key rename"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +177,7 @@ _AGENT_ID_METHODS = (
     "get_lease",
     "next_lease_token",
     "idempotency_keys",
+    "rename_keys",
     "set_ttl",
     "prune",
 )
@@ -703,6 +708,16 @@ class Backend(abc.ABC):
         """Every idempotency key of the agent as ``(key, first_seq, last_seq)``, in
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPORT.value)
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """For each ``(old, new)`` of ``renames``: the agent's idempotency record stored
+        as ``old`` is stored as ``new`` instead (its range and time kept), in ONE atomic
+        step for all of them — after a crash, each record is under one of its two forms,
+        never neither (a retry of its append is never stored again). An ``old`` not
+        stored is passed over; when ``new`` is stored already, ``old`` is only dropped.
+        Returns how many records were renamed. Capability ``KEY_RENAME`` (``rekey``:
+        see :mod:`statekeeper.security.rekey_keys`)."""
+        raise CapabilityUnsupported(self.name, Capability.KEY_RENAME.value)
 
     async def expire_keys(
         self, agent_id: str | None, before: float, *, count_only: bool = False

@@ -88,6 +88,7 @@ class MemoryBackend(Backend):
             Capability.FEED,
             Capability.LEASE_LIST,
             Capability.KEY_EXPIRY,
+            Capability.KEY_RENAME,
         }
     )
     compares_head_tag = True
@@ -286,6 +287,18 @@ class MemoryBackend(Backend):
         if stream is None:
             return []
         return sorted(((k, f, la) for k, (f, la, _) in stream.keys.items()), key=lambda r: r[1])
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Store records under another form of their key (see the contract)."""
+        self._check()
+        stream = self._streams.get(agent_id)
+        done = 0
+        for old, new in renames if stream is not None else ():
+            record = stream.keys.pop(old, None) if stream is not None else None
+            if record is not None and stream is not None:
+                done += new not in stream.keys
+                stream.keys.setdefault(new, record)
+        return done
 
     async def expire_keys(
         self, agent_id: str | None, before: float, *, count_only: bool = False

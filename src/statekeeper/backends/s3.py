@@ -326,6 +326,7 @@ class S3Backend(Backend):
             Capability.PRUNE,
             Capability.BASE_IMPORT,
             Capability.KEY_EXPIRY,
+            Capability.KEY_RENAME,
         }
     )
 
@@ -1171,6 +1172,41 @@ class S3Backend(Backend):
             if len(ids) < 1000:
                 return total
             after = ids[-1]
+
+    def _rename_keys_sync(self, agent_id: str, renames: list[tuple[str, str]]) -> int:
+        """Each record's new key object written (only if absent) before its old one
+        goes: a process killed in between leaves both, never neither. The old object of
+        the newest commit's key is overwritten with the expired mark instead (the
+        commit names that key: deleted, the next append would write it back)."""
+        root = self._agent_root(agent_id) + "k/"
+        commits, meta = self._tip(agent_id)
+        tip = root + meta["key"] if meta is not None and meta.get("key") else None
+        done = 0
+        for old, new in renames:
+            name = root + self._key_hash(old)
+            found = self._get(name)
+            made = {"created": meta.get("updated", "")} if meta is not None else {}
+            if found is not None and found[0] != _EXPIRED:
+                first, last = _key_range(found[0])
+                made = {k: v for k, v in found[1].items() if k == "created"}
+            elif found is None and name == tip and meta is not None:
+                first, last = self._tip_first(commits, meta), int(meta["last"])
+            else:
+                continue  # not stored (or expired)
+            done += self._put_new(root + self._key_hash(new), _key_body(first, last, new), made)
+            if name == tip:
+                self._s3.put_object(
+                    Bucket=self.bucket, Key=name, Body=_EXPIRED, Metadata={"expired": "1"}
+                )
+            else:
+                self._delete_keys([name])
+        return done
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Store records under another form of their key (see :meth:`_rename_keys_sync`:
+        new before old, S3 having no transaction over several objects)."""
+        self._check_can_write()
+        return await self._run(self._rename_keys_sync, agent_id, list(renames))
 
     async def expire_keys(
         self, agent_id: str | None, before: float, *, count_only: bool = False

@@ -715,6 +715,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             Capability.FEED,
             Capability.LEASE_LIST,
             Capability.KEY_EXPIRY,
+            Capability.KEY_RENAME,
         }
     )
     compares_head_tag = True

@@ -209,6 +209,24 @@ class SQLiteAdmin(SQLitePart):
         result: bool = await self._write(self._delete_sync, agent_id)
         return result
 
+    def _rename_keys_sync(self, agent_id: str, renames: list[tuple[str, str]]) -> int:
+        done = 0
+        with self._writing() as conn:  # one transaction: each record under one form
+            for old, new in renames:
+                done += conn.execute(
+                    "UPDATE OR IGNORE sk_idempotency SET key = ? WHERE agent_id = ? AND key = ?",
+                    (new, agent_id, old),
+                ).rowcount
+                conn.execute(  # (``new`` stored already: the update was ignored)
+                    "DELETE FROM sk_idempotency WHERE agent_id = ? AND key = ?", (agent_id, old)
+                )
+        return done
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Store records under another form of their key, in one transaction."""
+        result: int = await self._write(self._rename_keys_sync, agent_id, list(renames))
+        return result
+
     def _expire_keys_sync(self, agent_id: str | None, before: float) -> int:
         with self._writing() as conn:
             if agent_id is None:

@@ -206,7 +206,12 @@ class TieredBackend(Backend):
         self.compares_head_tag = durable.compares_head_tag
         #: leases are the durable tier's (it checks fences atomically with appends)
         self.supports_leases = durable.supports_leases
-        own = {Capability.LEASES, Capability.KEY_EXPORT, Capability.REWRITE}
+        own = {
+            Capability.LEASES,
+            Capability.KEY_EXPORT,
+            Capability.REWRITE,
+            Capability.KEY_RENAME,
+        }
         caps = {c for c in own if durable.supports(c)}
         if durable.supports(Capability.MIGRATIONS):
             caps.add(Capability.MIGRATIONS)
@@ -237,7 +242,7 @@ class TieredBackend(Backend):
         if cold is None or cold.supports(Capability.BASE_IMPORT):
             # a compacted stream is demoted as it is stored: the cold tier must hold one
             caps |= {c for c in (Capability.PRUNE, Capability.BASE_IMPORT) if durable.supports(c)}
-        #: the durable tier's leases, key export, rewrite, migrations, prune and
+        #: the durable tier's leases, key export, rewrite, key renaming, migrations, prune and
         #: compacted streams (these two when a cold tier can hold one too); ``drop_all``
         #: when every tier has it; never TTL (an expiring tier of record loses data)
         self.capabilities = frozenset(caps)
@@ -736,6 +741,19 @@ class TieredBackend(Backend):
             await self.durable.rewrite(request)
             if self.hot is not None:
                 await self._drop_hot(request.agent_id)
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Rename in the durable tier (a demoted agent brought back first, as for a
+        rewrite); the hot copy is dropped and refilled on the next read."""
+        self._check_can_write()
+        self.require(Capability.KEY_RENAME)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            done = await self.durable.rename_keys(agent_id, renames)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+            return done
 
     async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
         """Prune in the durable tier (see :meth:`Backend.prune`); the hot copy is

@@ -331,6 +331,10 @@ def rekey(
         "heads_reauthenticated": stats.heads,
         "already_done": stats.skipped,
         "retries": stats.retries,
+        "idempotency_records_rekeyed": stats.keys,
+        # under an older key, their events compacted away: a retry is stored again once
+        # that key is removed (docs/security.md)
+        "idempotency_records_left": stats.keys_left,
         # False under --as without admin on '**': the agents it administers only
         "whole_store": narrow is None,
     }
@@ -343,6 +347,12 @@ def rekey(
         f"{stats.skipped:,} already were"
         + (f" (resumed after {escape(resumed)!r})" if resumed else "")
     )
+    if stats.keys_left:
+        out_console().print(
+            f"[yellow]{stats.keys_left:,} idempotency record(s) stay under an older key"
+            " (their events were compacted away): a retry of their appends is stored"
+            " again once that key is removed[/]"
+        )
     if narrow is not None:
         out_console().print(
             f"[yellow]only the agents principal {escape(narrow)!r} may see were re-encrypted: "

@@ -46,6 +46,7 @@ from ..errors import (
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .keyusage import key_usage
 from .rekey_checks import forgotten, sealed_now
+from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 
 if TYPE_CHECKING:
@@ -105,6 +106,8 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
 
     await mark_encrypted(store.backend)
     stats = RekeyStats(agents=1)
+    # its idempotency records first, under the active key: a retry is one after it
+    stats.keys, stats.keys_left = await rekey_keys(store, agent_id, store.codec)
     log = _together(store, governance)
     if log is not None and await store.backend.head(agent_id) <= TOGETHER_MAX:
         await _rekey_together(store, agent_id, stats, governance, log)

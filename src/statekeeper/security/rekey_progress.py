@@ -35,6 +35,10 @@ class RekeyStats:
     retries: int = 0
     #: agents passed over: crypto-shredded, their records open under no key
     forgotten: int = 0
+    #: idempotency records re-recorded under the active key (:mod:`.rekey_keys`)
+    keys: int = 0
+    #: idempotency records left under an older key: their events compacted away
+    keys_left: int = 0
 
     def add(self, other: RekeyStats) -> None:
         """Accumulate ``other`` into this."""
@@ -45,6 +49,8 @@ class RekeyStats:
         self.skipped += other.skipped
         self.retries += other.retries
         self.forgotten += other.forgotten
+        self.keys += other.keys
+        self.keys_left += other.keys_left
 
 
 @dataclass(slots=True)

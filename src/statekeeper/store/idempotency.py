@@ -20,8 +20,10 @@ What the backend stores as the key (:func:`stored_key`):
 
 A record keeps the key id it was made with. After a key rotation, lookups try every
 key the keyring holds (:func:`stored_keys`, active first), so a retry of an append made
-before the rotation is still recognised while the old key stays in the keyring;
-``rekey`` does not rewrite idempotency records.
+before the rotation is still recognised while the old key stays in the keyring; and
+``rekey`` re-records every record under the active key (a plain store's, stored in
+clear, too: :mod:`statekeeper.security.rekey_keys`), so a retry is still one once the
+old key is retired or the store encrypted.
 
 A compaction (retention's ``keep_last``) keeps every record, also of the appends whose
 events it removed, so a retry after it still gets the original result rather than

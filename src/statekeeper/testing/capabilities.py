@@ -80,6 +80,7 @@ class CapabilityConformance(Contract):
             ),
             Capability.LEASE_LIST: lambda: backend.list_leases(),
             Capability.KEY_EXPIRY: lambda: backend.expire_keys("a", time.time() + 3600),
+            Capability.KEY_RENAME: lambda: backend.rename_keys("a", [("k", "n")]),
         }
         with pytest.raises(CapabilityUnsupported) as info:
             await calls[capability]()

@@ -49,6 +49,7 @@ from ._contract import event, fenced, request, snapshot, tagged, untagged_at
 from .capabilities import CapabilityConformance
 from .feed import FeedConformance
 from .head_tags import HeadTagConformance
+from .key_rename import KeyRenameConformance
 from .leases import LeaseConformance
 from .lifecycle import LifecycleConformance
 
@@ -68,6 +69,7 @@ class BackendConformance(
     LeaseConformance,
     HeadTagConformance,
     CapabilityConformance,
+    KeyRenameConformance,
     FeedConformance,
 ):
     """The shared contract of :class:`statekeeper.backends.base.Backend`.

@@ -207,6 +207,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             Capability.FEED,
             Capability.LEASE_LIST,
             Capability.KEY_EXPIRY,
+            Capability.KEY_RENAME,
         }
     )
     feed_poll_interval = 1.0  # a fallback: NOTIFY wakes subscribers up

@@ -3,10 +3,13 @@
 migration 12), an agent's on its partition or every agent's; a count for a dry run.
 Under row-level security a record the role may not delete is filtered away, not
 refused: an expiry that left records the role reads is AccessDenied (rolled back).
-A mixin of :class:`~.backend.PostgresBackend`."""
+And their renaming by ``rekey`` (``Backend.rename_keys``): each record's ``UPDATE``
+to its new form (``key_rename``) and the old form's ``DELETE`` (``key_drop``), all in
+one transaction on the agent's partition. A mixin of :class:`~.backend.PostgresBackend`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..base import check_expiry
@@ -18,7 +21,7 @@ __all__ = ["KeyExpiry"]
 
 
 class KeyExpiry(PostgresPart):
-    """``expire_keys`` of :class:`~.backend.PostgresBackend`."""
+    """``expire_keys`` and ``rename_keys`` of :class:`~.backend.PostgresBackend`."""
 
     async def expire_keys(
         self, agent_id: str | None, before: float, *, count_only: bool = False
@@ -53,6 +56,29 @@ class KeyExpiry(PostgresPart):
 
         try:
             return await self._retrying("expire_keys", op)
+        finally:
+            self._wrote()
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Store records under another form of their key, in one transaction (sent
+        again after a lost reply, it renames what is left: the count is the second
+        try's)."""
+        self._check_can_write()
+        pairs = list(renames)
+
+        async def op() -> int:
+            done = 0
+            async with self._connection() as conn, conn.transaction():
+                for old, new in pairs:
+                    cur = await conn.execute(
+                        self._sql["key_rename"], (new, agent_id, old, agent_id, new)
+                    )
+                    done += cur.rowcount
+                    await conn.execute(self._sql["key_drop"], (agent_id, old))
+            return done
+
+        try:
+            return await self._retrying("rename_keys", op)
         finally:
             self._wrote()
 

@@ -213,6 +213,7 @@ SCRIPTS = (
     "from_base",
     "together",
     "trim_feed",
+    "rename_keys",
 )
 
 
@@ -285,6 +286,7 @@ class RedisBackend(Backend):
             Capability.DROP_ALL,
             Capability.PRUNE,
             Capability.BASE_IMPORT,
+            Capability.KEY_RENAME,
         }
     )
     #: the head tag is compared inside the append script (no read before a write)
@@ -388,6 +390,7 @@ class RedisBackend(Backend):
         self._from_base_script = register(lua("from_base"))
         self._together_script = register(lua("together"))
         self._trim_feed_script = register(lua("trim_feed"))
+        self._rename_keys_script = register(lua("rename_keys"))
         # one script writes every stream of append_together: a cluster keeps different
         # agents in different hash slots, which one script cannot touch
         self.appends_together = not self.cluster
@@ -1572,6 +1575,19 @@ class RedisBackend(Backend):
             return sorted(out, key=lambda k: k[1])
 
         return await self._retrying("idempotency_keys", op)
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Store records under another form of their key, in one script."""
+        self._check_can_write()
+        h, _ = self._keys(agent_id)
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
+        args = [b"k:" + form.encode() for pair in renames for form in pair]
+
+        async def op() -> Any:  # (sent again after a lost reply: renames what is left)
+            return await self._write(agent_id, self._rename_keys_script, [h], args)
+
+        return int(await self._retrying("rename_keys", op))
 
     async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
         h, _ = self._keys(agent_id)

@@ -210,6 +210,14 @@ DELETE FROM {s}.sk_idempotency WHERE created_at < %s AND left(key, 5) <> 'step:'
 -- name: expire_agent_keys
 DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND created_at < %s AND left(key, 5) <> 'step:'
 
+-- name: key_rename
+-- rekey: a record stored under its new form instead of its old one (Backend.rename_keys;
+-- nothing when the new form is stored already: key_drop then drops the old one)
+UPDATE {s}.sk_idempotency SET key = %s WHERE agent_id = %s AND key = %s AND NOT EXISTS (SELECT 1 FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s)
+
+-- name: key_drop
+DELETE FROM {s}.sk_idempotency WHERE agent_id = %s AND key = %s
+
 -- name: expired_key_left
 -- after expire_keys under row-level security: an expired record still there (readable,
 -- not deletable by the role: see .keyexpiry)
