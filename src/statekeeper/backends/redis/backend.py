@@ -134,6 +134,7 @@ from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .lease_replicas import warn_unreplicated_tokens
 from .orphans import orphaned_events
+from .permissions import check_permissions
 from .urls import check_redis_url, is_cluster, split_options
 
 __all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
@@ -783,6 +784,8 @@ class RedisBackend(Backend):
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
             await self._check_layout()
+            if not self.readonly:  # (before the first write: see .permissions)
+                await check_permissions(self._client, self.layout, self.feed, self.url)
             if not self.evictable:
                 await check_eviction(self._client, self.url)
                 await self._adopt()
