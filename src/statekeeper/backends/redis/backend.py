@@ -120,7 +120,7 @@ from ..scripts import read_script
 
 try:
     from redis.commands.core import AsyncScript
-    from redis.exceptions import RedisClusterException, RedisError
+    from redis.exceptions import ReadOnlyError, RedisClusterException, RedisError, ResponseError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable(
         "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
@@ -783,12 +783,21 @@ class RedisBackend(Backend):
         except (RedisError, RedisClusterException, OSError) as exc:  # no node answered
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
-            await self._check_layout()
-            if not self.readonly:  # (before the first write: see .permissions)
-                await check_permissions(self._client, self.layout, self.feed, self.url)
-            if not self.evictable:
-                await check_eviction(self._client, self.url)
-                await self._adopt()
+            try:
+                await self._check_layout()
+                if not self.readonly:  # (before the first write: see .permissions)
+                    await check_permissions(self._client, self.layout, self.feed, self.url)
+                if not self.evictable:
+                    await check_eviction(self._client, self.url)
+                    await self._adopt()
+            except ReadOnlyError as exc:  # (a replica: its first write, the markers)
+                raise BackendRejected(
+                    f"cannot open the store at {mask_url(self.url)} (prefix {self.prefix!r}) "
+                    "for writing: the server is a read-only replica; connect to its "
+                    "master, or open the store read-only"
+                ) from exc
+            except ResponseError as exc:  # (a refusal: the driver's error is not ours)
+                raise self._reject(f"redis cannot open prefix {self.prefix!r}", exc) from exc
             self._reached = True
             return
         # never echo the password: the message names the server by its masked URL
