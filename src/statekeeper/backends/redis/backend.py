@@ -1401,7 +1401,9 @@ class RedisBackend(Backend):
         return rest[:2] == b"a:"
 
     async def drop_all(self) -> int:
-        """Delete every key under this backend's prefix (tests, benchmarks); returns
+        """Delete every key of this backend's store (tests, benchmarks): the keys its
+        layout gives under its prefix, not another store's whose prefix starts with it
+        (:meth:`.keys.Layout.owns`); returns
         how many agents there were (as SQLite and memory do: not how many keys, which
         counts what deleted agents leave by design — their delete receipts, expiring,
         and lease hashes, kept so a fencing token never goes back — and the store's
@@ -1415,6 +1417,8 @@ class RedisBackend(Backend):
             agents = 0
             batch: list[bytes] = []
             async for key in self._client.scan_iter(match=pattern + b"*", count=1000):
+                if not self.layout.owns(key):  # (another store's prefix may start so)
+                    continue
                 batch.append(key)
                 agents += self._is_agent_hash(key)
                 if len(batch) >= 500:
