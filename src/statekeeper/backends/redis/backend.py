@@ -788,8 +788,10 @@ class RedisBackend(Backend):
                 if not self.readonly:  # (before the first write: see .permissions)
                     await check_permissions(self._client, self.layout, self.feed, self.url)
                 if not self.evictable:
-                    await check_eviction(self._client, self.url)
+                    await check_eviction(self._client, self.url, self.ttl is not None)
                     await self._adopt()
+                    if self.ttl is not None:  # (the store's, taken by _adopt: .eviction)
+                        await check_eviction(self._client, self.url, True)
             except ReadOnlyError as exc:  # (a replica: its first write, the markers)
                 raise BackendRejected(
                     f"cannot open the store at {mask_url(self.url)} (prefix {self.prefix!r}) "
@@ -901,7 +903,7 @@ class RedisBackend(Backend):
         if not self._reached:
             await self.open()
         elif self._recheck_eviction:
-            await check_eviction(self._client, self.url)
+            await check_eviction(self._client, self.url, self.ttl is not None)
             self._recheck_eviction = False
 
     # -- appends ---------------------------------------------------------------------
@@ -1847,11 +1849,12 @@ class RedisBackend(Backend):
             got = await asyncio.wait_for(self._client.hget(self.layout.meta, b"shards"), 5)
             self._compare_layout(got)
             if not self.evictable:  # a CONFIG SET since the backend opened (.eviction)
-                policy = await asyncio.wait_for(evicting_policy(self._client), timeout=5)
+                expiring = self.ttl is not None
+                policy = await asyncio.wait_for(evicting_policy(self._client, expiring), 5)
                 if policy is not None:
                     detail["error"] = (
-                        f"the server evicts any key when full ({policy}): agents "
-                        "acknowledged as written may disappear"
+                        f"the server evicts {'keys' if expiring else 'any key'} when full "
+                        f"({policy}): agents acknowledged as written may disappear"
                     )
                     return Health(ok=False, backend=self.name, detail=detail)
         except Exception as exc:  # health reports, it does not raise
