@@ -792,6 +792,8 @@ class RedisBackend(Backend):
                     await self._adopt()
                     if self.ttl is not None:  # (the store's, taken by _adopt: .eviction)
                         await check_eviction(self._client, self.url, True)
+                if not (self.readonly or self.feed or self.evictable):  # (a copy: no feed)
+                    await self._check_no_feed()
             except ReadOnlyError as exc:  # (a replica: its first write, the markers)
                 raise BackendRejected(
                     f"cannot open the store at {mask_url(self.url)} (prefix {self.prefix!r}) "
@@ -826,6 +828,16 @@ class RedisBackend(Backend):
                     )
                     for k in created
                 )
+            )
+
+    async def _check_no_feed(self) -> None:
+        """A writer without the feed (``feed=False``) is refused on a store that keeps
+        one: its events would be missing from the feed, its followers none the wiser."""
+        if await feed.keeps_feed(self._client, self.layout):
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} keeps a change feed, and a backend opened "
+                "with feed=0 would leave its writes out of it (the feed's followers would "
+                "miss them without an error): open it without feed=0"
             )
 
     async def _settle_ttl(self) -> None:
