@@ -794,6 +794,8 @@ class RedisBackend(Backend):
                         await check_eviction(self._client, self.url, True)
                 if not (self.readonly or self.feed or self.evictable):  # (a copy: no feed)
                     await self._check_no_feed()
+                if self.evictable and not self.readonly:
+                    await self._check_not_of_record()
             except ReadOnlyError as exc:  # (a replica: its first write, the markers)
                 raise BackendRejected(
                     f"cannot open the store at {mask_url(self.url)} (prefix {self.prefix!r}) "
@@ -828,6 +830,23 @@ class RedisBackend(Backend):
                     )
                     for k in created
                 )
+            )
+
+    async def _check_not_of_record(self) -> None:
+        """A backend of copies (``evictable``: a hot tier, a cache) is refused on a
+        prefix that holds a store of record (its identity marker, which only a backend
+        of record creates): it checks no marker and no presence, and its writes went
+        over the store's agents (a tiered store's hot tier at the default prefix
+        replaced a Redis store's agent at seq 5 by its own at seq 2)."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for keys in self.layout.shard_keys:
+                pipe.exists(keys.epoch)
+            found = await pipe.execute()
+        if any(int(n) for n in found):
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} holds a store of record; a hot tier or an "
+                "evictable cache keeps copies and would write over its agents: give it a "
+                "prefix of its own (?prefix=...)"
             )
 
     async def _check_no_feed(self) -> None:
