@@ -57,7 +57,7 @@ async def evicting_policy(client: Client, expiring: bool = False) -> str | None:
     whose agents carry an expiry: its ``ttl``), keys with one (a ``volatile-*``
     policy) — else None. Raises the driver's error when ``INFO`` fails
     (``ResponseError``: renamed or denied)."""
-    kinds = ("allkeys-", "volatile-") if expiring else ("allkeys-",)
+    evicting = ("allkeys-", "volatile-") if expiring else ("allkeys-",)
     if isinstance(client, RedisCluster):
         reply = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
     else:
@@ -65,7 +65,7 @@ async def evicting_policy(client: Client, expiring: bool = False) -> str | None:
     for info in _servers(reply):
         policy = str(info.get("maxmemory_policy", ""))
         limit = int(info.get("maxmemory", 0) or 0)
-        if limit > 0 and policy.startswith(kinds):
+        if limit > 0 and policy.startswith(evicting):
             return f"maxmemory-policy {policy}, maxmemory {limit} bytes"
     return None
 
