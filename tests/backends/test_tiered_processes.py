@@ -111,7 +111,7 @@ def _hot_head(url: str) -> int:
     from statekeeper.backends.redis import RedisBackend
 
     async def head() -> int:
-        backend = RedisBackend(url, retry_timeout=5)
+        backend = RedisBackend(url, retry_timeout=5, evictable=True)  # (copies: a look)
         try:
             return await backend.head(AGENT)
         finally:

@@ -120,7 +120,7 @@ from ..scripts import read_script
 
 try:
     from redis.commands.core import AsyncScript
-    from redis.exceptions import RedisClusterException, RedisError
+    from redis.exceptions import ReadOnlyError, RedisClusterException, RedisError, ResponseError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise BackendUnavailable(
         "the Redis backend needs redis-py: pip install 'statekeeper[redis]'"
@@ -134,6 +134,7 @@ from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .lease_replicas import warn_unreplicated_tokens
 from .orphans import orphaned_events
+from .permissions import check_permissions
 from .urls import check_redis_url, is_cluster, split_options
 
 __all__ = ["SCRIPTS", "RedisBackend", "check_redis_url", "lua"]
@@ -785,10 +786,27 @@ class RedisBackend(Backend):
         except (RedisError, RedisClusterException, OSError) as exc:  # no node answered
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
-            await self._check_layout()
-            if not self.evictable:
-                await check_eviction(self._client, self.url)
-                await self._adopt()
+            try:
+                await self._check_layout()
+                if not self.readonly:  # (before the first write: see .permissions)
+                    await check_permissions(self._client, self.layout, self.feed, self.url)
+                if not self.evictable:
+                    await check_eviction(self._client, self.url, self.ttl is not None)
+                    await self._adopt()
+                    if self.ttl is not None:  # (the store's, taken by _adopt: .eviction)
+                        await check_eviction(self._client, self.url, True)
+                if not (self.readonly or self.feed or self.evictable):  # (a copy: no feed)
+                    await self._check_no_feed()
+                if self.evictable and not self.readonly:
+                    await self._check_not_of_record()
+            except ReadOnlyError as exc:  # (a replica: its first write, the markers)
+                raise BackendRejected(
+                    f"cannot open the store at {mask_url(self.url)} (prefix {self.prefix!r}) "
+                    "for writing: the server is a read-only replica; connect to its "
+                    "master, or open the store read-only"
+                ) from exc
+            except ResponseError as exc:  # (a refusal: the driver's error is not ours)
+                raise self._reject(f"redis cannot open prefix {self.prefix!r}", exc) from exc
             self._reached = True
             return
         # never echo the password: the message names the server by its masked URL
@@ -815,6 +833,33 @@ class RedisBackend(Backend):
                     )
                     for k in created
                 )
+            )
+
+    async def _check_not_of_record(self) -> None:
+        """A backend of copies (``evictable``: a hot tier, a cache) is refused on a
+        prefix that holds a store of record (its identity marker, which only a backend
+        of record creates): it checks no marker and no presence, and its writes went
+        over the store's agents (a tiered store's hot tier at the default prefix
+        replaced a Redis store's agent at seq 5 by its own at seq 2)."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for keys in self.layout.shard_keys:
+                pipe.exists(keys.epoch)
+            found = await pipe.execute()
+        if any(int(n) for n in found):
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} holds a store of record; a hot tier or an "
+                "evictable cache keeps copies and would write over its agents: give it a "
+                "prefix of its own (?prefix=...)"
+            )
+
+    async def _check_no_feed(self) -> None:
+        """A writer without the feed (``feed=False``) is refused on a store that keeps
+        one: its events would be missing from the feed, its followers none the wiser."""
+        if await feed.keeps_feed(self._client, self.layout):
+            raise ConfigurationError(
+                f"redis prefix {self.prefix!r} keeps a change feed, and a backend opened "
+                "with feed=0 would leave its writes out of it (the feed's followers would "
+                "miss them without an error): open it without feed=0"
             )
 
     async def _settle_ttl(self) -> None:
@@ -892,7 +937,7 @@ class RedisBackend(Backend):
         if not self._reached:
             await self.open()
         elif self._recheck_eviction:
-            await check_eviction(self._client, self.url)
+            await check_eviction(self._client, self.url, self.ttl is not None)
             self._recheck_eviction = False
 
     # -- appends ---------------------------------------------------------------------
@@ -1392,7 +1437,9 @@ class RedisBackend(Backend):
         return rest[:2] == b"a:"
 
     async def drop_all(self) -> int:
-        """Delete every key under this backend's prefix (tests, benchmarks); returns
+        """Delete every key of this backend's store (tests, benchmarks): the keys its
+        layout gives under its prefix, not another store's whose prefix starts with it
+        (:meth:`.keys.Layout.owns`); returns
         how many agents there were (as SQLite and memory do: not how many keys, which
         counts what deleted agents leave by design — their delete receipts, expiring,
         and lease hashes, kept so a fencing token never goes back — and the store's
@@ -1406,6 +1453,8 @@ class RedisBackend(Backend):
             agents = 0
             batch: list[bytes] = []
             async for key in self._client.scan_iter(match=pattern + b"*", count=1000):
+                if not self.layout.owns(key):  # (another store's prefix may start so)
+                    continue
                 batch.append(key)
                 agents += self._is_agent_hash(key)
                 if len(batch) >= 500:
@@ -1847,11 +1896,12 @@ class RedisBackend(Backend):
             got = await asyncio.wait_for(self._client.hget(self.layout.meta, b"shards"), 5)
             self._compare_layout(got)
             if not self.evictable:  # a CONFIG SET since the backend opened (.eviction)
-                policy = await asyncio.wait_for(evicting_policy(self._client), timeout=5)
+                expiring = self.ttl is not None
+                policy = await asyncio.wait_for(evicting_policy(self._client, expiring), 5)
                 if policy is not None:
                     detail["error"] = (
-                        f"the server evicts any key when full ({policy}): agents "
-                        "acknowledged as written may disappear"
+                        f"the server evicts {'keys' if expiring else 'any key'} when full "
+                        f"({policy}): agents acknowledged as written may disappear"
                     )
                     return Health(ok=False, backend=self.name, detail=detail)
         except Exception as exc:  # health reports, it does not raise

@@ -5,8 +5,11 @@ Under ``maxmemory`` with an ``allkeys-*`` policy (``allkeys-lru``, ``allkeys-lfu
 (its events and head), the agent index, the feed's counter. Nothing reports it —
 agents acknowledged as written are simply gone (``get`` answers None, ``store.agent``
 starts them afresh), ``count_agents`` and every listing (export, backup, retention)
-leave them out. A ``volatile-*`` policy only evicts keys with an expiry (the agents of a
-``ttl=`` store, which expire anyway); ``noeviction`` refuses the write with an error.
+leave them out. A ``volatile-*`` policy only evicts keys with an expiry; a store whose
+agents carry one (its ``ttl``) is refused on it too: the agent evicted a minute after
+its last save, with a day of its ttl left, was taken for expired (``AgentNotFound``, a
+next save starting it afresh at seq 1), no error anywhere. ``noeviction`` refuses the
+write with an error.
 
 :func:`check_eviction` is run at a backend's first contact with the server, and
 again before the first try after a lost connection (a server restarted or failed over
@@ -48,10 +51,13 @@ def _servers(reply: Any) -> list[dict[str, Any]]:
     return []
 
 
-async def evicting_policy(client: Client) -> str | None:
+async def evicting_policy(client: Client, expiring: bool = False) -> str | None:
     """``"maxmemory-policy P, maxmemory N bytes"`` of the first server (master of a
-    cluster) that may evict keys without an expiry, else None. Raises the driver's
-    error when ``INFO`` fails (``ResponseError``: renamed or denied)."""
+    cluster) that may evict keys without an expiry — or, when ``expiring`` (a store
+    whose agents carry an expiry: its ``ttl``), keys with one (a ``volatile-*``
+    policy) — else None. Raises the driver's error when ``INFO`` fails
+    (``ResponseError``: renamed or denied)."""
+    evicting = ("allkeys-", "volatile-") if expiring else ("allkeys-",)
     if isinstance(client, RedisCluster):
         reply = await client.info("memory", target_nodes=RedisCluster.PRIMARIES)
     else:
@@ -59,19 +65,27 @@ async def evicting_policy(client: Client) -> str | None:
     for info in _servers(reply):
         policy = str(info.get("maxmemory_policy", ""))
         limit = int(info.get("maxmemory", 0) or 0)
-        if limit > 0 and policy.startswith("allkeys-"):
+        if limit > 0 and policy.startswith(evicting):
             return f"maxmemory-policy {policy}, maxmemory {limit} bytes"
     return None
 
 
-async def check_eviction(client: Client, url: str) -> None:
+async def check_eviction(client: Client, url: str, expiring: bool = False) -> None:
     """Refuse a server (every master of a cluster) that may evict keys without an
-    expiry (see the module documentation)."""
+    expiry, or with ``expiring`` any of the store's agents (see the module
+    documentation)."""
     try:
-        policy = await evicting_policy(client)
+        policy = await evicting_policy(client, expiring)
     except ResponseError as exc:  # INFO renamed or denied (ACL): nothing to check with
         logger.warning("cannot read the eviction policy of %s: %s", mask_url(url), exc)
         return
+    if policy is not None and not policy.startswith("maxmemory-policy allkeys-"):
+        raise ConfigurationError(
+            f"Redis at {mask_url(url)} evicts keys with an expiry when full ({policy}), "
+            "and this store's agents carry one (its ttl): an agent would disappear long "
+            "before its ttl, taken for expired without an error. Set maxmemory-policy "
+            "noeviction; a cache whose agents may be lost opens it with ?evictable=1"
+        )
     if policy is not None:
         raise ConfigurationError(
             f"Redis at {mask_url(url)} evicts any key when full ({policy}): agents "

@@ -62,7 +62,7 @@ from ...errors import FeedNotReplicated
 from ...records import FeedRecord
 from .client import on_node
 from .codec import unpack_event
-from .keys import ShardKeys
+from .keys import Layout, ShardKeys
 
 if TYPE_CHECKING:
     from .backend import RedisBackend
@@ -72,6 +72,7 @@ __all__ = [
     "feed_bounds",
     "feed_position",
     "feed_positions",
+    "keeps_feed",
     "read_feed",
     "trim_feed",
     "wait_feed",
@@ -334,3 +335,23 @@ async def all_feed_bounds(backend: RedisBackend) -> list[tuple[int, int]]:
         low = int(found[2 * k + 1] or 0)
         out.append((low, max(await _head(backend, keys, found[2 * k]), low)))
     return out
+
+
+async def keeps_feed(client: Any, layout: Layout) -> bool:
+    """Whether the store keeps a change feed: it has handed out positions, on any shard
+    (its counter past 0, its stream, a floor, or the index's feed proof entry). A writer
+    without the feed (``feed=False``) would leave its events out of it, and the feed's
+    followers would miss them without a gap to see. (A counter at 0 only — a backend
+    with the feed opened the store and wrote nothing, a look at it — does not count.)"""
+    async with client.pipeline(transaction=False) as pipe:
+        for keys in layout.shard_keys:
+            pipe.get(keys.feed_counter)
+            pipe.get(keys.feed_floor)
+            pipe.exists(keys.feed_stream)
+            pipe.zscore(keys.index, b"\0f")
+        found = await pipe.execute()
+    for k in range(0, len(found), 4):
+        counter, floor, stream, proof = found[k : k + 4]
+        if int(counter or 0) > 0 or int(floor or 0) > 0 or int(stream) or proof is not None:
+            return True
+    return False

@@ -48,6 +48,13 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 __all__ = ["AgentKeys", "Layout", "ShardKeys", "shard_tag"]
 
 
+#: the kinds of per-agent keys (``<base><kind><id>``): the agent's hash, its snapshot
+#: index and its lease, and a conditional delete's receipt (``d:<token>``)
+AGENT_KINDS = frozenset({b"a:", b"s:", b"l:", b"d:"})
+#: the keys of a shard after its base (:class:`ShardKeys`), and a legal hold's set
+SHARD_KEYS = frozenset({b"agents", b"feed", b"feed:n", b"feed:floor", b"sync", b"epoch", b"holds"})
+
+
 @cache
 def shard_tag(shard: int, shards: int) -> bytes:
     """The hash tag (without braces) of ``shard`` out of ``shards``."""
@@ -109,6 +116,7 @@ class Layout:
             self.shard_keys = tuple(
                 _shard_keys(prefix + b"{" + shard_tag(k, shards) + b"}") for k in range(shards)
             )
+        self._bases = frozenset(k.base for k in self.shard_keys)
 
     @property
     def sharded(self) -> bool:
@@ -126,6 +134,23 @@ class Layout:
         if self.shards is None:
             return self.shard_keys[0]
         return self.shard_keys[zlib.crc32(agent_id.encode()) % self.shards]
+
+    def owns(self, key: bytes) -> bool:
+        """Whether ``key`` is one of this store's keys: a key of one of its shards
+        (:data:`AGENT_KINDS` + an id, or one of :data:`SHARD_KEYS`) or its meta hash;
+        not every key under the prefix (``app:`` must not take ``app:v2:``'s store)."""
+        if key == self.meta:
+            return True
+        if not key.startswith(self.prefix):
+            return False
+        if self.shards is None:
+            rest = key[len(self.prefix) :]
+        else:
+            end = key.find(b"}", len(self.prefix))
+            if end < 0 or key[: end + 1] not in self._bases:
+                return False
+            rest = key[end + 1 :]
+        return rest in SHARD_KEYS or rest[:2] in AGENT_KINDS
 
     def agent(self, agent_id: str | bytes) -> AgentKeys:
         raw = agent_id.encode() if isinstance(agent_id, str) else agent_id

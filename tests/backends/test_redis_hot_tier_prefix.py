@@ -1,0 +1,64 @@
+"""A backend of copies (a tiered store's hot tier, an ``?evictable=1`` cache) is refused
+on a Redis prefix that holds a store of record: it checks no identity marker and no
+presence, and its writes replaced the store's agents — a tiered store whose hot tier
+took the default prefix of a Redis store on the same server turned that store's agent
+at seq 5 into the tiered store's at seq 2, without an error anywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("redis")
+
+from statekeeper import StateStore
+from statekeeper.backends.redis import RedisBackend
+from statekeeper.backends.url import tiered_url
+from statekeeper.errors import ConfigurationError
+
+from ._services import REDIS_URL, delete_prefix, namespace, require_redis
+
+
+@pytest.fixture
+def prefix(tmp_path: Path) -> Iterator[str]:
+    require_redis()
+    name = namespace(tmp_path) + ":"
+    delete_prefix(name)
+    yield name
+    delete_prefix(name)
+
+
+async def test_a_hot_tier_on_a_store_of_records_prefix_leaves_its_agents(
+    prefix: str, tmp_path: Path
+) -> None:
+    record = f"{REDIS_URL}?prefix={prefix}"
+    async with StateStore(record, witness=False) as store:
+        for n in range(1, 6):
+            await store.save("a", {"record": n})
+    hot = f"{REDIS_URL}?prefix={prefix}"
+    url = tiered_url(hot=hot, durable=f"sqlite:///{tmp_path / 'durable.db'}")
+    async with StateStore(url, witness=False) as tiered:
+        await tiered.save("a", {"tiered": 1})
+        await tiered.save("a", {"tiered": 2})
+        assert (await tiered.load("a")).data == {"tiered": 2}  # (its durable tier's)
+    async with StateStore(record, witness=False) as store:
+        state = await store.load("a")
+        assert (state.seq, state.data) == (5, {"record": 5})
+
+
+async def test_an_evictable_cache_is_refused_on_a_store_of_record(prefix: str) -> None:
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}", witness=False) as store:
+        await store.save("a", {"n": 1})
+    cache = RedisBackend(REDIS_URL, prefix=prefix, evictable=True)
+    try:
+        with pytest.raises(ConfigurationError, match="holds a store of record"):
+            await cache.open()
+    finally:
+        await cache.close()
+    own = RedisBackend(REDIS_URL, prefix=prefix + "cache:", evictable=True)
+    try:
+        await own.open()  # (a prefix of its own)
+    finally:
+        await own.close()
