@@ -140,6 +140,13 @@ def backup_cmd(
             " moved into place; an incremental one names its parent by path): give a file"
             " (./- for a file named -) or an s3:// URL",
         )
+    if incremental and create_backup_key and backup_key is not None and not backup_key.exists():
+        raise InvalidArgument(  # (was: a new key written, then refused by the parent)
+            "--create-backup-key",
+            f"--create-backup-key with --incremental: {backup_key} does not exist, and an"
+            " incremental backup is sealed with its parent's backup key, which a new key"
+            " cannot be: pass the parent's key file",
+        )
     if not to.startswith("s3://"):
         from .files import check_output_file
 
