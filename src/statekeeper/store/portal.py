@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar, cast
 
-from ..errors import StoreClosed
+from ..errors import ConfigurationError, StoreClosed
 
 __all__ = ["Handoff", "Portal", "iterate_with", "next_item"]
 
@@ -76,6 +76,14 @@ class Handoff:
 
 def _left() -> StoreClosed:
     return StoreClosed("the thread that called this was interrupted: its function did not run")
+
+
+def _on_own_loop(what: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{what} from code running on its own event loop (a state machine's guard, "
+        "action, hook or callback) would wait for that loop for ever: make that code "
+        "async and await the async store (the sync store's .store), or call it after the transition"
+    )
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -298,7 +306,7 @@ class Portal:
         if self.forked:  # (before the lock: another thread may have held it at the fork)
             raise self._refusal()
         if threading.current_thread() is self._thread:
-            raise RuntimeError("Portal.call() from inside the portal's own loop would deadlock")
+            raise _on_own_loop("a blocking call of a sync store")
         with self._lock:
             if (
                 self._stopped
@@ -378,7 +386,7 @@ class Portal:
         if self.forked:
             return False
         if threading.current_thread() is self._thread:
-            raise RuntimeError("closing a sync store from inside its own loop would deadlock")
+            raise _on_own_loop("closing a sync store")
         with self._lock:
             if self._closing or self._stopped:
                 return False
