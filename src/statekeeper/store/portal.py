@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ParamSpec, TypeVar, cast
 
-from ..errors import StoreClosed
+from ..errors import ConfigurationError, StoreClosed
 
 __all__ = ["Handoff", "Portal", "iterate_with", "next_item"]
 
@@ -44,12 +44,46 @@ class Handoff:
         self._loop = loop
         #: (fn, args, kwargs, future) to run, or None: the coroutine is done
         self.inbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        #: (on the loop) the futures of the functions handed over and not yet settled;
+        #: None once the serving thread has gone
+        self._waiting: set[asyncio.Future[Any]] | None = set()
 
     async def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """``fn(*args, **kwargs)``, called in the serving thread."""
+        """``fn(*args, **kwargs)``, called in the serving thread (:class:`StoreClosed`
+        once that thread has left, interrupted: nothing runs it)."""
+        waiting = self._waiting
+        if waiting is None:
+            raise _left()
         future: asyncio.Future[T] = self._loop.create_future()
+        waiting.add(future)
         self.inbox.put((fn, args, kwargs, future))
-        return await future
+        try:
+            return await future
+        finally:
+            waiting.discard(future)
+
+    def leave(self) -> None:
+        """(On the loop.) The serving thread was interrupted and has gone: the functions
+        it did not finish (the one it ran when interrupted, those left in the inbox),
+        and whatever is handed over later, fail with :class:`StoreClosed`. Its own
+        coroutine is cancelled by then, but a task working for it is not — a coalesced
+        ``update``'s runner applying its change function waited for ever, and every
+        later update of the agent behind it."""
+        waiting, self._waiting = self._waiting, None
+        for future in waiting or ():
+            _settle(future, None, _left())
+
+
+def _left() -> StoreClosed:
+    return StoreClosed("the thread that called this was interrupted: its function did not run")
+
+
+def _on_own_loop(what: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{what} from code running on its own event loop (a state machine's guard, "
+        "action, hook or callback) would wait for that loop for ever: make that code "
+        "async and await the async store (the sync store's .store), or call it after the transition"
+    )
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -247,8 +281,16 @@ class Portal:
             call.ended.wait()
         except BaseException:
             self._interrupt(call)
+            self._call_soon(handoff.leave)
             raise
         return cast("T", self._outcome(call))
+
+    def _call_soon(self, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on the loop, unless the portal has stopped."""
+        with self._lock:
+            if not self._stopped:
+                with contextlib.suppress(RuntimeError):  # (its loop is closed already)
+                    self._loop.call_soon_threadsafe(fn)
 
     def _refusal(self) -> StoreClosed:
         if self.forked:
@@ -264,7 +306,7 @@ class Portal:
         if self.forked:  # (before the lock: another thread may have held it at the fork)
             raise self._refusal()
         if threading.current_thread() is self._thread:
-            raise RuntimeError("Portal.call() from inside the portal's own loop would deadlock")
+            raise _on_own_loop("a blocking call of a sync store")
         with self._lock:
             if (
                 self._stopped
@@ -344,7 +386,7 @@ class Portal:
         if self.forked:
             return False
         if threading.current_thread() is self._thread:
-            raise RuntimeError("closing a sync store from inside its own loop would deadlock")
+            raise _on_own_loop("closing a sync store")
         with self._lock:
             if self._closing or self._stopped:
                 return False

@@ -178,7 +178,8 @@ def make_client(
                 socket_connect_timeout=socket_connect_timeout,
                 retry=no_retry,
             )
-            return aioredis.Redis(connection_pool=pool)
+            # (from_pool: the client's aclose closes the pool, its connections with it)
+            return aioredis.Redis.from_pool(pool)
         scheme, rest = url.split("://", 1)
         nodes = cluster_nodes(url)
         userinfo = rest.split("/", 1)[0].rpartition("@")[0]
