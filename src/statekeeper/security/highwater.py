@@ -238,7 +238,15 @@ class HighWater:
             return
         dirty, self._dirty = self._dirty, {}
         try:
-            await asyncio.to_thread(self._merge, dirty)
+            try:
+                written = asyncio.get_running_loop().run_in_executor(None, self._merge, dirty)
+            except RuntimeError:  # (the interpreter is ending: its thread pools take no work)
+                # a store closed as Python exits (a thread still saving when the main
+                # thread ended): written here, on the loop — was: the last marks lost
+                # ("cannot schedule new futures after shutdown"), the data stored
+                self._merge(dirty)
+            else:
+                await written
         except BaseException:
             for agent_id, mark in dirty.items():  # keep them for the next attempt
                 if agent_id not in self._dirty or self._dirty[agent_id][2] < mark[2]:
