@@ -426,8 +426,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         return max(await self.migrations(), default=0)
 
     async def drop_all(self) -> None:
-        """Delete everything this backend stored: its schema (or, in ``public``, only
-        statekeeper's tables and function). For tests and benchmarks; irreversible."""
+        """Delete everything this backend stored: its tables, sequence and functions, and
+        its schema when the store created it and nothing else is in it (another
+        application's tables in the schema are left alone). For tests and benchmarks;
+        irreversible."""
         self._check_writable()
         self._check_open()
         await open_pool(self._pool)
