@@ -100,9 +100,9 @@ from .appends import Appends
 from .arrays import ADAPTERS as ARRAY_ADAPTERS
 from .coalesce import Coalesced
 from .connection import (
-    SCHEMA_RE,
     KeepsCursors,
     check_connection,
+    check_schema,
     kept_cursor,
     parse_postgres_url,
     regrow_while_waited,
@@ -234,10 +234,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         partitions: int | None = None,
         replica_url: str | None = None,
     ) -> None:
-        if not SCHEMA_RE.match(schema):
-            raise ConfigurationError(
-                f"schema must be a plain identifier (letters, digits, _), not {schema!r}"
-            )
+        check_schema(schema)
         if min_size < 0 or max_size < max(1, min_size):
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         if not connect_timeout > 0:
