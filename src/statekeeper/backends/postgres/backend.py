@@ -116,7 +116,7 @@ from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .loop_end import POOL_PREFIX, LoopEnd, open_pool
 from .reads import Reads
-from .refusals import denied
+from .refusals import denied, read_only
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -353,7 +353,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         """A failure that is not retried (any more), typed by its cause (:mod:`.refusals`)."""
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
-        if (refused := denied(what, exc, self.dsn)) is not None:
+        if (refused := denied(what, exc, self.dsn) or read_only(what, exc)) is not None:
             return refused
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
