@@ -43,9 +43,9 @@ def _scripts() -> str:
     return "\n".join(texts)
 
 
-def _names(kind: str, text: str) -> tuple[str, ...]:
+def _names(keyword: str, text: str) -> tuple[str, ...]:
     pattern = (
-        rf"\b(?:CREATE|DROP)\s+(?:OR\s+REPLACE\s+)?{kind}\s+"
+        rf"\b(?:CREATE|DROP)\s+(?:OR\s+REPLACE\s+)?{keyword}\s+"
         r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?\{s\}\.(sk_\w+)"
     )
     return tuple(sorted(set(re.findall(pattern, text, flags=re.IGNORECASE))))
