@@ -3,7 +3,9 @@
 
 Before, a write refused by it (SQLSTATE 25006) was a BackendRejected carrying the
 server's SQL text and the store's function signatures ("CONTEXT: SQL statement
-"INSERT INTO …sk_agents…" PL/pgSQL function ….sk_append(text,bigint,…)")."""
+"INSERT INTO …sk_agents…" PL/pgSQL function ….sk_append(text,bigint,…)"), and a store
+that could not be created on it was reported as the operation that opened it
+("read_state failed: cannot execute CREATE SCHEMA …")."""
 
 from __future__ import annotations
 
@@ -40,3 +42,16 @@ async def test_a_write_on_a_read_only_session_says_so_without_the_servers_sql(
         assert caught.value.maybe_applied is False
         _no_server_sql(str(caught.value), schema)
         assert (await store.load("a")).data == {"v": 1}  # reads go on
+
+
+async def test_a_store_that_cannot_be_created_is_reported_as_its_opening(schema: str) -> None:
+    backend = PostgresBackend(_read_only_dsn(), schema=schema, max_size=2, retry_timeout=2)
+    async with StateStore(backend) as store:
+        with pytest.raises(BackendRejected) as caught:
+            await store.load("a")
+    message = str(caught.value)
+    assert message.startswith(f"cannot open PostgreSQL schema {schema!r}"), message
+    assert "creating or upgrading" in message
+    assert "read_state failed" not in message
+    assert "session is read-only" in message
+    _no_server_sql(message, schema)

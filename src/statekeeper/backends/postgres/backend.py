@@ -116,7 +116,7 @@ from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .loop_end import POOL_PREFIX, LoopEnd, open_pool
 from .reads import Reads
-from .refusals import denied, read_only
+from .refusals import denied, label, mark_opening, read_only
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -351,6 +351,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     def _failure(self, what: str, exc: BaseException) -> Exception:
         """A failure that is not retried (any more), typed by its cause (:mod:`.refusals`)."""
+        what = label(what, exc, self.schema, self.readonly)
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
         if (refused := denied(what, exc, self.dsn) or read_only(what, exc)) is not None:
@@ -390,16 +391,22 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             # migration is simply tried again by the next call
             await open_pool(self._pool)
             self._end.watch()
-            if self.readonly:
-                await _schema.check_store(self)
-            else:
-                await _schema.migrate(self)
-                # the schema may be new: a replica read must first see it replayed
-                self._wrote()
-            await _schema.opened(self)
+            try:
+                await self._open_schema()
+            except psycopg.Error as exc:  # labelled as the opening (.refusals.label)
+                mark_opening(exc)
+                raise
             if self._replica is not None:
                 await self._replica.open()
             self._opened = True
+
+    async def _open_schema(self) -> None:
+        if self.readonly:
+            await _schema.check_store(self)
+        else:
+            await _schema.migrate(self)
+            self._wrote()  # the schema may be new: a replica read must first see it replayed
+        await _schema.opened(self)
 
     async def ensure_store(self) -> None:
         await self.open()
