@@ -100,9 +100,9 @@ from .appends import Appends
 from .arrays import ADAPTERS as ARRAY_ADAPTERS
 from .coalesce import Coalesced
 from .connection import (
-    SCHEMA_RE,
     KeepsCursors,
     check_connection,
+    check_schema,
     kept_cursor,
     parse_postgres_url,
     regrow_while_waited,
@@ -116,7 +116,7 @@ from .keyexpiry import KeyExpiry
 from .leases import Leases
 from .loop_end import POOL_PREFIX, LoopEnd, open_pool
 from .reads import Reads
-from .refusals import denied
+from .refusals import denied, label, mark_opening, read_only
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -234,10 +234,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         partitions: int | None = None,
         replica_url: str | None = None,
     ) -> None:
-        if not SCHEMA_RE.match(schema):
-            raise ConfigurationError(
-                f"schema must be a plain identifier (letters, digits, _), not {schema!r}"
-            )
+        check_schema(schema)
         if min_size < 0 or max_size < max(1, min_size):
             raise ConfigurationError("need 0 <= min_size <= max_size and max_size >= 1")
         if not connect_timeout > 0:
@@ -354,9 +351,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     def _failure(self, what: str, exc: BaseException) -> Exception:
         """A failure that is not retried (any more), typed by its cause (:mod:`.refusals`)."""
+        what = label(what, exc, self.schema, self.readonly)
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
-        if (refused := denied(what, exc, self.dsn)) is not None:
+        if (refused := denied(what, exc, self.dsn) or read_only(what, exc)) is not None:
             return refused
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
@@ -393,16 +391,22 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             # migration is simply tried again by the next call
             await open_pool(self._pool)
             self._end.watch()
-            if self.readonly:
-                await _schema.check_store(self)
-            else:
-                await _schema.migrate(self)
-                # the schema may be new: a replica read must first see it replayed
-                self._wrote()
-            await _schema.opened(self)
+            try:
+                await self._open_schema()
+            except psycopg.Error as exc:  # labelled as the opening (.refusals.label)
+                mark_opening(exc)
+                raise
             if self._replica is not None:
                 await self._replica.open()
             self._opened = True
+
+    async def _open_schema(self) -> None:
+        if self.readonly:
+            await _schema.check_store(self)
+        else:
+            await _schema.migrate(self)
+            self._wrote()  # the schema may be new: a replica read must first see it replayed
+        await _schema.opened(self)
 
     async def ensure_store(self) -> None:
         await self.open()
@@ -426,8 +430,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         return max(await self.migrations(), default=0)
 
     async def drop_all(self) -> None:
-        """Delete everything this backend stored: its schema (or, in ``public``, only
-        statekeeper's tables and function). For tests and benchmarks; irreversible."""
+        """Delete everything this backend stored: its tables, sequence and functions, and
+        its schema when the store created it and nothing else is in it (another
+        application's tables in the schema are left alone). For tests and benchmarks;
+        irreversible."""
         self._check_writable()
         self._check_open()
         await open_pool(self._pool)

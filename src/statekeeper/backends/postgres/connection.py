@@ -20,6 +20,7 @@ from ..url_options import float_option, int_option, split_query
 __all__ = [
     "KeepsCursors",
     "check_connection",
+    "check_schema",
     "kept_cursor",
     "parse_postgres_url",
     "read_only_session",
@@ -43,6 +44,22 @@ _OWN_OPTIONS = (
     "replica_url",
 )
 SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def check_schema(schema: str) -> None:
+    """Refuse a schema name that is not a plain identifier, or that names one of
+    PostgreSQL's own schemas (``information_schema``, ``pg_catalog``, ``pg_toast``,
+    ``pg_temp_N``: the ``pg_`` prefix is reserved for them): a store there would mix
+    its tables with the server's catalog, and dropping it would reach into it."""
+    if type(schema) is not str or not SCHEMA_RE.match(schema):
+        raise ConfigurationError(
+            f"schema must be a plain identifier (letters, digits, _), not {schema!r}"
+        )
+    if schema.startswith("pg_") or schema == "information_schema":
+        raise ConfigurationError(
+            f"schema {schema!r} is one of PostgreSQL's system schemas (information_schema, "
+            "pg_*): name a schema of the application's own"
+        )
 
 
 def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:

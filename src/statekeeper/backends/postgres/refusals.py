@@ -2,18 +2,25 @@
 ``insufficient_privilege``, which row-level security's "new row violates row-level
 security policy" also raises): :class:`~statekeeper.errors.AccessDenied` naming the
 role and the agent, never the server's SQL text or its ``CONTEXT`` (the internal
-statements and function signatures of the store)."""
+statements and function signatures of the store). A write refused because the session is
+read-only (SQLSTATE 25006: a hot standby, ``default_transaction_read_only``) gets the same
+treatment (:func:`read_only`): a :class:`~statekeeper.errors.BackendRejected` saying so,
+without the server's SQL. A failure met while the store opens inside an operation is
+labelled as the opening (:func:`mark_opening`, :func:`label`), not as that operation."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-from ...errors import AccessDenied
+from ...errors import AccessDenied, BackendRejected
 
-__all__ = ["denied", "row_security_refusal"]
+__all__ = ["denied", "label", "mark_opening", "read_only", "row_security_refusal"]
 
 INSUFFICIENT_PRIVILEGE = "42501"
+READ_ONLY_SQL_TRANSACTION = "25006"
+#: set on a driver error met while the store opens (creates or upgrades its schema)
+_OPENING = "_statekeeper_opening"
 #: ``append to 'acme/x'``, ``lease_acquire of 'acme/x'``: the agent as its repr
 _AGENT = re.compile(r"""\s('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")$""")
 
@@ -71,3 +78,33 @@ def _role(dsn: str) -> str | None:
     except psycopg.Error:
         return None
     return str(user) if user else None
+
+
+def read_only(what: str, exc: BaseException) -> BackendRejected | None:
+    """The refusal of ``what`` by a read-only session (SQLSTATE 25006), or None: the
+    server's SQL text and the store's function signatures (its ``CONTEXT``) left out."""
+    if getattr(exc, "sqlstate", None) != READ_ONLY_SQL_TRANSACTION:
+        return None
+    return BackendRejected(
+        f"{what}: the PostgreSQL session is read-only (a hot standby, or "
+        "default_transaction_read_only set for the role, database or connection); nothing "
+        "was written: connect to the primary with a writable session, or open the store "
+        "read-only",
+        sqlstate=READ_ONLY_SQL_TRANSACTION,
+    )
+
+
+def mark_opening(exc: BaseException) -> None:
+    """Mark ``exc`` as met while the store opened (see :func:`label`)."""
+    setattr(exc, _OPENING, True)
+
+
+def label(what: str, exc: BaseException, schema: str, readonly: bool) -> str:
+    """``what`` failed with ``exc``: the opening of the store when ``exc`` was met
+    while it opened (``"cannot open PostgreSQL schema 'x' (creating or upgrading its
+    tables) for read_state"``), else ``what`` itself."""
+    if not getattr(exc, _OPENING, False) or what.startswith("cannot open"):
+        return what
+    during = what.removeprefix("postgresql ").removesuffix(" failed")
+    doing = "" if readonly else " (creating or upgrading its tables)"
+    return f"cannot open PostgreSQL schema {schema!r}{doing} for {during}"

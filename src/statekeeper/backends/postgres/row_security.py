@@ -27,22 +27,20 @@ that adds tables. :func:`remove_row_security` revokes a role's privileges (befor
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from ...errors import ConfigurationError, NotAStore
 from ..scripts import named_blocks, read_script
+from .connection import check_schema
 
 __all__ = ["TABLES", "install_row_security", "remove_row_security"]
 
 #: the tables whose rows belong to an agent (``agent_id``)
 TABLES = ("sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases")
-_SCHEMA_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
 def _check(schema: str, grants: Sequence[tuple[str, str, int]]) -> None:
-    if not _SCHEMA_RE.match(schema):
-        raise ConfigurationError(f"schema must be a plain identifier, not {schema!r}")
+    check_schema(schema)
     for role, pattern, perm in grants:
         if type(role) is not str or not role or len(role) > 63:
             raise ConfigurationError(f"a database role name must be 1-63 characters: {role!r}")

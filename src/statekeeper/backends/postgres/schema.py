@@ -27,6 +27,7 @@ from psycopg import sql
 
 from ...errors import ConfigurationError, NotAStore, StoreSchemaOutdated
 from ..scripts import named_blocks, read_script
+from .drop import drop_store, mark_created
 
 if TYPE_CHECKING:
     from .backend import PostgresBackend
@@ -76,20 +77,6 @@ _PARTITIONED = named_blocks(read_script(PACKAGE, "sql/partitioned.sql"))
 #: most partitions a schema may have (a plan over thousands of partitions is slow to
 #: build; shard across servers beyond this)
 MAX_PARTITIONS = 1024
-
-_STATEKEEPER_TABLES = (
-    "sk_agents, sk_events, sk_snapshots, sk_idempotency, sk_leases, sk_migrations, sk_feed_floor,"
-    " sk_markers"
-)
-_FUNCTIONS = (
-    "sk_feed_mark",
-    "sk_feed_frontier",
-    "sk_append_batch_fenced",
-    "sk_append_fenced",
-    "sk_append_batch",
-    "sk_append1",
-    "sk_append",
-)
 
 
 def check_partitions(partitions: int | None) -> None:
@@ -214,6 +201,7 @@ async def migrate(backend: PostgresBackend) -> None:
     # unbounded: a migration of a big schema (or waiting for another starter's) may be long
     async with backend._connection(bounded=False) as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
+        await mark_created(conn, schema)  # a new schema: created, marked as the store's
         await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {s}").format(s=ident))
         await conn.execute(
             sql.SQL(
@@ -269,17 +257,6 @@ async def migrate(backend: PostgresBackend) -> None:
 
 
 async def drop_all(backend: PostgresBackend) -> None:
-    """Drop the backend's schema (or, in ``public``, only statekeeper's tables — with
-    their partitions — sequence and functions)."""
-    ident = sql.Identifier(backend.schema)
-    async with backend._connection() as conn:
-        if backend.schema != "public":
-            await conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=ident))
-            return
-        tables = ", ".join(f"public.{t.strip()}" for t in _STATEKEEPER_TABLES.split(","))
-        await conn.execute(f"DROP TABLE IF EXISTS {tables}")  # partitions go with them
-        await conn.execute("DROP SEQUENCE IF EXISTS public.sk_feed_seq")
-        for fn in _FUNCTIONS:
-            await conn.execute(
-                sql.SQL("DROP FUNCTION IF EXISTS public.{}").format(sql.Identifier(fn))
-            )
+    """Drop the store's tables (with their partitions), sequence and functions, and its
+    schema only when the store created it and nothing else is in it (:mod:`.drop`)."""
+    await drop_store(backend)
