@@ -41,13 +41,28 @@ from typing import Protocol, runtime_checkable
 from ..errors import BackendError, ConfigurationError
 
 __all__ = [
+    "MASTER_KEYED",
     "VAULT_TABLES",
     "KeyVault",
     "MemoryKeyVault",
     "SqliteKeyVault",
     "VaultEntry",
     "open_vault",
+    "uses_data_key",
 ]
+
+
+#: the prefix of the hidden, short-lived streams sealed with the master key, not a data
+#: key of their own: a delete's or a forget's feed intent (``statekeeper.store.
+#: feed_intents``; its agent id, head and checksum, no data of the agent). Each had a key
+#: of its own before, never destroyed once the intent was gone: one vault row per forget.
+MASTER_KEYED = "\x01sk-feed/pending/"
+
+
+def uses_data_key(agent_id: str) -> bool:
+    """Whether a store with a key vault seals ``agent_id``'s records with a data key of
+    its own (every agent but :data:`MASTER_KEYED` streams)."""
+    return not agent_id.startswith(MASTER_KEYED)
 
 
 @dataclass(frozen=True, slots=True)
