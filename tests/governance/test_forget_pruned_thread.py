@@ -110,3 +110,19 @@ async def test_a_backup_before_prune_restores_a_forgotten_thread_unreadable(
     async with StateStore("memory://", keyring=_ring(vault)) as other:
         with pytest.raises(AgentForgotten):
             other.codec.open(t1_old, seq, kind, ts, payload, checksum)
+
+
+async def test_a_namespaced_store_links_the_stored_ids(tmp_path: Path) -> None:
+    """The vault holds stored ids: a saver over a store opened in a namespace links
+    ``acme/lg/t1#…``, not the ids relative to the namespace."""
+    vault = MemoryKeyVault()
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    async with StateStore(url, keyring=_ring(vault), namespace="acme") as store:
+        saver = StatekeeperSaver(store)
+        await _chat(saver, "t1", 3)
+        (old,) = await _generations(store, "t1")
+        await saver.aprune(["t1"])
+        (new,) = await _generations(store, "t1")
+        assert (await forget(store, new)).destroyed
+    assert not _live(vault, f"acme/{new}")
+    assert not _live(vault, f"acme/{old}"), "the pruned generation's key is still live"
