@@ -99,16 +99,18 @@ def keys_status(
     """Count stored records and stream heads per key id (read from clear headers; the
     pre-migration records a migration keeps in head events count under their key). A
     key no record names any more can be removed from the keyring."""
+    from ..security.keyusage import idempotency_usage
     from ..security.rekey import key_usage
 
     url = resolve_url(ctx, db)
     keyring = env_keyring(key_file)
 
-    async def go() -> tuple[dict[str, int], str | None]:
+    async def go() -> tuple[dict[str, int], dict[str, int], str | None]:
         async with open_store(url, key_file=key_file) as store:
-            return await key_usage(store), _narrow_principal(store)
+            usage = await key_usage(store)
+            return usage, await idempotency_usage(store), _narrow_principal(store)
 
-    counted, narrow = run(go())
+    counted, idem, narrow = run(go())
     # natural order (k1, k2, ..., k10), never as text (k1, k10, k2)
     usage = {k: counted[k] for k in sorted(counted, key=key_id_order)}
     missing = [
@@ -120,6 +122,10 @@ def keys_status(
         "keyring": sorted(keyring.ids, key=key_id_order) if keyring is not None else [],
         "usage": usage,
         "missing": missing,
+        # idempotency records per key id: those under an old key (their events
+        # compacted away, rekey's idempotency_records_left) need it, or a retry of
+        # their append is stored again
+        "idempotency_records": {k: idem[k] for k in sorted(idem, key=key_id_order)},
         # False under --as without admin on '**': the agents it may read only
         "whole_store": narrow is None,
     }
@@ -146,6 +152,13 @@ def keys_status(
             note = "old key: run 'statekeeper rekey'"
         table.add_row(escape(key_id), f"{n:,}", note)
     out_console().print(table)
+    for key_id in sorted(idem, key=key_id_order):
+        if key_id != active and keyring is not None and not key_id.startswith("("):
+            out_console().print(
+                f"[yellow]{idem[key_id]:,} idempotency record(s) under key {escape(key_id)!r}"
+                " (their events compacted away, so rekey cannot move them): removing the"
+                " key makes a retry of their append be stored again[/]"
+            )
     if narrow is not None:
         out_console().print(
             f"[yellow]counted only the agents principal {escape(narrow)!r} may read: records "

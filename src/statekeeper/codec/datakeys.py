@@ -18,6 +18,13 @@ a vault restored from before a ``forget`` would revive the agent.
 bytes are overwritten in the file, not just unlinked from a page); :class:`MemoryKeyVault`
 is for tests. Anything with the :class:`KeyVault` methods (a KMS, a secrets manager)
 works too.
+
+**Lineage.** An agent id can name the ids whose records it continues (a LangGraph
+thread's new generation after ``prune`` names the generation it replaced: the old
+stream is deleted but its key stays, because a backup taken before the prune needs it).
+:meth:`Keyring.forget` destroys the key of every id linked to the one forgotten, either
+way, so forgetting a thread destroys every generation's key. A vault without ``link``
+and ``lineage`` (a custom one) keeps no lineage: forget then destroys only the id named.
 """
 
 from __future__ import annotations
@@ -26,13 +33,36 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..errors import BackendError, ConfigurationError
 
-__all__ = ["KeyVault", "MemoryKeyVault", "SqliteKeyVault", "VaultEntry", "open_vault"]
+__all__ = [
+    "MASTER_KEYED",
+    "VAULT_TABLES",
+    "KeyVault",
+    "MemoryKeyVault",
+    "SqliteKeyVault",
+    "VaultEntry",
+    "open_vault",
+    "uses_data_key",
+]
+
+
+#: the prefix of the hidden, short-lived streams sealed with the master key, not a data
+#: key of their own: a delete's or a forget's feed intent (``statekeeper.store.
+#: feed_intents``; its agent id, head and checksum, no data of the agent). Each had a key
+#: of its own before, never destroyed once the intent was gone: one vault row per forget.
+MASTER_KEYED = "\x01sk-feed/pending/"
+
+
+def uses_data_key(agent_id: str) -> bool:
+    """Whether a store with a key vault seals ``agent_id``'s records with a data key of
+    its own (every agent but :data:`MASTER_KEYED` streams)."""
+    return not agent_id.startswith(MASTER_KEYED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +109,7 @@ class MemoryKeyVault:
 
     def __init__(self) -> None:
         self._entries: dict[str, VaultEntry] = {}
+        self._links: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -105,8 +136,33 @@ class MemoryKeyVault:
             if entry is not None and entry.wrapped is not None:
                 self._entries[agent_id] = VaultEntry(agent_id, master_id, wrapped)
 
+    def link(self, agent_id: str, predecessor: str) -> None:
+        """Record that ``agent_id`` continues ``predecessor`` (see the module docs)."""
+        with self._lock:
+            self._links.add((agent_id, predecessor))
+
+    def lineage(self, agent_id: str) -> set[str]:
+        """Every id linked to ``agent_id``, directly or through others, either way
+        (``agent_id`` itself not included)."""
+        with self._lock:
+            links = list(self._links)
+        return _connected(
+            agent_id,
+            lambda ids: {b for a, b in links if a in ids} | {a for a, b in links if b in ids},
+        )
+
     def close(self) -> None:
         pass
+
+
+def _connected(agent_id: str, neighbours: Callable[[set[str]], set[str]]) -> set[str]:
+    seen = {agent_id}
+    frontier = {agent_id}
+    while frontier:
+        frontier = neighbours(frontier) - seen
+        seen |= frontier
+    seen.discard(agent_id)
+    return seen
 
 
 _SCHEMA = """
@@ -118,6 +174,17 @@ CREATE TABLE IF NOT EXISTS data_keys (
     forgotten_at REAL
 ) WITHOUT ROWID
 """
+
+_LINEAGE = """
+CREATE TABLE IF NOT EXISTS data_key_lineage (
+    agent_id TEXT NOT NULL,
+    predecessor TEXT NOT NULL,
+    PRIMARY KEY (agent_id, predecessor)
+) WITHOUT ROWID
+"""
+
+#: the tables of a vault file (``data_key_lineage`` added to vaults written before it)
+VAULT_TABLES = frozenset({"data_keys", "data_key_lineage"})
 
 
 class SqliteKeyVault:
@@ -141,6 +208,7 @@ class SqliteKeyVault:
             self._db.execute("PRAGMA journal_mode=DELETE")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.execute(_SCHEMA)
+            self._db.execute(_LINEAGE)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigurationError(f"cannot open the key vault {self.path}: {exc}") from None
 
@@ -204,6 +272,30 @@ class SqliteKeyVault:
             " AND wrapped IS NOT NULL",
             (master_id, wrapped, agent_id),
         )
+
+    def link(self, agent_id: str, predecessor: str) -> None:
+        """Record that ``agent_id`` continues ``predecessor`` (see the module docs)."""
+        self._run(
+            "INSERT OR IGNORE INTO data_key_lineage (agent_id, predecessor) VALUES (?, ?)",
+            (agent_id, predecessor),
+        )
+
+    def lineage(self, agent_id: str) -> set[str]:
+        """Every id linked to ``agent_id``, directly or through others, either way
+        (``agent_id`` itself not included)."""
+
+        def neighbours(ids: set[str]) -> set[str]:
+            found: set[str] = set()
+            for one in ids:
+                rows = self._run(
+                    "SELECT predecessor FROM data_key_lineage WHERE agent_id = ?"
+                    " UNION SELECT agent_id FROM data_key_lineage WHERE predecessor = ?",
+                    (one, one),
+                )
+                found.update(str(r[0]) for r in rows)
+            return found
+
+        return _connected(agent_id, neighbours)
 
     def close(self) -> None:
         with self._lock:

@@ -346,15 +346,34 @@ class Keyring:
         """Destroy the agent's data key (crypto-shredding): every record encrypted
         with it becomes unreadable, everywhere, for good. True when a key was
         destroyed; False when the agent had none (a tombstone is stored anyway, so the
-        id cannot be given a new key and its old records stay unreadable)."""
+        id cannot be given a new key and its old records stay unreadable).
+
+        The keys of the ids the vault links to ``agent_id`` (:meth:`link`: a
+        LangGraph thread's generations) are destroyed too, the linked ones first."""
         import time
 
         vault = self.data_keys
         if vault is None:
             raise ConfigurationError("forget needs a keyring with a key vault (data_keys)")
+        when = time.time() if at is None else at
+        lineage = getattr(vault, "lineage", None)
+        linked: set[str] = lineage(agent_id) if lineage is not None else set()
         with self._lock:
-            self._data.pop(agent_id, None)
-        return vault.destroy(agent_id, time.time() if at is None else at)
+            for one in (*sorted(linked), agent_id):
+                self._data.pop(one, None)
+        for one in sorted(linked):
+            vault.destroy(one, when)
+        return vault.destroy(agent_id, when)
+
+    def link(self, agent_id: str, predecessor: str) -> bool:
+        """Record in the vault that ``agent_id`` continues ``predecessor``'s records
+        (a new stream that replaces it), so :meth:`forget` of either destroys both
+        keys. False when there is no vault, or it keeps no lineage."""
+        link = getattr(self.data_keys, "link", None)
+        if link is None:
+            return False
+        link(agent_id, predecessor)
+        return True
 
     def without(self, *key_ids: str) -> Keyring:
         """A keyring without the named keys (e.g. to check a retired key is unused)."""

@@ -113,6 +113,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
+from .datakeys import uses_data_key
 from .formats import FORMATS, JSON, MSGPACK, Format, has_marker
 from .types import TypeRegistry, from_plain
 from .widehash import wide_blake3 as _wide_blake3
@@ -567,7 +568,7 @@ class Codec:
             if comp or legacy_link:  # not the canonical plaintext: cover the stored bytes too
                 return Sealed(payload, _stored_checksum(link, payload, algo), link)
             return Sealed(payload, link, link)
-        if self.keyring.data_keys is not None:
+        if self.keyring.data_keys is not None and uses_data_key(agent_id):
             key = self.keyring.data_key(agent_id, create=True)  # AgentForgotten if shredded
             flags |= FLAG_DATA_KEY
         else:

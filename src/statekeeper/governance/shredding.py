@@ -264,4 +264,6 @@ def _is_vault(path: Path) -> bool:
             db.close()
     except sqlite3.Error:
         return False
-    return names == {"data_keys"}
+    from ..codec.datakeys import VAULT_TABLES
+
+    return "data_keys" in names and names <= VAULT_TABLES

@@ -15,7 +15,7 @@ from .rekey_checks import forgotten
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
-__all__ = ["FORGOTTEN", "key_usage"]
+__all__ = ["FORGOTTEN", "idempotency_usage", "key_usage"]
 
 #: where :func:`key_usage` counts the records of agents ``forget`` crypto-shredded
 FORGOTTEN = "(forgotten)"
@@ -104,4 +104,34 @@ async def key_usage(store: StateStore) -> dict[str, int]:
             if snap.seq <= 1:
                 break
             below = snap.seq - 1
+    return counts
+
+
+async def idempotency_usage(store: StateStore) -> dict[str, int]:
+    """How many idempotency records are stored under each key id (``"(none)"``: in
+    clear), forgotten agents' left out. ``rekey`` moves each under the active key but
+    one whose events a compaction removed (``idempotency_records_left``): it stays under
+    its old key, and once that key is removed from the keyring a retry of its append is
+    stored a second time. :func:`key_usage` counts records and heads, not these, so
+    ``keys status`` lists them apart. Empty on an engine that cannot list them."""
+    from ..backends.base import Capability
+    from ..store.idempotency import HMAC_PREFIX
+
+    backend = store.backend
+    if not backend.supports(Capability.KEY_EXPORT):
+        return {}
+    keyring = store.codec.keyring
+    vault = keyring.data_keys if keyring is not None else None
+    qualify = getattr(store, "qualify", None)
+    counts: dict[str, int] = {}
+    async for info in store.iter_agents():
+        if vault is not None and forgotten(vault, store, info.agent_id):
+            continue
+        stored_id = qualify(info.agent_id) if callable(qualify) else info.agent_id
+        for stored, _, _ in await backend.idempotency_keys(stored_id):
+            if stored.startswith(HMAC_PREFIX):
+                name = stored[len(HMAC_PREFIX) :].rpartition(":")[0]
+            else:
+                name = "(none)"
+            counts[name] = counts.get(name, 0) + 1
     return counts

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..arguments import AUDIT_STREAM, HOLDS_STREAM
 from ..backends.identity import store_identity
 from ..codec import ZERO_LINK, Codec
+from ..codec.datakeys import uses_data_key
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     ConfigurationError,
@@ -338,7 +339,7 @@ async def _rekey_stream(
                 walked = (raw.checksum,)
                 if raw.seq in wanted:
                     links[raw.seq] = link
-                if sealed_now(opened, raw.payload, active, own_keys):
+                if sealed_now(opened, raw.payload, active, own_keys and uses_data_key(agent_id)):
                     stats.skipped += 1
                     continue
                 sealed = codec.seal(
@@ -387,7 +388,7 @@ async def _rekey_stream(
                 raise IntegrityError(
                     agent_id, raw_snap.seq, "snapshot does not belong to the chain"
                 )
-            if sealed_now(opened, raw_snap.payload, active, own_keys):
+            if sealed_now(opened, raw_snap.payload, active, own_keys and uses_data_key(agent_id)):
                 stats.skipped += 1
                 continue
             sealed = codec.seal(

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from ..backends.base import Backend
 from ..codec import ZERO_LINK, Codec
+from ..codec.datakeys import MASTER_KEYED
 from ..errors import ConflictError
 from ..records import AppendRequest, RawEvent
 
@@ -53,8 +54,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: the prefix of every intent stream
-PENDING = "\x01sk-feed/pending/"
+#: the prefix of every intent stream (sealed with the master key: no data key of its own)
+PENDING = MASTER_KEYED
 _TYPE = "statekeeper.delete_intent"
 _PAGE = 100
 #: backends whose intents a delete of this process already settled

@@ -179,6 +179,9 @@ class _SaverPruning(_SaverWrites):
         concurrent writer won the fence (nothing changed)."""
         fence_seq = st.seq
         new_agent = m.agent_id(self.prefix, st.thread_id, m.next_generation(st.generation))
+        # the old generation's key stays (a backup taken before this prune needs it);
+        # the vault links the generations, so forgetting the thread destroys both keys
+        self._link_generation(new_agent, st.agent_id)
         await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
         try:
             dst = await self._load(st.thread_id, new_agent)
@@ -204,6 +207,15 @@ class _SaverPruning(_SaverWrites):
         await self.store.delete(st.agent_id)
         self._forget(st.thread_id)
         return True
+
+    def _link_generation(self, new_agent: str, old_agent: str) -> None:
+        keyring = self.store.codec.keyring
+        if keyring is None or keyring.data_keys is None:
+            return
+        qualify = getattr(self.store, "qualify", None)  # a namespaced store: stored ids
+        if qualify is not None:
+            new_agent, old_agent = qualify(new_agent), qualify(old_agent)
+        keyring.link(new_agent, old_agent)
 
     async def _thread_list(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
         if thread_ids is not None:
