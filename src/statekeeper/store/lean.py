@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import StoreRequest
-from ..codec.depth import too_deep
+from ..codec.depth import bounded, too_deep
 from ..codec.pipeline import BLAKE3_FROM
 from ..errors import ConflictError
 from ..records import AppendResult, RawEvent, RawSnapshot
@@ -120,14 +120,14 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             or needs_prepare(record)
         ):
             return None
-        if too_deep(ops) is not None:
-            return None  # a document nested too deep: the builder refuses it
         try:
             body_bytes = dumps({"ops": ops, "key": key} if key is not None else {"ops": ops})
-        except TypeError:  # not plain JSON after all: the builder says what is wrong
-            return None
+        except TypeError:  # not plain JSON after all (or nested past orjson's limit): the
+            return None  # builder says what is wrong
         if 0x24 in body_bytes and b'"$t"' in body_bytes:
             return None  # a tag-like key in the values: the builder reads it back
+        if not bounded(body_bytes) and too_deep(ops) is not None:
+            return None  # a document nested too deep: the builder refuses it
         seq = expected_seq + 1
         now = clock()
         if now < record.updated_at:  # a stream's times never go back (writes.build)
