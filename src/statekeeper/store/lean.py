@@ -91,6 +91,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
     clock = pipeline.clock
     seal = codec.seal
     sealer = pipeline.sealer  # (plain codecs: seal's short bodies, bound once)
+    # (compressing codecs without a key, SHA-256 links: the same, bound once)
+    packer = codec.compressed_sealer() if sealer is None else None
     tagger = codec.head_tagger()
     due = snapshots.due
     encode_timed = snapshots.encode_timed
@@ -135,6 +137,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
         if sealer is not None and len(body_bytes) < blake3_from:
             payload, link = sealer(agent_id, seq, event_type, now, body_bytes, prev)
             checksum = link
+        elif packer is not None and len(body_bytes) < blake3_from:
+            payload, checksum, link = packer(agent_id, seq, event_type, now, body_bytes, prev)
         else:
             payload, checksum, link = seal(agent_id, seq, event_type, now, body_bytes, prev)
         new = next_record(record)
