@@ -1167,21 +1167,25 @@ class Codec:
     def _compress(self, body: bytes) -> tuple[bytes, int]:
         if self.compression == COMPRESS_NONE or len(body) < self.compress_min_bytes:
             return body, COMPRESS_NONE
-        local = self._local
-        comp = local.compressor
+        comp = self._local.compressor
         if comp is None:
-            if self.compression == COMPRESS_ZSTD_DICT:
-                from .zstd_dict import compressor
-
-                comp = local.compressor = compressor(self.compression_level)
-            else:
-                comp = local.compressor = self._zstd.ZstdCompressor(
-                    level=self.compression_level, write_content_size=True
-                )
+            comp = self._compressor()
         out: bytes = comp.compress(body)
         if len(out) >= len(body):
             return body, COMPRESS_NONE
         return out, self.compression
+
+    def _compressor(self) -> Any:
+        """This thread's compressor for this codec (made on its first use: a zstandard
+        compressor is not thread-safe)."""
+        if self.compression == COMPRESS_ZSTD_DICT:
+            from .zstd_dict import compressor
+
+            comp = compressor(self.compression_level)
+        else:
+            comp = self._zstd.ZstdCompressor(level=self.compression_level, write_content_size=True)
+        self._local.compressor = comp
+        return comp
 
     def _decompress(
         self, data: bytes, comp: int, agent_id: str, seq: int, record_type: str
@@ -1250,6 +1254,45 @@ class Codec:
             return payload, sha256(
                 join((b"sk-link/1", names(agent_id, record_type), seq_ts(seq, timestamp), payload))
             ).digest()
+
+        return sealer
+
+    def compressed_sealer(
+        self,
+    ) -> Callable[[str, int, str, float, bytes, bytes], tuple[bytes, bytes, bytes]] | None:
+        """:meth:`seal` of a record of this codec's format whose body is shorter than
+        :data:`BLAKE3_FROM`, for a codec that compresses but has no key and SHA-256
+        links (``checksum`` ``"sha256"`` or ``"auto"``), bound once (else None):
+        ``sealer(agent_id, seq, record_type, timestamp, body, prev)`` is ``(payload,
+        checksum, link)``, the same bytes as :meth:`seal` — compressed when the body is
+        at least ``compress_min_bytes`` and comes out smaller, the checksum then
+        covering the stored bytes — in one small call without :meth:`seal`'s checks of
+        its arguments and its helper calls (the LangGraph saver's keyed appends on its
+        ``"zstd-dict"`` codec: docs/benchmarks.md, "lgwrite2")."""
+        if self.keyring is not None or self.compression == COMPRESS_NONE or self._algo:
+            return None
+        fmt_id = self.format.id
+        plain_header = _CANON[fmt_id]
+        packed_header = _CANON[fmt_id | (self.compression << 2)]
+        smallest = self.compress_min_bytes
+        local = self._local
+        compressor = self._compressor
+        join = b"".join
+        sha256 = hashlib.sha256
+        names, seq_ts = _names, _seq_ts.pack
+
+        def sealer(
+            agent_id: str, seq: int, record_type: str, timestamp: float, body: bytes, prev: bytes
+        ) -> tuple[bytes, bytes, bytes]:
+            head = join((b"sk-link/1", names(agent_id, record_type), seq_ts(seq, timestamp)))
+            link = sha256(join((head, plain_header, prev, body))).digest()
+            if len(body) >= smallest:
+                comp = local.compressor
+                out = (compressor() if comp is None else comp).compress(body)
+                if len(out) < len(body):
+                    payload = join((packed_header, prev, out))
+                    return payload, sha256(join((b"sk-stored/1", link, payload))).digest(), link
+            return join((plain_header, prev, body)), link, link
 
         return sealer
 

@@ -46,12 +46,30 @@ def data() -> Any:
 
 
 def compressor(level: int) -> Any:
-    """A compressor with the dictionary (not thread-safe: one per thread)."""
+    """A compressor with the dictionary (not thread-safe: one per thread), on the
+    dictionary digested once for ``level`` in this process (:func:`_digested`)."""
     from .pipeline import _zstd
 
     return _zstd().ZstdCompressor(
-        level=level, dict_data=data(), write_content_size=True, write_dict_id=False
+        level=level, dict_data=_digested(level), write_content_size=True, write_dict_id=False
     )
+
+
+@functools.cache
+def _digested(level: int) -> Any:
+    """The dictionary with its compression tables built once for ``level``
+    (``precompute_compress``: zstd's ``CDict``, read-only, shared by the compressors of
+    every thread). Given the raw dictionary instead, each new compressor built those
+    tables again at its first ``compress`` (``ZSTD_createCDict``, ~0.4 M instructions
+    with its context's set-up): once per thread, and LangGraph runs each graph
+    invocation's writes on threads of its own — about once per run
+    (docs/benchmarks.md, "lgwrite2"). The frames are the same bytes either way."""
+    from .pipeline import _zstd
+
+    raw = data().as_bytes()
+    digested = _zstd().ZstdCompressionDict(raw)
+    digested.precompute_compress(level=level)
+    return digested
 
 
 class _PerThread(threading.local):

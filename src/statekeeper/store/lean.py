@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..backends.base import StoreRequest
-from ..codec.depth import too_deep
+from ..codec.depth import bounded, too_deep
 from ..codec.pipeline import BLAKE3_FROM
 from ..errors import ConflictError
 from ..records import AppendResult, RawEvent, RawSnapshot
@@ -91,6 +91,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
     clock = pipeline.clock
     seal = codec.seal
     sealer = pipeline.sealer  # (plain codecs: seal's short bodies, bound once)
+    # (compressing codecs without a key, SHA-256 links: the same, bound once)
+    packer = codec.compressed_sealer() if sealer is None else None
     tagger = codec.head_tagger()
     due = snapshots.due
     encode_timed = snapshots.encode_timed
@@ -120,14 +122,14 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             or needs_prepare(record)
         ):
             return None
-        if too_deep(ops) is not None:
-            return None  # a document nested too deep: the builder refuses it
         try:
             body_bytes = dumps({"ops": ops, "key": key} if key is not None else {"ops": ops})
-        except TypeError:  # not plain JSON after all: the builder says what is wrong
-            return None
+        except TypeError:  # not plain JSON after all (or nested past orjson's limit): the
+            return None  # builder says what is wrong
         if 0x24 in body_bytes and b'"$t"' in body_bytes:
             return None  # a tag-like key in the values: the builder reads it back
+        if not bounded(body_bytes) and too_deep(ops) is not None:
+            return None  # a document nested too deep: the builder refuses it
         seq = expected_seq + 1
         now = clock()
         if now < record.updated_at:  # a stream's times never go back (writes.build)
@@ -135,6 +137,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
         if sealer is not None and len(body_bytes) < blake3_from:
             payload, link = sealer(agent_id, seq, event_type, now, body_bytes, prev)
             checksum = link
+        elif packer is not None and len(body_bytes) < blake3_from:
+            payload, checksum, link = packer(agent_id, seq, event_type, now, body_bytes, prev)
         else:
             payload, checksum, link = seal(agent_id, seq, event_type, now, body_bytes, prev)
         new = next_record(record)
