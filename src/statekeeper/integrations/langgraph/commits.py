@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import functools
 import logging
 import math
 import threading
@@ -119,13 +118,21 @@ def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
         parked.release()
 
 
-@functools.cache
+_ESTIMATORS = threading.local()
+
+
 def _estimator() -> Any:
     # plain zstd, also for a "zstd-dict" codec: the snapshot cadence (and so a cold
     # read's replay) stays what it was; estimated with the dictionary, events ~2x
     # smaller, a 200-turn chat was snapshotted every ~72 events instead of ~47
-    # (749,568 vs 856,064 bytes): a read-side trade, not made here
-    return zstandard.ZstdCompressor(level=1)
+    # (749,568 vs 856,064 bytes): a read-side trade, not made here. One a thread: a
+    # zstandard compressor must not be used by two threads at once, and savers on
+    # different loops (or a sync saver run on its caller's thread) estimate at once
+    # (was: one for the process, h/lgwrite2's finding)
+    compressor = getattr(_ESTIMATORS, "zstd", None)
+    if compressor is None:
+        compressor = _ESTIMATORS.zstd = zstandard.ZstdCompressor(level=1)
+    return compressor
 
 
 #: snapshots may store up to this many times the bytes of the events between them: a
