@@ -133,6 +133,7 @@ from .eviction import check_eviction, evicting_policy
 from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .lease_replicas import warn_unreplicated_tokens
+from .nesting import check_nesting
 from .orphans import orphaned_events
 from .permissions import check_permissions
 from .urls import check_redis_url, is_cluster, split_options
@@ -789,6 +790,8 @@ class RedisBackend(Backend):
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
             try:
+                if not self.readonly:  # (before the layout's claim creates the meta hash)
+                    await check_nesting(self._client, self.layout)
                 await self._check_layout()
                 if not self.readonly:  # (before the first write: see .permissions)
                     await check_permissions(self._client, self.layout, self.feed, self.url)
