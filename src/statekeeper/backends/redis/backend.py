@@ -219,6 +219,15 @@ SCRIPTS = (
 )
 
 
+def _part_way(exc: BaseException) -> bool:
+    """Whether ``exc`` is a script's error at one of its commands (``redis.call``),
+    after which what the script wrote before stays: Redis 7 adds ``script: <sha>, on
+    @user_script:<line>``, Redis 6 ``Error running script``. A script's own refusal
+    (``redis.error_reply``, before any write) carries neither."""
+    text = str(exc)
+    return "@user_script:" in text or "Error running script" in text
+
+
 class RedisBackend(Backend):
     """Streams and snapshots in Redis (``redis://host:6379/0?prefix=app:&ttl=3600``), or
     in a Redis Cluster (``redis+cluster://host1:7000,host2:7001/?prefix=app:``).
@@ -701,7 +710,10 @@ class RedisBackend(Backend):
         lost = self._identity.lost(exc)
         if lost is not None:
             return lost
-        return BackendRejected(f"{what}: {self._reason(exc)}")
+        # a command a script ran refused (an ACL changed since the open, a key of the
+        # wrong type, memory): Redis keeps what the script wrote before it, so a write
+        # may be half applied — never reported as a clean refusal
+        return BackendRejected(f"{what}: {self._reason(exc)}", maybe_applied=_part_way(exc))
 
     async def _explained(self, lost: StoreLost) -> StoreLost:
         """``lost`` with the likely cause when the server now evicts any key when full
