@@ -8,8 +8,8 @@ agents, and ``p:``'s unlisted agents (so its backups) and ``drop_all`` took in
 ``p:a:``'s keys, without an error. A writable backend checks, at open:
 
 * every outer prefix its own could be nested in (``Q`` where the prefix is
-  ``Q<kind>…`` or ``Q{tag}<kind>…``): a store there (its identity marker, agent index
-  or meta hash) refuses the open;
+  ``Q<kind>…`` or ``Q{tag}<kind>…``): a store there (a plain store's identity marker,
+  a sharded store's recorded number of shards) refuses the open;
 * when it creates its store (no marker or meta hash yet), one ``SCAN`` for an inner
   store's identity marker among the keys its agents would take (an inner store created
   first). A store created by an earlier version next to an inner one is found when the
@@ -60,16 +60,16 @@ async def check_nesting(client: Any, layout: Layout) -> None:
     outers = outer_prefixes(prefix)
     own = [layout.meta, *(k.epoch for k in layout.shard_keys)]
     async with client.pipeline(transaction=False) as pipe:
-        for q in outers:
-            for key in (q + b"epoch", q + b"agents", q + b"meta"):
-                pipe.exists(key)
+        for q in outers:  # a plain store's identity marker, a sharded one's layout
+            pipe.type(q + b"epoch")
+            pipe.hexists(q + b"meta", b"shards")
         for key in own:
             pipe.exists(key)
-        replies = [int(n) for n in await pipe.execute()]
+        replies = await pipe.execute()
     for n, q in enumerate(outers):
-        if any(replies[3 * n : 3 * n + 3]):
+        if replies[2 * n] in (b"string", "string") or replies[2 * n + 1]:
             raise _refuse(q, prefix)
-    if any(replies[3 * len(outers) :]):
+    if any(int(r) for r in replies[2 * len(outers) :]):
         return  # (the store exists: its inner stores were looked for when it was created)
     own_epochs = set(own)
     async for key in client.scan_iter(match=_escape(prefix) + b"*epoch", count=1000):
