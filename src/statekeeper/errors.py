@@ -507,13 +507,17 @@ class BackendRejected(BackendError):
     """The server refused an operation for a reason a retry cannot fix (a
     ``statement_timeout``, a size limit, a permission, a constraint). Raised at once,
     never after the lost-connection retry budget; nothing was written
-    (``maybe_applied`` is False). ``sqlstate`` is the server's error code when it
-    sent one (PostgreSQL), else None.
+    (``maybe_applied`` is False) — except when the refusal came part-way through a
+    write that is not undone (a Redis script refused at one of its commands keeps what
+    it wrote before): then ``maybe_applied`` is True. ``sqlstate`` is the server's
+    error code when it sent one (PostgreSQL), else None.
     """
 
-    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, sqlstate: str | None = None, maybe_applied: bool = False
+    ) -> None:
         self.sqlstate = sqlstate
-        super().__init__(message, maybe_applied=False)
+        super().__init__(message, maybe_applied=maybe_applied)
 
 
 class ConflictError(StorageError):

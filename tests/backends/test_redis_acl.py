@@ -79,3 +79,29 @@ async def test_a_user_with_the_commands_it_needs_opens_and_writes() -> None:
         async with StateStore(open_backend(read_only, readonly=True)) as store:
             state = await store.load("a")
             assert state.data == {"n": 1}
+
+
+async def test_a_script_refused_part_way_says_the_write_may_be_applied() -> None:
+    """Permissions taken away after open: the append script is refused at its ``XADD``
+    (the feed) after it wrote the events and head — Redis keeps what a script wrote
+    before its error. The error said ``maybe_applied=False`` (nothing written), so a
+    caller took a half-applied write for a clean refusal."""
+    import redis.asyncio as aioredis
+
+    from statekeeper.errors import BackendError
+
+    with private_redis() as server:
+        await _user(server.url, "app", "~*", "&*", "+@all")
+        url = f"redis://app:pw-secret@127.0.0.1:{server.port}/0?prefix=t:"
+        async with StateStore(url) as store:
+            await store.save("a", {"n": 1})
+            await _user(server.url, "app", "-xadd")
+            with pytest.raises(BackendError) as caught:
+                await store.save("a", {"n": 2})
+            client = aioredis.Redis.from_url(server.url)
+            try:
+                written = await client.hexists("t:a:a", "e:2")
+            finally:
+                await client.aclose()
+            assert caught.value.maybe_applied or not written, (written, caught.value)
+            assert "pw-secret" not in str(caught.value)

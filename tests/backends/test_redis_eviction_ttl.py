@@ -86,3 +86,38 @@ async def test_a_store_without_a_ttl_or_a_cache_still_uses_it(
     async with StateStore(open_backend(url)) as store:
         await store.save("a", {"n": 1})
         assert (await store.load("a")).data == {"n": 1}
+
+
+async def test_an_agents_own_ttl_on_such_a_server_is_refused(server: PrivateRedis) -> None:
+    """A store without a ttl opens on a ``volatile-*`` server (nothing expires); an
+    agent given a ttl of its own (``set_ttl``) would be evicted as soon as the server is
+    full, and taken for expired: refused, the agent left without an expiry."""
+    _configure(server, "volatile-lru")
+    _limit(server, "volatile-lru")
+    backend = open_backend(f"{server.url}?prefix=o:")
+    async with StateStore(backend) as store:
+        await store.save("a", {"n": 1})
+        with pytest.raises(ConfigurationError, match="maxmemory-policy volatile-lru"):
+            await backend.set_ttl("a", 3600)
+        await backend.set_ttl("a", None)  # (taking an expiry off is no risk)
+        assert (await store.load("a")).data == {"n": 1}
+    client = redis.Redis.from_url(server.url)
+    try:
+        assert all(client.ttl(key) == -1 for key in client.keys("o:*"))
+    finally:
+        client.close()
+
+
+async def test_a_store_ttl_changed_on_such_a_server_is_refused(server: PrivateRedis) -> None:
+    """``change_store_ttl`` gives every agent an expiry: refused on a ``volatile-*``
+    server as ``ttl=`` is at open, nothing recorded (the next open has no ttl)."""
+    _configure(server, "volatile-ttl")
+    _limit(server, "volatile-ttl")
+    backend = open_backend(f"{server.url}?prefix=c2:")
+    async with StateStore(backend) as store:
+        await store.save("a", {"n": 1})
+        with pytest.raises(ConfigurationError, match="before its ttl"):
+            await backend.change_store_ttl(3600)  # type: ignore[attr-defined]
+    async with StateStore(f"{server.url}?prefix=c2:") as store:
+        await store.save("b", {"n": 1})  # (still a store without a ttl)
+        assert store.backend.ttl is None  # type: ignore[attr-defined]

@@ -40,12 +40,29 @@ async def test_a_hot_tier_on_a_store_of_records_prefix_leaves_its_agents(
     hot = f"{REDIS_URL}?prefix={prefix}"
     url = tiered_url(hot=hot, durable=f"sqlite:///{tmp_path / 'durable.db'}")
     async with StateStore(url, witness=False) as tiered:
-        await tiered.save("a", {"tiered": 1})
-        await tiered.save("a", {"tiered": 2})
-        assert (await tiered.load("a")).data == {"tiered": 2}  # (its durable tier's)
+        for n in (1, 2):  # (refused each time: not a down hot tier, passed over)
+            with pytest.raises(ConfigurationError, match="holds a store of record"):
+                await tiered.save("a", {"tiered": n})
     async with StateStore(record, witness=False) as store:
         state = await store.load("a")
         assert (state.seq, state.data) == (5, {"record": 5})
+    async with StateStore(f"sqlite:///{tmp_path / 'durable.db'}", witness=False) as durable:
+        assert await durable.list_agents() == []  # (refused before the durable write)
+
+
+async def test_a_misconfigured_hot_tier_fails_the_first_write_not_a_warning_each_time(
+    prefix: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hot tier refusing its configuration used to show only as a repeated "hot tier
+    failed ... using the durable tier" warning, the store running without it for ever."""
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}", witness=False) as store:
+        await store.save("a", {"n": 1})
+    url = tiered_url(hot=f"{REDIS_URL}?prefix={prefix}", durable=f"sqlite:///{tmp_path / 'd.db'}")
+    async with StateStore(url, witness=False) as tiered:
+        for agent_id in ("b", "c"):
+            with pytest.raises(ConfigurationError, match="hot tier refused"):
+                await tiered.save(agent_id, {"n": 1})
+    assert "hot tier failed" not in caplog.text
 
 
 async def test_an_evictable_cache_is_refused_on_a_store_of_record(prefix: str) -> None:

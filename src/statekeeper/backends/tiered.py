@@ -259,6 +259,8 @@ class TieredBackend(Backend):
         self.clock = clock
         self.readonly = readonly
         self._hot_down_until = 0.0
+        #: the hot tier answered once (its configuration accepted: :meth:`_check_hot`)
+        self._hot_ready = False
         self._dirty: set[str] = set()
         self._locks = KeyedLock()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
@@ -462,6 +464,10 @@ class TieredBackend(Backend):
                 return await fn(hot)
         except ConflictError:
             raise
+        except ConfigurationError as exc:  # (not a failure to wait out: see _check_hot)
+            if write:
+                self._dirty.update(agents)
+            raise ConfigurationError(f"the tiered store's hot tier refused: {exc}") from exc
         except Exception as exc:
             if self._closed:
                 raise StoreClosed("tiered backend closed during an operation") from exc
@@ -469,6 +475,18 @@ class TieredBackend(Backend):
                 self._dirty.update(agents)
             self._hot_failed(exc)
             return _MISS
+
+    async def _check_hot(self, agent_id: str) -> None:
+        """Before the first write: the hot tier is asked once (a read of the agent's
+        head), so that a hot tier refusing its configuration (a ``ConfigurationError``:
+        e.g. a Redis prefix holding a store of record) fails the operation before the
+        durable tier is written, rather than being passed over as a down hot tier for
+        ever (a warning each ``hot_retry_after``). A hot tier down now is asked again
+        at the next write."""
+        if self._hot_ready or not self.hot_available():
+            return
+        answer = await self._hot_call(lambda h: h.head(agent_id), [], write=False)
+        self._hot_ready = not isinstance(answer, _Miss)
 
     async def _clean(self, agent_id: str) -> bool:
         """Delete a possibly stale hot copy; True once the agent is clean."""
@@ -524,6 +542,7 @@ class TieredBackend(Backend):
         validate_request(request)
         agent_id = request.agent_id
         self._touch(agent_id)
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             result = await self._durable_append(request)
             if not result.duplicate:
@@ -581,6 +600,7 @@ class TieredBackend(Backend):
         if not requests:
             return []
         agents = sorted({r.agent_id for r in requests})
+        await self._check_hot(agents[0])
         for agent_id in agents:
             self._touch(agent_id)
         held: list[str] = []
@@ -622,6 +642,7 @@ class TieredBackend(Backend):
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_can_write()
         self._touch(agent_id)
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             try:
                 await self.durable.save_snapshot(agent_id, snapshot)

@@ -133,6 +133,7 @@ from .eviction import check_eviction, evicting_policy
 from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .lease_replicas import warn_unreplicated_tokens
+from .nesting import check_nesting
 from .orphans import orphaned_events
 from .permissions import check_permissions
 from .urls import check_redis_url, is_cluster, split_options
@@ -216,6 +217,15 @@ SCRIPTS = (
     "trim_feed",
     "rename_keys",
 )
+
+
+def _part_way(exc: BaseException) -> bool:
+    """Whether ``exc`` is a script's error at one of its commands (``redis.call``),
+    after which what the script wrote before stays: Redis 7 adds ``script: <sha>, on
+    @user_script:<line>``, Redis 6 ``Error running script``. A script's own refusal
+    (``redis.error_reply``, before any write) carries neither."""
+    text = str(exc)
+    return "@user_script:" in text or "Error running script" in text
 
 
 class RedisBackend(Backend):
@@ -363,6 +373,8 @@ class RedisBackend(Backend):
         self._identity = Identity(self.layout, f"Redis at {mask_url(url)} (prefix {prefix!r})")
         #: a connection was lost: the next try re-checks the eviction policy first
         self._recheck_eviction = False
+        #: an agent was given a ttl of its own (set_ttl): the store's agents expire
+        self._own_ttls = False
         self.feed = feed
         self._block_limit = max(0.05, socket_timeout / 2)  # a blocking XREAD within it
         if feed and len(self.layout.shard_keys) == 1:
@@ -698,7 +710,10 @@ class RedisBackend(Backend):
         lost = self._identity.lost(exc)
         if lost is not None:
             return lost
-        return BackendRejected(f"{what}: {self._reason(exc)}")
+        # a command a script ran refused (an ACL changed since the open, a key of the
+        # wrong type, memory): Redis keeps what the script wrote before it, so a write
+        # may be half applied — never reported as a clean refusal
+        return BackendRejected(f"{what}: {self._reason(exc)}", maybe_applied=_part_way(exc))
 
     async def _explained(self, lost: StoreLost) -> StoreLost:
         """``lost`` with the likely cause when the server now evicts any key when full
@@ -787,6 +802,8 @@ class RedisBackend(Backend):
             reason = one_line(scrub(str(exc), self.url)) or type(exc).__name__
         else:
             try:
+                if not self.readonly:  # (before the layout's claim creates the meta hash)
+                    await check_nesting(self._client, self.layout)
                 await self._check_layout()
                 if not self.readonly:  # (before the first write: see .permissions)
                     await check_permissions(self._client, self.layout, self.feed, self.url)
@@ -911,6 +928,9 @@ class RedisBackend(Backend):
         if self.evictable:
             self._use_ttl(ttl)  # (a copy: nothing recorded, see _adopt)
             return
+        if not self._reached:
+            await self.open()
+        await self._check_expiring()  # (its agents will carry an expiry: .eviction)
         ms = round(ttl * 1000)
 
         async def op() -> None:
@@ -937,8 +957,22 @@ class RedisBackend(Backend):
         if not self._reached:
             await self.open()
         elif self._recheck_eviction:
-            await check_eviction(self._client, self.url, self.ttl is not None)
+            await check_eviction(self._client, self.url, self._expiring)
             self._recheck_eviction = False
+
+    @property
+    def _expiring(self) -> bool:
+        """Whether this store's agents carry an expiry (its ttl, or one's own)."""
+        return self.ttl is not None or self._own_ttls
+
+    async def _check_expiring(self) -> None:
+        """Before agents of a store without a ttl are given an expiry (``set_ttl``,
+        ``change_store_ttl``): a server that evicts keys with one (``volatile-*``) is
+        refused, as it is at open for a ttl store (see :mod:`.eviction`)."""
+        if self._expiring:
+            return  # (checked at open, and again on a reconnect)
+        await self._retrying("check eviction", lambda: check_eviction(self._client, self.url, True))
+        self._own_ttls = True
 
     # -- appends ---------------------------------------------------------------------
 
@@ -1374,6 +1408,8 @@ class RedisBackend(Backend):
         keys = [k.hash, k.snapshots, k.shard.index]
         if not self._reached:  # (as save_snapshot)
             await self.open()
+        if ttl is not None and not self.evictable:
+            await self._check_expiring()  # (the agent will carry an expiry: .eviction)
         args = [ms, agent_id.encode(), self._ttl_of(agent_id)]
 
         async def op() -> Any:
@@ -1896,7 +1932,7 @@ class RedisBackend(Backend):
             got = await asyncio.wait_for(self._client.hget(self.layout.meta, b"shards"), 5)
             self._compare_layout(got)
             if not self.evictable:  # a CONFIG SET since the backend opened (.eviction)
-                expiring = self.ttl is not None
+                expiring = self._expiring
                 policy = await asyncio.wait_for(evicting_policy(self._client, expiring), 5)
                 if policy is not None:
                     detail["error"] = (
