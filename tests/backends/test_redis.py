@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,20 +26,9 @@ from statekeeper.testing import BackendConformance, request
 
 from ._services import (
     REDIS_URL,
-    delete_prefix,
     namespace,
     private_redis,
-    require_redis,
 )
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
 
 
 class TestRedisConformance(BackendConformance):

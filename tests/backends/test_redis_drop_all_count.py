@@ -10,9 +10,6 @@ SQLite and memory return how many agents there were. It now returns the agents t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("redis")
@@ -22,16 +19,7 @@ import redis
 from statekeeper.backends.redis import RedisBackend
 from statekeeper.testing import request
 
-from ._services import REDIS_URL, delete_prefix, namespace, require_redis
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
+from ._services import REDIS_URL
 
 
 def _keys(prefix: str) -> list[bytes]:

@@ -5,9 +5,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("redis")
@@ -15,16 +12,7 @@ pytest.importorskip("redis")
 from statekeeper.backends.redis import RedisBackend
 from statekeeper.testing import request
 
-from ._services import REDIS_URL, delete_prefix, namespace, require_redis
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
+from ._services import REDIS_URL
 
 
 @pytest.mark.parametrize("shards", [None, 3], ids=["plain", "sharded"])

@@ -8,9 +8,6 @@ checked."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("redis")
@@ -19,16 +16,7 @@ from statekeeper import StateStore
 from statekeeper.backends import open_backend
 from statekeeper.errors import ConfigurationError
 
-from ._services import REDIS_URL, delete_prefix, namespace, require_redis
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
+from ._services import REDIS_URL
 
 
 @pytest.mark.parametrize("shards", ["", "&shards=2"], ids=["plain", "sharded"])

@@ -6,7 +6,6 @@ at seq 5 into the tiered store's at seq 2, without an error anywhere."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,7 @@ from statekeeper.backends.redis import RedisBackend
 from statekeeper.backends.url import tiered_url
 from statekeeper.errors import ConfigurationError
 
-from ._services import REDIS_URL, delete_prefix, namespace, require_redis
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
+from ._services import REDIS_URL
 
 
 async def test_a_hot_tier_on_a_store_of_records_prefix_leaves_its_agents(

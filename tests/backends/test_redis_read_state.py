@@ -3,8 +3,7 @@ it) in one round trip: one script, one consistent read (issue 11)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -15,16 +14,7 @@ from statekeeper.backends.base import Backend
 from statekeeper.backends.redis import RedisBackend
 from statekeeper.store import StateStore
 
-from ._services import REDIS_URL, delete_prefix, namespace, require_redis
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
+from ._services import REDIS_URL
 
 
 class Counted:

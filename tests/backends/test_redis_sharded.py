@@ -5,7 +5,6 @@ layout recorded and enforced, per-shard feeds, cluster URLs."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,16 +20,7 @@ from statekeeper.errors import CapabilityUnsupported, ConfigurationError
 from statekeeper.store import StateStore
 from statekeeper.testing import BackendConformance, request
 
-from ._services import REDIS_URL, delete_prefix, namespace, require_redis
-
-
-@pytest.fixture
-def prefix(tmp_path: Path) -> Iterator[str]:
-    require_redis()
-    name = namespace(tmp_path) + ":"
-    delete_prefix(name)
-    yield name
-    delete_prefix(name)
+from ._services import REDIS_URL, namespace
 
 
 class TestRedisShardedConformance(BackendConformance):
@@ -118,7 +108,9 @@ async def test_health_reports_a_store_recorded_with_another_layout(
 ) -> None:
     """Every operation of a backend opened with the wrong ``shards=`` is refused, so
     its health is not ok: a tiered store whose hot tier was so misconfigured reported
-    it healthy while never using it (each hot call failed, silently passed over)."""
+    it healthy while never using it (each hot call failed, silently passed over). Its
+    writes are refused too, with nothing written to the durable tier (h/redisleft: a
+    configuration error of the hot tier fails the call, it never heals by itself)."""
     sharded = RedisBackend(REDIS_URL, prefix=prefix, shards=4)
     await sharded.append(request("a", 0, 1))
     assert (await sharded.health()).ok
@@ -132,7 +124,9 @@ async def test_health_reports_a_store_recorded_with_another_layout(
     hot = RedisBackend(REDIS_URL, prefix=prefix, shards=2, retry_timeout=0)
     tiered = TieredBackend(durable=SQLiteBackend(tmp_path / "durable.db"), hot=hot)
     try:
-        await tiered.append(request("b", 0, 1))
+        with pytest.raises(ConfigurationError, match="hot tier refused.*created with shards=4"):
+            await tiered.append(request("b", 0, 1))
+        assert await tiered.durable.head("b") == 0
         health = await tiered.health()
         assert health.ok  # the durable tier decides; the hot tier's trouble is shown
         assert health.detail["hot"]["ok"] is False
