@@ -82,6 +82,7 @@ from ..errors import (
     StatekeeperError,
     StoreClosed,
     StoreLocked,
+    StoreLost,
 )
 from ..records import (
     AppendRequest,
@@ -232,6 +233,15 @@ _TABLES = frozenset(
     {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_feed"}
 )
 _HEADER = b"SQLite format 3\x00"
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    """``path``'s (device, inode); None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -872,6 +882,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             _check_header(self.path)
         with _translated(self.path):
             conn = self._connect()
+        #: the file the writer opened (device, inode): a write checks the path still
+        #: names it (_moved), as SQLite does not in WAL mode
+        self._file_id = _file_id(self.path)
         try:
             self._init_writer(conn)
         except BaseException:
@@ -1023,6 +1036,23 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         with _translated(self.path, agent_id), self._write_transaction(conn):
             yield conn
 
+    def _moved(self) -> bool:
+        """The store's path no longer names the file the writer opened: deleted,
+        renamed, or another file moved over it while this process had it open."""
+        return _file_id(self.path) != self._file_id
+
+    def _check_file(self) -> None:
+        """:class:`StoreLost` when :meth:`_moved`: SQLite in WAL mode goes on writing
+        to the file it opened, so every save after the file was deleted, renamed or
+        replaced was acknowledged and kept nowhere (or in another store's place)."""
+        if self._moved():
+            raise StoreLost(
+                self.path,
+                "the file this process opened was deleted, renamed or replaced by another"
+                " file while open (writes would go to a file no longer at this path);"
+                " nothing was written",
+            )
+
     def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
         makes progress (commits), and giving up with :class:`StoreLocked` when the
@@ -1033,6 +1063,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         to the writer thread, which waits here (the writer connection's own busy
         timeout is 0 once open: every wait is this loop's, in slices).
         """
+        self._check_file()
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
@@ -1933,8 +1964,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if not _nothing_waits(loop):
                 return False  # something waits: append_next makes the pass
             self._pass_due = now + PASS_EVERY  # (the clock read once: the poll is short)
-        if self._checkpoint_due or not self._writer_busy.acquire(False):
-            return False  # the writer thread takes it
+        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(False):
+            return False  # the writer thread takes it (_begin raises StoreLost if moved)
         agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
         cur = self._append_cursor
         execute = cur.execute
@@ -2220,8 +2251,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         """:data:`_APPEND_NEXT` of one event's columns, committed now
         (:meth:`_commit_statement`, :meth:`commit_keyed`): what
         :meth:`_commit_statement` returns."""
-        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
-            return _BUSY
+        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
+            return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
         agent_id, seq, event_type, timestamp, payload, checksum, head_tag, expected_tag, key = row
         cur = self._append_cursor
         try:
@@ -2326,8 +2357,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         ``write`` returns, the refusal it raised (nothing written), or :data:`_BUSY`
         (nothing written) when the writer or the file's lock is busy. ``pages`` are
         the WAL pages it adds (as :func:`_pages`)."""
-        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
-            return _BUSY
+        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
+            return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
         local = self._local
         local.inline = True
         conn = self._writer
