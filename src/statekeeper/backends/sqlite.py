@@ -254,6 +254,25 @@ def _rw_uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
 
 
+def _foreign_links(path: str) -> int:
+    """The names ``path``'s file has, not counting the temporary name of its creation
+    (``<path>.sk-new-*``, linked into place by :meth:`SQLiteBackend._create_file` and
+    removed right after: a file being created is not a file with two names)."""
+    st = os.stat(path)
+    if st.st_nlink < 2:
+        return st.st_nlink
+    folder, base = os.path.split(os.path.abspath(path))
+    links = st.st_nlink
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(base + ".sk-new-"):
+                with contextlib.suppress(OSError):
+                    other = entry.stat(follow_symlinks=False)
+                    if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                        links -= 1
+    return links
+
+
 def _check_header(path: str) -> None:
     """Refuse an existing file that cannot be a store, before SQLite touches it."""
     try:
@@ -269,6 +288,18 @@ def _check_header(path: str) -> None:
         )
     if head != _HEADER:
         raise NotAStore(path, "not a SQLite database file; it was left unchanged")
+    links = _foreign_links(path)
+    if links > 1:
+        # SQLite names the WAL and -shm after the path opened: a process writing
+        # through another name of the same file keeps another WAL, and the two
+        # corrupt the file and lose each other's commits (sqlite.org/howtocorrupt.html
+        # section 2.5)
+        raise ConfigurationError(
+            f"{path} has {links} hard links: a store file must have one name (processes"
+            " opening it by different names would keep separate write-ahead logs and"
+            " corrupt it); remove the other links, or copy the file, and open it again."
+            " It was left unchanged"
+        )
 
 
 #: the page size of a file this backend creates (bytes). Every page a commit dirties is
