@@ -254,6 +254,20 @@ def _rw_uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
 
 
+@contextlib.contextmanager
+def _creating(path: str) -> Iterator[None]:
+    """SQLite's errors while a new store file is made (in its temporary file) as
+    :class:`BackendError` naming ``path``, the store asked for (was: the temporary
+    file's name, gone by the time the message was read)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        folder = os.path.dirname(os.path.abspath(path))
+        raise BackendError(
+            f"{path}: cannot create the store file in {folder}: {exc}; nothing was created"
+        ) from exc
+
+
 def _foreign_links(path: str) -> int:
     """The names ``path``'s file has, not counting the temporary name of its creation
     (``<path>.sk-new-*``, linked into place by :meth:`SQLiteBackend._create_file` and
@@ -954,7 +968,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 raise BackendError(
                     f"{self.path}: cannot create the store file in {folder}: {exc.strerror}"
                 ) from exc
-            with _translated(tmp):
+            with _creating(self.path):
                 conn = sqlite3.connect(tmp, isolation_level=None)
                 try:
                     # first: the page size is fixed once the file has its first page
@@ -972,8 +986,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                         (str(SCHEMA_VERSION),),
                     )
                     conn.execute("COMMIT")
+                    # the schema into the file itself, now: close's own checkpoint fails
+                    # silently (a full disk), and the file, linked into place without
+                    # its WAL, was a malformed store at the path
+                    busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if busy or done != log:
+                        raise BackendError(f"{self.path}: the new file's checkpoint failed")
                 finally:
-                    conn.close()  # the last connection: checkpoints and removes the WAL
+                    conn.close()  # the last connection: removes the WAL
             # never a check and a replace: a file created meanwhile by someone else (who
             # may have written to it already) is theirs, and this process opens it
             place_unless_exists(tmp, self.path)
