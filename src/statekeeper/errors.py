@@ -977,7 +977,10 @@ class StoreLost(StorageError):
     """The store lost data behind this process's back: on Redis, the server was flushed
     (``FLUSHALL`` / ``FLUSHDB``), the store's keys were deleted or evicted, or the
     server restarted without persistence. Found by the store's identity marker (see
-    ``docs/backends.md``, Redis), on the first operation after the loss.
+    ``docs/backends.md``, Redis), on the first operation after the loss. On SQLite,
+    the store's file was deleted, renamed or replaced by another file while this
+    process had it open (found by the next write: SQLite would go on writing to the
+    file it opened, no longer at the path).
 
     Nothing was written by the operation that raised it, and every later operation of
     the same backend raises it too: the states this process cached, the heads it

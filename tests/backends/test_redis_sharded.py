@@ -124,7 +124,7 @@ async def test_health_reports_a_store_recorded_with_another_layout(
     hot = RedisBackend(REDIS_URL, prefix=prefix, shards=2, retry_timeout=0)
     tiered = TieredBackend(durable=SQLiteBackend(tmp_path / "durable.db"), hot=hot)
     try:
-        with pytest.raises(ConfigurationError, match="hot tier refused.*created with shards=4"):
+        with pytest.raises(ConfigurationError, match=r"hot tier refused.*created with shards=4"):
             await tiered.append(request("b", 0, 1))
         assert await tiered.durable.head("b") == 0
         health = await tiered.health()

@@ -82,6 +82,7 @@ from ..errors import (
     StatekeeperError,
     StoreClosed,
     StoreLocked,
+    StoreLost,
 )
 from ..records import (
     AppendRequest,
@@ -234,6 +235,15 @@ _TABLES = frozenset(
 _HEADER = b"SQLite format 3\x00"
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    """``path``'s (device, inode); None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def _busy(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
@@ -242,6 +252,39 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 def _rw_uri(path: str) -> str:
     """A ``file:`` URI opening ``path`` read-write without creating it."""
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=rw"
+
+
+@contextlib.contextmanager
+def _creating(path: str) -> Iterator[None]:
+    """SQLite's errors while a new store file is made (in its temporary file) as
+    :class:`BackendError` naming ``path``, the store asked for (was: the temporary
+    file's name, gone by the time the message was read)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        folder = os.path.dirname(os.path.abspath(path))
+        raise BackendError(
+            f"{path}: cannot create the store file in {folder}: {exc}; nothing was created"
+        ) from exc
+
+
+def _foreign_links(path: str) -> int:
+    """The names ``path``'s file has, not counting the temporary name of its creation
+    (``<path>.sk-new-*``, linked into place by :meth:`SQLiteBackend._create_file` and
+    removed right after: a file being created is not a file with two names)."""
+    st = os.stat(path)
+    if st.st_nlink < 2:
+        return st.st_nlink
+    folder, base = os.path.split(os.path.abspath(path))
+    links = st.st_nlink
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(base + ".sk-new-"):
+                with contextlib.suppress(OSError):
+                    other = entry.stat(follow_symlinks=False)
+                    if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                        links -= 1
+    return links
 
 
 def _check_header(path: str) -> None:
@@ -259,6 +302,18 @@ def _check_header(path: str) -> None:
         )
     if head != _HEADER:
         raise NotAStore(path, "not a SQLite database file; it was left unchanged")
+    links = _foreign_links(path)
+    if links > 1:
+        # SQLite names the WAL and -shm after the path opened: a process writing
+        # through another name of the same file keeps another WAL, and the two
+        # corrupt the file and lose each other's commits (sqlite.org/howtocorrupt.html
+        # section 2.5)
+        raise ConfigurationError(
+            f"{path} has {links} hard links: a store file must have one name (processes"
+            " opening it by different names would keep separate write-ahead logs and"
+            " corrupt it); remove the other links, or copy the file, and open it again."
+            " It was left unchanged"
+        )
 
 
 #: the page size of a file this backend creates (bytes). Every page a commit dirties is
@@ -872,6 +927,9 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             _check_header(self.path)
         with _translated(self.path):
             conn = self._connect()
+        #: the file the writer opened (device, inode): a write checks the path still
+        #: names it (_moved), as SQLite does not in WAL mode
+        self._file_id = _file_id(self.path)
         try:
             self._init_writer(conn)
         except BaseException:
@@ -910,7 +968,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 raise BackendError(
                     f"{self.path}: cannot create the store file in {folder}: {exc.strerror}"
                 ) from exc
-            with _translated(tmp):
+            with _creating(self.path):
                 conn = sqlite3.connect(tmp, isolation_level=None)
                 try:
                     # first: the page size is fixed once the file has its first page
@@ -928,8 +986,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                         (str(SCHEMA_VERSION),),
                     )
                     conn.execute("COMMIT")
+                    # the schema into the file itself, now: close's own checkpoint fails
+                    # silently (a full disk), and the file, linked into place without
+                    # its WAL, was a malformed store at the path
+                    busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if busy or done != log:
+                        raise BackendError(f"{self.path}: the new file's checkpoint failed")
                 finally:
-                    conn.close()  # the last connection: checkpoints and removes the WAL
+                    conn.close()  # the last connection: removes the WAL
             # never a check and a replace: a file created meanwhile by someone else (who
             # may have written to it already) is theirs, and this process opens it
             place_unless_exists(tmp, self.path)
@@ -1023,6 +1087,23 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         with _translated(self.path, agent_id), self._write_transaction(conn):
             yield conn
 
+    def _moved(self) -> bool:
+        """The store's path no longer names the file the writer opened: deleted,
+        renamed, or another file moved over it while this process had it open."""
+        return _file_id(self.path) != self._file_id
+
+    def _check_file(self) -> None:
+        """:class:`StoreLost` when :meth:`_moved`: SQLite in WAL mode goes on writing
+        to the file it opened, so every save after the file was deleted, renamed or
+        replaced was acknowledged and kept nowhere (or in another store's place)."""
+        if self._moved():
+            raise StoreLost(
+                self.path,
+                "the file this process opened was deleted, renamed or replaced by another"
+                " file while open (writes would go to a file no longer at this path);"
+                " nothing was written",
+            )
+
     def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
         makes progress (commits), and giving up with :class:`StoreLocked` when the
@@ -1033,6 +1114,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         to the writer thread, which waits here (the writer connection's own busy
         timeout is 0 once open: every wait is this loop's, in slices).
         """
+        self._check_file()
         try:
             conn.execute("BEGIN IMMEDIATE")
             return
@@ -1933,8 +2015,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             if not _nothing_waits(loop):
                 return False  # something waits: append_next makes the pass
             self._pass_due = now + PASS_EVERY  # (the clock read once: the poll is short)
-        if self._checkpoint_due or not self._writer_busy.acquire(False):
-            return False  # the writer thread takes it
+        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(False):
+            return False  # the writer thread takes it (_begin raises StoreLost if moved)
         agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
         cur = self._append_cursor
         execute = cur.execute
@@ -2220,8 +2302,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         """:data:`_APPEND_NEXT` of one event's columns, committed now
         (:meth:`_commit_statement`, :meth:`commit_keyed`): what
         :meth:`_commit_statement` returns."""
-        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
-            return _BUSY
+        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
+            return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
         agent_id, seq, event_type, timestamp, payload, checksum, head_tag, expected_tag, key = row
         cur = self._append_cursor
         try:
@@ -2326,8 +2408,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         ``write`` returns, the refusal it raised (nothing written), or :data:`_BUSY`
         (nothing written) when the writer or the file's lock is busy. ``pages`` are
         the WAL pages it adds (as :func:`_pages`)."""
-        if self._checkpoint_due or not self._writer_busy.acquire(blocking=False):
-            return _BUSY
+        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
+            return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
         local = self._local
         local.inline = True
         conn = self._writer
