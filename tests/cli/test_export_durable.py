@@ -8,6 +8,7 @@ full disk named only "No space left on device": the message now names the file."
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from pathlib import Path
@@ -68,6 +69,46 @@ def test_a_full_disk_names_the_export_file_and_keeps_the_old_one(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as a write reports it
 
     monkeypatch.setattr("statekeeper.cli.transfer.export_agents", full)
+    done = runner.invoke(app, ["export", "--db", url, "-o", str(out)])
+    assert done.exit_code != 0
+    assert "No space left on device" in " ".join(done.output.split())
+    assert str(out) in "".join(done.output.split()), done.output  # (wrapped lines joined)
+    assert out.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".agents")) == []
+
+
+class _FullDisk(io.RawIOBase):
+    """A file on a full disk: every write of its buffered bytes fails, as the OS says."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
+def test_a_disk_full_on_the_bytes_still_buffered_names_the_export_file(
+    runner: CliRunner, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush fails on a full disk (the file named), then the file's close fails
+    again on the bytes still buffered, without a name: that second error replaced the
+    first, and the CLI printed only "No space left on device" (trialdisk, on a 64 KiB
+    tmpfs: there the first failing write came inside the export)."""
+    out = tmp_path / "agents.jsonl"
+    assert runner.invoke(app, ["export", "--db", url, "-o", str(out)]).exit_code == 0
+    good = out.read_bytes()
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: io.BufferedWriter(_FullDisk(fd)))
     done = runner.invoke(app, ["export", "--db", url, "-o", str(out)])
     assert done.exit_code != 0
     assert "No space left on device" in " ".join(done.output.split())

@@ -479,14 +479,16 @@ def export_cmd(
 
     fd, tmp = new_temporary(output)  # never an existing file, never through a symlink
     try:
-        with os.fdopen(fd, "wb") as fh:
-            try:
+        try:
+            with os.fdopen(fd, "wb") as fh:
                 agents, events, forgotten = run(go(fh))
-            except OSError as exc:  # a full disk: the file written is named
-                if exc.filename is None and exc.errno in NO_ROOM:
-                    exc.filename = str(output)
-                raise
-            replace_durably(fh, tmp, output)  # fsync, rename, fsync the folder
+                replace_durably(fh, tmp, output)  # fsync, rename, fsync the folder
+        except OSError as exc:  # a full disk: the file written is named (also when the
+            # close after a failed write fails again on the bytes still buffered: was
+            # "error: No space left on device", no file named — trialdisk)
+            if exc.filename is None and exc.errno in NO_ROOM:
+                exc.filename = str(output)
+            raise
     finally:
         tmp.unlink(missing_ok=True)
     if json_out:
