@@ -114,7 +114,9 @@ class TokenMiddleware:
 
         if given and self._ok(given[0]) and scope.get("method") == "GET":
             rest = urlencode([(k, v) for k, v in params if k != "token"])
-            location = quote(path, safe="/") + ("?" + rest if rest else "")
+            # one leading slash: the path arrives decoded, and a Location starting
+            # "//" (or "///") is another host to a browser (an open redirect)
+            location = "/" + quote(path.lstrip("/"), safe="/") + ("?" + rest if rest else "")
             await send_secured(
                 {
                     "type": "http.response.start",
