@@ -23,3 +23,36 @@ def test_the_token_link_never_redirects_to_another_host(seeded_url: str, path: s
         assert location.startswith("/") and not location.startswith("//"), location
         assert not location.startswith("/\\"), location
         assert urljoin("http://127.0.0.1/", location).startswith("http://127.0.0.1/")
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "q1w2e3r4+t5y6/u7i8o9p0==",  # what `openssl rand -base64 18` gives
+        "pass;word&more#1234567",
+        "correct horse battery staple",
+    ],
+)
+def test_the_printed_link_works_for_any_given_token(token: str) -> None:
+    # a token given with --token / $STATEKEEPER_INSPECTOR_TOKEN: the link `serve`
+    # prints carries it whole ("+" was read as a space: the link answered 401), and
+    # the cookie it sets holds it whole (";" ended the cookie's value)
+    from http.cookies import SimpleCookie
+
+    from starlette.testclient import TestClient
+
+    from statekeeper import StateStore
+    from statekeeper.inspector import InspectorSettings, create_app
+    from statekeeper.inspector.server import start_url
+
+    settings = InspectorSettings(url="memory://", token=token)
+    app = create_app(settings, store=StateStore("memory://"))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        r = c.get(start_url("127.0.0.1", 8765, token), follow_redirects=False)
+        assert r.status_code == 303
+        jar: SimpleCookie = SimpleCookie()
+        jar.load(r.headers["set-cookie"])
+        value = jar["sk_inspector"].value
+        c.cookies.clear()
+        page = c.get("/agents", headers={"cookie": f"sk_inspector={value}"})
+        assert page.status_code == 200

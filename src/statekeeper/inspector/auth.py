@@ -21,7 +21,7 @@ import hmac
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 __all__ = [
     "COOKIE",
@@ -72,7 +72,7 @@ def _cookie(headers: list[tuple[bytes, bytes]]) -> str | None:
             for part in value.decode("latin-1").split(";"):
                 key, _, val = part.strip().partition("=")
                 if key == COOKIE:
-                    return val
+                    return unquote(val)
     return None
 
 
@@ -125,7 +125,10 @@ class TokenMiddleware:
                         (b"location", location.encode("latin-1", "replace")),
                         (
                             b"set-cookie",
-                            f"{COOKIE}={self._token.decode()}; HttpOnly; SameSite=Strict; "
+                            # quoted: a given token may hold what a cookie cannot
+                            # (";", ",", spaces)
+                            f"{COOKIE}={quote(self._token.decode(), safe='')}; HttpOnly; "
+                            "SameSite=Strict; "
                             "Path=/".encode(),
                         ),
                     ],
