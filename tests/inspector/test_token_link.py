@@ -52,7 +52,42 @@ def test_the_printed_link_works_for_any_given_token(token: str) -> None:
         assert r.status_code == 303
         jar: SimpleCookie = SimpleCookie()
         jar.load(r.headers["set-cookie"])
-        value = jar["sk_inspector"].value
+        value = jar["sk_inspector_8765"].value
         c.cookies.clear()
-        page = c.get("/agents", headers={"cookie": f"sk_inspector={value}"})
+        page = c.get("/agents", headers={"cookie": f"sk_inspector_8765={value}"})
         assert page.status_code == 200
+
+
+def test_two_inspectors_on_one_host_keep_their_own_cookies() -> None:
+    # a browser keeps one cookie of a name per host, whatever the port: both
+    # inspectors named theirs sk_inspector, so opening the second's link logged the
+    # first out (its pages answered 401)
+    from http.cookies import SimpleCookie
+
+    from starlette.testclient import TestClient
+
+    from statekeeper import StateStore
+    from statekeeper.inspector import InspectorSettings, create_app
+
+    browser: dict[str, str] = {}  # name -> value: the host's cookies, ports ignored
+    clients = []
+    for port, token in ((8765, "first-token-0123456789"), (8766, "second-token-0123456789")):
+        app = create_app(
+            InspectorSettings(url="memory://", token=token), store=StateStore("memory://")
+        )
+        c = TestClient(app, base_url=f"http://127.0.0.1:{port}")
+        c.__enter__()
+        clients.append(c)
+        r = c.get(f"/?token={token}", follow_redirects=False)
+        assert r.status_code == 303
+        jar: SimpleCookie = SimpleCookie()
+        jar.load(r.headers["set-cookie"])
+        browser.update({name: morsel.value for name, morsel in jar.items()})
+    try:
+        sent = "; ".join(f"{k}={v}" for k, v in browser.items())
+        for c in clients:
+            c.cookies.clear()
+            assert c.get("/agents", headers={"cookie": sent}).status_code == 200
+    finally:
+        for c in clients:
+            c.__exit__(None, None, None)

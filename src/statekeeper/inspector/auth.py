@@ -1,7 +1,7 @@
 """Who may see the inspector, and what a page may do in the browser.
 
 * **Token.** Every request needs the inspector's token: ``Authorization: Bearer
-  <token>``, or the ``sk_inspector`` cookie. Opening ``/?token=<token>`` (the link
+  <token>``, or the ``sk_inspector_<port>`` cookie. Opening ``/?token=<token>`` (the link
   ``statekeeper serve`` prints) sets the cookie (HttpOnly, SameSite=Strict) and
   redirects to the same page without the token in its address. Tokens are compared
   in constant time; a wrong one is a 401 that says nothing about the right one.
@@ -27,6 +27,7 @@ __all__ = [
     "COOKIE",
     "CSP",
     "TokenMiddleware",
+    "cookie_name",
     "csrf_token",
     "new_token",
     "valid_csrf",
@@ -66,12 +67,20 @@ def valid_csrf(token: str, value: str | None) -> bool:
     return value is not None and hmac.compare_digest(csrf_token(token), value)
 
 
-def _cookie(headers: list[tuple[bytes, bytes]]) -> str | None:
+def cookie_name(scope: Scope) -> str:
+    """The cookie of the inspector ``scope`` reached: named with its port, since a
+    browser keeps one cookie of a name for a host whatever its port (a second
+    inspector's link replaced the first's cookie, which then answered 401)."""
+    server = scope.get("server")
+    return f"{COOKIE}_{server[1]}" if server and server[1] is not None else COOKIE
+
+
+def _cookie(headers: list[tuple[bytes, bytes]], wanted: str) -> str | None:
     for name, value in headers:
         if name == b"cookie":
             for part in value.decode("latin-1").split(";"):
                 key, _, val = part.strip().partition("=")
-                if key == COOKIE:
+                if key == wanted:
                     return unquote(val)
     return None
 
@@ -127,9 +136,8 @@ class TokenMiddleware:
                             b"set-cookie",
                             # quoted: a given token may hold what a cookie cannot
                             # (";", ",", spaces)
-                            f"{COOKIE}={quote(self._token.decode(), safe='')}; HttpOnly; "
-                            "SameSite=Strict; "
-                            "Path=/".encode(),
+                            f"{cookie_name(scope)}={quote(self._token.decode(), safe='')}; "
+                            "HttpOnly; SameSite=Strict; Path=/".encode(),
                         ),
                     ],
                 }
@@ -139,7 +147,7 @@ class TokenMiddleware:
         if (
             path.startswith(self._exempt)
             or self._ok(_bearer(headers))
-            or self._ok(_cookie(headers))
+            or self._ok(_cookie(headers, cookie_name(scope)))
         ):
             await self.app(scope, receive, send_secured)
             return
