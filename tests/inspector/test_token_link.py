@@ -91,3 +91,25 @@ def test_two_inspectors_on_one_host_keep_their_own_cookies() -> None:
     finally:
         for c in clients:
             c.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("token", ["", "short"])
+def test_an_empty_or_short_token_is_refused(token: str) -> None:
+    # an app embedded with token=os.environ.get("TOKEN", "") and the variable unset:
+    # GET /?token= matched the empty token and set an empty cookie, which matched
+    # again: anyone who reached the port was in
+    from starlette.testclient import TestClient
+
+    from statekeeper import StateStore
+    from statekeeper.errors import ConfigurationError
+    from statekeeper.inspector import InspectorSettings, create_app
+
+    settings = InspectorSettings(url="memory://", token=token)
+    try:
+        app = create_app(settings, store=StateStore("memory://"))
+    except ConfigurationError as exc:
+        assert "16 characters" in str(exc)
+        return
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        assert c.get("/agents?token=").status_code == 401
+        raise AssertionError("an inspector without a real token was created")

@@ -23,9 +23,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
+from ..errors import ConfigurationError
+
 __all__ = [
     "COOKIE",
     "CSP",
+    "MIN_TOKEN",
     "TokenMiddleware",
     "cookie_name",
     "csrf_token",
@@ -34,6 +37,8 @@ __all__ = [
 ]
 
 COOKIE = "sk_inspector"
+#: the shortest token accepted (``statekeeper serve --token`` and ``create_app``)
+MIN_TOKEN = 16
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -98,6 +103,12 @@ class TokenMiddleware:
     """Refuses every request without the token; adds the security headers."""
 
     def __init__(self, app: ASGIApp, token: str, *, exempt: tuple[str, ...] = ()) -> None:
+        # an empty token let anyone in (``?token=`` matched it, then an empty cookie):
+        # an embedding that read an unset variable served an open inspector
+        if len(token) < MIN_TOKEN:
+            raise ConfigurationError(
+                f"the inspector's token must be at least {MIN_TOKEN} characters (got {len(token)})"
+            )
         self.app = app
         self._token = token.encode()
         self._exempt = exempt
