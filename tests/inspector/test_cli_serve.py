@@ -72,7 +72,9 @@ def test_prints_a_loopback_link_with_a_fresh_token(
         first = client.get("/agents")  # the port listens before the link is printed
         assert first.status_code == 401
         login = client.get(f"/agents?token={token}", follow_redirects=False)
-        assert login.status_code == 303 and "sk_inspector=" in login.headers["set-cookie"]
+        port = base.rsplit(":", 1)[1]
+        assert login.status_code == 303
+        assert login.headers["set-cookie"].startswith(f"sk_inspector_{port}=")
         page = client.get("/agents", headers={"Authorization": f"Bearer {token}"})
         assert page.status_code == 200 and "agent-000" in page.text
         assert "read-only" in page.text

@@ -1,7 +1,7 @@
 """Who may see the inspector, and what a page may do in the browser.
 
 * **Token.** Every request needs the inspector's token: ``Authorization: Bearer
-  <token>``, or the ``sk_inspector`` cookie. Opening ``/?token=<token>`` (the link
+  <token>``, or the ``sk_inspector_<port>`` cookie. Opening ``/?token=<token>`` (the link
   ``statekeeper serve`` prints) sets the cookie (HttpOnly, SameSite=Strict) and
   redirects to the same page without the token in its address. Tokens are compared
   in constant time; a wrong one is a 401 that says nothing about the right one.
@@ -21,18 +21,24 @@ import hmac
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode
+
+from ..errors import ConfigurationError
 
 __all__ = [
     "COOKIE",
     "CSP",
+    "MIN_TOKEN",
     "TokenMiddleware",
+    "cookie_name",
     "csrf_token",
     "new_token",
     "valid_csrf",
 ]
 
 COOKIE = "sk_inspector"
+#: the shortest token accepted (``statekeeper serve --token`` and ``create_app``)
+MIN_TOKEN = 16
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -66,13 +72,21 @@ def valid_csrf(token: str, value: str | None) -> bool:
     return value is not None and hmac.compare_digest(csrf_token(token), value)
 
 
-def _cookie(headers: list[tuple[bytes, bytes]]) -> str | None:
+def cookie_name(scope: Scope) -> str:
+    """The cookie of the inspector ``scope`` reached: named with its port, since a
+    browser keeps one cookie of a name for a host whatever its port (a second
+    inspector's link replaced the first's cookie, which then answered 401)."""
+    server = scope.get("server")
+    return f"{COOKIE}_{server[1]}" if server and server[1] is not None else COOKIE
+
+
+def _cookie(headers: list[tuple[bytes, bytes]], wanted: str) -> str | None:
     for name, value in headers:
         if name == b"cookie":
             for part in value.decode("latin-1").split(";"):
                 key, _, val = part.strip().partition("=")
-                if key == COOKIE:
-                    return val
+                if key == wanted:
+                    return unquote(val)
     return None
 
 
@@ -89,6 +103,12 @@ class TokenMiddleware:
     """Refuses every request without the token; adds the security headers."""
 
     def __init__(self, app: ASGIApp, token: str, *, exempt: tuple[str, ...] = ()) -> None:
+        # an empty token let anyone in (``?token=`` matched it, then an empty cookie):
+        # an embedding that read an unset variable served an open inspector
+        if len(token) < MIN_TOKEN:
+            raise ConfigurationError(
+                f"the inspector's token must be at least {MIN_TOKEN} characters (got {len(token)})"
+            )
         self.app = app
         self._token = token.encode()
         self._exempt = exempt
@@ -114,7 +134,9 @@ class TokenMiddleware:
 
         if given and self._ok(given[0]) and scope.get("method") == "GET":
             rest = urlencode([(k, v) for k, v in params if k != "token"])
-            location = quote(path, safe="/") + ("?" + rest if rest else "")
+            # one leading slash: the path arrives decoded, and a Location starting
+            # "//" (or "///") is another host to a browser (an open redirect)
+            location = "/" + quote(path.lstrip("/"), safe="/") + ("?" + rest if rest else "")
             await send_secured(
                 {
                     "type": "http.response.start",
@@ -123,8 +145,10 @@ class TokenMiddleware:
                         (b"location", location.encode("latin-1", "replace")),
                         (
                             b"set-cookie",
-                            f"{COOKIE}={self._token.decode()}; HttpOnly; SameSite=Strict; "
-                            "Path=/".encode(),
+                            # quoted: a given token may hold what a cookie cannot
+                            # (";", ",", spaces)
+                            f"{cookie_name(scope)}={quote(self._token.decode(), safe='')}; "
+                            "HttpOnly; SameSite=Strict; Path=/".encode(),
                         ),
                     ],
                 }
@@ -134,7 +158,7 @@ class TokenMiddleware:
         if (
             path.startswith(self._exempt)
             or self._ok(_bearer(headers))
-            or self._ok(_cookie(headers))
+            or self._ok(_cookie(headers, cookie_name(scope)))
         ):
             await self.app(scope, receive, send_secured)
             return

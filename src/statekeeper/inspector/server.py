@@ -6,6 +6,7 @@ import ipaddress
 import socket
 import sys
 from typing import TextIO
+from urllib.parse import quote
 
 from ..errors import ConfigurationError
 from .settings import InspectorSettings
@@ -35,7 +36,9 @@ def shown_host(host: str) -> str:
 
 
 def start_url(host: str, port: int, token: str) -> str:
-    return f"http://{shown_host(host)}:{port}/?token={token}"
+    # quoted: a token given with --token may hold "+", "&", "#" (base64 does), which
+    # a query would read as a space, a new parameter, the fragment
+    return f"http://{shown_host(host)}:{port}/?token={quote(token, safe='')}"
 
 
 def serve(
