@@ -260,6 +260,25 @@ def _layout_of(root: str, tagged: Sequence[tuple[str, str]]) -> _Layout:
     return _Layout(live, base, hidden)
 
 
+def _agent_of(hexid: str) -> str | None:
+    """The agent id a key's first part under the store's ``a/`` names (its hex form),
+    or None when it names none: a key of another store whose prefix lies inside this
+    one's (``p/a/...`` of the store at ``p/a`` under the store at ``p``), never ours."""
+    if len(hexid) % 2 or hexid.strip("0123456789abcdef"):
+        return None
+    try:
+        return bytes.fromhex(hexid).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _agent_key(rest: str) -> bool:
+    """Whether ``rest`` (a key less the store's ``a/`` root) is an agent's object:
+    ``<hex id>/e|s|k/...``."""
+    hexid, _, tail = rest.partition("/")
+    return _agent_of(hexid) is not None and tail[:2] in ("e/", "s/", "k/")
+
+
 def _token() -> str:
     """A write's own token, stored in its object's metadata (:data:`_WRITE`)."""
     return secrets.token_hex(8)
@@ -968,7 +987,8 @@ class S3Backend(Backend):
     def _erase_sync(self, agent_id: str) -> None:
         """Delete every object of ``agent_id``, as listed now."""
         root = self._agent_root(agent_id)
-        keys = self._list(root)
+        # (only its e/, s/ and k/ objects: anything else under its root is not ours)
+        keys = [k for k in self._list(root) if k[len(root) : len(root) + 2] in ("e/", "s/", "k/")]
         # commits last, base objects after them: an interrupted delete leaves a
         # readable (shorter) agent, or a base object the next first append removes
         keys.sort(key=lambda k: (k.startswith(root + "e/"), k.startswith(root + "e/b")))
@@ -1049,7 +1069,8 @@ class S3Backend(Backend):
         return await self._run(self._delete_at_sync, agent_id, head)
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
-        keys = self._list(self._root)
+        # (only agents' objects: a store whose prefix lies inside ours keeps its own)
+        keys = [k for k in self._list(self._root) if _agent_key(k[len(self._root) :])]
         # the agents: those with a commit (``<root><hex id>/e/...``), as other engines count
         agents = {k[len(self._root) :].split("/", 1)[0] for k in keys if "/e/" in k}
         self._delete_keys(keys + self._list(self._markers))
@@ -1354,8 +1375,9 @@ class S3Backend(Backend):
         while len(ids) < limit:
             page = self._s3.list_objects_v2(**kwargs)
             for common in page.get("CommonPrefixes", ()):
-                hexid = common["Prefix"][len(self._root) : -1]
-                ids.append(bytes.fromhex(hexid).decode())
+                agent = _agent_of(common["Prefix"][len(self._root) : -1])
+                if agent is not None:  # (None: another store's, nested in ours)
+                    ids.append(agent)
             if not page.get("IsTruncated"):
                 break
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
@@ -1385,10 +1407,13 @@ class S3Backend(Backend):
         tagged: list[tuple[str, str]] = []
 
         def close(hexid: str) -> None:
+            agent = _agent_of(hexid)
+            if agent is None:  # another store's objects, its prefix nested in ours
+                return
             root = self._root + hexid + "/e/"
             commits = _layout_of(root, tagged).commits
             tip = root + self._seq_name(commits[-1][0]) if commits else None
-            out.append((bytes.fromhex(hexid).decode(), tip))
+            out.append((agent, tip))
 
         while True:
             page = self._s3.list_objects_v2(**kwargs)
