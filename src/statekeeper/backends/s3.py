@@ -1294,6 +1294,7 @@ class S3Backend(Backend):
             )
             for (first, _), events in zip(chunk, bodies, strict=True):
                 end = ends.get(first)
+                self._check_spans(agent_id, first, end, events)
                 for e in events:
                     if e.seq <= after_seq or (to_seq is not None and e.seq > to_seq):
                         continue
@@ -1303,6 +1304,24 @@ class S3Backend(Backend):
                     if limit is not None and len(out) >= limit:
                         return out
         return out
+
+    @staticmethod
+    def _check_spans(
+        agent_id: str, first: int, end: int | None, events: Sequence[RawEvent]
+    ) -> None:
+        """Refuse a commit that does not begin at its name or (not the newest) does not
+        reach the next one: a commit object deleted by someone else (a lifecycle rule,
+        another tool) leaves a gap that read as a shorter stream, events skipped."""
+        if events and events[0].seq != first:
+            raise IntegrityError(agent_id, first, "S3 commit object holds other seqs")
+        reached = events[-1].seq if events else first - 1
+        if end is not None and reached < end:
+            raise IntegrityError(
+                agent_id,
+                reached + 1,
+                f"events {reached + 1}..{end} are missing: their S3 commit object was "
+                "deleted by something other than this store",
+            )
 
     def _seq_at_sync(self, agent_id: str, timestamp: float) -> int:
         tagged = self._commits_tagged(agent_id)
