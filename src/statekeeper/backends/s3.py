@@ -410,6 +410,13 @@ class S3Backend(Backend):
         parts = urlsplit(url)
         if not parts.netloc:
             raise ConfigurationError(f"no bucket in {mask_url(url)!r}")
+        if "@" in parts.netloc:  # (it was read as the bucket's name, secret and all)
+            bucket = parts.netloc.rpartition("@")[2]
+            raise ConfigurationError(
+                f"s3://…@{bucket}{parts.path}: an s3:// URL takes no credentials: give them"
+                " as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE,"
+                " ~/.aws/credentials or an instance role"
+            )
         kwargs: dict[str, Any] = {}
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key == "endpoint_url":
