@@ -986,10 +986,18 @@ class S3Backend(Backend):
     def _delete_keys(self, keys: Sequence[str]) -> None:
         """Delete ``keys`` in their order, 1,000 per request."""
         for i in range(0, len(keys), 1000):
-            self._s3.delete_objects(
+            reply = self._s3.delete_objects(
                 Bucket=self.bucket,
                 Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
             )
+            # S3 answers 200 with the keys it did not delete (AccessDenied, object lock...)
+            if errors := reply.get("Errors"):
+                first = errors[0]
+                raise BackendError(
+                    f"{self._where()}: S3 did not delete {len(errors)} object(s), e.g."
+                    f" {first.get('Key')!r}: {first.get('Code')} ({first.get('Message')})",
+                    maybe_applied=True,
+                )
 
     def _erase_sync(self, agent_id: str) -> None:
         """Delete every object of ``agent_id``, as listed now."""
