@@ -260,6 +260,25 @@ def _layout_of(root: str, tagged: Sequence[tuple[str, str]]) -> _Layout:
     return _Layout(live, base, hidden)
 
 
+def _agent_of(hexid: str) -> str | None:
+    """The agent id a key's first part under the store's ``a/`` names (its hex form),
+    or None when it names none: a key of another store whose prefix lies inside this
+    one's (``p/a/...`` of the store at ``p/a`` under the store at ``p``), never ours."""
+    if len(hexid) % 2 or hexid.strip("0123456789abcdef"):
+        return None
+    try:
+        return bytes.fromhex(hexid).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _agent_key(rest: str) -> bool:
+    """Whether ``rest`` (a key less the store's ``a/`` root) is an agent's object:
+    ``<hex id>/e|s|k/...``."""
+    hexid, _, tail = rest.partition("/")
+    return _agent_of(hexid) is not None and tail[:2] in ("e/", "s/", "k/")
+
+
 def _token() -> str:
     """A write's own token, stored in its object's metadata (:data:`_WRITE`)."""
     return secrets.token_hex(8)
@@ -391,6 +410,13 @@ class S3Backend(Backend):
         parts = urlsplit(url)
         if not parts.netloc:
             raise ConfigurationError(f"no bucket in {mask_url(url)!r}")
+        if "@" in parts.netloc:  # (it was read as the bucket's name, secret and all)
+            bucket = parts.netloc.rpartition("@")[2]
+            raise ConfigurationError(
+                f"s3://…@{bucket}{parts.path}: an s3:// URL takes no credentials: give them"
+                " as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE,"
+                " ~/.aws/credentials or an instance role"
+            )
         kwargs: dict[str, Any] = {}
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key == "endpoint_url":
@@ -960,15 +986,24 @@ class S3Backend(Backend):
     def _delete_keys(self, keys: Sequence[str]) -> None:
         """Delete ``keys`` in their order, 1,000 per request."""
         for i in range(0, len(keys), 1000):
-            self._s3.delete_objects(
+            reply = self._s3.delete_objects(
                 Bucket=self.bucket,
                 Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
             )
+            # S3 answers 200 with the keys it did not delete (AccessDenied, object lock...)
+            if errors := reply.get("Errors"):
+                first = errors[0]
+                raise BackendError(
+                    f"{self._where()}: S3 did not delete {len(errors)} object(s), e.g."
+                    f" {first.get('Key')!r}: {first.get('Code')} ({first.get('Message')})",
+                    maybe_applied=True,
+                )
 
     def _erase_sync(self, agent_id: str) -> None:
         """Delete every object of ``agent_id``, as listed now."""
         root = self._agent_root(agent_id)
-        keys = self._list(root)
+        # (only its e/, s/ and k/ objects: anything else under its root is not ours)
+        keys = [k for k in self._list(root) if k[len(root) : len(root) + 2] in ("e/", "s/", "k/")]
         # commits last, base objects after them: an interrupted delete leaves a
         # readable (shorter) agent, or a base object the next first append removes
         keys.sort(key=lambda k: (k.startswith(root + "e/"), k.startswith(root + "e/b")))
@@ -1049,7 +1084,8 @@ class S3Backend(Backend):
         return await self._run(self._delete_at_sync, agent_id, head)
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
-        keys = self._list(self._root)
+        # (only agents' objects: a store whose prefix lies inside ours keeps its own)
+        keys = [k for k in self._list(self._root) if _agent_key(k[len(self._root) :])]
         # the agents: those with a commit (``<root><hex id>/e/...``), as other engines count
         agents = {k[len(self._root) :].split("/", 1)[0] for k in keys if "/e/" in k}
         self._delete_keys(keys + self._list(self._markers))
@@ -1273,6 +1309,7 @@ class S3Backend(Backend):
             )
             for (first, _), events in zip(chunk, bodies, strict=True):
                 end = ends.get(first)
+                self._check_spans(agent_id, first, end, events)
                 for e in events:
                     if e.seq <= after_seq or (to_seq is not None and e.seq > to_seq):
                         continue
@@ -1282,6 +1319,24 @@ class S3Backend(Backend):
                     if limit is not None and len(out) >= limit:
                         return out
         return out
+
+    @staticmethod
+    def _check_spans(
+        agent_id: str, first: int, end: int | None, events: Sequence[RawEvent]
+    ) -> None:
+        """Refuse a commit that does not begin at its name or (not the newest) does not
+        reach the next one: a commit object deleted by someone else (a lifecycle rule,
+        another tool) leaves a gap that read as a shorter stream, events skipped."""
+        if events and events[0].seq != first:
+            raise IntegrityError(agent_id, first, "S3 commit object holds other seqs")
+        reached = events[-1].seq if events else first - 1
+        if end is not None and reached < end:
+            raise IntegrityError(
+                agent_id,
+                reached + 1,
+                f"events {reached + 1}..{end} are missing: their S3 commit object was "
+                "deleted by something other than this store",
+            )
 
     def _seq_at_sync(self, agent_id: str, timestamp: float) -> int:
         tagged = self._commits_tagged(agent_id)
@@ -1354,8 +1409,9 @@ class S3Backend(Backend):
         while len(ids) < limit:
             page = self._s3.list_objects_v2(**kwargs)
             for common in page.get("CommonPrefixes", ()):
-                hexid = common["Prefix"][len(self._root) : -1]
-                ids.append(bytes.fromhex(hexid).decode())
+                agent = _agent_of(common["Prefix"][len(self._root) : -1])
+                if agent is not None:  # (None: another store's, nested in ours)
+                    ids.append(agent)
             if not page.get("IsTruncated"):
                 break
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
@@ -1385,10 +1441,13 @@ class S3Backend(Backend):
         tagged: list[tuple[str, str]] = []
 
         def close(hexid: str) -> None:
+            agent = _agent_of(hexid)
+            if agent is None:  # another store's objects, its prefix nested in ours
+                return
             root = self._root + hexid + "/e/"
             commits = _layout_of(root, tagged).commits
             tip = root + self._seq_name(commits[-1][0]) if commits else None
-            out.append((bytes.fromhex(hexid).decode(), tip))
+            out.append((agent, tip))
 
         while True:
             page = self._s3.list_objects_v2(**kwargs)
