@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -162,3 +163,68 @@ def test_a_healthy_wal_is_never_refused(tmp_path: Path) -> None:
         subprocess.run([sys.executable, "-c", other_process, str(path)], check=True)
         store.save("a0", {"n": -2})
         assert store.load("a0").data == {"n": -2}
+
+
+def _crash_copy(path: Path, into: Path) -> Path:
+    """The store file and its WAL as a crash leaves them (no ``-shm``: the next
+    opener rebuilds its index from the WAL)."""
+    into.mkdir()
+    for suffix in ("", "-wal"):
+        if os.path.exists(f"{path}{suffix}"):
+            shutil.copy(f"{path}{suffix}", into / f"agents.db{suffix}")
+    return into / "agents.db"
+
+
+def test_the_wal_left_beside_a_replaced_file_is_not_taken_in_by_it(tmp_path: Path) -> None:
+    """Another store moved over the path: this process's WAL was left at
+    ``path-wal``, and the next opener after a crash applied it to the other store's
+    file (a mix of two stores). The write that finds its file moved checkpoints the
+    WAL into its own file first and empties it."""
+    path = tmp_path / "agents.db"
+    with SyncStateStore(f"sqlite:///{path}") as store:
+        for i in range(20):
+            store.save(f"a{i}", {"n": i, "pad": "x" * 3000})
+        other = tmp_path / "other.db"
+        with SyncStateStore(f"sqlite:///{other}") as replacing:
+            replacing.save("someone-else", {"n": 1})
+        os.replace(other, path)
+        with pytest.raises(StoreLost):
+            store.save("a0", {"n": -1})
+        crashed = _crash_copy(path, tmp_path / "crashed")
+        check = sqlite3.connect(crashed)
+        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        check.close()
+        with SyncStateStore(f"sqlite:///{crashed}") as opened:
+            assert [a.agent_id for a in opened.list_agents()] == ["someone-else"]
+
+
+def test_a_renamed_store_keeps_its_saves_in_its_file(tmp_path: Path) -> None:
+    """Renamed away: the saves the WAL held are checkpointed into the file under its
+    new name (none left behind at the old path for a new store made there)."""
+    path = tmp_path / "agents.db"
+    moved = tmp_path / "moved.db"
+    with SyncStateStore(f"sqlite:///{path}") as store:
+        store.save("a", {"n": 1})
+        path.rename(moved)
+        with pytest.raises(StoreLost):
+            store.save("a", {"n": 2})
+        assert os.path.getsize(f"{path}-wal") == 0
+        crashed = _crash_copy(moved, tmp_path / "crashed")
+        with SyncStateStore(f"sqlite:///{crashed}") as opened:
+            assert opened.load("a").data == {"n": 1}
+
+
+def test_a_new_store_made_where_one_was_deleted_takes_none_of_its_wal(tmp_path: Path) -> None:
+    """Deleted: the WAL left at the path was applied, after a crash, to the new store
+    made there (the deleted store's pages in a new file)."""
+    path = tmp_path / "agents.db"
+    with SyncStateStore(f"sqlite:///{path}") as store:
+        for i in range(20):
+            store.save(f"a{i}", {"n": i, "pad": "x" * 3000})
+        path.unlink()
+        with pytest.raises(StoreLost):
+            store.save("a0", {"n": -1})
+        crashed = _crash_copy(path, tmp_path / "crashed")
+        with SyncStateStore(f"sqlite:///{crashed}") as opened:
+            opened.save("fresh", {"n": 1})
+            assert [a.agent_id for a in opened.list_agents()] == ["fresh"]

@@ -1114,6 +1114,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         to the file it opened, so every save after the file was deleted, renamed or
         replaced was acknowledged and kept nowhere (or in another store's place)."""
         if _file_id(self.path) != self._file_id:
+            self._empty_wal()
             raise StoreLost(
                 self.path,
                 "the file this process opened was deleted, renamed or replaced by another"
@@ -1129,6 +1130,28 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 " checkpointed are in the deleted log: close this store cleanly (its close"
                 " checkpoints them into the file) before any other process opens it",
             )
+
+    def _empty_wal(self) -> None:
+        """After the store file left its path: checkpoint the WAL — still at
+        ``path-wal``, named after a path that is no longer this store's — into the
+        file this process opened, and truncate it, so that whatever file is next at
+        the path (the one moved over it, or a new store made there) does not take
+        this store's pages in as its own when it opens (SQLite applies any WAL beside
+        a file, and has no way to tell whose it is; a crash before this store's close
+        left it there). A checkpoint is right for every connection to this file.
+        Skipped when the WAL at the path is no longer the one opened; the WAL stays
+        when the checkpoint cannot finish (a reader of it: no error). Not fixable from
+        here: a process that opened the file now at the path before this write shares
+        this WAL by name — its reads already mixed the two stores, and its commits in
+        the WAL go into this store's file with the checkpoint, as they would at this
+        store's close (which checkpoints and deletes the WAL: sqlite3WalClose)."""
+        conn = self._writer
+        if conn is None or conn.in_transaction:
+            return
+        if self._wal_moved():
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
