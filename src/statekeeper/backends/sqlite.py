@@ -930,6 +930,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         #: the file the writer opened (device, inode): a write checks the path still
         #: names it (_moved), as SQLite does not in WAL mode
         self._file_id = _file_id(self.path)
+        self._wal_id: tuple[int, int] | None = None  # (the WAL's, once open: below)
+        self._wal_path = self.path + "-wal"
         try:
             self._init_writer(conn)
         except BaseException:
@@ -954,6 +956,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._empty_at_open = _empty_now(conn)
         self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
         self._wal_frames_at_open = self._wal_frames()
+        #: the WAL file the writer opened (device, inode), checked by _moved too: SQLite
+        #: keeps writing to the WAL it opened, so a WAL deleted or replaced under an
+        #: open store took every later commit into an inode no opener reads (all lost
+        #: at a crash). While this connection is open the WAL keeps its inode: SQLite
+        #: resets and truncates it in place (wal_checkpoint(TRUNCATE),
+        #: journal_size_limit), and deletes it only at the close of a connection that
+        #: gets the file's EXCLUSIVE lock — never while ours holds SHARED, as every
+        #: connection in WAL mode does while open (sqlite3WalClose; pager_unlock)
+        self._wal_id = _file_id(self._wal_path)
 
     def _create_file(self) -> None:
         """Create a new store file whole: schema in a temporary file, linked into place
@@ -1090,19 +1101,57 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _moved(self) -> bool:
         """The store's path no longer names the file the writer opened: deleted,
         renamed, or another file moved over it while this process had it open."""
-        return _file_id(self.path) != self._file_id
+        return _file_id(self.path) != self._file_id or (
+            self._wal_id is not None and _file_id(self._wal_path) != self._wal_id
+        )
+
+    def _wal_moved(self) -> bool:
+        """The WAL at ``path-wal`` is not the one the writer opened (once it has)."""
+        return self._wal_id is not None and _file_id(self._wal_path) != self._wal_id
 
     def _check_file(self) -> None:
         """:class:`StoreLost` when :meth:`_moved`: SQLite in WAL mode goes on writing
         to the file it opened, so every save after the file was deleted, renamed or
         replaced was acknowledged and kept nowhere (or in another store's place)."""
-        if self._moved():
+        if _file_id(self.path) != self._file_id:
+            self._empty_wal()
             raise StoreLost(
                 self.path,
                 "the file this process opened was deleted, renamed or replaced by another"
                 " file while open (writes would go to a file no longer at this path);"
                 " nothing was written",
             )
+        if self._wal_moved():
+            raise StoreLost(
+                self.path,
+                f"its write-ahead log {self.path}-wal was deleted or replaced while open"
+                " (commits would go to a log no longer at that path, lost at a crash);"
+                " nothing was written — saves made before it was deleted and not yet"
+                " checkpointed are in the deleted log: close this store cleanly (its close"
+                " checkpoints them into the file) before any other process opens it",
+            )
+
+    def _empty_wal(self) -> None:
+        """After the store file left its path: checkpoint the WAL — still at
+        ``path-wal``, named after a path that is no longer this store's — into the
+        file this process opened, and truncate it, so that whatever file is next at
+        the path (the one moved over it, or a new store made there) does not take
+        this store's pages in as its own when it opens (SQLite applies any WAL beside
+        a file, and has no way to tell whose it is; a crash before this store's close
+        left it there). A checkpoint is right for every connection to this file.
+        Skipped when the WAL at the path is no longer the one opened; the WAL stays
+        when the checkpoint cannot finish (a reader of it: no error). Not fixable from
+        here: a process that opened the file now at the path before this write shares
+        this WAL by name — its reads already mixed the two stores, and its commits in
+        the WAL go into this store's file with the checkpoint, as they would at this
+        store's close (which checkpoints and deletes the WAL: sqlite3WalClose)."""
+        conn = self._writer
+        if conn is None or conn.in_transaction:
+            return
+        if self._wal_moved():
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _begin(self, conn: _Executes) -> None:
         """``BEGIN IMMEDIATE``: take the file's write lock, waiting while its holder
