@@ -279,6 +279,16 @@ def _agent_key(rest: str) -> bool:
     return _agent_of(hexid) is not None and tail[:2] in ("e/", "s/", "k/")
 
 
+def _shared_start(keys: Sequence[str]) -> str:
+    """The longest string every one of ``keys`` starts with (an S3 prefix: by
+    character, not by path component)."""
+    low, high = min(keys), max(keys)
+    n = 0
+    while n < len(low) and low[n] == high[n]:
+        n += 1
+    return low[:n]
+
+
 def _token() -> str:
     """A write's own token, stored in its object's metadata (:data:`_WRITE`)."""
     return secrets.token_hex(8)
@@ -403,6 +413,7 @@ class S3Backend(Backend):
         self._cache_lock = threading.Lock()
         self._ready = False
         self._closed = False
+        self._versioning: bool | None = None  # (see _versioned)
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> S3Backend:
@@ -983,12 +994,49 @@ class S3Backend(Backend):
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
 
+    def _versioned(self) -> bool:
+        """Whether the bucket keeps older versions (versioning enabled or suspended, an
+        object lock): asked once per backend, at its first delete."""
+        if self._versioning is None:
+            try:
+                reply = self._s3.get_bucket_versioning(Bucket=self.bucket)
+            except ClientError as exc:
+                if _code(exc) not in ("AccessDenied", "NotImplemented"):
+                    raise
+                # (not allowed to ask: plain deletes, as on a bucket never versioned)
+                reply = {}
+            self._versioning = reply.get("Status") in ("Enabled", "Suspended")
+        return self._versioning
+
     def _delete_keys(self, keys: Sequence[str]) -> None:
-        """Delete ``keys`` in their order, 1,000 per request."""
-        for i in range(0, len(keys), 1000):
+        """Delete ``keys`` in their order, 1,000 per request; on a versioned bucket every
+        version of each (a plain delete there only adds a delete marker)."""
+        if keys and self._versioned():
+            self._delete_objects(self._versions_of(keys))
+        else:
+            self._delete_objects([{"Key": k} for k in keys])
+
+    def _versions_of(self, keys: Sequence[str]) -> list[dict[str, str]]:
+        """Every version and delete marker of ``keys`` (one listing of their common
+        prefix), in the keys' order; a key with none listed is deleted plainly."""
+        wanted = set(keys)
+        found: dict[str, list[dict[str, str]]] = {}
+        pages = self._s3.get_paginator("list_object_versions").paginate(
+            Bucket=self.bucket, Prefix=_shared_start(keys)
+        )
+        for page in pages:
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                if v["Key"] in wanted:
+                    found.setdefault(v["Key"], []).append(
+                        {"Key": v["Key"], "VersionId": v["VersionId"]}
+                    )
+        return [o for k in keys for o in found.get(k, [{"Key": k}])]
+
+    def _delete_objects(self, objects: Sequence[dict[str, str]]) -> None:
+        for i in range(0, len(objects), 1000):
             reply = self._s3.delete_objects(
                 Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True},
+                Delete={"Objects": list(objects[i : i + 1000]), "Quiet": True},
             )
             # S3 answers 200 with the keys it did not delete (AccessDenied, object lock...)
             if errors := reply.get("Errors"):
