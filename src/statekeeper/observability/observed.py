@@ -1,9 +1,7 @@
 """The engine side of :func:`~.instrumentation.instrument`: :class:`ObservedBackend`
 times and counts every call of the engine it wraps (conflicts, fencing rejections,
 batch sizes, snapshot sizes, replay lengths), in a span when tracing. The store side
-(timing its operations) and the metrics helpers it reports to are
-:class:`~.instrumentation.Instrumentation`.
-"""
+(timing its operations) and its metrics helpers: :class:`~.instrumentation.Instrumentation`."""
 
 from __future__ import annotations
 
@@ -383,6 +381,11 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
             "idempotency_keys", agent_id, self.inner.idempotency_keys, agent_id
         )
         return keys
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        inner = self.inner.rename_keys
+        renamed: int = await self._obs.call("rename_keys", agent_id, inner, agent_id, renames)
+        return renamed
 
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
         done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
