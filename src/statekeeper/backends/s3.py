@@ -901,10 +901,13 @@ class S3Backend(Backend):
         self._check_can_write()
         await self._run(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
 
+    def _snapshot_key(self, agent_id: str, seq: int) -> str:
+        return self._agent_root(agent_id) + "s/" + self._seq_name(seq)
+
     def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._s3.put_object(
             Bucket=self.bucket,
-            Key=self._agent_root(agent_id) + "s/" + self._seq_name(snapshot.seq),
+            Key=self._snapshot_key(agent_id, snapshot.seq),
             Body=pack_snapshot(snapshot),
         )
 
@@ -981,9 +984,13 @@ class S3Backend(Backend):
                 if not self._ours(exc, key, token):  # (ours: a retry after a lost reply)
                     head = self._head_sync(agent_id)
                     raise ConflictError(agent_id, request.expected_seq, head) from exc
+            # (each key's replaced bytes gone as soon as it is written: a rewrite cut
+            # short leaves none behind but the one being written)
+            self._drop_older_versions([key])
         if last not in touched:
             for snap in request.snapshots:
                 self._put_snapshot(agent_id, snap)
+        self._drop_older_versions([self._snapshot_key(agent_id, s.seq) for s in request.snapshots])
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace record bytes: each affected commit object is rewritten with a
@@ -1010,27 +1017,47 @@ class S3Backend(Backend):
 
     def _delete_keys(self, keys: Sequence[str]) -> None:
         """Delete ``keys`` in their order, 1,000 per request; on a versioned bucket every
-        version of each (a plain delete there only adds a delete marker)."""
+        version of each (a plain delete there only adds a delete marker): the older
+        versions first, each key's current one (version or delete marker) after all of
+        them — deleting a current version makes the next older one current, so an erase
+        cut short there served an overwritten record (a commit from before a rekey, in
+        clear) or an earlier incarnation's object as the agent's."""
         if keys and self._versioned():
-            self._delete_objects(self._versions_of(keys))
+            older, current = self._versions_of(keys)
+            self._delete_objects(older)
+            self._delete_objects(current)
         else:
             self._delete_objects([{"Key": k} for k in keys])
 
-    def _versions_of(self, keys: Sequence[str]) -> list[dict[str, str]]:
+    def _drop_older_versions(self, keys: Sequence[str]) -> None:
+        """On a versioned bucket, delete every version of ``keys`` but the current one:
+        an overwrite (a rewrite's commits and snapshots: rekey, a schema migration)
+        keeps the bytes it replaced as an older version, readable by anyone allowed to
+        list versions — a store encrypted by ``rekey`` kept every record in clear."""
+        if keys and self._versioned():
+            self._delete_objects(self._versions_of(keys)[0])
+
+    def _versions_of(
+        self, keys: Sequence[str]
+    ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         """Every version and delete marker of ``keys`` (one listing of their common
-        prefix), in the keys' order; a key with none listed is deleted plainly."""
+        prefix): those that are not current, then the current one of each in the keys'
+        order (a key with none listed: deleted plainly)."""
         wanted = set(keys)
-        found: dict[str, list[dict[str, str]]] = {}
+        older: list[dict[str, str]] = []
+        current: dict[str, dict[str, str]] = {}
         pages = self._s3.get_paginator("list_object_versions").paginate(
             Bucket=self.bucket, Prefix=_shared_start(keys)
         )
         for page in pages:
             for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
                 if v["Key"] in wanted:
-                    found.setdefault(v["Key"], []).append(
-                        {"Key": v["Key"], "VersionId": v["VersionId"]}
-                    )
-        return [o for k in keys for o in found.get(k, [{"Key": k}])]
+                    entry = {"Key": v["Key"], "VersionId": v["VersionId"]}
+                    if v.get("IsLatest"):
+                        current[v["Key"]] = entry
+                    else:
+                        older.append(entry)
+        return older, [current.get(k, {"Key": k}) for k in keys]
 
     def _delete_objects(self, objects: Sequence[dict[str, str]]) -> None:
         for i in range(0, len(objects), 1000):
@@ -1230,6 +1257,7 @@ class S3Backend(Backend):
                 self._s3.put_object(
                     Bucket=self.bucket, Key=name, Body=_EXPIRED, Metadata={"expired": "1"}
                 )
+                self._drop_older_versions([name])  # (the expired record's bytes)
         self._delete_keys([name for name in old if name != tip] + marks)
         return len(old)
 
@@ -1282,6 +1310,7 @@ class S3Backend(Backend):
                 self._s3.put_object(
                     Bucket=self.bucket, Key=name, Body=_EXPIRED, Metadata={"expired": "1"}
                 )
+                self._drop_older_versions([name])  # (the record under its old name)
             else:
                 self._delete_keys([name])
         return done
