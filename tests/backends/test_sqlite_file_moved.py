@@ -19,6 +19,8 @@ import pytest
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.errors import StoreLost
 
+from ._store_writes import WRITES
+
 
 def _deleted(path: Path) -> None:
     path.unlink()
@@ -38,23 +40,7 @@ def _replaced(path: Path) -> None:
 _CHANGES = [_deleted, _renamed, _replaced]
 
 
-async def _save(store: StateStore) -> object:
-    return await store.save("a", {"n": 2})
-
-
-async def _create(store: StateStore) -> object:
-    return await store.save("new", {"n": 1})
-
-
-async def _keyed(store: StateStore) -> object:
-    return await store.save("a", {"n": 3}, idempotency_key="k-1")
-
-
-async def _lease(store: StateStore) -> object:
-    return await store.backend.acquire_lease("a", "me", 30.0)
-
-
-_WRITES: list[Callable[[StateStore], Awaitable[object]]] = [_save, _create, _keyed, _lease]
+_WRITES = WRITES
 
 
 @pytest.mark.parametrize("change", _CHANGES, ids=lambda f: f.__name__.strip("_"))
