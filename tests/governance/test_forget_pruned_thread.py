@@ -62,8 +62,10 @@ async def test_forget_after_prune_destroys_every_generations_key(
     tmp_path: Path, vault_kind: str, forgotten: str
 ) -> None:
     vault = MemoryKeyVault() if vault_kind == "memory" else SqliteKeyVault(tmp_path / "v.db")
-    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=_ring(vault)) as store:
-        saver = StatekeeperSaver(store)
+    async with (
+        StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=_ring(vault)) as store,
+        StatekeeperSaver(store) as saver,  # (its loop's thread stopped at the end)
+    ):
         await _chat(saver, "t1", 3)
         (old,) = await _generations(store, "t1")
         await saver.aprune(["t1"])
@@ -82,8 +84,10 @@ async def test_a_backup_before_prune_restores_a_forgotten_thread_unreadable(
     vault = MemoryKeyVault()
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "before-prune.skb"
-    async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=_ring(vault)) as store:
-        saver = StatekeeperSaver(store)
+    async with (
+        StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=_ring(vault)) as store,
+        StatekeeperSaver(store) as saver,  # (its loop's thread stopped at the end)
+    ):
         await _chat(saver, "t1", 3)
         await _chat(saver, "t2", 3)
         (t1_old,) = await _generations(store, "t1")
@@ -93,13 +97,15 @@ async def test_a_backup_before_prune_restores_a_forgotten_thread_unreadable(
         (t1_new,) = await _generations(store, "t1")
         await forget(store, t1_new)
     assert SECRET.encode() not in file.read_bytes()
-    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=_ring(vault)) as dst:
+    async with (
+        StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=_ring(vault)) as dst,
+        StatekeeperSaver(dst) as saver,
+    ):
         result = await restore(dst, [file], bkey)
         assert t1_old in result.forgotten  # the forgotten thread's old generation
         with pytest.raises(AgentNotFound):  # restore put none of its records back
             await dst.load(t1_old)
         # the thread never forgotten restores readable, as before the prune
-        saver = StatekeeperSaver(dst)
         got = await saver.aget_tuple({"configurable": {"thread_id": "t2", "checkpoint_ns": ""}})
         assert got is not None
         assert got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 2"
@@ -117,8 +123,10 @@ async def test_a_namespaced_store_links_the_stored_ids(tmp_path: Path) -> None:
     ``acme/lg/t1#…``, not the ids relative to the namespace."""
     vault = MemoryKeyVault()
     url = f"sqlite:///{tmp_path / 's.db'}"
-    async with StateStore(url, keyring=_ring(vault), namespace="acme") as store:
-        saver = StatekeeperSaver(store)
+    async with (
+        StateStore(url, keyring=_ring(vault), namespace="acme") as store,
+        StatekeeperSaver(store) as saver,
+    ):
         await _chat(saver, "t1", 3)
         (old,) = await _generations(store, "t1")
         await saver.aprune(["t1"])
