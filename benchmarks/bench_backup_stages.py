@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import Any
 
 MASTER = bytes(range(32))
+HERE = str(Path(__file__).resolve().parent)
 #: the tail's parts whose thread CPU is ``tail_cpu``
 TAIL = ("finish", "result", "snapshot_close")
 
 
-def child(db: str, tree: str) -> dict[str, float]:
+def child(db: str, tree: str, cache: str = "asis") -> dict[str, float]:
     sys.path.insert(0, tree)
     from statekeeper import StateStore
     from statekeeper.backends import sqlite_pages
@@ -65,6 +66,7 @@ def child(db: str, tree: str) -> dict[str, float]:
 
     snapshot = sqlite_pages.PageSnapshot
     snapshot._apply = timed("apply", snapshot._apply)  # type: ignore[method-assign]
+    snapshot.plan = timed("plan", snapshot.plan)  # type: ignore[method-assign]
     snapshot.close = timed("snapshot_close", snapshot.close)  # type: ignore[method-assign]
     heads = "_heads_ahead" if hasattr(filecopy, "_heads_ahead") else "_heads_of"
     setattr(filecopy, heads, timed("heads", getattr(filecopy, heads)))
@@ -76,6 +78,13 @@ def child(db: str, tree: str) -> dict[str, float]:
         placedframe.finish_placed = timed("finish", placedframe.finish_placed)
     except ImportError:
         pass
+    try:  # the store file read ahead ("backup7")
+        from statekeeper.backends import sqlite_prefetch
+
+        ahead = sqlite_prefetch.Prefetch
+        ahead._run = timed("prefetch", ahead._run)  # type: ignore[method-assign]
+    except ImportError:
+        pass
     backup_writer.write_pages = timed("ship", filecopy.write_pages)  # type: ignore[attr-defined]
     backup_writer._whole_result = timed("result", backup_writer._whole_result)  # type: ignore[attr-defined]
     os.pwrite = timed("pwrite", os.pwrite)
@@ -85,6 +94,12 @@ def child(db: str, tree: str) -> dict[str, float]:
         key = BackupKey(os.urandom(32))
         with tempfile.TemporaryDirectory(dir=Path(db).parent) as tmp:
             async with StateStore(f"sqlite:///{db}", keyring=Keyring({"k1": MASTER})) as store:
+                if cache != "asis":  # (bench_backup_paired.py: the page cache set so)
+                    sys.path.insert(0, HERE)
+                    from bench_backup_paired import set_cache, store_files
+
+                    os.sync()
+                    set_cache(store_files(db), cache)
                 cpu, start = time.process_time(), time.perf_counter()
                 await backup(store, Path(tmp) / "b.skb", key)
                 return start, time.perf_counter() - start, time.process_time() - cpu
@@ -104,6 +119,9 @@ def child(db: str, tree: str) -> dict[str, float]:
         "tail": start + wall - shipped,
         "tail_cpu": sum(e[3] for e in events if e[0] in TAIL),
         "heads_cpu": sum(e[3] for e in events if e[0] == "heads"),
+        "heads_end": max((e[2] for e in events if e[0] == "heads"), default=start) - start,
+        "plan": sum(e[2] - e[1] for e in events if e[0] == "plan"),
+        "prefetch_end": max((e[2] for e in events if e[0] == "prefetch"), default=start) - start,
     }
 
 
@@ -112,10 +130,16 @@ def main() -> None:
     parser.add_argument("db")
     parser.add_argument("--tree", action="append")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--cache",
+        choices=["asis", "warm", "cold"],
+        default="asis",
+        help="the store file's pages read whole or dropped from the page cache first",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.db, args.child)))
+        print(json.dumps(child(args.db, args.child, args.cache)))
         return
     trees = [str(Path(t).resolve()) for t in args.tree or ["src"]]
     got: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
@@ -123,7 +147,7 @@ def main() -> None:
     for round_no in range(args.rounds):
         for tree in trees if round_no % 2 == 0 else trees[::-1]:
             out = subprocess.run(
-                [sys.executable, __file__, args.db, "--child", tree],
+                [sys.executable, __file__, args.db, "--child", tree, "--cache", args.cache],
                 check=True,
                 capture_output=True,
                 text=True,

@@ -54,6 +54,7 @@ from .sqlite_pagepass import (
     page_pass,
     tree_pages,
 )
+from .sqlite_prefetch import Prefetch
 
 __all__ = ["PageSnapshot", "open_snapshot"]
 
@@ -109,6 +110,9 @@ class PageSnapshot:
         self._kept: list[str] = []
         #: whether ``dbstat`` read the kept trees (their overflow pages are known)
         self._read_overflow = False
+        #: the file read in from the disk in order while the plan and the heads
+        #: read their pages out of order (docs/benchmarks.md, "backup7")
+        self._prefetch = Prefetch(self._db, min(pages * page_size, os.fstat(self._db).st_size))
 
     @property
     def size(self) -> int:
@@ -117,6 +121,7 @@ class PageSnapshot:
 
     def close(self) -> None:
         try:
+            self._prefetch.stop()  # (it reads through self._db)
             self.conn.close()
             self._stat.close()
         finally:
