@@ -16,7 +16,6 @@ from .app import (
     JsonOption,
     KeyFileOption,
     app,
-    err_console,
     fail,
     handled,
     open_store,
@@ -24,7 +23,6 @@ from .app import (
     resolve_url,
     run,
 )
-from .stores import require_on
 from .times import parse_time as _parse_time
 
 if TYPE_CHECKING:
@@ -420,58 +418,6 @@ def verify(
                 )
     if not report.ok:
         raise typer.Exit(1)
-
-
-# -------------------------------------------------------------------------- delete
-
-
-@app.command()
-@handled
-def delete(
-    ctx: typer.Context,
-    agent: AgentArg,
-    db: DbOption = None,
-    key_file: KeyFileOption = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-) -> None:
-    """Delete an agent's events and snapshots (asks first unless --yes).
-
-    An agent whose data was lost (``AgentLost``: evicted, or deleted outside the
-    store) is deleted too: that acknowledges the loss, and its id can be used again.
-    Exit code 1 when the agent does not exist or the deletion is declined.
-    """
-    url = resolve_url(ctx, db)
-
-    async def head_of() -> int | AgentLost:
-        async with open_store(url, key_file=key_file) as store:
-            await require_on(store, agent, "write", "delete")  # refused as a delete, first
-            try:
-                return await _require(store, agent)
-            except AgentLost as lost:  # its data is gone: deleting acknowledges it
-                return lost
-
-    head = run(head_of())
-    if isinstance(head, AgentLost):
-        question = f"{head}. Delete agent {agent!r} to acknowledge the loss?"
-    else:
-        question = f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
-    if not yes and not typer.confirm(question):
-        err_console().print("not deleted")
-        raise typer.Exit(1)
-
-    async def go() -> bool:
-        async with open_store(url, key_file=key_file, readonly=False) as store:
-            return await store.delete(agent)
-
-    if not run(go()):
-        raise AgentNotFound(agent)
-    if isinstance(head, AgentLost):
-        out_console().print(
-            f"deleted agent {escape(agent)!r}, whose data was lost: the loss is acknowledged"
-            " and its id can be used again"
-        )
-    else:
-        out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
 
 
 # --------------------------------------------------------------------------- stats
