@@ -143,10 +143,12 @@ def retention_apply(
     url = resolve_url(ctx, db)
     marks = _retention_run(url, text)
     after: str | None = None
+    before = _Problems()  # what the runs before the resume failed: never reported
     if progress_file is not None and progress_file.exists() and not dry_run:
         try:
             state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
             after = str(state["statekeeper_retention"]["after"])
+            before = _Problems.of(state["statekeeper_retention"].get("problems"))
             recorded = str(state["statekeeper_retention"].get("namespace") or "")
             written_for = {k: state["statekeeper_retention"].get(k) for k in marks}
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -180,6 +182,7 @@ def retention_apply(
                 def step(agent_id: str, scanned: int) -> None:
                     shown.advance(task)
                     if progress_file is not None and not dry_run:
+                        since.count(so_far)
                         write_atomically(
                             progress_file,
                             jsonlib.dumps(
@@ -188,6 +191,7 @@ def retention_apply(
                                         "after": agent_id,
                                         "namespace": current_namespace() or "",
                                         **marks,
+                                        "problems": since.json(),
                                     }
                                 }
                             ),
@@ -202,6 +206,7 @@ def retention_apply(
             return done
 
     so_far = RetentionReport()
+    since = before.copy()  # and this run's, as it goes (written to the progress file)
     try:
         report = run(go())
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -215,6 +220,10 @@ def retention_apply(
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
     # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
     code = _exit_code(report.actions, lost=bool(report.lost))
+    if before.failed or before.lost:  # (an action failed before the resume)
+        code = _exit_code([], lost=True)
+    elif before.refused and not code:
+        code = _exit_code([], lost=False, refused=True)
     actions = [
         {
             "agent_id": a.agent_id,
@@ -237,6 +246,7 @@ def retention_apply(
                 "held": report.held,
                 "holds_placed": report.holds_placed,
                 "resumed_after": after,
+                **({"before_resume": before.json()} if before.any() else {}),
                 "actions": actions,
                 "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
                 "feed_through": _cursor_json(report.feed_through),
@@ -251,6 +261,8 @@ def retention_apply(
     console = out_console()
     if after is not None:
         console.print(f"resumed after {escape(repr(after))} (from {escape(str(progress_file))})")
+    if before.any():
+        console.print(f"[yellow]{escape(before.line())}[/]", soft_wrap=True)
     for pattern in report.holds_placed:  # the policy's hold lines, now the store's holds
         placed = "would place" if dry_run else "placed"
         console.print(f"{placed} a legal hold on {escape(pattern)!r} (a hold line of the policy)")
@@ -376,14 +388,83 @@ def _projections_behind(
     return {name: cursors[name] for name in behind(cursors, through)}
 
 
-def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:
+def _exit_code(actions: list[RetentionAction], *, lost: bool, refused: bool = False) -> int:
     """1 when an action failed or an agent was lost, else 4 (access denied) when one
     was refused, else 0."""
     from .exits import EXIT_DENIED, EXIT_NOT_FOUND
 
     if lost or any(a.outcome == "failed" for a in actions):
         return EXIT_NOT_FOUND
-    return EXIT_DENIED if any(a.outcome == "refused" for a in actions) else 0
+    return EXIT_DENIED if refused or any(a.outcome == "refused" for a in actions) else 0
+
+
+class _Problems:
+    """The failed and refused actions and the lost agents of a run stopped part-way,
+    kept in its progress file (counts, and the first agents named), so that the run
+    resuming it reports them and exits as the whole run would have: the stopped run
+    never printed them, and the resumed one starts after them."""
+
+    _NAMED = 20
+
+    def __init__(self, failed: int = 0, refused: int = 0, lost: int = 0) -> None:
+        self.failed, self.refused, self.lost = failed, refused, lost
+        self.agents: list[str] = []
+        self._seen = (0, 0)  # (actions, lost) of the report counted already
+
+    @classmethod
+    def of(cls, doc: object) -> _Problems:
+        """From a progress file's ``problems`` (absent: a file written before them)."""
+        if doc is None:
+            return cls()
+        if not isinstance(doc, dict):
+            raise ValueError("problems")
+        made = cls(int(doc["failed"]), int(doc["refused"]), int(doc["lost"]))
+        made.agents = [str(a) for a in doc["agents"]]
+        return made
+
+    def copy(self) -> _Problems:
+        made = _Problems(self.failed, self.refused, self.lost)
+        made.agents = list(self.agents)
+        return made
+
+    def count(self, report: RetentionReport) -> None:
+        """Add what ``report`` holds since the last call (its lists only grow)."""
+        actions, lost = self._seen
+        for a in report.actions[actions:]:
+            if a.outcome in ("failed", "refused"):
+                self.failed += a.outcome == "failed"
+                self.refused += a.outcome == "refused"
+                self.agents.append(a.agent_id)
+        for agent_id in list(report.lost)[lost:]:
+            self.lost += 1
+            self.agents.append(agent_id)
+        del self.agents[self._NAMED :]
+        self._seen = (len(report.actions), len(report.lost))
+
+    def any(self) -> bool:
+        return bool(self.failed or self.refused or self.lost)
+
+    def json(self) -> dict[str, object]:
+        return {
+            "failed": self.failed, "refused": self.refused, "lost": self.lost,
+            "agents": self.agents,
+        }  # fmt: skip
+
+    def line(self) -> str:
+        parts = [
+            f"{n:,} {what}"
+            for n, what in (
+                (self.failed, "failed"),
+                (self.refused, "refused (access denied)"),
+                (self.lost, "lost"),
+            )
+            if n
+        ]
+        return (
+            f"before the resume: {', '.join(parts)} ({', '.join(self.agents)}"
+            f"{', ...' if len(self.agents) < self.failed + self.refused + self.lost else ''});"
+            " run retention apply again without the progress file to retry them"
+        )
 
 
 #: what a retention action the engine cannot make is called (the policy's word)
