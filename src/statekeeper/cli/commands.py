@@ -411,13 +411,23 @@ def verify(
             if hint is not None:
                 console.print(f"[yellow]{escape(hint)}[/]")
             keyed = render.key_problems(report.problems)
-            if any(p.kind == "snapshot" and p not in keyed for p in report.problems):
+            # (as repair judges: not an agent whose events, chain or head are damaged
+            # too, as a compacted agent's damaged base is: nothing to replay it from)
+            beyond = {p.agent_id for p in report.problems if p.kind not in _REBUILT_ALONGSIDE}
+            if any(
+                p.kind == "snapshot" and p not in keyed and p.agent_id not in beyond
+                for p in report.problems
+            ):
                 console.print(
                     "damaged snapshots do not stop loads (they fall back to older snapshots"
                     " or a replay); `statekeeper repair` rebuilds them"
                 )
     if not report.ok:
         raise typer.Exit(1)
+
+
+#: the problems of an agent whose damaged snapshots repair still rebuilds
+_REBUILT_ALONGSIDE = frozenset({"snapshot", "idempotency"})
 
 
 # --------------------------------------------------------------------------- stats
