@@ -25,6 +25,7 @@ from .app import (
     stop_signal,
 )
 from .governance_data import _given_keys_open
+from .retention_resume import Problems
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
@@ -141,14 +142,16 @@ def retention_apply(
         raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
     policy = RetentionPolicy.parse(text, source if not rules else "policy")
     url = resolve_url(ctx, db)
+    if read_model is not None:  # (before anything is removed: not "no projections")
+        _check_read_model(read_model)
     marks = _retention_run(url, text)
     after: str | None = None
-    before = _Problems()  # what the runs before the resume failed: never reported
+    before = Problems()  # what the runs before the resume failed: never reported
     if progress_file is not None and progress_file.exists() and not dry_run:
         try:
             state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
             after = str(state["statekeeper_retention"]["after"])
-            before = _Problems.of(state["statekeeper_retention"].get("problems"))
+            before = Problems.of(state["statekeeper_retention"].get("problems"))
             recorded = str(state["statekeeper_retention"].get("namespace") or "")
             written_for = {k: state["statekeeper_retention"].get(k) for k in marks}
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -369,6 +372,32 @@ def _cursor_json(cursor: FeedCursor | None) -> int | str | None:
     return cursor.positions[0] if len(cursor.positions) == 1 else str(cursor)
 
 
+def _check_read_model(path: Path) -> None:
+    """A ``--read-model`` given is a read-model file (an ``sk_projections`` table), else
+    :class:`~statekeeper.errors.ConfigurationError`: a typo or another file read as "no
+    projections" would hide the projections the run leaves behind."""
+    from ..backends.sqlite_files import connect_read_only, describe, inspect_sqlite_file
+
+    try:
+        info = inspect_sqlite_file(path)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if info.kind == "foreign":
+        conn = connect_read_only(path, timeout=5.0)
+        try:
+            tracking = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_projections'"
+            ).fetchone()
+        finally:
+            conn.close()
+        if tracking is not None:
+            return
+    raise ConfigurationError(
+        f"--read-model {path}: it {describe(info)}, not a read-model file of"
+        " `statekeeper projections run`; nothing was removed"
+    )
+
+
 def _projections_behind(
     url: str, given: Path | None, store: StateStore, through: FeedCursor
 ) -> dict[str, FeedCursor]:
@@ -396,75 +425,6 @@ def _exit_code(actions: list[RetentionAction], *, lost: bool, refused: bool = Fa
     if lost or any(a.outcome == "failed" for a in actions):
         return EXIT_NOT_FOUND
     return EXIT_DENIED if refused or any(a.outcome == "refused" for a in actions) else 0
-
-
-class _Problems:
-    """The failed and refused actions and the lost agents of a run stopped part-way,
-    kept in its progress file (counts, and the first agents named), so that the run
-    resuming it reports them and exits as the whole run would have: the stopped run
-    never printed them, and the resumed one starts after them."""
-
-    _NAMED = 20
-
-    def __init__(self, failed: int = 0, refused: int = 0, lost: int = 0) -> None:
-        self.failed, self.refused, self.lost = failed, refused, lost
-        self.agents: list[str] = []
-        self._seen = (0, 0)  # (actions, lost) of the report counted already
-
-    @classmethod
-    def of(cls, doc: object) -> _Problems:
-        """From a progress file's ``problems`` (absent: a file written before them)."""
-        if doc is None:
-            return cls()
-        if not isinstance(doc, dict):
-            raise ValueError("problems")
-        made = cls(int(doc["failed"]), int(doc["refused"]), int(doc["lost"]))
-        made.agents = [str(a) for a in doc["agents"]]
-        return made
-
-    def copy(self) -> _Problems:
-        made = _Problems(self.failed, self.refused, self.lost)
-        made.agents = list(self.agents)
-        return made
-
-    def count(self, report: RetentionReport) -> None:
-        """Add what ``report`` holds since the last call (its lists only grow)."""
-        actions, lost = self._seen
-        for a in report.actions[actions:]:
-            if a.outcome in ("failed", "refused"):
-                self.failed += a.outcome == "failed"
-                self.refused += a.outcome == "refused"
-                self.agents.append(a.agent_id)
-        for agent_id in list(report.lost)[lost:]:
-            self.lost += 1
-            self.agents.append(agent_id)
-        del self.agents[self._NAMED :]
-        self._seen = (len(report.actions), len(report.lost))
-
-    def any(self) -> bool:
-        return bool(self.failed or self.refused or self.lost)
-
-    def json(self) -> dict[str, object]:
-        return {
-            "failed": self.failed, "refused": self.refused, "lost": self.lost,
-            "agents": self.agents,
-        }  # fmt: skip
-
-    def line(self) -> str:
-        parts = [
-            f"{n:,} {what}"
-            for n, what in (
-                (self.failed, "failed"),
-                (self.refused, "refused (access denied)"),
-                (self.lost, "lost"),
-            )
-            if n
-        ]
-        return (
-            f"before the resume: {', '.join(parts)} ({', '.join(self.agents)}"
-            f"{', ...' if len(self.agents) < self.failed + self.refused + self.lost else ''});"
-            " run retention apply again without the progress file to retry them"
-        )
 
 
 #: what a retention action the engine cannot make is called (the policy's word)
