@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.holds import add_hold
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.records import AgentInfo
 
 from ..backends._services import fresh_url
+from ._keyring import KEYRING
 
 T0 = 1_000_000.0
+ADMIN = parse_policy('[principals.ops]\nadmin = ["**"]\n')
 
 
 def held_after_listing(
@@ -43,11 +46,17 @@ def held_after_listing(
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
 @pytest.mark.parametrize("rule", ["keep_last=1", "ttl=1h"])
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
 async def test_a_hold_placed_during_the_run_stops_what_has_not_started(
-    tmp_path: Path, engine: str, rule: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, engine: str, rule: str, governed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    options: dict[str, Any] = (
+        {"keyring": KEYRING, "principal": "ops", "policy": ADMIN, "audit": Audit()}
+        if governed
+        else {}
+    )
     with fresh_url(engine, tmp_path) as url:
-        async with StateStore(url, clock=lambda: T0) as store:
+        async with StateStore(url, clock=lambda: T0, **options) as store:
             for name in ("acme/a", "acme/b"):
                 for i in range(4):
                     await store.save(name, {"i": i})
@@ -66,3 +75,9 @@ async def test_a_hold_placed_during_the_run_stops_what_has_not_started(
             assert [e.seq async for e in store.history("acme/b")] == [1, 2, 3, 4]
             assert report.held == 1
             assert [(a.agent_id, a.outcome) for a in report.actions] == [("acme/a", "done")]
+            if governed:  # no entry claims a change of the held agent; the log verifies
+                log = AuditLog(store.backend, KEYRING)
+                entries = [(e.operation, e.agent_id) async for e in log.entries()]
+                assert not [e for e in entries if e[1] == "acme/b" and e[0] not in ("save", "hold")]
+                verified = await log.verify()
+                assert verified.ok and not verified.unapplied, verified.problems
