@@ -16,7 +16,6 @@ from .app import (
     JsonOption,
     KeyFileOption,
     app,
-    err_console,
     fail,
     handled,
     open_store,
@@ -24,7 +23,6 @@ from .app import (
     resolve_url,
     run,
 )
-from .stores import require_on
 from .times import parse_time as _parse_time
 
 if TYPE_CHECKING:
@@ -413,7 +411,13 @@ def verify(
             if hint is not None:
                 console.print(f"[yellow]{escape(hint)}[/]")
             keyed = render.key_problems(report.problems)
-            if any(p.kind == "snapshot" and p not in keyed for p in report.problems):
+            # (as repair judges: not an agent whose events, chain or head are damaged
+            # too, as a compacted agent's damaged base is: nothing to replay it from)
+            beyond = {p.agent_id for p in report.problems if p.kind not in _REBUILT_ALONGSIDE}
+            if any(
+                p.kind == "snapshot" and p not in keyed and p.agent_id not in beyond
+                for p in report.problems
+            ):
                 console.print(
                     "damaged snapshots do not stop loads (they fall back to older snapshots"
                     " or a replay); `statekeeper repair` rebuilds them"
@@ -422,56 +426,8 @@ def verify(
         raise typer.Exit(1)
 
 
-# -------------------------------------------------------------------------- delete
-
-
-@app.command()
-@handled
-def delete(
-    ctx: typer.Context,
-    agent: AgentArg,
-    db: DbOption = None,
-    key_file: KeyFileOption = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-) -> None:
-    """Delete an agent's events and snapshots (asks first unless --yes).
-
-    An agent whose data was lost (``AgentLost``: evicted, or deleted outside the
-    store) is deleted too: that acknowledges the loss, and its id can be used again.
-    Exit code 1 when the agent does not exist or the deletion is declined.
-    """
-    url = resolve_url(ctx, db)
-
-    async def head_of() -> int | AgentLost:
-        async with open_store(url, key_file=key_file) as store:
-            await require_on(store, agent, "write", "delete")  # refused as a delete, first
-            try:
-                return await _require(store, agent)
-            except AgentLost as lost:  # its data is gone: deleting acknowledges it
-                return lost
-
-    head = run(head_of())
-    if isinstance(head, AgentLost):
-        question = f"{head}. Delete agent {agent!r} to acknowledge the loss?"
-    else:
-        question = f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
-    if not yes and not typer.confirm(question):
-        err_console().print("not deleted")
-        raise typer.Exit(1)
-
-    async def go() -> bool:
-        async with open_store(url, key_file=key_file, readonly=False) as store:
-            return await store.delete(agent)
-
-    if not run(go()):
-        raise AgentNotFound(agent)
-    if isinstance(head, AgentLost):
-        out_console().print(
-            f"deleted agent {escape(agent)!r}, whose data was lost: the loss is acknowledged"
-            " and its id can be used again"
-        )
-    else:
-        out_console().print(f"deleted agent {escape(agent)!r} ({head} event(s))")
+#: the problems of an agent whose damaged snapshots repair still rebuilds
+_REBUILT_ALONGSIDE = frozenset({"snapshot", "idempotency"})
 
 
 # --------------------------------------------------------------------------- stats

@@ -67,7 +67,7 @@ COMMANDS: dict[str, Entry] = {
         "--rollback restores them.",
     ),
     "delete": Entry(
-        "commands", "Delete an agent's events and snapshots (asks first unless --yes)."
+        "delete_cmd", "Delete an agent's events and snapshots (asks first unless --yes)."
     ),
     "export": Entry("transfer", "Write agents (events and head state) as JSON Lines."),
     "import": Entry("transfer", "Import agents from a JSON Lines export, then verify them."),

@@ -25,6 +25,7 @@ from .app import (
     stop_signal,
 )
 from .governance_data import _given_keys_open
+from .retention_resume import Problems
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
@@ -141,12 +142,16 @@ def retention_apply(
         raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
     policy = RetentionPolicy.parse(text, source if not rules else "policy")
     url = resolve_url(ctx, db)
+    if read_model is not None:  # (before anything is removed: not "no projections")
+        _check_read_model(read_model)
     marks = _retention_run(url, text)
     after: str | None = None
+    before = Problems()  # what the runs before the resume failed: never reported
     if progress_file is not None and progress_file.exists() and not dry_run:
         try:
             state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
             after = str(state["statekeeper_retention"]["after"])
+            before = Problems.of(state["statekeeper_retention"].get("problems"))
             recorded = str(state["statekeeper_retention"].get("namespace") or "")
             written_for = {k: state["statekeeper_retention"].get(k) for k in marks}
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -180,6 +185,7 @@ def retention_apply(
                 def step(agent_id: str, scanned: int) -> None:
                     shown.advance(task)
                     if progress_file is not None and not dry_run:
+                        since.count(so_far)
                         write_atomically(
                             progress_file,
                             jsonlib.dumps(
@@ -188,6 +194,7 @@ def retention_apply(
                                         "after": agent_id,
                                         "namespace": current_namespace() or "",
                                         **marks,
+                                        "problems": since.json(),
                                     }
                                 }
                             ),
@@ -202,6 +209,7 @@ def retention_apply(
             return done
 
     so_far = RetentionReport()
+    since = before.copy()  # and this run's, as it goes (written to the progress file)
     try:
         report = run(go())
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -215,6 +223,10 @@ def retention_apply(
         progress_file.unlink(missing_ok=True)  # finished: the next run starts over
     # a lost agent (AgentLost) is a problem found, as verify reports it: listed, exit 1
     code = _exit_code(report.actions, lost=bool(report.lost))
+    if before.failed or before.lost:  # (an action failed before the resume)
+        code = _exit_code([], lost=True)
+    elif before.refused and not code:
+        code = _exit_code([], lost=False, refused=True)
     actions = [
         {
             "agent_id": a.agent_id,
@@ -237,6 +249,7 @@ def retention_apply(
                 "held": report.held,
                 "holds_placed": report.holds_placed,
                 "resumed_after": after,
+                **({"before_resume": before.json()} if before.any() else {}),
                 "actions": actions,
                 "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
                 "feed_through": _cursor_json(report.feed_through),
@@ -251,6 +264,8 @@ def retention_apply(
     console = out_console()
     if after is not None:
         console.print(f"resumed after {escape(repr(after))} (from {escape(str(progress_file))})")
+    if before.any():
+        console.print(f"[yellow]{escape(before.line())}[/]", soft_wrap=True)
     for pattern in report.holds_placed:  # the policy's hold lines, now the store's holds
         placed = "would place" if dry_run else "placed"
         console.print(f"{placed} a legal hold on {escape(pattern)!r} (a hold line of the policy)")
@@ -357,6 +372,32 @@ def _cursor_json(cursor: FeedCursor | None) -> int | str | None:
     return cursor.positions[0] if len(cursor.positions) == 1 else str(cursor)
 
 
+def _check_read_model(path: Path) -> None:
+    """A ``--read-model`` given is a read-model file (an ``sk_projections`` table), else
+    :class:`~statekeeper.errors.ConfigurationError`: a typo or another file read as "no
+    projections" would hide the projections the run leaves behind."""
+    from ..backends.sqlite_files import connect_read_only, describe, inspect_sqlite_file
+
+    try:
+        info = inspect_sqlite_file(path)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if info.kind == "foreign":
+        conn = connect_read_only(path, timeout=5.0)
+        try:
+            tracking = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_projections'"
+            ).fetchone()
+        finally:
+            conn.close()
+        if tracking is not None:
+            return
+    raise ConfigurationError(
+        f"--read-model {path}: it {describe(info)}, not a read-model file of"
+        " `statekeeper projections run`; nothing was removed"
+    )
+
+
 def _projections_behind(
     url: str, given: Path | None, store: StateStore, through: FeedCursor
 ) -> dict[str, FeedCursor]:
@@ -376,14 +417,14 @@ def _projections_behind(
     return {name: cursors[name] for name in behind(cursors, through)}
 
 
-def _exit_code(actions: list[RetentionAction], *, lost: bool) -> int:
+def _exit_code(actions: list[RetentionAction], *, lost: bool, refused: bool = False) -> int:
     """1 when an action failed or an agent was lost, else 4 (access denied) when one
     was refused, else 0."""
     from .exits import EXIT_DENIED, EXIT_NOT_FOUND
 
     if lost or any(a.outcome == "failed" for a in actions):
         return EXIT_NOT_FOUND
-    return EXIT_DENIED if any(a.outcome == "refused" for a in actions) else 0
+    return EXIT_DENIED if refused or any(a.outcome == "refused" for a in actions) else 0
 
 
 #: what a retention action the engine cannot make is called (the policy's word)

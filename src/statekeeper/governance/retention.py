@@ -63,7 +63,14 @@ from typing import TYPE_CHECKING, Any
 
 from .._durations import duration_text
 from ..backends.base import Capability
-from ..errors import AccessDenied, AgentForgotten, AgentLost, ConflictError, StatekeeperError
+from ..errors import (
+    AccessDenied,
+    AgentForgotten,
+    AgentLost,
+    AgentOnHold,
+    ConflictError,
+    StatekeeperError,
+)
 from ..namespaces import namespace_of
 from ..records import EventType, RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
@@ -72,7 +79,7 @@ from ..store.conditional import delete_only_at
 from ..store.feed_cursor import FeedCursor
 from ..store.feed_retention import LookedAhead, raised, removed_through, trim_removed
 from ..store.governed import entries_before_delete
-from ..store.holds import list_holds
+from ..store.holds import list_holds, refuse_if_held
 from ..store.incarnation import snapshot_in_stream
 from ..store.namespaced import NamespacedStateStore, stored_id
 from .hooks import (
@@ -94,6 +101,9 @@ from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
 from .retention_idle import ahead_or_idle, check_idle, dated
 from .retention_policy import RetentionPolicy, Rule
+from .retention_snapshots import delta_bases as _delta_bases
+from .retention_snapshots import snapshot_seqs as _snapshot_seqs
+from .retention_snapshots import tail_chains as _tail_chains
 from .retention_unlisted import every_agent
 
 if TYPE_CHECKING:
@@ -170,72 +180,6 @@ class RetentionReport:
         return sum(a.events_removed for a in self.actions if a.outcome in ("done", "dry-run"))
 
 
-async def _snapshot_seqs(store: StateStore, agent_id: str) -> list[int]:
-    seqs: list[int] = []
-    below: int | None = None
-    while True:
-        raw = await store.backend.latest_snapshot(agent_id, below)
-        if raw is None:
-            return sorted(seqs)
-        seqs.append(raw.seq)
-        if raw.seq <= 1:
-            return sorted(seqs)
-        below = raw.seq - 1
-
-
-async def _delta_bases(store: StateStore, agent_id: str, keep: set[int]) -> dict[int, int]:
-    """The full snapshot each delta snapshot of ``keep`` is stored against
-    (``{delta seq: base seq}``), read from the snapshots themselves: whatever
-    ``full_snapshot_every`` the store is opened with now, its stored deltas may have been
-    written under another (``statekeeper retention apply`` opens it with the default)."""
-    bases: dict[int, int] = {}
-    for seq in keep:
-        raw = await store.backend.latest_snapshot(agent_id, seq)
-        if raw is None or raw.seq != seq:
-            continue
-        body, _ = store._reads.open_snapshot(agent_id, raw)
-        if isinstance(body.get("base"), int):
-            bases[seq] = body["base"]
-    return bases
-
-
-async def _tail_chains(
-    store: StateStore, agent_id: str, snaps: list[int], target: int, drop: set[int]
-) -> set[int]:
-    """``drop`` with the tail snapshots (store/tails.py: each a delta on the snapshot
-    before it) kept consistent: a tail whose chain goes below ``target`` (removed with
-    the history) is dropped too, and the chain of every tail kept is kept."""
-    bases: dict[int, int | None] = {}
-    for seq in snaps:
-        if seq <= target:
-            continue
-        raw = await store.backend.latest_snapshot(agent_id, seq)
-        if raw is None or raw.seq != seq:
-            continue
-        try:
-            body, _ = store._reads.open_snapshot(agent_id, raw)
-        except StatekeeperError:  # (damaged: loads pass over it; not ours to judge)
-            bases[seq] = None
-            continue
-        base = body.get("base")
-        bases[seq] = base if type(base) is int else None
-    out = set(drop)
-    for seq, base in bases.items():
-        while base is not None and base in bases:  # down to its whole snapshot
-            base = bases[base]
-            if base is None:
-                break
-        if bases[seq] is not None and base is not None:
-            out.add(seq)  # (its chain reaches below the target, or a missing base)
-    for seq in bases:
-        if seq not in out:
-            base = bases[seq]
-            while base is not None:
-                out.discard(base)
-                base = bases.get(base)
-    return out
-
-
 async def _full_snapshot_at(
     store: StateStore, agent_id: str, head: int, seq: int
 ) -> RawSnapshot | None:
@@ -308,6 +252,7 @@ async def _plan_and_apply(
             feed_position=max(through.positions) if through is not None else 0,
         )  # fmt: skip
         if not dry_run:
+            await refuse_if_held(store, agent_id, "purge")  # (one placed since the listing)
             if through is not None and not await _raise_floor(store, through):
                 purge = dataclasses.replace(
                     purge, feed_position=0, reason=f"{purge.reason}; {_NO_FLOOR}"
@@ -370,6 +315,9 @@ async def _plan_and_apply(
     )  # fmt: skip
     if dry_run:
         return action
+    # the holds as they are now, not as the page's listing found them: a hold placed
+    # since (by another process) stops this (AgentOnHold: reported "held")
+    await refuse_if_held(store, agent_id, kind)
     if through is not None and not await _raise_floor(store, through):
         action = dataclasses.replace(
             action, feed_position=0, reason="; ".join(r for r in (kept_for, _NO_FLOOR) if r)
@@ -522,7 +470,7 @@ async def apply_retention(
                 if policy.held(agent_id) or any(h.covers(agent_id) for h in stored_holds):
                     report.held += 1
                 elif rule is not None and info.head_seq > 0:
-                    recorded = False
+                    recorded = held_now = False
                     # what the rule does to this agent: a failure is reported as that action
                     idle = ahead_or_idle(rule, info.updated_at, clock)
                     kind = "purge" if idle else "compact"
@@ -563,6 +511,9 @@ async def apply_retention(
                         recorded = bool(announced) or (
                             together is not None and action is not None and action.outcome == "done"
                         )
+                    except AgentOnHold:  # a hold placed after the page was listed
+                        report.held += 1
+                        action, held_now = None, True  # (an announced entry voided)
                     except AccessDenied as exc:
                         reason = str(_caller_error(store, exc))
                         action = RetentionAction(agent_id, kind, "refused", reason=reason)
@@ -588,7 +539,7 @@ async def apply_retention(
                         # (refusals: audited by require; announced ones: before they were made)
                         if action.outcome != "refused" and not recorded:
                             await emit(audit, _event(action))
-                    if rule.keys_ttl is not None and expires_keys_after(action):
+                    if rule.keys_ttl is not None and not held_now and expires_keys_after(action):
                         expired = await apply_key_expiry(
                             store, audit, rule, agent_id, listed, clock, dry_run
                         )
