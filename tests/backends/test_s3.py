@@ -125,6 +125,7 @@ async def test_objects_are_immutable_commits(bucket: str, tmp_path: Path) -> Non
             [
                 f"p/q/a/{hexid}/e/{1:020d}",
                 f"p/q/a/{hexid}/e/{4:020d}",
+                f"p/q/a/{hexid}/h/mark",  # (the high-water mark: incarnation, head)
                 f"p/q/a/{hexid}/s/{2:020d}",
                 f"p/q/a/{hexid}/k/" + S3Backend._key_hash("k"),
             ]

@@ -205,6 +205,7 @@ async def test_a_prune_killed_after_any_request_leaves_the_old_or_the_new_stream
                     "e/" + backend._seq_name(6),
                     "e/" + backend._seq_name(8),
                     "e/b" + backend._seq_name(5),
+                    "h/mark",  # (the high-water mark: incarnation, head)
                     "s/" + backend._seq_name(5),
                     "k/" + backend._key_hash("k1"),  # (a record outlives its events)
                     "k/" + backend._key_hash("k2"),
@@ -221,7 +222,7 @@ async def test_an_append_from_base_killed_after_any_request_leaves_no_stream_or_
     before, after, writes = await states(bucket, "from_base")
     assert before["events"] == [] and before["agents"] == []
     assert after["events"] == [6, 7, 8] and after["latest"] == snap(5)
-    assert writes == 3  # the commit (with its base inside), the base's copy, the key
+    assert writes == 4  # the commit (with its base inside), its mark, the base's copy, the key
     for kill_after in range(writes):
         prefix = f"kill{kill_after}"
         backend = backend_in(bucket, prefix)
@@ -259,6 +260,7 @@ async def test_a_deleted_compacted_stream_leaves_no_base_behind(bucket: str) -> 
         await backend.append(req(0, 1, 3))
         assert await backend.read("a") == [ev(1), ev(2), ev(3)]
         assert await backend.stream_bases(["a"]) == [0]
-        assert sorted(k[len(root) :] for k in backend._list(root)) == ["e/" + backend._seq_name(1)]
+        left = sorted(k[len(root) :] for k in backend._list(root))
+        assert left == ["e/" + backend._seq_name(1), "h/mark"]
     finally:
         await backend.close()

@@ -7,6 +7,7 @@ lexicographic key order equal to the ids' code point order)::
     <prefix>/a/<hex id>/s/<seq, 20 digits>         a snapshot
     <prefix>/a/<hex id>/k/<sha256 of the key>      an idempotency key: "first:last:key"
     <prefix>/a/<hex id>/e/b<seq, 20 digits>        the base of a compacted stream (empty)
+    <prefix>/a/<hex id>/h/mark                     the high-water mark: incarnation, head
     <prefix>/m/<hex name>                          a store-level marker (Backend.read_marker)
 
 * Commits are immutable and created with a conditional write
@@ -37,6 +38,17 @@ lexicographic key order equal to the ids' code point order)::
   or conflicts); the claim is deleted last among the commits. A process killed
   after its claim leaves the stream readable as it was; the next append or delete
   finds the claim on the newest commit and finishes the delete first.
+* A stream has an *incarnation*: a random id chosen by the append that creates it (the
+  first after its absence), carried in the metadata of its commits and snapshots and
+  of the key objects its appends write. After each commit the append overwrites the
+  agent's high-water mark (``h/mark``: incarnation and head). A newest commit deleted
+  by something else (a lifecycle rule, another tool) leaves the mark (or a snapshot)
+  of the same incarnation above the stream: every read of the head (an append,
+  ``head``, ``head_tag``...) raises :class:`~statekeeper.errors.IntegrityError`
+  naming the lost seqs, instead of going back and letting the next save reuse them;
+  a retry of the lost append is not answered as stored. A mark, snapshot or key
+  object of another incarnation (one a deleted stream's late append left) is not this
+  stream's; a stream written before incarnations gets one at its next append.
 * An idempotency key object carries when its record was made (metadata ``created``,
   epoch seconds: the append's first event's timestamp; a key object written before
   that existed: its ``LastModified``). :meth:`S3Backend.expire_keys` deletes the old
@@ -153,6 +165,16 @@ _REFUSED = {
     "403",
 }
 _NO_CREDENTIALS = (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)
+#: the metadata naming a stream's incarnation: a random id chosen by the append that
+#: creates the stream (the first after its absence), carried by each of its commits,
+#: snapshots, key objects and its mark; a stream written before it has none
+_INC = "inc"
+#: an agent's high-water mark (under its root): overwritten after each commit with the
+#: stream's incarnation and head, so a newest commit deleted by something else (its head
+#: gone back, the next save reusing its seqs) is told from a stream that never got further
+_MARK = "h/mark"
+#: the parts of an agent's root that are the store's: commits, mark, snapshots, keys
+_AGENT_PARTS = ("e/", "h/", "s/", "k/")
 #: the type of the record at the base seq in the first commit of a stream made by
 #: ``append_from_base``: the base snapshot travels in the commit (reads skip it)
 _BASE_RECORD = "\x00base"
@@ -274,9 +296,9 @@ def _agent_of(hexid: str) -> str | None:
 
 def _agent_key(rest: str) -> bool:
     """Whether ``rest`` (a key less the store's ``a/`` root) is an agent's object:
-    ``<hex id>/e|s|k/...``."""
+    ``<hex id>/e|h|s|k/...``."""
     hexid, _, tail = rest.partition("/")
-    return _agent_of(hexid) is not None and tail[:2] in ("e/", "s/", "k/")
+    return _agent_of(hexid) is not None and tail[:2] in _AGENT_PARTS
 
 
 def _shared_start(keys: Sequence[str]) -> str:
@@ -695,7 +717,57 @@ class S3Backend(Backend):
         root = self._agent_root(agent_id) + "e/"
         return _layout_of(root, self._list_tagged(root))
 
-    def _tip_layout(self, agent_id: str) -> tuple[_Layout, dict[str, str] | None]:
+    def _tip_layout(
+        self, agent_id: str, *, check: bool = True
+    ) -> tuple[_Layout, dict[str, str] | None]:
+        """The stream and its newest commit's metadata. With ``check``, a stream whose
+        newest commits something else deleted raises :class:`IntegrityError` (see
+        :meth:`_reached`) instead of reading as a stream that never got further."""
+        layout, meta = self._tip_read(agent_id)
+        inc = meta.get(_INC) if meta is not None else None
+        if not check or meta is None or inc is None:  # (a stream from before incarnations)
+            return layout, meta
+        reached, proof = self._reached(agent_id, inc, int(meta["last"]))
+        if reached <= int(meta["last"]):
+            return layout, meta
+        # Read after the proof (written after its commit), the stream must reach it: a
+        # commit that landed between the first reading and the proof's does now.
+        layout, meta = self._tip_read(agent_id)
+        head = int(meta["last"]) if meta is not None else 0
+        if meta is not None and meta.get(_INC) == inc and head < reached:
+            raise IntegrityError(
+                agent_id,
+                head + 1,
+                f"events {head + 1}..{reached} are missing ({proof} of this stream,"
+                f" incarnation {inc}, says it reached seq {reached}): its newest S3 commit"
+                " object(s) were deleted by something other than this store; its head"
+                f" would go back to {head} and the next save reuse seq {head + 1}",
+            )
+        return layout, meta
+
+    def _reached(self, agent_id: str, inc: str, head: int) -> tuple[int, str]:
+        """The highest seq an object written after a commit of the incarnation ``inc``
+        says the stream reached, and which object: the high-water mark (one HEAD);
+        when it is not at ``head`` or beyond (missing, another incarnation's, behind: a
+        process died before writing it), the newest snapshot of ``inc`` above ``head``
+        (one listing, of what lies above ``head`` only). A snapshot or mark of another
+        incarnation is a deleted stream's leftover (a late write of its last append):
+        not this stream's evidence."""
+        root = self._agent_root(agent_id)
+        mark = self._head_meta(root + _MARK)
+        if mark is not None and mark.get(_INC) == inc:
+            reached = int(mark.get("last") or 0)
+            if reached >= head:
+                return reached, "its high-water mark h/mark"
+        above = self._list(root + "s/", start_after=root + "s/" + self._seq_name(head))
+        for key in reversed(above):
+            found = self._head_meta(key)
+            if found is not None and found.get(_INC) == inc:
+                seq = int(key[len(root) + 2 :])
+                return seq, f"its snapshot at seq {seq}"
+        return head, ""
+
+    def _tip_read(self, agent_id: str) -> tuple[_Layout, dict[str, str] | None]:
         layout = self._layout(agent_id)
         if not layout.commits:
             return layout, None
@@ -705,7 +777,7 @@ class S3Backend(Backend):
         # second would be served the old incarnation's head tag.
         meta = self._head_meta(key)
         if meta is None:  # deleted under our feet
-            return self._tip_layout(agent_id)
+            return self._tip_read(agent_id)
         return layout, meta
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
@@ -738,13 +810,23 @@ class S3Backend(Backend):
         first, last = request.events[0].seq, request.events[-1].seq
         key_hash = self._key_hash(key) if key is not None else None
         expired = False  # the key's record expired: its append is not the retry's
+        stale = False  # the key object is a deleted incarnation's (written over)
+        checked: tuple[_Layout, dict[str, str] | None] | None = None
         if key_hash is not None:
             found = self._get(root + "k/" + key_hash)
             expired = found is not None and found[0] == _EXPIRED
             if found is not None and not expired:  # (kept when a prune removed its events)
                 a, b = _key_range(found[0])
-                return AppendResult(agent_id, a, b, duplicate=True)
-        layout, meta = self._tip_layout(agent_id)
+                made_by = found[1].get(_INC)
+                if made_by is None:  # (written before incarnations, or kept by a restore)
+                    return AppendResult(agent_id, a, b, duplicate=True)
+                # a record of this stream only: the stream is read (raising when it lost
+                # its newest commits: the record's append may be among them)
+                checked = self._tip_layout(agent_id)
+                if checked[1] is not None and checked[1].get(_INC) == made_by:
+                    return AppendResult(agent_id, a, b, duplicate=True)
+                stale = True  # a late write of a deleted stream's append: not this one's
+        layout, meta = checked if checked is not None else self._tip_layout(agent_id)
         commits = [c for c, _ in layout.commits]
         if meta is not None:
             previous = meta.get("key")
@@ -772,10 +854,14 @@ class S3Backend(Backend):
         if meta is None and layout.hidden:  # a deleted stream's base: not this one's
             self._delete_keys(layout.hidden)
         created = meta["created"] if meta is not None else repr(request.events[0].timestamp)
+        # the stream's incarnation: a new one for a new stream (or one written before
+        # incarnations existed: from here on its lost newest commits are told)
+        inc = (meta.get(_INC) if meta is not None else None) or _token()
         metadata = {
             "last": str(last),
             "created": created,
             "updated": repr(request.events[-1].timestamp),
+            _INC: inc,
         }
         if request.head_tag is not None:  # the authenticated head travels with the commit
             metadata["headtag"] = request.head_tag.hex()
@@ -797,18 +883,24 @@ class S3Backend(Backend):
             if key_hash is not None and stored is not None and stored.get("key") == key_hash:
                 return AppendResult(agent_id, first, int(stored["last"]), True)
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+        # the high-water mark, before anything else that follows the commit (a process
+        # dying before it only leaves the mark behind the stream: nothing is told then)
+        self._s3.put_object(
+            Bucket=self.bucket, Key=root + _MARK, Body=b"", Metadata={_INC: inc, "last": str(last)}
+        )
         if base is not None:  # a copy: the commit holds the base already
-            self._put_snapshot(agent_id, base)
+            self._put_snapshot(agent_id, base, inc)
         if key_hash is not None:
-            body, made = _key_body(first, last, key), {"created": repr(request.events[0].timestamp)}
-            if expired:  # over the mark of the expired record
+            body = _key_body(first, last, key)
+            made = {"created": repr(request.events[0].timestamp), _INC: inc}
+            if expired or stale:  # over the mark of the expired record (or another's)
                 self._s3.put_object(
                     Bucket=self.bucket, Key=root + "k/" + key_hash, Body=body, Metadata=made
                 )
             else:
                 self._put_new(root + "k/" + key_hash, body, made)
         if request.snapshot is not None:
-            self._put_snapshot(agent_id, request.snapshot)
+            self._put_snapshot(agent_id, request.snapshot, inc)
         return AppendResult(agent_id, first, last)
 
     async def append(self, request: AppendRequest) -> AppendResult:
@@ -904,18 +996,21 @@ class S3Backend(Backend):
     def _snapshot_key(self, agent_id: str, seq: int) -> str:
         return self._agent_root(agent_id) + "s/" + self._seq_name(seq)
 
-    def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+    def _put_snapshot(self, agent_id: str, snapshot: RawSnapshot, inc: str | None) -> None:
+        """Write a snapshot object, marked with the incarnation ``inc`` of its stream."""
         self._s3.put_object(
             Bucket=self.bucket,
             Key=self._snapshot_key(agent_id, snapshot.seq),
             Body=pack_snapshot(snapshot),
+            Metadata={_INC: inc} if inc else {},
         )
 
     def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        head = self._head_sync(agent_id)
+        _, meta = self._tip(agent_id)
+        head = int(meta["last"]) if meta is not None else 0
         if not 0 < snapshot.seq <= head:
             raise ConflictError(agent_id, snapshot.seq, head)
-        self._put_snapshot(agent_id, snapshot)
+        self._put_snapshot(agent_id, snapshot, meta.get(_INC) if meta is not None else None)
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_writable()
@@ -949,7 +1044,7 @@ class S3Backend(Backend):
         for first in sorted(touched, key=lambda f: f == last):
             if first == last:
                 for snap in request.snapshots:
-                    self._put_snapshot(agent_id, snap)
+                    self._put_snapshot(agent_id, snap, meta.get(_INC))
             key = root + self._seq_name(first)
             obj = self._s3.get_object(Bucket=self.bucket, Key=key)
             events = [
@@ -989,7 +1084,7 @@ class S3Backend(Backend):
             self._drop_older_versions([key])
         if last not in touched:
             for snap in request.snapshots:
-                self._put_snapshot(agent_id, snap)
+                self._put_snapshot(agent_id, snap, meta.get(_INC))
         self._drop_older_versions([self._snapshot_key(agent_id, s.seq) for s in request.snapshots])
 
     async def rewrite(self, request: RewriteRequest) -> None:
@@ -1077,8 +1172,8 @@ class S3Backend(Backend):
     def _erase_sync(self, agent_id: str) -> None:
         """Delete every object of ``agent_id``, as listed now."""
         root = self._agent_root(agent_id)
-        # (only its e/, s/ and k/ objects: anything else under its root is not ours)
-        keys = [k for k in self._list(root) if k[len(root) : len(root) + 2] in ("e/", "s/", "k/")]
+        # (only its e/, h/, s/ and k/ objects: anything else under its root is not ours)
+        keys = [k for k in self._list(root) if k[len(root) : len(root) + 2] in _AGENT_PARTS]
         # commits last, base objects after them: an interrupted delete leaves a
         # readable (shorter) agent, or a base object the next first append removes
         keys.sort(key=lambda k: (k.startswith(root + "e/"), k.startswith(root + "e/b")))
@@ -1089,7 +1184,8 @@ class S3Backend(Backend):
         :meth:`delete_agent_at`), then deleted; an append winning the claim's slot first
         is deleted with it (the claim is tried again after it)."""
         while True:
-            _, meta = self._tip_layout(agent_id)
+            # (unchecked: a stream that lost its newest commits can still be deleted)
+            _, meta = self._tip_layout(agent_id, check=False)
             if meta is None:  # no stream (an interrupted delete may have left objects)
                 self._erase_sync(agent_id)
                 return False
@@ -1131,6 +1227,8 @@ class S3Backend(Backend):
         claim["updated"] = meta["updated"]
         if "headtag" in meta:  # the head is still the stream's, authenticated as before
             claim["headtag"] = meta["headtag"]
+        if _INC in meta:  # (the stream's, to its end)
+            claim[_INC] = meta[_INC]
         key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
         with _commit_lock(self.endpoint_url or "", self.bucket, key):
             return self._put_new(key, _encode_events(()), claim)
