@@ -58,6 +58,8 @@ class Observed:
 
 async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None) -> Observed:
     """Read every agent's history in the store at ``url`` (with a progress bar)."""
+    from ..observability.analysis.history import kept_history
+    from ..records import Snapshot
     from .progress import bar
 
     seen = Observed()
@@ -68,7 +70,11 @@ async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None
             async for info in store.iter_agents():
                 seen.agents += 1
                 current: tuple[str, float] | None = None
-                async for ev in store.history(info.agent_id):
+                async for ev in kept_history(store, info.agent_id):
+                    if isinstance(ev, Snapshot):  # retention's base: the state it was in
+                        if ev.fsm_state is not None:
+                            current = (ev.fsm_state, ev.state_entered_at or ev.updated_at)
+                        continue
                     seen.events += 1
                     if ev.type == "transition":
                         key = (

@@ -7,7 +7,10 @@ the machine fired a transition back into the same state), made at the event's
 timestamp after ``dwell`` seconds in the previous state.
 
 An agent crypto-shredded by ``forget`` (its records no longer open) is passed over, as
-every store-wide job does; its id goes to the ``forgotten`` list when one is given.
+every store-wide job does; its id goes to the ``forgotten`` list when one is given. An
+agent whose stream retention compacted (``keep_last``, ``ttl``) is read from its base:
+the state it was in there (entered at the base's ``state_entered_at``) and the events
+kept after it (:func:`kept_history`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ...errors import AgentForgotten, InvalidArgument
+from ...errors import AgentForgotten, HistoryCompacted, InvalidArgument
+from ...records import Event, Snapshot
 from .entropy import entropy
 from .markov import TransitionMatrix, estimate
 
@@ -29,6 +33,7 @@ __all__ = [
     "EntropyWindow",
     "Move",
     "entropy_windows",
+    "kept_history",
     "moves",
     "namespace",
     "state_distribution",
@@ -77,6 +82,25 @@ async def _agent_ids(store: StateStore, agents: Iterable[str] | None) -> AsyncIt
         yield info.agent_id
 
 
+async def kept_history(store: StateStore, agent_id: str) -> AsyncIterator[Event | Snapshot]:
+    """The agent's events in stream order. When retention compacted the start of the
+    stream, the base comes first (its :class:`Snapshot`: where the agent stood, in
+    ``fsm_state`` since ``state_entered_at``), then the events kept after it."""
+    started = False
+    try:
+        async for event in store.history(agent_id):
+            started = True
+            yield event
+        return
+    except HistoryCompacted as exc:
+        if started:  # compacted while being read: what was yielded would be yielded again
+            raise
+        base = exc.base_seq
+    yield await store.load(agent_id, at_seq=base)
+    async for event in store.history(agent_id, after_seq=base):
+        yield event
+
+
 async def moves(
     store: StateStore,
     *,
@@ -93,7 +117,12 @@ async def moves(
         state: str | None = None
         entered = 0.0
         try:
-            async for event in store.history(agent_id):
+            async for event in kept_history(store, agent_id):
+                if isinstance(event, Snapshot):  # retention's base: where the kept events start
+                    if event.fsm_state is not None:  # (entered: 0 when not recorded)
+                        state = event.fsm_state
+                        entered = event.state_entered_at or event.updated_at
+                    continue
                 if event.fsm_state is None:
                     continue
                 at = event.timestamp
