@@ -3,6 +3,7 @@ the ``metrics`` commands are in :mod:`.observe_metrics`)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +25,16 @@ from .app import (
 
 if TYPE_CHECKING:
     from ..observability.health import HealthReport, HealthThresholds
+
+
+def _finite(value: float | None) -> float | None:
+    """A number of seconds must be finite: ``inf`` passes an option's ``min`` (an
+    endless entropy window has no start, its JSON was ``NaN``; an infinite objective
+    printed ``Infinity``, which is not JSON)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number of seconds")
+    return value
+
 
 StuckOption = Annotated[
     float | None,
@@ -109,7 +120,11 @@ def health(
     growth_window: Annotated[
         float,
         typer.Option(
-            "--growth-window", metavar="SECONDS", min=1, help="Window of 'fastest growing'."
+            "--growth-window",
+            metavar="SECONDS",
+            min=1,
+            callback=_finite,
+            help="Window of 'fastest growing'.",
         ),
     ] = 3600.0,
     top: Annotated[int, typer.Option("--top", min=1, help="Entries per top list.")] = 10,
@@ -171,6 +186,7 @@ def analyze(
         typer.Option(
             "--window",
             metavar="SECONDS",
+            callback=_finite,
             min=1,
             help="Also show the entropy of transitions per window of this length.",
         ),
@@ -180,6 +196,7 @@ def analyze(
         typer.Option(
             "--rto",
             metavar="SECONDS",
+            callback=_finite,
             min=0.000001,
             help="Recovery time objective: measure recovery and exit 1 if it is missed.",
         ),
@@ -189,6 +206,7 @@ def analyze(
         typer.Option(
             "--mtbf",
             metavar="SECONDS",
+            callback=_finite,
             min=0.000001,
             help="Mean time between failures (cold loads): advise a snapshot interval.",
         ),

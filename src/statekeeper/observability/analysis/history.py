@@ -220,7 +220,7 @@ async def entropy_windows(
     shows up as a step in this series. More than ``max_windows`` windows (a window of
     1 s over a year: 31 million) is refused with :class:`InvalidArgument` naming the
     count and the smallest window that fits, before any is built."""
-    if isinstance(window, bool) or not isinstance(window, int | float) or not window > 0:
+    if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window < math.inf:
         raise InvalidArgument(
             "window", f"window must be a positive number of seconds, not {window!r}"
         )
