@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidArgument
+from ...errors import AgentForgotten, InvalidArgument
 from ...records import Snapshot
 from .entropy import entropy
 from .history import _agent_ids, _check_window, kept_history
@@ -179,16 +179,24 @@ async def activity_series(
     agents: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
+    forgotten: list[str] | None = None,
 ) -> ActivitySeries:
     """:func:`activity_from_events` over the recorded history of ``agents`` (default:
-    all). Every record read is verified as on any read."""
+    all). Every record read is verified as on any read; an agent crypto-shredded by
+    ``forget`` is passed over (its id appended to ``forgotten``)."""
     if step is not None:
         _check_step(step)
     _check_window(since, until)
     found: list[tuple[str, float, str | None]] = []
     bases: list[tuple[str, float, str]] = []
     async for agent_id in _agent_ids(store, agents):
-        async for event in kept_history(store, agent_id):
+        try:  # read whole first: a forgotten agent adds nothing
+            kept = [event async for event in kept_history(store, agent_id)]
+        except AgentForgotten:
+            if forgotten is not None:
+                forgotten.append(agent_id)
+            continue
+        for event in kept:
             if isinstance(event, Snapshot):  # retention's base
                 if event.fsm_state is not None:
                     entered = event.state_entered_at or event.updated_at
