@@ -1,8 +1,8 @@
-"""``statekeeper stats`` of a store where one agent's record is damaged: that agent is
-counted as ``(damaged)``, named below the table (``damaged`` in ``--json``) and the
-store is not healthy; every other agent is still counted. Before: the one damaged
-record made the whole command fail (exit 2, "integrity check failed"), so the store
-could not be summarised at all."""
+"""``statekeeper stats`` and ``agents`` of a store where one agent's record is damaged:
+that agent is counted (listed) as ``(damaged)``, named below the table (``damaged`` in
+``--json``) and the store is not healthy; every other agent is still counted and
+listed. Before: the one damaged record made the whole command fail (exit 2,
+"integrity check failed"), so the store could not be summarised or listed at all."""
 
 from __future__ import annotations
 
@@ -36,3 +36,14 @@ def test_stats_counts_a_damaged_agent_and_goes_on(tmp_path: Path) -> None:
     shown = cli_in_process("stats", "--db", str(path))
     assert shown.code == 0, str(shown)
     assert "1 agent(s) fail verification ('b')" in shown.stdout
+    listed = cli_in_process("agents", "--db", str(path), "--json")
+    assert listed.code == 0, str(listed)
+    data = json.loads(listed.stdout)
+    assert [(a["agent_id"], a["state"]) for a in data["agents"]] == [
+        ("a", "busy"),
+        ("b", None),
+        ("c", "busy"),
+    ]
+    assert [d["agent_id"] for d in data["damaged"]] == ["b"]
+    table = cli_in_process("agents", "--db", str(path))
+    assert table.code == 0 and "(damaged)" in table.stdout, str(table)

@@ -24,7 +24,7 @@ from .app import (
     resolve_url,
     run,
 )
-from .heads import ENCRYPTED, FORGOTTEN, LOST, head_fsm, head_or_damaged
+from .heads import ENCRYPTED, FORGOTTEN, LOST, head_or_damaged
 from .stores import require_on
 from .times import parse_time as _parse_time
 
@@ -61,7 +61,10 @@ def agents(
     """List agents (ordered by id) with head seq, state and last update."""
     url = resolve_url(ctx, db)
 
+    from ..errors import IntegrityError
     from .progress import bar
+
+    damaged: list[IntegrityError] = []  # heads failing verification: marked, named
 
     async def go() -> tuple[list[tuple[Any, str | None, str | None]], str | None]:
         from ..store.listing import agents_past_lost
@@ -84,7 +87,7 @@ def agents(
                     if isinstance(info, AgentLost):
                         rows.append((info, None, None))
                     else:
-                        state, mark = await head_fsm(store, info.agent_id)
+                        state, mark = await head_or_damaged(store, info.agent_id, damaged)
                         rows.append((info, state, mark))
                     progress.advance(task)
             return rows, (page[-1].agent_id if more and page else None)
@@ -104,6 +107,7 @@ def agents(
                 "next_after": next_after,
                 # the agents listed whose stored data is lost: id and what was found
                 "lost": render.lost_json(lost),
+                "damaged": [{"agent_id": e.agent_id, "reason": str(e)} for e in damaged],
             }
         )
         return
@@ -113,6 +117,7 @@ def agents(
         return
     console.print(render.agents_table(rows))
     render.print_lost(console, lost)
+    render.print_damaged(console, damaged)
     if encrypted:
         console.print(
             f"{ENCRYPTED}: the data and states of these agents are encrypted and no key"
