@@ -390,7 +390,8 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
         console.print("no transitions recorded (no agent's machine has moved yet)")
     for name, d in result["matrices"].items():
         m = TransitionMatrix.from_dict(d)
-        console.print(matrix_table(m, f"group {name!r}" if name != "all" else "all agents"))
+        title = f"group {escape(repr(name))}" if name != "all" else "all agents"
+        console.print(matrix_table(m, title))
     if result["forgotten"]:
         gone = result["forgotten"]
         console.print(
@@ -398,7 +399,7 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
             + escape(", ".join(gone))
         )
     s = result["states"]
-    shares = " · ".join(f"{state or '(none)'} {n}" for state, n in s["agents"].items())
+    shares = " · ".join(f"{escape(state or '(none)')} {n}" for state, n in s["agents"].items())
     console.print(
         f"agents by state: {shares}; entropy {s['entropy']:.3f} bits"
         f" (normalised {s['normalized_entropy']:.3f})"
