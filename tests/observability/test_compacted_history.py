@@ -64,7 +64,10 @@ async def test_analyze_diagram_and_plot_of_a_compacted_store(tmp_path: Path) -> 
     await _fill(url)
     analyzed = sk_in_process("analyze", "--db", url, "--json")
     assert analyzed.returncode == 0, analyzed.stderr
-    assert json.loads(analyzed.stdout)["matrices"]["all"]["transitions"] == 2
+    found = json.loads(analyzed.stdout)
+    assert found["matrices"]["all"]["transitions"] == 2 and found["compacted"] == ["a"]
+    said = sk_in_process("analyze", "--db", url, columns=200)
+    assert "1 agent(s) read from their retention base" in said.stdout, said.stdout
     drawn = sk_in_process("diagram", "--db", url)
     assert drawn.returncode == 0, drawn.stderr
     assert "observed: 1 agent(s), 4 event(s)" in drawn.stdout

@@ -292,6 +292,7 @@ async def _analyze(
 
     out: dict[str, Any] = {}
     forgotten: list[str] = []  # crypto-shredded agents: passed over, as by export
+    compacted: list[str] = []  # agents read from their retention base
     async with open_store(url, key_file=key_file) as store:
         matrices = await transition_matrices(
             store,
@@ -299,7 +300,9 @@ async def _analyze(
             since=since,
             until=until,
             forgotten=forgotten,
+            compacted=compacted,
         )
+        out["compacted"] = compacted
         out["matrices"] = {name: m.to_dict() for name, m in matrices.items()}
         counts = await state_distribution(store, forgotten=forgotten)
         out["forgotten"] = sorted(set(forgotten))
@@ -397,6 +400,12 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
         console.print(
             f"left out {len(gone)} forgotten agent(s) (their data keys are destroyed): "
             + escape(", ".join(gone))
+        )
+    if result["compacted"]:
+        kept = result["compacted"]
+        console.print(
+            f"{len(kept)} agent(s) read from their retention base (their moves before it"
+            " were compacted away): " + escape(", ".join(kept[:5]) + (" ..." if kept[5:] else ""))
         )
     s = result["states"]
     shares = " · ".join(f"{escape(state or '(none)')} {n}" for state, n in s["agents"].items())

@@ -108,10 +108,13 @@ async def moves(
     since: float | None = None,
     until: float | None = None,
     forgotten: list[str] | None = None,
+    compacted: list[str] | None = None,
 ) -> AsyncIterator[Move]:
     """Every transition of ``agents`` (default: all) made in ``[since, until)``, agent
     by agent, in stream order. Every record read is verified as on any read; a
-    forgotten agent is passed over (its id appended to ``forgotten``)."""
+    forgotten agent is passed over (its id appended to ``forgotten``); an agent whose
+    history retention compacted is read from its base (its id appended to
+    ``compacted``: the moves before the base are not known any more)."""
     _check_window(since, until)
     async for agent_id in _agent_ids(store, agents):
         state: str | None = None
@@ -119,6 +122,8 @@ async def moves(
         try:
             async for event in kept_history(store, agent_id):
                 if isinstance(event, Snapshot):  # retention's base: where the kept events start
+                    if compacted is not None:
+                        compacted.append(agent_id)
                     if event.fsm_state is not None:  # (entered: 0 when not recorded)
                         state = event.fsm_state
                         entered = event.state_entered_at or event.updated_at
@@ -158,14 +163,18 @@ async def transition_matrices(
     since: float | None = None,
     until: float | None = None,
     forgotten: list[str] | None = None,
+    compacted: list[str] | None = None,
 ) -> dict[str, TransitionMatrix]:
     """``P`` estimated per group of agents (``"all"``: one matrix; ``"namespace"``: one
     per agent-id namespace; or a function of the agent id, e.g. the machine each runs)
     from the moves made in ``[since, until)``. Forgotten agents are passed over (their
-    ids appended to ``forgotten``)."""
+    ids appended to ``forgotten``); agents retention compacted are read from their
+    base (their ids appended to ``compacted``)."""
     key = _grouper(group_by)
     grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    async for move in moves(store, agents=agents, since=since, until=until, forgotten=forgotten):
+    async for move in moves(
+        store, agents=agents, since=since, until=until, forgotten=forgotten, compacted=compacted
+    ):
         grouped[key(move.agent_id)].append((move.source, move.target))
     return {group: estimate(pairs) for group, pairs in sorted(grouped.items())}
 
