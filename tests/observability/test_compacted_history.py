@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from statekeeper import StateStore
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.observability.analysis.history import moves, transition_matrices
 from statekeeper.observability.analysis.series import activity_series
 from statekeeper.observability.health import HealthThresholds, health_report
 
-from ..cli._proc import sk_in_process
+from ..backends._services import fresh_url
+from ..cli._proc import ENGINES, sk_in_process
 from ..conftest import FakeClock
 
 # a busy → idle → busy ... cycle, 10 s a stay; the last stay in 'busy' is long
@@ -38,9 +41,14 @@ async def _fill(url: str) -> None:
         assert [(x.agent_id, x.base_seq) for x in report.actions] == [("a", 11)]
 
 
-async def test_moves_and_health_read_from_the_retention_base(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/kept.db"
-    await _fill(url)
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_moves_and_health_read_from_the_retention_base(engine: str, tmp_path: Path) -> None:
+    with fresh_url(engine, tmp_path) as url:
+        await _fill(url)
+        await _read(url)
+
+
+async def _read(url: str) -> None:
     clock = FakeClock()
     clock.now = 10_000.0
     async with StateStore(url, clock=clock) as store:
