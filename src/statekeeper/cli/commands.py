@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..errors import AgentForgotten, AgentLost, AgentNotFound, HistoryCompacted, KeyNotFound
+from ..errors import AgentLost, AgentNotFound, HistoryCompacted
 from . import render
 from ._markup import escape
 from .app import (
@@ -23,6 +23,7 @@ from .app import (
     resolve_url,
     run,
 )
+from .heads import ENCRYPTED, FORGOTTEN, LOST, head_or_damaged
 from .times import parse_time as _parse_time
 
 if TYPE_CHECKING:
@@ -41,31 +42,6 @@ async def _require(store: StateStore, agent_id: str) -> int:
 
 # -------------------------------------------------------------------------- agents
 
-#: how ``agents`` and ``stats`` show an agent whose data key was destroyed (``forget``)
-FORGOTTEN = "(forgotten)"
-#: how ``stats`` counts an agent whose stored data is lost (``AgentLost``)
-LOST = "(lost)"
-
-
-#: how ``agents`` and ``stats`` show an agent whose state is encrypted and no key was given
-ENCRYPTED = "(encrypted)"
-
-
-async def _head_fsm(store: Any, agent_id: str) -> tuple[str | None, str | None]:
-    """The agent's machine state (no data folded) and, when it cannot be shown, why
-    (:data:`FORGOTTEN`, :data:`ENCRYPTED`): a crypto-shredded agent, or an encrypted
-    one in a store opened without a key (its id and times are stored in the clear), is
-    listed as such, not a failure of the whole listing."""
-    try:
-        head = await store.head_state(agent_id)
-    except AgentForgotten:
-        return None, FORGOTTEN
-    except KeyNotFound as exc:
-        if not exc.no_keyring:  # a key was given and it is the wrong one: say so
-            raise
-        return None, ENCRYPTED
-    return (head.fsm_state if head is not None else None), None
-
 
 @app.command()
 @handled
@@ -83,7 +59,10 @@ def agents(
     """List agents (ordered by id) with head seq, state and last update."""
     url = resolve_url(ctx, db)
 
+    from ..errors import IntegrityError
     from .progress import bar
+
+    damaged: list[IntegrityError] = []  # heads failing verification: marked, named
 
     async def go() -> tuple[list[tuple[Any, str | None, str | None]], str | None]:
         from ..store.listing import agents_past_lost
@@ -106,7 +85,7 @@ def agents(
                     if isinstance(info, AgentLost):
                         rows.append((info, None, None))
                     else:
-                        state, mark = await _head_fsm(store, info.agent_id)
+                        state, mark = await head_or_damaged(store, info.agent_id, damaged)
                         rows.append((info, state, mark))
                     progress.advance(task)
             return rows, (page[-1].agent_id if more and page else None)
@@ -126,6 +105,7 @@ def agents(
                 "next_after": next_after,
                 # the agents listed whose stored data is lost: id and what was found
                 "lost": render.lost_json(lost),
+                "damaged": [{"agent_id": e.agent_id, "reason": str(e)} for e in damaged],
             }
         )
         return
@@ -135,6 +115,7 @@ def agents(
         return
     console.print(render.agents_table(rows))
     render.print_lost(console, lost)
+    render.print_damaged(console, damaged)
     if encrypted:
         console.print(
             f"{ENCRYPTED}: the data and states of these agents are encrypted and no key"
@@ -456,9 +437,11 @@ def stats(
 
     url = resolve_url(ctx, db)
 
+    from ..errors import IntegrityError
     from ..store.listing import agents_past_lost
 
     lost: list[AgentLost] = []
+    damaged: list[IntegrityError] = []  # heads failing verification: counted, named
 
     async def go() -> dict[str, Any]:
         async with open_store(url, key_file=key_file) as store:
@@ -478,7 +461,7 @@ def stats(
                         continue
                     written_n += info.head_seq
                     last = info.updated_at if last is None else max(last, info.updated_at)
-                    state, mark = await _head_fsm(store, info.agent_id)
+                    state, mark = await head_or_damaged(store, info.agent_id, damaged)
                     key = mark or state or "-"
                     states[key] = states.get(key, 0) + 1
                     # what is stored: retention's compactions removed history below
@@ -496,7 +479,7 @@ def stats(
             return {
                 "backend": health.backend,
                 # a store that lost an agent's data is not healthy, whatever its server says
-                "healthy": health.ok and not lost,
+                "healthy": health.ok and not lost and not damaged,
                 "bytes": health.detail.get("bytes"),
                 "agents": agents_n,
                 "events": events_n,
@@ -509,6 +492,7 @@ def stats(
                 "last_update": render.iso(last),
                 # the agents whose stored data is lost (counted in agents and states)
                 "lost": render.lost_json(lost),
+                "damaged": [{"agent_id": e.agent_id, "reason": str(e)} for e in damaged],
             }
 
     data = run(go())
@@ -525,7 +509,8 @@ def stats(
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     grid.add_row("backend", f"{data['backend']} ({escape(mask_url(url))})")
-    unhealthy = f"[red]no[/] ({len(lost)} agent(s) lost, below)" if lost else "[red]no[/]"
+    why = [f"{len(lost)} agent(s) lost"] * bool(lost) + [f"{len(damaged)} damaged"] * bool(damaged)
+    unhealthy = f"[red]no[/] ({', '.join(why)}, below)" if why else "[red]no[/]"
     grid.add_row("healthy", "[green]yes[/]" if data["healthy"] else unhealthy)
     if data["bytes"] is not None:
         grid.add_row("size", f"{data['bytes']:,} bytes ({human_bytes(data['bytes'])})")
@@ -548,3 +533,4 @@ def stats(
     if data["largest"]:
         console.print(sizes_table(data["largest"], console.width))
     render.print_lost(console, lost)
+    render.print_damaged(console, damaged)

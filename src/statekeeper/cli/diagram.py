@@ -51,6 +51,8 @@ class Observed:
     states: dict[str, StateStats] = field(default_factory=dict)
     #: (from, event, to) -> times taken
     rules: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: agents passed over: crypto-shredded by ``forget`` (their records do not open)
+    forgotten: list[str] = field(default_factory=list)
 
     def state(self, name: str) -> StateStats:
         return self.states.setdefault(name, StateStats())
@@ -58,6 +60,9 @@ class Observed:
 
 async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None) -> Observed:
     """Read every agent's history in the store at ``url`` (with a progress bar)."""
+    from ..errors import AgentForgotten
+    from ..observability.analysis.history import kept_history
+    from ..records import Snapshot
     from .progress import bar
 
     seen = Observed()
@@ -66,9 +71,19 @@ async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None
         with bar("reading histories", disable=quiet) as progress:
             task = progress.add_task("observe", total=total)
             async for info in store.iter_agents():
+                progress.advance(task)
+                try:  # read whole first: a forgotten agent adds nothing to the counts
+                    items = [ev async for ev in kept_history(store, info.agent_id)]
+                except AgentForgotten:
+                    seen.forgotten.append(info.agent_id)
+                    continue
                 seen.agents += 1
                 current: tuple[str, float] | None = None
-                async for ev in store.history(info.agent_id):
+                for ev in items:
+                    if isinstance(ev, Snapshot):  # retention's base: the state it was in
+                        if ev.fsm_state is not None:
+                            current = (ev.fsm_state, ev.state_entered_at or ev.updated_at)
+                        continue
                     seen.events += 1
                     if ev.type == "transition":
                         key = (
@@ -87,7 +102,6 @@ async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None
                     current = (ev.fsm_state, ev.timestamp)
                 if current is not None:
                     seen.state(current[0]).now += 1
-                progress.advance(task)
     return seen
 
 
@@ -167,6 +181,14 @@ def render_machine(
             lines.append(row)
         lines.append(Text("╰" + "─" * box_w + "╯"))
     if seen is not None:
+        if seen.forgotten:
+            lines.append(
+                Text(
+                    f"left out {len(seen.forgotten):,} forgotten agent(s) (their data keys are"
+                    f" destroyed): {', '.join(seen.forgotten)}",
+                    style="dim",
+                )
+            )
         extra = {k: n for k, n in seen.rules.items() if k not in taken}
         if extra:
             lines.append(Text("observed transitions this machine has no rule for:", style="yellow"))

@@ -3,6 +3,7 @@ the ``metrics`` commands are in :mod:`.observe_metrics`)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +25,16 @@ from .app import (
 
 if TYPE_CHECKING:
     from ..observability.health import HealthReport, HealthThresholds
+
+
+def _finite(value: float | None) -> float | None:
+    """A number of seconds must be finite: ``inf`` passes an option's ``min`` (an
+    endless entropy window has no start, its JSON was ``NaN``; an infinite objective
+    printed ``Infinity``, which is not JSON)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number of seconds")
+    return value
+
 
 StuckOption = Annotated[
     float | None,
@@ -109,7 +120,11 @@ def health(
     growth_window: Annotated[
         float,
         typer.Option(
-            "--growth-window", metavar="SECONDS", min=1, help="Window of 'fastest growing'."
+            "--growth-window",
+            metavar="SECONDS",
+            min=1,
+            callback=_finite,
+            help="Window of 'fastest growing'.",
         ),
     ] = 3600.0,
     top: Annotated[int, typer.Option("--top", min=1, help="Entries per top list.")] = 10,
@@ -171,6 +186,7 @@ def analyze(
         typer.Option(
             "--window",
             metavar="SECONDS",
+            callback=_finite,
             min=1,
             help="Also show the entropy of transitions per window of this length.",
         ),
@@ -180,6 +196,7 @@ def analyze(
         typer.Option(
             "--rto",
             metavar="SECONDS",
+            callback=_finite,
             min=0.000001,
             help="Recovery time objective: measure recovery and exit 1 if it is missed.",
         ),
@@ -189,6 +206,7 @@ def analyze(
         typer.Option(
             "--mtbf",
             metavar="SECONDS",
+            callback=_finite,
             min=0.000001,
             help="Mean time between failures (cold loads): advise a snapshot interval.",
         ),
@@ -274,6 +292,7 @@ async def _analyze(
 
     out: dict[str, Any] = {}
     forgotten: list[str] = []  # crypto-shredded agents: passed over, as by export
+    compacted: list[str] = []  # agents read from their retention base
     async with open_store(url, key_file=key_file) as store:
         matrices = await transition_matrices(
             store,
@@ -281,7 +300,9 @@ async def _analyze(
             since=since,
             until=until,
             forgotten=forgotten,
+            compacted=compacted,
         )
+        out["compacted"] = compacted
         out["matrices"] = {name: m.to_dict() for name, m in matrices.items()}
         counts = await state_distribution(store, forgotten=forgotten)
         out["forgotten"] = sorted(set(forgotten))
@@ -372,15 +393,22 @@ def _print_analysis(result: dict[str, Any], *, asked_interval: bool = False) -> 
         console.print("no transitions recorded (no agent's machine has moved yet)")
     for name, d in result["matrices"].items():
         m = TransitionMatrix.from_dict(d)
-        console.print(matrix_table(m, f"group {name!r}" if name != "all" else "all agents"))
+        title = f"group {escape(repr(name))}" if name != "all" else "all agents"
+        console.print(matrix_table(m, title))
     if result["forgotten"]:
         gone = result["forgotten"]
         console.print(
             f"left out {len(gone)} forgotten agent(s) (their data keys are destroyed): "
             + escape(", ".join(gone))
         )
+    if result["compacted"]:
+        kept = result["compacted"]
+        console.print(
+            f"{len(kept)} agent(s) read from their retention base (their moves before it"
+            " were compacted away): " + escape(", ".join(kept[:5]) + (" ..." if kept[5:] else ""))
+        )
     s = result["states"]
-    shares = " · ".join(f"{state or '(none)'} {n}" for state, n in s["agents"].items())
+    shares = " · ".join(f"{escape(state or '(none)')} {n}" for state, n in s["agents"].items())
     console.print(
         f"agents by state: {shares}; entropy {s['entropy']:.3f} bits"
         f" (normalised {s['normalized_entropy']:.3f})"

@@ -11,6 +11,7 @@ import typer
 
 from ..errors import ConfigurationError
 from . import render
+from ._markup import escape
 from .app import (
     DbOption,
     JsonOption,
@@ -242,21 +243,28 @@ def metrics_plot(
 
     url = resolve_url(ctx, db)
 
+    forgotten: list[str] = []
+
     async def go() -> Any:
         async with open_store(url, key_file=key_file) as store:
-            return await activity_series(store, step, since=start, until=end)
+            return await activity_series(store, step, since=start, until=end, forgotten=forgotten)
 
     series = run(go())
     if not series.starts:
         raise ConfigurationError("nothing to plot: no events recorded in the period")
     write_time_series(series, out)
     if json_out:
-        render.print_json({"picture": str(out), **series.to_dict()})
+        render.print_json({"picture": str(out), **series.to_dict(), "forgotten": forgotten})
     else:
         out_console().print(
             f"wrote {out}: {len(series.starts)} points of {series.step:g} s,"
             f" {sum(series.events)} events, {sum(series.transitions)} transitions"
         )
+        if forgotten:
+            out_console().print(
+                f"left out {len(forgotten)} forgotten agent(s) (their data keys are"
+                f" destroyed): {escape(', '.join(forgotten))}"
+            )
 
 
 def _plot_recording(

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentLost
+from ..errors import AgentLost, IntegrityError
 from ._markup import escape
 from ._table import titled_table
 from .charts import state_colour
@@ -147,6 +147,19 @@ def print_lost(console: Console, lost: Sequence[AgentLost]) -> None:
         f"[red]✗ {len(lost)} agent(s) lost their stored data[/] ({escape(named)}): "
         f"{escape(lost[0].reason)}; `statekeeper delete {escape(first)} --yes` acknowledges"
         " a loss; `statekeeper verify` lists every lost agent"
+    )
+
+
+def print_damaged(console: Console, damaged: Sequence[IntegrityError]) -> None:
+    """Say that ``damaged`` agents' heads fail verification, and what to run (nothing
+    when there are none)."""
+    if not damaged:
+        return
+    named = ", ".join(repr(e.agent_id) for e in damaged[:5]) + (" ..." if damaged[5:] else "")
+    console.print(
+        f"[red]✗ {len(damaged)} agent(s) fail verification[/] ({escape(named)}):"
+        f" {escape(str(damaged[0]))}; `statekeeper verify` lists every problem,"
+        " `statekeeper repair` rebuilds what it can"
     )
 
 

@@ -7,7 +7,10 @@ the machine fired a transition back into the same state), made at the event's
 timestamp after ``dwell`` seconds in the previous state.
 
 An agent crypto-shredded by ``forget`` (its records no longer open) is passed over, as
-every store-wide job does; its id goes to the ``forgotten`` list when one is given.
+every store-wide job does; its id goes to the ``forgotten`` list when one is given. An
+agent whose stream retention compacted (``keep_last``, ``ttl``) is read from its base:
+the state it was in there (entered at the base's ``state_entered_at``) and the events
+kept after it (:func:`kept_history`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ...errors import AgentForgotten, InvalidArgument
+from ...errors import AgentForgotten, HistoryCompacted, InvalidArgument
+from ...records import Event, Snapshot
 from .entropy import entropy
 from .markov import TransitionMatrix, estimate
 
@@ -29,6 +33,7 @@ __all__ = [
     "EntropyWindow",
     "Move",
     "entropy_windows",
+    "kept_history",
     "moves",
     "namespace",
     "state_distribution",
@@ -77,6 +82,25 @@ async def _agent_ids(store: StateStore, agents: Iterable[str] | None) -> AsyncIt
         yield info.agent_id
 
 
+async def kept_history(store: StateStore, agent_id: str) -> AsyncIterator[Event | Snapshot]:
+    """The agent's events in stream order. When retention compacted the start of the
+    stream, the base comes first (its :class:`Snapshot`: where the agent stood, in
+    ``fsm_state`` since ``state_entered_at``), then the events kept after it."""
+    started = False
+    try:
+        async for event in store.history(agent_id):
+            started = True
+            yield event
+        return
+    except HistoryCompacted as exc:
+        if started:  # compacted while being read: what was yielded would be yielded again
+            raise
+        base = exc.base_seq
+    yield await store.load(agent_id, at_seq=base)
+    async for event in store.history(agent_id, after_seq=base):
+        yield event
+
+
 async def moves(
     store: StateStore,
     *,
@@ -84,16 +108,26 @@ async def moves(
     since: float | None = None,
     until: float | None = None,
     forgotten: list[str] | None = None,
+    compacted: list[str] | None = None,
 ) -> AsyncIterator[Move]:
     """Every transition of ``agents`` (default: all) made in ``[since, until)``, agent
     by agent, in stream order. Every record read is verified as on any read; a
-    forgotten agent is passed over (its id appended to ``forgotten``)."""
+    forgotten agent is passed over (its id appended to ``forgotten``); an agent whose
+    history retention compacted is read from its base (its id appended to
+    ``compacted``: the moves before the base are not known any more)."""
     _check_window(since, until)
     async for agent_id in _agent_ids(store, agents):
         state: str | None = None
         entered = 0.0
         try:
-            async for event in store.history(agent_id):
+            async for event in kept_history(store, agent_id):
+                if isinstance(event, Snapshot):  # retention's base: where the kept events start
+                    if compacted is not None:
+                        compacted.append(agent_id)
+                    if event.fsm_state is not None:  # (entered: 0 when not recorded)
+                        state = event.fsm_state
+                        entered = event.state_entered_at or event.updated_at
+                    continue
                 if event.fsm_state is None:
                     continue
                 at = event.timestamp
@@ -129,14 +163,18 @@ async def transition_matrices(
     since: float | None = None,
     until: float | None = None,
     forgotten: list[str] | None = None,
+    compacted: list[str] | None = None,
 ) -> dict[str, TransitionMatrix]:
     """``P`` estimated per group of agents (``"all"``: one matrix; ``"namespace"``: one
     per agent-id namespace; or a function of the agent id, e.g. the machine each runs)
     from the moves made in ``[since, until)``. Forgotten agents are passed over (their
-    ids appended to ``forgotten``)."""
+    ids appended to ``forgotten``); agents retention compacted are read from their
+    base (their ids appended to ``compacted``)."""
     key = _grouper(group_by)
     grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    async for move in moves(store, agents=agents, since=since, until=until, forgotten=forgotten):
+    async for move in moves(
+        store, agents=agents, since=since, until=until, forgotten=forgotten, compacted=compacted
+    ):
         grouped[key(move.agent_id)].append((move.source, move.target))
     return {group: estimate(pairs) for group, pairs in sorted(grouped.items())}
 
@@ -191,7 +229,7 @@ async def entropy_windows(
     shows up as a step in this series. More than ``max_windows`` windows (a window of
     1 s over a year: 31 million) is refused with :class:`InvalidArgument` naming the
     count and the smallest window that fits, before any is built."""
-    if isinstance(window, bool) or not isinstance(window, int | float) or not window > 0:
+    if isinstance(window, bool) or not isinstance(window, int | float) or not 0 < window < math.inf:
         raise InvalidArgument(
             "window", f"window must be a positive number of seconds, not {window!r}"
         )

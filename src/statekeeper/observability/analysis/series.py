@@ -24,9 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidArgument
+from ...errors import AgentForgotten, InvalidArgument
+from ...records import Snapshot
 from .entropy import entropy
-from .history import _agent_ids, _check_window
+from .history import _agent_ids, _check_window, kept_history
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -84,12 +85,15 @@ def activity_from_events(
     step: float | None = None,
     since: float | None = None,
     until: float | None = None,
+    bases: Iterable[tuple[str, float, str]] = (),
 ) -> ActivitySeries:
     """The series of ``(agent_id, timestamp, fsm_state or None)`` events, each agent's
     in stream order, on a grid of ``step`` seconds (default: the period in
     :data:`POINTS` steps, at least a second) from ``since`` (default: the first event)
     to ``until`` (default: the last). Events before ``since`` only set where their
-    agents stand when the period starts."""
+    agents stand when the period starts. ``bases``: ``(agent_id, entered, fsm_state)``
+    of agents whose stream retention compacted — the state they stood in (since
+    ``entered``) before their first event kept: neither an event nor a move."""
     if step is not None:
         _check_step(step)
     _check_window(since, until)
@@ -119,6 +123,14 @@ def activity_from_events(
     named: set[str] = set()
     # state changes by bucket: (bucket, agent, new state); before the period: bucket -1
     changes: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for agent_id, at, base in bases:
+        if until is not None and at >= until:
+            continue
+        state_of[agent_id] = base
+        named.add(base)
+        changes[-1 if at < start else min(n - 1, int((at - start) // step))].append(
+            (agent_id, base)
+        )
     for agent_id, at, fsm in seen:
         if until is not None and at >= until:
             continue
@@ -167,14 +179,28 @@ async def activity_series(
     agents: Iterable[str] | None = None,
     since: float | None = None,
     until: float | None = None,
+    forgotten: list[str] | None = None,
 ) -> ActivitySeries:
     """:func:`activity_from_events` over the recorded history of ``agents`` (default:
-    all). Every record read is verified as on any read."""
+    all). Every record read is verified as on any read; an agent crypto-shredded by
+    ``forget`` is passed over (its id appended to ``forgotten``)."""
     if step is not None:
         _check_step(step)
     _check_window(since, until)
     found: list[tuple[str, float, str | None]] = []
+    bases: list[tuple[str, float, str]] = []
     async for agent_id in _agent_ids(store, agents):
-        async for event in store.history(agent_id):
+        try:  # read whole first: a forgotten agent adds nothing
+            kept = [event async for event in kept_history(store, agent_id)]
+        except AgentForgotten:
+            if forgotten is not None:
+                forgotten.append(agent_id)
+            continue
+        for event in kept:
+            if isinstance(event, Snapshot):  # retention's base
+                if event.fsm_state is not None:
+                    entered = event.state_entered_at or event.updated_at
+                    bases.append((agent_id, entered, event.fsm_state))
+                continue
             found.append((agent_id, event.timestamp, event.fsm_state))
-    return activity_from_events(found, step=step, since=since, until=until)
+    return activity_from_events(found, step=step, since=since, until=until, bases=bases)
