@@ -185,10 +185,14 @@ def _rewrite_fields(request: RewriteRequest) -> list[bytes | str]:
     return fields
 
 
+@functools.cache
 def lua(name: str) -> str:
     """The Lua script ``lua/<name>.lua``, its ``-- include: <file>`` lines replaced by
     the shared helpers they name (``common.lua``: TTLs and formatting; ``now.lua``: the
-    server's clock)."""
+    server's clock). Built once per process: every backend built made its ~220 KB of
+    script text again (the includes repeat the helpers in each script), freed at its
+    close but kept by the C allocator — a process opening and closing stores grew by
+    ~6 MB of RSS that way, against ~1.5 MB once cached (2,000 cycles)."""
     return _INCLUDE.sub(
         lambda m: read_script(_PACKAGE, f"lua/{m.group(1)}").strip("\n"),
         read_script(_PACKAGE, f"lua/{name}.lua"),
