@@ -88,3 +88,25 @@ async def test_a_store_used_by_another_object_is_refused_whole(schema: str) -> N
         assert await backend.read_marker("encrypted") is True  # nothing dropped
     finally:
         await backend.close()
+
+
+async def test_a_schema_an_older_store_created_is_dropped_when_empty(schema: str) -> None:
+    """A store made before the "created by statekeeper" comment: its migration created
+    the schema and the store's first table in one transaction (the schema's catalog row
+    has that transaction's xmin, kept by VACUUM FREEZE). Its empty schema was left
+    behind by drop_all; one created before the store (another transaction) stays."""
+    backend = await _stored(schema)
+    _admin(f'COMMENT ON SCHEMA "{schema}" IS NULL')  # as such a store has it
+    _admin("VACUUM FREEZE pg_catalog.pg_namespace")
+    try:
+        await backend.drop_all()
+        assert not _exists(schema)
+    finally:
+        await backend.close()
+    _admin(f'CREATE SCHEMA "{schema}"')  # a DBA's, empty, then the store in it
+    backend = await _stored(schema)
+    try:
+        await backend.drop_all()
+        assert _exists(schema) and _objects(schema) == set()
+    finally:
+        await backend.close()

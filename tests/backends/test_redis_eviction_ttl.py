@@ -121,3 +121,35 @@ async def test_a_store_ttl_changed_on_such_a_server_is_refused(server: PrivateRe
     async with StateStore(f"{server.url}?prefix=c2:") as store:
         await store.save("b", {"n": 1})  # (still a store without a ttl)
         assert store.backend.ttl is None  # type: ignore[attr-defined]
+
+
+async def test_agents_given_their_own_ttl_earlier_are_refused_at_open(
+    server: PrivateRedis,
+) -> None:
+    """The check at open knew only the store's ttl: a store without one whose agents
+    were given a ttl of their own (``set_ttl``, on a ``noeviction`` server) opened on a
+    server since set to a ``volatile-*`` policy, and those agents were evicted as soon
+    as it was full, taken for expired, without an error. Their own-ttl marks (in the
+    agent index) are looked for at open: refused as a ttl store is; once every agent's
+    own ttl is taken off, the store opens there again."""
+    _configure(server, "noeviction")
+    url = f"{server.url}?prefix=own:"
+    backend = open_backend(url)
+    async with StateStore(backend) as store:
+        for agent_id in ("a", "b"):
+            await store.save(agent_id, {"n": 1})
+        assert await backend.set_ttl("a", 3600)
+    _limit(server, "volatile-lru")
+    for _ in range(2):  # (refused each time it is opened)
+        async with StateStore(url) as store:
+            with pytest.raises(ConfigurationError, match="maxmemory-policy volatile-lru") as caught:
+                await store.save("c", {"n": 1})
+            assert "set_ttl" in str(caught.value)
+    _limit(server, "noeviction")
+    backend = open_backend(url)
+    async with StateStore(backend) as store:
+        assert await backend.set_ttl("a", None)
+    _limit(server, "volatile-lru")
+    async with StateStore(url) as store:
+        await store.save("c", {"n": 1})
+        assert (await store.load("a")).data == {"n": 1}

@@ -6,7 +6,10 @@ at seq 5 into the tiered store's at seq 2, without an error anywhere."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +72,69 @@ async def test_an_evictable_cache_is_refused_on_a_store_of_record(prefix: str) -
         await own.open()  # (a prefix of its own)
     finally:
         await own.close()
+
+
+OPERATIONS = [
+    "delete_agent", "delete_agent_at", "rewrite", "prune", "rename_keys", "from_base", "demote"
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+async def test_a_misconfigured_hot_tier_refuses_every_write_before_the_durable_tier(
+    prefix: str, tmp_path: Path, operation: str
+) -> None:
+    """Only appends and snapshots asked the hot tier before their durable write: a
+    delete, a rewrite (``migrate``, ``rekey``, ``rollback``), a compaction, a key
+    rename or a compacted create as the first write of a process committed in the
+    durable tier, THEN raised the hot tier's ConfigurationError (a demotion too):
+    reported failed though applied (a rekey's audit entry voided over re-encrypted
+    records, a delete's feed tombstone and audit entry never written, a retry "not
+    found")."""
+    from statekeeper.backends.tiered import TieredBackend
+    from statekeeper.records import AppendRequest, RawEvent, RewriteRequest
+
+    durable_url = f"sqlite:///{tmp_path / 'durable.db'}"
+    async with StateStore(durable_url, witness=False) as durable:
+        for n in range(3):
+            await durable.save("a", {"n": n}, idempotency_key=f"k{n}")
+        await durable.snapshot("a")
+        await durable.save("a", {"n": 3})
+        before = await _everything(durable.backend)
+        assert before[3] is not None
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}", witness=False) as record:
+        await record.save("x", {"record": 1})
+    cold = f"sqlite:///{tmp_path / 'cold.db'}" if operation == "demote" else None
+    hot = f"{REDIS_URL}?prefix={prefix}"
+    tiered = TieredBackend.from_url(tiered_url(hot=hot, durable=durable_url, cold=cold))
+    try:
+        head, tag = await tiered.head_tag("a")  # (the durable tier's: no hot call)
+        snap = before[3]
+        event = RawEvent(1, "patch", 1.0, b"rewritten", b"sum")
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "delete_agent": lambda: tiered.delete_agent("a"),
+            "delete_agent_at": lambda: tiered.delete_agent_at("a", head),
+            "rewrite": lambda: tiered.rewrite(RewriteRequest("a", head, tag, (event,))),
+            "prune": lambda: tiered.prune("a", snap.seq),
+            "rename_keys": lambda: tiered.rename_keys("a", [(before[2][0][0], "renamed")]),
+            "from_base": lambda: tiered.append_from_base(
+                AppendRequest("b", snap.seq, [dataclasses.replace(event, seq=snap.seq + 1)]),
+                dataclasses.replace(snap),
+            ),
+            "demote": lambda: tiered.demote("a"),
+        }
+        with pytest.raises(ConfigurationError, match="holds a store of record"):
+            await calls[operation]()
+    finally:
+        await tiered.close()
+    async with StateStore(durable_url, witness=False) as durable:
+        assert await _everything(durable.backend) == before  # nothing of it written
+
+
+async def _everything(backend: Any) -> tuple[Any, ...]:
+    agents = [info.agent_id for info in await backend.list_agents()]
+    return (
+        agents,
+        [await backend.read(agent_id) for agent_id in agents],
+        await backend.idempotency_keys("a"),
+        await backend.latest_snapshot("a"),
+    )

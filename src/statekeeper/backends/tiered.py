@@ -477,12 +477,14 @@ class TieredBackend(Backend):
             return _MISS
 
     async def _check_hot(self, agent_id: str) -> None:
-        """Before the first write: the hot tier is asked once (a read of the agent's
-        head), so that a hot tier refusing its configuration (a ``ConfigurationError``:
-        e.g. a Redis prefix holding a store of record) fails the operation before the
-        durable tier is written, rather than being passed over as a down hot tier for
-        ever (a warning each ``hot_retry_after``). A hot tier down now is asked again
-        at the next write."""
+        """Before the first write (every write that touches the hot tier: an append,
+        a snapshot, a delete, a rewrite, a compaction, a key rename, a demotion): the
+        hot tier is asked once (a read of the agent's head), so that a hot tier
+        refusing its configuration (a ``ConfigurationError``: e.g. a Redis prefix
+        holding a store of record) fails the operation before the durable tier is
+        written, rather than after it (the change made, reported failed) or being
+        passed over as a down hot tier for ever (a warning each ``hot_retry_after``).
+        A hot tier down now is asked again at the next write."""
         if self._hot_ready or not self.hot_available():
             return
         answer = await self._hot_call(lambda h: h.head(agent_id), [], write=False)
@@ -661,6 +663,7 @@ class TieredBackend(Backend):
     async def delete_agent(self, agent_id: str) -> bool:
         self._check_can_write()
         self._last_used.pop(agent_id, None)
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             existed = await self.durable.delete_agent(agent_id)
             if self.cold is not None:
@@ -681,6 +684,7 @@ class TieredBackend(Backend):
         self._check_can_write()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
@@ -756,6 +760,7 @@ class TieredBackend(Backend):
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
         dropped and refilled from the new bytes on the next read."""
         self._check_can_write()
+        await self._check_hot(request.agent_id)
         async with self._locks.hold(request.agent_id):
             if self.cold is not None:
                 await self._rehydrate(request.agent_id, locked=True)
@@ -768,6 +773,7 @@ class TieredBackend(Backend):
         rewrite); the hot copy is dropped and refilled on the next read."""
         self._check_can_write()
         self.require(Capability.KEY_RENAME)
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
@@ -781,6 +787,7 @@ class TieredBackend(Backend):
         dropped and refilled, compacted, on the next read."""
         self._check_can_write()
         self.require(Capability.PRUNE)
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
@@ -798,6 +805,7 @@ class TieredBackend(Backend):
         validate_from_base(request, base, kept_keys)
         agent_id = request.agent_id
         self._touch(agent_id)
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
@@ -1197,6 +1205,7 @@ class TieredBackend(Backend):
         cold = self.cold
         if cold is None:
             raise ConfigurationError("no cold tier to demote to")
+        await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             head = await self.durable.head(agent_id)
             if head == 0:

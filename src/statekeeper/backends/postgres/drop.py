@@ -5,8 +5,17 @@ shared with the application): ``drop_all`` drops, without ``CASCADE``, the table
 partitions, indexes, triggers and policies go with them), the sequence and the functions
 the migrations and the row-level security scripts create — the names read from those
 scripts, so a new migration's objects are dropped too — and then the schema itself only
-when the store created it (:func:`mark_created`, a comment on the schema) and it is empty
-(``DROP SCHEMA`` without ``CASCADE``: anything else left in it keeps it). An object of
+when the store created it and it is empty (``DROP SCHEMA`` without ``CASCADE``: anything
+else left in it keeps it). The store created it when it carries the store's comment
+(:func:`mark_created`), or — a store made before that comment — when its catalog row
+(``pg_namespace``) was written by the transaction that created the store's first table
+(the migration ran ``CREATE SCHEMA IF NOT EXISTS`` and ``CREATE TABLE sk_migrations``
+in one transaction: the same ``xmin`` as the first column's ``pg_attribute`` row, kept
+when a ``VACUUM FREEZE`` freezes them). Being empty is no evidence: a schema a DBA
+created for the store (its grants, its default privileges, another owner) would go
+with them. A schema created earlier has another ``xmin`` and stays; so does one whose
+row was changed since (a ``GRANT`` on it, an ``ALTER SCHEMA``: a new ``xmin``), on the
+safe side. An object of
 another application that depends on a table of the store (a view, a foreign key) is
 refused with a :class:`~statekeeper.errors.ConfigurationError` naming it, nothing dropped.
 """
@@ -84,14 +93,17 @@ async def drop_store(backend: PostgresBackend) -> None:
     ident = sql.Identifier(schema)
     async with backend._connection() as conn, conn.transaction():
         cur = await conn.execute(
-            "SELECT n.oid IS NOT NULL, obj_description(n.oid, 'pg_namespace') = %s"
+            "SELECT n.oid IS NOT NULL, obj_description(n.oid, 'pg_namespace') = %s,"
+            " (SELECT s.xmin::text FROM pg_namespace s WHERE s.oid = n.oid)"
+            " = (SELECT a.xmin::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+            " WHERE c.relnamespace = n.oid AND c.relname = 'sk_migrations' AND a.attnum = 1)"
             " FROM (SELECT to_regnamespace(%s) AS oid) n",
             (CREATED_BY, _quoted(schema)),
         )
         row = await cur.fetchone()
         if row is None or not row[0]:
             return  # no schema: nothing stored
-        ours = bool(row[1])
+        ours = bool(row[1]) or bool(row[2])  # marked, or made with the store (see docs)
         owned_tables, sequences, functions = owned()
         tables = sql.SQL(", ").join(
             sql.SQL("{s}.{t}").format(s=ident, t=sql.Identifier(t)) for t in owned_tables

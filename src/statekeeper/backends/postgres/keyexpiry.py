@@ -5,7 +5,10 @@ Under row-level security a record the role may not delete is filtered away, not
 refused: an expiry that left records the role reads is AccessDenied (rolled back).
 And their renaming by ``rekey`` (``Backend.rename_keys``): each record's ``UPDATE``
 to its new form (``key_rename``) and the old form's ``DELETE`` (``key_drop``), all in
-one transaction on the agent's partition. A mixin of :class:`~.backend.PostgresBackend`."""
+one transaction on the agent's partition; under row-level security a pair that changed
+nothing (a role that reads the agent but may not write it: both statements filtered
+away) is AccessDenied, rolled back, not a record silently left under its old form.
+A mixin of :class:`~.backend.PostgresBackend`."""
 
 from __future__ import annotations
 
@@ -67,14 +70,21 @@ class KeyExpiry(PostgresPart):
         pairs = list(renames)
 
         async def op() -> int:
-            done = 0
+            done, untouched = 0, False
             async with self._connection() as conn, conn.transaction():
                 for old, new in pairs:
                     cur = await conn.execute(
                         self._sql["key_rename"], (new, agent_id, old, agent_id, new)
                     )
                     done += cur.rowcount
-                    await conn.execute(self._sql["key_drop"], (agent_id, old))
+                    dropped = await conn.execute(self._sql["key_drop"], (agent_id, old))
+                    untouched = untouched or cur.rowcount + dropped.rowcount == 0
+                # (a pair that matched nothing is common on a rerun: asked only where
+                # row-level security is installed, as the backend read when it opened)
+                if untouched and self.audit_links:
+                    refused = await refusal(self, conn, agent_id, "rekey")
+                    if refused is not None:
+                        raise refused
             return done
 
         try:

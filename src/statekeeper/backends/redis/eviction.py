@@ -8,8 +8,10 @@ starts them afresh), ``count_agents`` and every listing (export, backup, retenti
 leave them out. A ``volatile-*`` policy only evicts keys with an expiry; a store whose
 agents carry one (its ``ttl``) is refused on it too: the agent evicted a minute after
 its last save, with a day of its ttl left, was taken for expired (``AgentNotFound``, a
-next save starting it afresh at seq 1), no error anywhere. ``noeviction`` refuses the
-write with an error.
+next save starting it afresh at seq 1), no error anywhere. So is a store without a ttl
+whose agents were given one of their own (``set_ttl``, which marks each in the agent
+index: :func:`own_ttls_stored`, looked for when a backend opens the store).
+``noeviction`` refuses the write with an error.
 
 :func:`check_eviction` is run at a backend's first contact with the server, and
 again before the first try after a lost connection (a server restarted or failed over
@@ -36,8 +38,12 @@ from redis.exceptions import ResponseError
 from ...errors import ConfigurationError
 from ..redact import mask_url
 from .client import Client
+from .keys import Layout
 
-__all__ = ["check_eviction", "evicting_policy"]
+#: an agent's own-ttl mark in its shard's index: ``OWN_TTL + agent id`` (set_ttl.lua)
+OWN_TTL = b"\0t:"
+
+__all__ = ["check_eviction", "evicting_policy", "own_ttls_stored"]
 
 logger = logging.getLogger("statekeeper.backends.redis")
 
@@ -70,6 +76,18 @@ async def evicting_policy(client: Client, expiring: bool = False) -> str | None:
     return None
 
 
+async def own_ttls_stored(client: Client, layout: Layout) -> bool:
+    """Whether an agent of the store was given a ttl of its own (``set_ttl``: its mark
+    ``"\\0t:<agent>"`` in its shard's agent index; one shard's index at a time, a
+    prefix range read of one entry). A mark left by an agent that expired counts too
+    until a read of that agent takes it off."""
+    async with client.pipeline(transaction=False) as pipe:
+        for shard in layout.shard_keys:
+            pipe.zrangebylex(shard.index, b"[" + OWN_TTL, b"(" + OWN_TTL[:-1] + b";", 0, 1)
+        found = await pipe.execute()
+    return any(found)
+
+
 async def check_eviction(client: Client, url: str, expiring: bool = False) -> None:
     """Refuse a server (every master of a cluster) that may evict keys without an
     expiry, or with ``expiring`` any of the store's agents (see the module
@@ -82,9 +100,10 @@ async def check_eviction(client: Client, url: str, expiring: bool = False) -> No
     if policy is not None and not policy.startswith("maxmemory-policy allkeys-"):
         raise ConfigurationError(
             f"Redis at {mask_url(url)} evicts keys with an expiry when full ({policy}), "
-            "and this store's agents carry one (its ttl): an agent would disappear long "
-            "before its ttl, taken for expired without an error. Set maxmemory-policy "
-            "noeviction; a cache whose agents may be lost opens it with ?evictable=1"
+            "and this store's agents carry one (its ttl, or their own: set_ttl): an agent "
+            "would disappear long before its ttl, taken for expired without an error. Set "
+            "maxmemory-policy noeviction; a cache whose agents may be lost opens it with "
+            "?evictable=1"
         )
     if policy is not None:
         raise ConfigurationError(
