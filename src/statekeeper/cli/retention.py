@@ -12,6 +12,7 @@ import typer
 
 from .._files import write_atomically
 from ..errors import ConfigurationError
+from ..namespaces import namespace_of
 from . import render
 from ._markup import escape
 from .app import (
@@ -114,7 +115,9 @@ def retention_apply(
     of the read-model file (--read-model) still behind are named.
 
     Exit code 1 when an action failed, else 4 when the principal of --as was refused one
-    (access denied); each is listed with its reason, and the run goes on past it.
+    (access denied); each is listed with its reason, and the run goes on past it. A rule
+    that governed no agent (an agent id, a misspelt namespace) is warned of; exit code 1
+    when no rule governed any agent (and there is no '*' rule).
     """
     import json as jsonlib
 
@@ -227,6 +230,18 @@ def retention_apply(
         code = _exit_code([], lost=True)
     elif before.refused and not code:
         code = _exit_code([], lost=False, refused=True)
+    from .exits import EXIT_NOT_FOUND, print_warning
+
+    for pattern, agent in report.unmatched_rules.items():  # a typo, or an agent id: said
+        print_warning(_unmatched_line(pattern, agent))
+    named = [r.namespace for r in policy.rules]
+    if (
+        report.scanned
+        and not code
+        and "*" not in named
+        and len(named) == len(report.unmatched_rules)
+    ):
+        code = EXIT_NOT_FOUND  # no rule governed any agent: nothing was applied
     actions = [
         {
             "agent_id": a.agent_id,
@@ -252,6 +267,10 @@ def retention_apply(
                 **({"before_resume": before.json()} if before.any() else {}),
                 "actions": actions,
                 "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
+                "unmatched_rules": [
+                    {"namespace": ns, "agent_id": agent or None}
+                    for ns, agent in report.unmatched_rules.items()
+                ],
                 "feed_through": _cursor_json(report.feed_through),
                 "projections_behind": [
                     {"name": name, "position": _cursor_json(at)} for name, at in behind.items()
@@ -425,6 +444,24 @@ def _exit_code(actions: list[RetentionAction], *, lost: bool, refused: bool = Fa
     if lost or any(a.outcome == "failed" for a in actions):
         return EXIT_NOT_FOUND
     return EXIT_DENIED if refused or any(a.outcome == "refused" for a in actions) else 0
+
+
+def _unmatched_line(pattern: str, agent: str) -> str:
+    """The warning for a rule that governed no agent: ``agent`` (its full id, or "") is
+    the agent the pattern names, where a namespace belongs."""
+    said = f"rule {pattern!r} governed no agent: no agent is in namespace {pattern!r}"
+    if not agent:
+        return said
+    ns = namespace_of(agent)
+    use = (
+        f"write the rule for its namespace {ns!r}"
+        if ns
+        else "use a '*' rule (the root namespace's)"
+    )
+    what = "is an agent" if agent == pattern else f"names the agent {agent!r}"
+    return (
+        f"{said}; {pattern!r} {what}, and rules name namespaces: hold it ('hold {agent}') or {use}"
+    )
 
 
 #: what a retention action the engine cannot make is called (the policy's word)

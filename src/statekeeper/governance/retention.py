@@ -100,7 +100,7 @@ from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
 from .retention_idle import ahead_or_idle, check_idle, dated
-from .retention_policy import RetentionPolicy, Rule
+from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
 from .retention_snapshots import tail_chains as _tail_chains
@@ -170,6 +170,10 @@ class RetentionReport:
     #: that has not read that far gets ``FeedPositionCompacted`` when it resumes; None
     #: when no event with a feed position was removed
     feed_through: FeedCursor | None = None
+    #: each rule but ``*`` that governed no agent of the store (a typo, or an agent id
+    #: where a namespace belongs) -> the full id of the agent it names, "" for none;
+    #: left empty by a run resumed ``after=`` an agent (it saw only part of the store)
+    unmatched_rules: dict[str, str] = field(default_factory=dict)
 
     @property
     def purged(self) -> int:
@@ -446,6 +450,7 @@ async def apply_retention(
     # whose stored data is lost (AgentLost: Redis evicted it) is reported, the rest go on
     stored_holds = await list_holds(store)  # (the store's own: statekeeper hold)
     listing = every_agent(store, after, _PAGE)  # (the unlisted agents too: Redis's)
+    use = RuleUse(policy, store_namespace(store)) if after is None else None
     async with contextlib.aclosing(listing):
         async for page in _pages(listing, _PAGE):
             if report.scanned:  # read again as the listing was, page by page
@@ -457,6 +462,9 @@ async def apply_retention(
                 if isinstance(info, AgentLost):
                     report.scanned += 1
                     report.lost[info.agent_id] = info.reason
+                    if use is not None:
+                        lost_id = stored_id(store, info.agent_id)
+                        use.saw(lost_id, policy.rule_for(lost_id))
                     report.last_agent = info.agent_id
                     if progress is not None:
                         progress(info.agent_id, report.scanned)
@@ -467,6 +475,8 @@ async def apply_retention(
                 agent_id = stored_id(store, listed)
                 report.scanned += 1
                 rule = policy.rule_for(agent_id)
+                if use is not None:
+                    use.saw(agent_id, rule)
                 if policy.held(agent_id) or any(h.covers(agent_id) for h in stored_holds):
                     report.held += 1
                 elif rule is not None and info.head_seq > 0:
@@ -548,4 +558,6 @@ async def apply_retention(
                 report.last_agent = listed
                 if progress is not None:
                     progress(listed, report.scanned)
+    if use is not None:
+        report.unmatched_rules = use.unmatched()
     return report

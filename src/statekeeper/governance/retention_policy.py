@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .._durations import DURATION_EXAMPLES, seconds_in
 from ..errors import RetentionPolicyError
-from ..namespaces import namespace_of
+from ..namespaces import namespace_of, split_id, within
 
-__all__ = ["RetentionPolicy", "Rule"]
+__all__ = ["RetentionPolicy", "Rule", "RuleUse"]
 
 _NAME = re.compile(r"^[A-Za-z0-9._:@+/-]{1,128}$")
 
@@ -132,6 +132,40 @@ class RetentionPolicy:
             where = os.fspath(path)
             raise RetentionPolicyError(f"cannot read the policy: {exc}", source=where) from None
         return cls.parse(text, os.fspath(path))
+
+
+class RuleUse:
+    """Which rules of a policy (``*`` aside) governed no agent of a run, told agent by
+    agent (:meth:`saw`). A rule names a namespace: one naming an agent id (``a0001``,
+    ``acme/alice``) or an id's last part (``alice`` of ``acme/alice``) governs nothing,
+    and :meth:`unmatched` gives the agent it looks like. Rules outside ``view`` (the
+    namespace a store is opened in) could govern none of its agents: left out."""
+
+    __slots__ = ("_like", "_open", "_order")
+
+    def __init__(self, policy: RetentionPolicy, view: str = "") -> None:
+        self._order = [
+            r.namespace
+            for r in policy.rules
+            if r.namespace != "*" and (r.namespace == view or within(r.namespace, view))
+        ]
+        self._open = set(self._order)
+        self._like: dict[str, str] = {}
+
+    def saw(self, agent_id: str, rule: Rule | None) -> None:
+        """``agent_id`` (its full id) was scanned, governed by ``rule``."""
+        if not self._open:
+            return
+        if rule is not None:
+            self._open.discard(rule.namespace)
+        for name in (agent_id, split_id(agent_id)[1]):
+            if name in self._open:
+                self._like.setdefault(name, agent_id)
+
+    def unmatched(self) -> dict[str, str]:
+        """Each rule that governed no agent -> the full id of the agent its pattern
+        names (``""``: none), in the policy's order."""
+        return {ns: self._like.get(ns, "") for ns in self._order if ns in self._open}
 
 
 def _duration(value: str, bad: Callable[[str], RetentionPolicyError], key: str = "ttl") -> float:
