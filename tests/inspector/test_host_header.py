@@ -182,3 +182,32 @@ def test_a_websocket_from_another_host_is_closed_unserved() -> None:
     }
     asyncio.run(app(scope, receive, send))
     assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+@pytest.mark.parametrize(
+    ("path", "host", "bearer", "status"),
+    [
+        ("/agents", "127.0.0.1", True, 200),
+        (f"/?token={TOKEN}", "127.0.0.1", False, 303),  # the token is in this address
+        ("/agents", "127.0.0.1", False, 401),
+        ("/agent?id=no-such-agent", "127.0.0.1", True, 404),
+        ("/static/favicon.svg", "127.0.0.1", True, 200),
+        ("/agents", "evil.example", True, 400),
+    ],
+)
+def test_every_response_carries_the_security_headers(
+    seeded_url: str, path: str, host: str, bearer: bool, status: int
+) -> None:
+    # Referrer-Policy: a page's address (the token link's, before its redirect) never
+    # reaches another site in a Referer; no frames; no inline script
+    with make_client(seeded_url) as c:
+        if not bearer:
+            del c.headers["Authorization"]
+        r = c.get(path, headers={"host": host}, follow_redirects=False)
+        assert r.status_code == status
+        assert r.headers.get_list("referrer-policy") == ["no-referrer"]
+        assert r.headers.get_list("x-frame-options") == ["DENY"]
+        assert r.headers.get_list("x-content-type-options") == ["nosniff"]
+        assert r.headers.get_list("cache-control") == ["no-store"]
+        csp = r.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
