@@ -41,6 +41,12 @@ def test_refuses_a_short_token(seeded_url: str) -> None:
     assert r.returncode != 0 and "at least 16" in r.stderr
 
 
+def test_refuses_a_malformed_allowed_host(seeded_url: str) -> None:
+    r = serve(seeded_url, "--allowed-host", "https://inspector.example:8443")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "allowed host" in r.stderr and "inspector.example" in r.stderr
+
+
 @pytest.fixture
 def running(seeded_url: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -78,6 +84,12 @@ def test_prints_a_loopback_link_with_a_fresh_token(
         page = client.get("/agents", headers={"Authorization": f"Bearer {token}"})
         assert page.status_code == 200 and "agent-000" in page.text
         assert "read-only" in page.text
+        # DNS rebinding: another site's name re-bound to 127.0.0.1, with the token
+        rebound = client.get(
+            "/agents",
+            headers={"Authorization": f"Bearer {token}", "Host": f"evil.example:{port}"},
+        )
+        assert rebound.status_code == 400 and "agent-000" not in rebound.text
 
 
 def test_without_the_inspector_extra_it_names_the_extra(seeded_url: str) -> None:

@@ -7,6 +7,8 @@ generated and printed at start (in the link to open), or given with ``--token`` 
 the store is opened as that principal: pages show what it may read, the rest is a 403.
 ``--metrics`` instruments the store and serves its Prometheus metrics at ``/metrics``
 (store-wide aggregates: with ``--as``, only an admin on ``**`` may scrape them).
+Requests must name this server in their ``Host`` (loopback names, the address
+listened on, or a name given with ``--allowed-host``): DNS rebinding gets a 400.
 """
 
 from __future__ import annotations
@@ -49,6 +51,16 @@ def serve(
         bool,
         typer.Option("--public", help="Allow a --host other machines can reach (token-guarded)."),
     ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="Also answer requests whose Host is NAME (a reverse proxy's name; repeatable)."
+            " Other names get a 400 (DNS rebinding).",
+            show_default=False,
+        ),
+    ] = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -79,12 +91,14 @@ def serve(
     """Serve the web inspector: agents, history, time travel, machines, LangGraph threads."""
     _require_extra()
     from ..backends.redact import mask_url
+    from ..inspector.auth import allowed_host as check_allowed_host
     from ..inspector.server import check_host
     from ..inspector.server import serve as run_server
     from ..inspector.settings import InspectorSettings
 
     store_url = url or resolve_url(ctx, db)
     check_host(host, public=public)
+    allowed_hosts = tuple(check_allowed_host(name) for name in allowed_host or ())
     given = token or os.environ.get(ENV_TOKEN, "").strip() or None
     if given is not None and len(given) < 16:
         raise ConfigurationError("--token must be at least 16 characters")
@@ -110,6 +124,7 @@ def serve(
         principal=principal,
         policy=policy,
         metrics=metrics,
+        allowed_hosts=allowed_hosts,
     )
     if given is not None:
         settings.token = given

@@ -586,4 +586,4 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     ]
     app = Starlette(routes=routes, lifespan=ins.lifespan)
     app.state.inspector = ins
-    return TokenMiddleware(app, settings.token)
+    return TokenMiddleware(app, settings.token, hosts=settings.allowed_hosts)

@@ -1,5 +1,12 @@
 """Who may see the inspector, and what a page may do in the browser.
 
+* **Host.** Every request must name this server in its ``Host`` header: localhost,
+  127.0.0.1, [::1], the address it was reached at or bound to, or a name listed in
+  ``allowed_hosts`` (``--allowed-host``), any port (a request without a Host, which no
+  browser sends, is let through). Anything else is a 400 before the
+  token is even looked at: a page of another site whose name was re-bound to
+  127.0.0.1 (DNS rebinding) is same-origin with us to the browser, and could
+  otherwise use a token it learned to read every agent.
 * **Token.** Every request needs the inspector's token: ``Authorization: Bearer
   <token>``, or the ``sk_inspector_<port>`` cookie. Opening ``/?token=<token>`` (the link
   ``statekeeper serve`` prints) sets the cookie (HttpOnly, SameSite=Strict) and
@@ -18,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
@@ -28,8 +36,10 @@ from ..errors import ConfigurationError
 __all__ = [
     "COOKIE",
     "CSP",
+    "LOOPBACK_HOSTS",
     "MIN_TOKEN",
     "TokenMiddleware",
+    "allowed_host",
     "cookie_name",
     "csrf_token",
     "new_token",
@@ -51,6 +61,11 @@ _HEADERS = [
     (b"cache-control", b"no-store"),
 ]
 
+#: the names a request may always give in its Host header (with any port)
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+#: the longest Host shown back in a refusal
+_SHOWN = 100
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -70,6 +85,61 @@ def csrf_token(token: str) -> str:
 
 def valid_csrf(token: str, value: str | None) -> bool:
     return value is not None and hmac.compare_digest(csrf_token(token), value)
+
+
+def host_name(value: str) -> str | None:
+    """The name a ``Host`` header's ``value`` gives (lowercased; an IPv6 address
+    without its brackets), its port dropped; None when it is not a host[:port]."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, bracket, port = value[1:].partition("]")
+        if not bracket or (port and not port.startswith(":")):
+            return None
+        try:
+            name = str(ipaddress.IPv6Address(name))
+        except ValueError:
+            return None
+        port = port[1:]
+    else:
+        name, colon, port = value.partition(":")
+        if colon and not port:
+            return None
+        if not name or any(c in name for c in "/\\@?#[]: \t"):
+            return None
+    return name if not port or port.isdigit() else None
+
+
+def allowed_host(name: str) -> str:
+    """A name of ``allowed_hosts`` (``--allowed-host``) as requests give it: a host
+    name or an IP address (IPv6 with or without brackets), without a port or scheme."""
+    value = name.strip().lower()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        found = host_name(value)
+    if found is None or found != value:
+        raise ConfigurationError(
+            "an allowed host (--allowed-host) is a host name or an IP address, without"
+            f" a scheme, path or port, not {name!r}"
+        )
+    return found
+
+
+def _own_names(scope: Scope) -> set[str]:
+    """The address the request reached (a server bound to 0.0.0.0 answers on each)."""
+    server = scope.get("server")
+    if not server or not isinstance(server[0], str):
+        return set()
+    names = {server[0].lower()}
+    try:
+        address = ipaddress.ip_address(server[0])
+    except ValueError:
+        return names
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        names.add(str(address.ipv4_mapped))  # a dual-stack socket reached over IPv4
+    return names
 
 
 def cookie_name(scope: Scope) -> str:
@@ -102,7 +172,14 @@ def _bearer(headers: list[tuple[bytes, bytes]]) -> str | None:
 class TokenMiddleware:
     """Refuses every request without the token; adds the security headers."""
 
-    def __init__(self, app: ASGIApp, token: str, *, exempt: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str,
+        *,
+        exempt: tuple[str, ...] = (),
+        hosts: Iterable[str] = (),
+    ) -> None:
         # an empty token let anyone in (``?token=`` matched it, then an empty cookie):
         # an embedding that read an unset variable served an open inspector
         if len(token) < MIN_TOKEN:
@@ -112,6 +189,21 @@ class TokenMiddleware:
         self.app = app
         self._token = token.encode()
         self._exempt = exempt
+        self._hosts = LOOPBACK_HOSTS | {allowed_host(h) for h in hosts}
+
+    def _host_ok(self, scope: Scope, headers: list[tuple[bytes, bytes]]) -> str | None:
+        """None when the request names this server; else the Host it gave (shown)."""
+        given = [value for name, value in headers if name == b"host"]
+        if not given:
+            # no browser leaves it out (HTTP/1.0 tools and raw ASGI callers do): not
+            # a rebinding page, which always names its own host
+            return None
+        if len(given) == 1:
+            name = host_name(given[0].decode("latin-1"))
+            if name is not None and (name in self._hosts or name in _own_names(scope)):
+                return None
+        shown = b", ".join(given).decode("latin-1")
+        return repr(shown[:_SHOWN] + ("..." if len(shown) > _SHOWN else ""))
 
     def _ok(self, candidate: str | None) -> bool:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self._token)
@@ -131,6 +223,28 @@ class TokenMiddleware:
                 message.setdefault("headers", [])
                 message["headers"] = list(message["headers"]) + _HEADERS
             await send(message)
+
+        # before the token, the routes and the token link: a re-bound name never
+        # reaches them (nor gets a cookie set)
+        wrong_host = self._host_ok(scope, headers)
+        if wrong_host is not None:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            refusal = (
+                f"400: this statekeeper inspector does not answer to the host {wrong_host}."
+                " Open it at the address `statekeeper serve` printed; a name of a"
+                " reverse proxy must be listed with --allowed-host.\n"
+            )
+            await send_secured(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+                }
+            )
+            await send({"type": "http.response.body", "body": refusal.encode()})
+            return
 
         if given and self._ok(given[0]) and scope.get("method") == "GET":
             rest = urlencode([(k, v) for k, v in params if k != "token"])

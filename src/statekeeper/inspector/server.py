@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import socket
 import sys
@@ -55,7 +56,10 @@ def serve(
     from .app import create_app
 
     check_host(host, public=public)
-    app = create_app(settings)
+    # the address listened on is a name of this server (the printed link gives it,
+    # 0.0.0.0 or [::] too)
+    hosts = (*settings.allowed_hosts, host)
+    app = create_app(dataclasses.replace(settings, allowed_hosts=hosts))
     # bind first, so that the address printed already accepts connections (port 0:
     # the one the system chose)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -39,6 +39,11 @@ class InspectorSettings:
             at ``/metrics`` (``statekeeper serve --metrics``). Behind the token like
             every page; with a ``principal``, only an admin on ``**`` may read them
             (they count every tenant's operations).
+        allowed_hosts: names besides localhost, 127.0.0.1, [::1] and the address
+            served that a request's ``Host`` header may give (``--allowed-host``: the
+            name of a reverse proxy in front of it); any other Host is a 400, which
+            is what stops a page of another site whose name was re-bound to this
+            machine (DNS rebinding).
     """
 
     url: str
@@ -54,3 +59,4 @@ class InspectorSettings:
     principal: str | None = None
     policy: AccessPolicy | None = None
     metrics: bool = False
+    allowed_hosts: tuple[str, ...] = ()
