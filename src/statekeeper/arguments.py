@@ -12,7 +12,8 @@ the same way) follow one rule on every backend (:func:`check_agent_id`): a non-e
 so an agent can always be moved from one to another. Ids that start with
 :data:`INTERNAL_PREFIX` are reserved for records statekeeper keeps for itself (the
 tiered backend's cold-tier markers, ``"\x01sk-cold/" + agent_id``): callers cannot use
-them, backends accept them when what follows the prefix's ``/`` is a valid id
+them, backends accept them when what follows the prefix's ``/`` is what a valid id is, up
+to :data:`INTERNAL_MARGIN` bytes longer (it may wrap the longest id or namespace)
 (:func:`check_stored_id`).
 
 A new agent's id is also *normal* (:func:`check_new_agent_id`, checked where an agent
@@ -55,6 +56,12 @@ MAX_ID_BYTES = 1024
 #: agent ids starting with this are statekeeper's own records, not agents
 INTERNAL_PREFIX = "\x01sk-"
 
+#: how much longer than an agent id the part of an internal record's id after its kind
+#: may be: it may wrap an agent id or a namespace (a namespace's feed tombstone stream
+#: under row-level security is ``"deleted/in/" + namespace + "/-"``, 13 bytes more than
+#: its namespace, and a namespace is at most 2 bytes shorter than the longest agent id)
+INTERNAL_MARGIN = 64
+
 #: the stream of the store's audit log (see :mod:`statekeeper.governance.audit`)
 AUDIT_STREAM = INTERNAL_PREFIX + "audit/log"
 
@@ -81,8 +88,9 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 40 else value[:40] + "…")
 
 
-def _id_problem(value: object, what: str) -> str | None:
-    """Why ``value`` is not an id every backend stores the same, or None when it is."""
+def _id_problem(value: object, what: str, limit: int = MAX_ID_BYTES) -> str | None:
+    """Why ``value`` is not an id every backend stores the same (at most ``limit`` bytes
+    in UTF-8), or None when it is."""
     if type(value) is not str:
         if isinstance(value, str):  # a str subclass (e.g. a StrEnum): its plain value
             value = str.__str__(value)
@@ -91,7 +99,7 @@ def _id_problem(value: object, what: str) -> str | None:
     assert isinstance(value, str)
     if not value:
         return f"{what} must be a non-empty str"
-    if len(value) <= MAX_ID_BYTES // 4 and value.isascii():  # the common case
+    if len(value) <= limit // 4 and value.isascii():  # the common case
         if "\x00" in value:
             return f"{what} {_shown(value)} contains a NUL character at index {value.index(chr(0))}"
         return None
@@ -104,10 +112,8 @@ def _id_problem(value: object, what: str) -> str | None:
         )
     if "\x00" in value:
         return f"{what} {_shown(value)} contains a NUL character at index {value.index(chr(0))}"
-    if size > MAX_ID_BYTES:
-        return (
-            f"{what} {_shown(value)} is {size:,} bytes in UTF-8, over the limit of {MAX_ID_BYTES:,}"
-        )
+    if size > limit:
+        return f"{what} {_shown(value)} is {size:,} bytes in UTF-8, over the limit of {limit:,}"
     return None
 
 
@@ -175,7 +181,8 @@ def check_new_agent_id(agent_id: str, argument: str = "agent_id") -> str:
 
 def check_stored_id(agent_id: object) -> str:
     """What a backend accepts: a valid agent id, or an internal record's id
-    (:data:`INTERNAL_PREFIX`, a kind, ``/``, then a valid agent id)."""
+    (:data:`INTERNAL_PREFIX`, a kind, ``/``, then what a valid agent id is, up to
+    :data:`INTERNAL_MARGIN` bytes longer: it may wrap the longest agent id or namespace)."""
     if (  # the common case (as in check_agent_id), inline: this runs on every backend call
         type(agent_id) is str
         and 0 < len(agent_id) <= MAX_ID_BYTES // 4
@@ -187,7 +194,11 @@ def check_stored_id(agent_id: object) -> str:
     if type(agent_id) is str and agent_id[:1] == "\x01" and agent_id.startswith(INTERNAL_PREFIX):
         kind, slash, rest = agent_id[len(INTERNAL_PREFIX) :].partition("/")
         if slash and kind and kind.isascii() and kind.isalnum():
-            check_agent_id(rest)
+            problem = _id_problem(rest, "agent_id", MAX_ID_BYTES + INTERNAL_MARGIN)
+            if problem is None and rest.startswith(INTERNAL_PREFIX):
+                problem = f"agent_id may not start with {INTERNAL_PREFIX!r} (reserved)"
+            if problem is not None:
+                raise InvalidAgentId(problem, "agent_id")
             return agent_id
     return check_agent_id(agent_id)
 

@@ -11,7 +11,8 @@ CLI's namespace filters).
 ids that start with ``"acme/"`` — as the policy pattern ``acme/**`` does.
 
 A namespace is ``""`` (root) or ``/``-separated segments, none empty, ``.`` or ``..``
-(``acme/support``; not ``../x``, ``acme/.``, ``acme//x``, ``/acme`` nor ``acme/``): a
+(``acme/support``; not ``../x``, ``acme/.``, ``acme//x``, ``/acme`` nor ``acme/``), and
+does not start with ``"\x01"`` (the store's own streams, no agent's namespace): a
 namespace is a prefix of stored ids, never a path to resolve, so a segment that reads as
 "this" or "the parent" would name another namespace than the one it seems to. An agent
 id is built from one with :func:`qualify` (or a store opened with ``namespace=``, which
@@ -61,7 +62,12 @@ def check_namespace(namespace: object, argument: str = "namespace") -> str:
         return ROOT
     value = check_name(namespace, argument)
     parts = value.split("/")
-    if any(not part for part in parts):
+    if value[0] == "\x01":
+        why = (
+            "it starts with '\\x01', which marks the store's own streams (the audit log, "
+            "the legal holds, the feed's tombstones): no agent lives there"
+        )
+    elif any(not part for part in parts):
         why = "it has an empty segment (leading, trailing or '//')"
     elif any(part in (".", "..") for part in parts):
         why = "it has a '.' or '..' segment (a namespace is an id prefix, not a path)"

@@ -171,3 +171,23 @@ def test_import_without_the_key_into_an_encrypted_store_is_refused(
     env = {"STATEKEEPER_KEY_FILE": str(keys)}
     imported = runner.invoke(app, ["import", str(export), "--db", f"sqlite:///{secret}"], env=env)
     assert imported.exit_code == 0, imported.output
+
+
+def test_a_newline_in_an_agent_id_forges_no_row(runner: CliRunner, tmp_path: Path) -> None:
+    """An agent id is one line: a newline or tab in it is shown escaped, as the other
+    control characters are. Raw, 'x\\n victim   9' split the id over two rows of
+    `agents`, its second line reading as another agent of the table ('x' listed, then
+    ' victim'), and a tab printed as blanks showed 'x\\ty' as 'x       y'."""
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    forged, tabbed = "x\n victim   9", "x\ty"
+    store = SyncStateStore(url)
+    for agent_id in (forged, tabbed):
+        store.save(agent_id, {"n": 1})
+    store.close()
+    for args in (["agents"], ["show", forged], ["tail"]):
+        result = runner.invoke(app, [*args, "--db", url], env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        assert "x\\x0a victim   9" in result.output, (args, result.output)
+        assert not any(line.lstrip().startswith("victim") for line in result.output.splitlines())
+    listed = runner.invoke(app, ["agents", "--db", url], env={"COLUMNS": "200"}).output
+    assert "x\\x09y" in listed, listed

@@ -110,3 +110,16 @@ def test_the_inspector_filters_nested_namespaces() -> None:
     assert query.namespace == "acme/support"
     with pytest.raises(InvalidArgument, match="ns"):
         AgentQuery.parse({"ns": "acme//support"})
+
+
+@pytest.mark.parametrize("bad", ["\x01sk-audit", "\x01sk-holds", "\x01sk-feed/deleted", "\x01"])
+async def test_the_store_s_own_streams_are_no_namespace(bad: str, tmp_path: Path) -> None:
+    """No agent may be created with an id starting with '\\x01' (the mark of the
+    store's own streams), so no namespace starts with it either: a view of
+    '\\x01sk-audit' counted the audit log as one of its agents (count_agents 1) and its
+    listing failed naming 'after', an argument the caller never gave."""
+    with pytest.raises(InvalidArgument, match="own streams") as caught:
+        check_namespace(bad, "ns")
+    assert caught.value.argument == "ns"
+    with pytest.raises(InvalidArgument):
+        StateStore(f"sqlite:///{tmp_path / 's.db'}", namespace=bad)

@@ -27,7 +27,7 @@ import typer
 
 from ..errors import AgentForgotten, ConfigurationError
 from . import render
-from ._markup import escape
+from ._markup import escape, escape_id
 from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, run
 from .files import check_output_file
 from .stores import KeyFileOption, open_store
@@ -136,7 +136,8 @@ def _line(entry: AuditEntry) -> str:
     ) if entry.first_seq is not None else "-"  # fmt: skip
     return (
         f"{entry.seq:>6}  {render.local_time(entry.time)}  {escape(entry.principal or '-'):<12} "
-        f"{entry.operation:<10} {escape(entry.outcome):<8} {escape(entry.agent_id or '-')} {seqs}"
+        f"{entry.operation:<10} {escape(entry.outcome):<8} "
+        f"{escape_id(entry.agent_id or '-')} {seqs}"
     )
 
 

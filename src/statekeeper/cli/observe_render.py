@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._markup import escape
+from ._markup import escape, escape_id
 from ._table import titled_table
 from .charts import duration, hbar, human_bytes, state_bars
 
@@ -85,7 +85,7 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
         t = table("Stuck agents", "agent", "state", "for", "usual", "why")
         for s in report.stuck:
             t.add_row(
-                escape(s.agent_id),
+                escape_id(s.agent_id),
                 escape(s.state),
                 duration(s.seconds),
                 duration(s.usual_seconds) if s.usual_seconds is not None else "-",
@@ -99,7 +99,7 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
         )
         for z in report.largest:
             t.add_row(
-                escape(z.agent_id),
+                escape_id(z.agent_id),
                 human_bytes(z.state_bytes),
                 f"{z.replay_events:,}",
                 f"[blue]{hbar(z.state_bytes / biggest, max(10, width // 3))}[/]",
@@ -110,7 +110,7 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
         t = table("Fastest-growing streams", "agent", "events", "per hour", "")
         for g in report.fastest_growing:
             t.add_row(
-                escape(g.agent_id),
+                escape_id(g.agent_id),
                 f"{g.events:,}",
                 f"{g.per_hour:,.1f}",
                 f"[cyan]{hbar(g.events / most, max(10, width // 3))}[/]",
@@ -119,18 +119,18 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
     if report.due_snapshot:
         t = table("Streams due a snapshot", "agent", "events since snapshot")
         for z in report.due_snapshot[:20]:
-            t.add_row(escape(z.agent_id), f"{z.replay_events:,}")
+            t.add_row(escape_id(z.agent_id), f"{z.replay_events:,}")
         out.append(t)
     if report.failing_verification:
         t = table("Failing verification", "agent", "problem")
         for agent_id, reason in report.failing_verification:
-            t.add_row(escape(agent_id), escape(reason))
+            t.add_row(escape_id(agent_id), escape(reason))
         out.append(t)
     if report.stale_leases:
         t = table("Lease holders that stopped renewing", "agent", "holder", "token", "expired")
         for lease in report.stale_leases:
             t.add_row(
-                escape(lease.agent_id),
+                escape_id(lease.agent_id),
                 escape(lease.holder),
                 str(lease.token),
                 duration(lease.expired_for) + " ago",
@@ -147,7 +147,7 @@ def health_renderables(report: HealthReport, width: int) -> list[RenderableType]
     if report.unreadable:
         t = table("Unreadable agents", "agent", "error")
         for agent_id, error in report.unreadable:
-            t.add_row(escape(agent_id), escape(error))
+            t.add_row(escape_id(agent_id), escape(error))
         out.append(t)
     if report.forgotten:
         out.append(

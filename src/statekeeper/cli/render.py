@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentLost, IntegrityError
-from ._markup import escape
+from ._markup import escape, escape_id
 from ._table import titled_table
 from .charts import state_colour
 
@@ -176,10 +176,10 @@ def agents_table(
     table.add_column("created", style="dim", no_wrap=True)
     for info, state, mark in rows:
         if isinstance(info, AgentLost):  # its data is gone: only its id is known
-            table.add_row(escape(info.agent_id), "-", "[red](lost)[/]", "-", "-")
+            table.add_row(escape_id(info.agent_id), "-", "[red](lost)[/]", "-", "-")
             continue
         table.add_row(
-            escape(info.agent_id),
+            escape_id(info.agent_id),
             str(info.head_seq),
             f"[dim]{escape(mark)}[/]" if mark else _state(state),
             local_time(info.updated_at, ms=False),
@@ -217,7 +217,7 @@ def snapshot_view(snap: Snapshot, head: int) -> Group:
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")  # a long agent id folds, never cut short
     where = f"{snap.seq}" + ("" if snap.seq == head else f"  [dim](head is {head})[/]")
-    grid.add_row("agent", escape(snap.agent_id))
+    grid.add_row("agent", escape_id(snap.agent_id))
     grid.add_row("seq", where)
     grid.add_row("state", _state(snap.fsm_state))
     grid.add_row("state entered", local_time(snap.state_entered_at or None))
@@ -327,7 +327,7 @@ def problems_table(problems: Iterable[Problem]) -> Table:
     table.add_column("seq", justify="right")
     table.add_column("problem", style="red", overflow="fold")
     for p in problems:
-        table.add_row(escape(p.agent_id), "-" if p.seq is None else str(p.seq), escape(p.reason))
+        table.add_row(escape_id(p.agent_id), "-" if p.seq is None else str(p.seq), escape(p.reason))
     return table
 
 

@@ -18,7 +18,7 @@ import typer
 
 from ..errors import AgentNotFound
 from . import render
-from ._markup import escape
+from ._markup import escape, escape_id
 from .app import (
     DbOption,
     JsonOption,
@@ -142,7 +142,7 @@ def _print(report: RepairReport, *, no_key: bool = False) -> None:
         table.add_column("seq", justify="right")
         table.add_column("was", style="yellow", overflow="fold")
         for change in report.changes:
-            table.add_row(escape(change.agent_id), str(change.seq), escape(change.reason))
+            table.add_row(escape_id(change.agent_id), str(change.seq), escape(change.reason))
         console.print(table)
     if report.unrepairable:
         table = render.problems_table(report.unrepairable)

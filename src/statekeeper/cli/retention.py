@@ -14,7 +14,7 @@ from .._files import write_atomically
 from ..errors import ConfigurationError
 from ..namespaces import namespace_of
 from . import render
-from ._markup import escape
+from ._markup import escape, escape_id
 from .app import (
     DbOption,
     JsonOption,
@@ -293,7 +293,7 @@ def retention_apply(
         if a.outcome == "unsupported":  # nothing done, nothing to do: said once below
             unsupported[a.kind, a.reason] = unsupported.get((a.kind, a.reason), 0) + 1
             continue
-        console.print(f"{escape(a.agent_id)}: {_action_line(a)}", soft_wrap=True)
+        console.print(f"{escape_id(a.agent_id)}: {_action_line(a)}", soft_wrap=True)
     for (kind, reason), agents in unsupported.items():
         console.print(
             f"{_UNSUPPORTED.get(kind, kind)} not supported by this engine: {escape(reason)}"
@@ -575,7 +575,7 @@ def retention_adopt(
             else:
                 verb = "would adopt" if a.outcome == "dry-run" else "adopted"
                 line = f"{verb} the compaction to seq {a.base_seq}"
-            console.print(f"{escape(a.agent_id)}: {line}", soft_wrap=True)
+            console.print(f"{escape_id(a.agent_id)}: {line}", soft_wrap=True)
         adopted = len(report.adoptions) - len(refused)
         console.print(
             f"{report.scanned:,} agent(s) scanned, {adopted:,}"

@@ -20,7 +20,7 @@ import typer
 
 from ..errors import AgentForgotten, AgentNotFound
 from . import render
-from ._markup import escape
+from ._markup import escape, escape_id
 from .app import (
     DbOption,
     KeyFileOption,
@@ -52,7 +52,7 @@ def event_line(ev: Event, *, with_agent: bool) -> str:
     to = ev.info.get("to") if is_transition else ev.fsm_state
     parts = [f"[dim]{render.local_time(ev.timestamp, date=False)}[/]"]
     if with_agent:
-        parts.append(f"[bold]{escape(ev.agent_id)}[/]")
+        parts.append(f"[bold]{escape_id(ev.agent_id)}[/]")
     parts.append(f"#{ev.seq}")
     parts.append(escape(str(name)) if name else f"[dim]{escape(ev.type)}[/]")
     moved = render.transition_text(frm, to)
