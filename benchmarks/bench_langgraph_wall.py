@@ -12,6 +12,9 @@ The chat of ``bench_langgraph_goals.py`` (``durability="sync"``, SQLite
   core: the machine's load), ``runq_ms`` their sum;
 * ``caller_off_cpu_ms`` = wall - the caller's CPU, and of it ``caller_asleep_ms`` (not
   runnable either: blocked on a lock, a future, I/O);
+* ``commits_turn`` (write transactions: ``SqliteSaver``'s ``COMMIT`` statements, the
+  SQLite backend's ``append_commits``), ``tail_ms`` (from the last ``put``/``put_writes``
+  return to ``invoke``'s: a run's end, our claim's release);
 * ``threads_started`` (``Thread.start`` calls: LangGraph makes an executor per
   ``invoke``), ``threads`` (most alive), ``writes_turn`` (``put`` + ``put_writes``).
 
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +122,38 @@ def _per_thread(base: dict[int, tuple[int, int]], ms: float) -> dict[str, float]
     return dict(sorted(out.items()))
 
 
+def _commits(kind: str, saver: Any) -> Callable[[], int]:
+    """The write transactions committed so far: ``SqliteSaver``'s ``COMMIT`` statements
+    (its connection's trace callback), the SQLite backend's ``append_commits``."""
+    if kind == "sqlite":
+        seen = [0]
+
+        def traced(sql: str) -> None:
+            seen[0] += sql.strip().upper() == "COMMIT"
+
+        saver.conn.set_trace_callback(traced)
+        return lambda: seen[0]
+    backend = saver.store.backend
+    return lambda: int(backend.append_commits)
+
+
+def _last_return(saver: Any) -> list[float]:
+    """``[when the saver's last put / put_writes returned]`` (``perf_counter``): a
+    turn's tail is from then to ``invoke``'s return (a run's end: our claim's release)."""
+    last = [0.0]
+    for name in ("put", "put_writes"):
+        call = getattr(saver, name)
+
+        def timed(*a: Any, _call: Any = call, **k: Any) -> Any:
+            try:
+                return _call(*a, **k)
+            finally:
+                last[0] = time.perf_counter()
+
+        setattr(saver, name, timed)
+    return last
+
+
 def run(kind: str, tmp: Path, turns: int, skip: int = 0) -> dict[str, float]:
     from langchain_core.messages import HumanMessage
 
@@ -127,6 +163,8 @@ def run(kind: str, tmp: Path, turns: int, skip: int = 0) -> dict[str, float]:
     saver, close = (VARIANTS.get(kind) or SAVERS[kind])(
         tmp / f"{kind}-{time.monotonic_ns()}.db", "NORMAL"
     )
+    commits = _commits(kind, saver)
+    last = _last_return(saver)
     counting = Counting(saver)
     graph = chat_graph().compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": "chat"}}
@@ -139,11 +177,14 @@ def run(kind: str, tmp: Path, turns: int, skip: int = 0) -> dict[str, float]:
     STARTED[0] = 0
     writes0 = counting.writes
     base = _now()
+    commits0, tail = commits(), 0.0
     wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
     for message in inputs:
         graph.invoke({"messages": [message]}, cfg, durability="sync")
+        tail += time.perf_counter() - last[0]
         threads = max(threads, threading.active_count())
     wall = time.perf_counter() - wall
+    commits_turn = (commits() - commits0) / turns
     cpu, own = time.process_time() - cpu, time.thread_time() - own
     per_thread = _per_thread(base, 1 / turns)
     close()
@@ -159,6 +200,8 @@ def run(kind: str, tmp: Path, turns: int, skip: int = 0) -> dict[str, float]:
             "caller_off_cpu_ms": (wall - own) * ms,
             "caller_asleep_ms": (wall - own) * ms - per_thread.get("runq[caller]", 0.0),
             "writes_turn": (counting.writes - writes0) / turns,
+            "commits_turn": commits_turn,
+            "tail_ms": tail * ms,
             "threads": threads,
         }
     )
