@@ -7,7 +7,6 @@ run said "0 on legal hold"."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,31 +16,13 @@ from statekeeper import StateStore
 from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.holds import add_hold
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
-from statekeeper.records import AgentInfo
 
 from ..backends._services import fresh_url
 from ._keyring import KEYRING
+from ._listing import after_first_page
 
 T0 = 1_000_000.0
 ADMIN = parse_policy('[principals.ops]\nadmin = ["**"]\n')
-
-
-def held_after_listing(
-    store: StateStore, place: Callable[[], Awaitable[Any]]
-) -> Callable[..., Awaitable[list[AgentInfo]]]:
-    """``store.list_agents`` whose first non-empty page is followed by ``place`` (a hold
-    placed by another process after retention listed the page, before it acts)."""
-    listing = store.list_agents
-    done: list[bool] = []
-
-    async def list_agents(*args: Any, **kw: Any) -> list[AgentInfo]:
-        page = await listing(*args, **kw)
-        if page and not done:
-            done.append(True)
-            await place()
-        return page
-
-    return list_agents
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
@@ -65,7 +46,7 @@ async def test_a_hold_placed_during_the_run_stops_what_has_not_started(
                 assert await add_hold(store, "acme/b", "Smith v. Acme")
 
             monkeypatch.setattr(
-                store, "list_agents", held_after_listing(store, another_process_holds_b)
+                store, "list_agents", after_first_page(store, another_process_holds_b)
             )
             report = await apply_retention(
                 store, RetentionPolicy.parse(f"acme {rule}\n"), now=T0 + 7200

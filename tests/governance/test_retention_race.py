@@ -4,7 +4,6 @@ acknowledged: deleting it loses it without an error)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,32 +12,14 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
-from statekeeper.records import AgentInfo
 
 from ..backends._services import fresh_url
 from ._keyring import KEYRING
+from ._listing import after_first_page
 
 T0 = 1_000_000.0
 POLICY = RetentionPolicy.parse("stale ttl=1h\n")
 ADMIN = parse_policy('[principals.ops]\nadmin = ["**"]\n')
-
-
-def written_after_listing(
-    store: StateStore, write: Callable[[], Awaitable[Any]]
-) -> Callable[..., Awaitable[list[AgentInfo]]]:
-    """``store.list_agents`` whose first non-empty page is followed by ``write`` (another
-    writer's save landing after retention listed the agent and before it acts)."""
-    listing = store.list_agents
-    done: list[bool] = []
-
-    async def list_agents(*args: Any, **kw: Any) -> list[AgentInfo]:
-        page = await listing(*args, **kw)
-        if page and not done:
-            done.append(True)
-            await write()
-        return page
-
-    return list_agents
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
@@ -61,7 +42,7 @@ async def test_a_purge_spares_an_agent_written_after_it_was_listed(
                 now[0] = T0 + 7200
                 await store.save("stale/c", {"i": 1})
 
-            monkeypatch.setattr(store, "list_agents", written_after_listing(store, another_write))
+            monkeypatch.setattr(store, "list_agents", after_first_page(store, another_write))
             report = await apply_retention(store, POLICY, now=T0 + 7200)
             monkeypatch.undo()
             assert (await store.load("stale/c")).data == {"i": 1}  # the acknowledged write

@@ -23,6 +23,7 @@ from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, r
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
+    from ..backends.sqlite_files import SqliteFile
     from ..feed.runner import ProjectionStatus
     from ..store import StateStore
 
@@ -68,28 +69,37 @@ def read_model_path(url: str, given: Path | None) -> Path:
     return path
 
 
-def _require_read_models(path: Path) -> None:
-    """A read-model file is created, or reopened when it holds ``sk_projections``;
-    anything else (the store itself, another application's database, a text file) is
-    refused untouched: opening it would add tables and switch it to WAL."""
-    from ..backends.sqlite_files import connect_read_only, describe, inspect_sqlite_file
+def looked_at(path: Path) -> tuple[bool, SqliteFile]:
+    """Whether ``path`` is a read-model file (a SQLite file with an ``sk_projections``
+    table), and what :func:`~statekeeper.backends.sqlite_files.inspect_sqlite_file`
+    found there; :class:`ConfigurationError` when it cannot be read."""
+    from ..backends.sqlite_files import connect_read_only, inspect_sqlite_file
 
     try:
         info = inspect_sqlite_file(path)
     except OSError as exc:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if info.kind == "missing":
+    if info.kind != "foreign":
+        return False, info
+    conn = connect_read_only(path, timeout=5.0)
+    try:
+        tracking = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_projections'"
+        ).fetchone()
+    finally:
+        conn.close()
+    return tracking is not None, info
+
+
+def _require_read_models(path: Path) -> None:
+    """A read-model file is created, or reopened when it holds ``sk_projections``;
+    anything else (the store itself, another application's database, a text file) is
+    refused untouched: opening it would add tables and switch it to WAL."""
+    from ..backends.sqlite_files import describe
+
+    model, info = looked_at(path)
+    if model or info.kind == "missing":
         return
-    if info.kind == "foreign":
-        conn = connect_read_only(path, timeout=5.0)
-        try:
-            tracking = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_projections'"
-            ).fetchone()
-        finally:
-            conn.close()
-        if tracking is not None:
-            return
     raise NotOwned(
         f"refusing to write read models into {path}: it {describe(info)}, not a read-model"
         " file statekeeper wrote; choose another --read-model"

@@ -395,22 +395,12 @@ def _check_read_model(path: Path) -> None:
     """A ``--read-model`` given is a read-model file (an ``sk_projections`` table), else
     :class:`~statekeeper.errors.ConfigurationError`: a typo or another file read as "no
     projections" would hide the projections the run leaves behind."""
-    from ..backends.sqlite_files import connect_read_only, describe, inspect_sqlite_file
+    from ..backends.sqlite_files import describe
+    from .projections import looked_at
 
-    try:
-        info = inspect_sqlite_file(path)
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if info.kind == "foreign":
-        conn = connect_read_only(path, timeout=5.0)
-        try:
-            tracking = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sk_projections'"
-            ).fetchone()
-        finally:
-            conn.close()
-        if tracking is not None:
-            return
+    model, info = looked_at(path)
+    if model:
+        return
     raise ConfigurationError(
         f"--read-model {path}: it {describe(info)}, not a read-model file of"
         " `statekeeper projections run`; nothing was removed"
