@@ -196,8 +196,8 @@ async def test_s3_delete_and_an_append_landing_after_it_listed_the_stream(
             for name in ("_list", "_tip_layout"):  # the delete's first look at the stream
                 real = getattr(backend, name)
 
-                def hooked(agent: str, *args: Any, _real: Any = real) -> Any:
-                    found = _real(agent, *args)
+                def hooked(agent: str, *args: Any, _real: Any = real, **kw: Any) -> Any:
+                    found = _real(agent, *args, **kw)
                     if armed[0] and backend._agent_root("a") in (agent, backend._agent_root(agent)):
                         armed[0] = False
                         asyncio.run_coroutine_threadsafe(another_write(), loop).result()
