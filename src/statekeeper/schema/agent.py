@@ -25,6 +25,7 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     SchemaError,
+    SchemaVersionTooNew,
     StatekeeperError,
 )
 from ..records import AppendResult, Event, Snapshot
@@ -365,9 +366,8 @@ class TypedStates(Generic[M]):
         document = self._dump(state, agent_id, "save")
         if fsm_state is None and self.schema.state_renames:
             fsm_state = await self._renamed_state(agent_id)
-        token = None
-        if self.schema.adapter.carries:  # carried onto the record the save is made on
-            token = SAVE_CARRY.set(self._carry(agent_id, state, document))
+        # carried onto the record the save is made on (and checked against its version)
+        token = SAVE_CARRY.set(self._carry(agent_id, state, document))
         try:
             result = await self.store.save(
                 agent_id,
@@ -380,8 +380,7 @@ class TypedStates(Generic[M]):
                 lease=lease,
             )
         finally:
-            if token is not None:
-                SAVE_CARRY.reset(token)
+            SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
         return result
 
@@ -397,20 +396,35 @@ class TypedStates(Generic[M]):
 
     def _carry(
         self, agent_id: str, state: M, document: dict[str, Any]
-    ) -> Callable[[Any, int | None], Mapping[str, Any]]:
+    ) -> Callable[[Callable[[], Any], int | None], Mapping[str, Any]]:
         """What the save writes on a stored state (:data:`~statekeeper.store.writes.
         SAVE_CARRY`): ``document`` with the keys of it the model does not declare put
         back, at any depth — on the state the write is made on, read by the save itself
-        (a cache hit, or the read the write makes anyway: no read of its own)."""
+        (a cache hit, or the read the write makes anyway: no read of its own).
+
+        A state stored by newer code (a higher schema version) that this code has no
+        downcaster for is refused (:class:`~statekeeper.errors.SchemaVersionTooNew`,
+        nothing written): replacing it would drop, unseen, every field only the newer
+        version knows and take the agent back to this older version — during a
+        rolling deploy, the new code's writes lost without an error."""
         schema = self.schema
         entry = self._known.get(id(state))
         known = entry[1] if entry is not None and entry[0]() is state else None
+        carries = schema.adapter.carries
 
-        def carry(stored: Any, version: int | None) -> Mapping[str, Any]:
+        def carry(stored: Callable[[], Any], version: int | None) -> Mapping[str, Any]:
+            newer = version is not None and version > schema.version
+            if not carries and not newer:
+                return document  # (nothing to carry, nothing to check)
             try:
-                cast = schema.convert(stored, version or schema.version, agent_id=agent_id)
+                cast = schema.convert(stored(), version or schema.version, agent_id=agent_id)
+            except SchemaVersionTooNew as exc:
+                exc.add_note(f"TypedStates.save of agent {agent_id!r}: nothing was written")
+                raise
             except SchemaError:
                 return document  # (not loadable: replaced, as an untyped save would)
+            if not carries:
+                return document  # (read through a downcaster: this code's own version)
             return schema.adapter.keep(state, document, cast, agent_id, known)
 
         return carry
