@@ -6,7 +6,8 @@ states at schema version 2, with fields v1 does not know (``escalated``). A v1
 made on the stored v2 state as if that were unreadable data of another tool: replaced,
 at version 1 — v2's ``escalated=True`` gone and the agent back at the old version, no
 error (v2 then read ``escalated=False``). It is refused now (``SchemaVersionTooNew``,
-nothing written), as loading it is; with a downcaster the save keeps what v1 does not
+nothing written), as loading it is — and so is one v2 stored under a model name it
+renamed (``SchemaMismatch``); with a downcaster the save keeps what v1 does not
 declare, as before.
 """
 
@@ -22,7 +23,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from statekeeper import StateStore, SyncStateStore
-from statekeeper.errors import SchemaVersionTooNew
+from statekeeper.errors import SchemaMismatch, SchemaVersionTooNew
 from statekeeper.schema import SchemaRegistry, SyncTypedStates, TypedStates
 
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
@@ -86,6 +87,22 @@ async def test_a_model_that_carries_nothing_is_refused_too(url: str) -> None:
         with pytest.raises(SchemaVersionTooNew):
             await TypedStates(store, old).save("a-2", Strict(customer_name="ann"))
     assert await _as_stored(url, "a-2") == before
+
+
+async def test_a_newer_state_under_a_renamed_model_is_refused_too(url: str) -> None:
+    """v2 renamed the model ("support" -> "ticket", the old name kept as an alias):
+    v1 cannot read the state either, and replaced it all the same."""
+    ticket = SchemaRegistry().register(
+        apps.SupportV2, name="ticket", version=2, aliases=("support",)
+    )
+    async with StateStore(url) as new:
+        state = apps.SupportV2(customer="ann", escalated=True)
+        await TypedStates(new, ticket).save("a-6", state)
+    before = await _as_stored(url, "a-6")
+    async with StateStore(url) as store:
+        with pytest.raises(SchemaMismatch):
+            await TypedStates(store, apps.support_v1).save("a-6", apps.SupportV1(customer_name="b"))
+    assert await _as_stored(url, "a-6") == before
 
 
 async def test_with_a_downcaster_the_old_save_keeps_the_new_fields(url: str) -> None:

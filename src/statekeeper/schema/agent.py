@@ -25,7 +25,6 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     SchemaError,
-    SchemaVersionTooNew,
     StatekeeperError,
 )
 from ..records import AppendResult, Event, Snapshot
@@ -402,11 +401,13 @@ class TypedStates(Generic[M]):
         back, at any depth — on the state the write is made on, read by the save itself
         (a cache hit, or the read the write makes anyway: no read of its own).
 
-        A state stored by newer code (a higher schema version) that this code has no
-        downcaster for is refused (:class:`~statekeeper.errors.SchemaVersionTooNew`,
-        nothing written): replacing it would drop, unseen, every field only the newer
-        version knows and take the agent back to this older version — during a
-        rolling deploy, the new code's writes lost without an error."""
+        A state stored by newer code (a higher schema version) that this code cannot
+        read — no downcaster (:class:`~statekeeper.errors.SchemaVersionTooNew`), or
+        stored under a model name the newer code renamed it to
+        (:class:`~statekeeper.errors.SchemaMismatch`) — is refused, nothing written:
+        replacing it would drop, unseen, every field only the newer version knows and
+        take the agent back to this older version — during a rolling deploy, the new
+        code's writes lost without an error."""
         schema = self.schema
         entry = self._known.get(id(state))
         known = entry[1] if entry is not None and entry[0]() is state else None
@@ -418,11 +419,13 @@ class TypedStates(Generic[M]):
                 return document  # (nothing to carry, nothing to check)
             try:
                 cast = schema.convert(stored(), version or schema.version, agent_id=agent_id)
-            except SchemaVersionTooNew as exc:
+            except SchemaError as exc:
+                if not newer:
+                    return document  # (not loadable: replaced, as an untyped save would)
+                # stored by newer code this code cannot read (no downcaster, or under
+                # a model name the newer code renamed): never replaced unseen
                 exc.add_note(f"TypedStates.save of agent {agent_id!r}: nothing was written")
                 raise
-            except SchemaError:
-                return document  # (not loadable: replaced, as an untyped save would)
             if not carries:
                 return document  # (read through a downcaster: this code's own version)
             return schema.adapter.keep(state, document, cast, agent_id, known)
