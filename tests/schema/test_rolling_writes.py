@@ -163,3 +163,29 @@ def test_two_processes_v2_writes_then_v1_is_refused(tmp_path: Path) -> None:
             SyncTypedStates(old, apps.support_v1).save("a-5", apps.SupportV1(customer_name="b"))
         snap = old.load("a-5")
         assert (snap.schema_version, snap.data["escalated"]) == (2, True)
+
+
+async def test_a_retry_of_a_save_that_landed_answers_duplicate_not_refused(url: str) -> None:
+    """An idempotency key keeps working across the versions: the old code's retry of a
+    save that landed — before the new code wrote on top, or applied by a new worker —
+    answers duplicate=True (the refusal above must not hide it), and writes nothing."""
+    async with StateStore(url) as old:
+        first = await TypedStates(old, apps.support_v1).save(
+            "a-7", apps.SupportV1(customer_name="ann"), idempotency_key="req-1"
+        )
+    async with StateStore(url) as new:
+        state = await TypedStates(new, apps.support_v2).load("a-7")
+        state.escalated = True
+        await TypedStates(new, apps.support_v2).save("a-7", state, idempotency_key="req-2")
+    before = await _as_stored(url, "a-7")
+    async with StateStore(url) as old:
+        states = TypedStates(old, apps.support_v1)
+        again = await states.save(
+            "a-7", apps.SupportV1(customer_name="ann"), idempotency_key="req-1"
+        )
+        assert (again.duplicate, again.last_seq) == (True, first.last_seq)
+        other = await states.save("a-7", apps.SupportV1(customer_name="x"), idempotency_key="req-2")
+        assert (other.duplicate, other.last_seq) == (True, 2)
+        with pytest.raises(SchemaVersionTooNew):  # a new request: refused
+            await states.save("a-7", apps.SupportV1(customer_name="x"), idempotency_key="req-3")
+    assert await _as_stored(url, "a-7") == before

@@ -378,6 +378,13 @@ class TypedStates(Generic[M]):
                 schema_version=self.schema.version,
                 lease=lease,
             )
+        except SchemaError:  # (refused by the carry: stored by newer code, see _carry)
+            earlier = None
+            if idempotency_key is not None:  # a retry of a save that landed before?
+                earlier = await self.store.find_key(agent_id, idempotency_key)
+            if earlier is None:
+                raise
+            return earlier  # (duplicate=True, as the store's own retry check answers)
         finally:
             SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
