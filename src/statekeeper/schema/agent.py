@@ -23,6 +23,7 @@ from ..errors import (
     AgentNotFound,
     AgentOnHold,
     ConflictError,
+    DowncastDropsFields,
     InvalidArgument,
     SchemaError,
     StatekeeperError,
@@ -98,6 +99,11 @@ class TypedAgent(DurableAgent, Generic[M]):
         self._stored: dict[str, Any] | None = None
         if schema.adapter.carries and {MODEL_KEY: schema.name, **stored} != self._baseline:
             self._stored = stored
+        #: the keys a downcast dropped that this model cannot carry (it keeps no key it
+        #: was not given): a write would delete them, so it is refused (see _document)
+        self._drops: list[str] = []
+        if not schema.adapter.carries and version > schema.version:
+            self._drops = [k for k in stored if k not in self._baseline]
         #: the state's list items that hold undeclared keys, by identity (see .carry)
         self._known = schema.adapter.known(state, self._baseline, self._stored)
         #: the schema version of the stored state this agent was loaded from
@@ -150,6 +156,11 @@ class TypedAgent(DurableAgent, Generic[M]):
     def _document(self) -> dict[str, Any]:
         # validated against the last validated document: only what changed is checked
         schema = self.schema
+        if self._drops:  # (read through downcasters that dropped keys: see _adopt)
+            raise DowncastDropsFields(
+                schema.name, self.stored_version, schema.version, self._drops,
+                agent_id=self.agent_id, seq=self.seq,
+            )  # fmt: skip
         plain = schema.dump(self._state, self.agent_id, baseline=self._baseline)
         self._plain = plain
         doc = schema.adapter.keep(self._state, plain, self._stored, self.agent_id, self._known)
@@ -425,7 +436,9 @@ class TypedStates(Generic[M]):
             if not carries and not newer:
                 return document  # (nothing to carry, nothing to check)
             try:
-                cast = schema.convert(stored(), version or schema.version, agent_id=agent_id)
+                cast, dropped = schema.convert_keeping(
+                    stored(), version or schema.version, agent_id=agent_id
+                )
             except SchemaError as exc:
                 if not newer:
                     return document  # (not loadable: replaced, as an untyped save would)
@@ -434,7 +447,14 @@ class TypedStates(Generic[M]):
                 exc.add_note(f"TypedStates.save of agent {agent_id!r}: nothing was written")
                 raise
             if not carries:
+                if dropped:  # (it keeps no key it was not given: they would be deleted)
+                    raise DowncastDropsFields(
+                        schema.name, version or 0, schema.version, sorted(dropped),
+                        agent_id=agent_id,
+                    )  # fmt: skip
                 return document  # (read through a downcaster: this code's own version)
+            if dropped:  # (what the downcasters dropped: this code never saw it)
+                cast = {**cast, **dropped}
             return schema.adapter.keep(state, document, cast, agent_id, known)
 
         return carry
