@@ -36,6 +36,8 @@ __all__ = [
     "ConflictError",
     "CounterOverflow",
     "DecryptionError",
+    "DowncastDropsFields",
+    "EventVersionTooNew",
     "FeedChanged",
     "FeedCursorMismatch",
     "FeedLost",
@@ -1214,6 +1216,70 @@ class SchemaVersionTooNew(SchemaMismatch):
             f"{model} was stored at schema version {version}, newer than this code's "
             f"{current}, and no downcaster from version {version} is registered "
             "(upgrade this application, or register a downcaster)",
+            agent_id=agent_id,
+            seq=seq,
+        )
+
+
+class DowncastDropsFields(SchemaMismatch):
+    """A write by older code over a state newer code stored (schema ``version`` >
+    ``current``) would delete ``fields``: keys the downcasters dropped (the older code
+    never saw them) that its model cannot carry (``extra="forbid"`` or ``"allow"`` at
+    every depth keeps no key it was not given). Nothing was written: leave those keys
+    in the document in the downcaster (a model with ``extra="forbid"`` refuses them:
+    use the default ``"ignore"``), or write through the newer code."""
+
+    def __init__(
+        self,
+        model: str,
+        version: int,
+        current: int,
+        fields: list[str],
+        *,
+        agent_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.model = model
+        self.version = version
+        self.current = current
+        self.fields = list(fields)
+        super().__init__(
+            f"{model} was stored at schema version {version}; the downcasters to this "
+            f"code's {current} dropped {', '.join(map(repr, self.fields))}, which this "
+            "model cannot carry: a write by this code would delete them, so nothing was "
+            "written (leave them in the document in the downcaster, or write through "
+            "the newer code)",
+            agent_id=agent_id,
+            seq=seq,
+        )
+
+
+class EventVersionTooNew(SchemaVersionTooNew):
+    """A custom event (``event_type``) was recorded by newer code (schema ``version`` >
+    this code's ``current``): its type and info may have a shape this code does not
+    know — a newer version may have renamed it or changed its info — and events have no
+    downcasters, so a typed history read refuses it rather than hand it out as if this
+    code had recorded it."""
+
+    def __init__(
+        self,
+        model: str,
+        event_type: str,
+        version: int,
+        current: int,
+        *,
+        agent_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        self.model = model
+        self.event_type = event_type
+        self.version = version
+        self.current = current
+        SchemaMismatch.__init__(
+            self,
+            f"the {event_type!r} event of {model} was recorded at schema version {version}, "
+            f"newer than this code's {current}: its type and info may be of a shape this "
+            "code does not know (upgrade this application to read it)",
             agent_id=agent_id,
             seq=seq,
         )

@@ -74,4 +74,5 @@ async def test_old_and_new_applications_share_one_store_during_a_rollout() -> No
         await old_dc.save("a-1", back)  # old writes v1 again
         again = await new.load("a-1")
         assert again.tags == ["from-old"] and again.customer == "ann"
+        assert again.escalated is True  # dropped by the downcaster, kept by the old write
         assert (await store.load("a-1")).schema_version == 1

@@ -23,6 +23,7 @@ from ..errors import (
     AgentNotFound,
     AgentOnHold,
     ConflictError,
+    DowncastDropsFields,
     InvalidArgument,
     SchemaError,
     StatekeeperError,
@@ -98,6 +99,11 @@ class TypedAgent(DurableAgent, Generic[M]):
         self._stored: dict[str, Any] | None = None
         if schema.adapter.carries and {MODEL_KEY: schema.name, **stored} != self._baseline:
             self._stored = stored
+        #: the keys a downcast dropped that this model cannot carry (it keeps no key it
+        #: was not given): a write would delete them, so it is refused (see _document)
+        self._drops: list[str] = []
+        if not schema.adapter.carries and version > schema.version:
+            self._drops = [k for k in stored if k not in self._baseline]
         #: the state's list items that hold undeclared keys, by identity (see .carry)
         self._known = schema.adapter.known(state, self._baseline, self._stored)
         #: the schema version of the stored state this agent was loaded from
@@ -150,6 +156,11 @@ class TypedAgent(DurableAgent, Generic[M]):
     def _document(self) -> dict[str, Any]:
         # validated against the last validated document: only what changed is checked
         schema = self.schema
+        if self._drops:  # (read through downcasters that dropped keys: see _adopt)
+            raise DowncastDropsFields(
+                schema.name, self.stored_version, schema.version, self._drops,
+                agent_id=self.agent_id, seq=self.seq,
+            )  # fmt: skip
         plain = schema.dump(self._state, self.agent_id, baseline=self._baseline)
         self._plain = plain
         doc = schema.adapter.keep(self._state, plain, self._stored, self.agent_id, self._known)
@@ -365,9 +376,8 @@ class TypedStates(Generic[M]):
         document = self._dump(state, agent_id, "save")
         if fsm_state is None and self.schema.state_renames:
             fsm_state = await self._renamed_state(agent_id)
-        token = None
-        if self.schema.adapter.carries:  # carried onto the record the save is made on
-            token = SAVE_CARRY.set(self._carry(agent_id, state, document))
+        # carried onto the record the save is made on (and checked against its version)
+        token = SAVE_CARRY.set(self._carry(agent_id, state, document))
         try:
             result = await self.store.save(
                 agent_id,
@@ -379,9 +389,15 @@ class TypedStates(Generic[M]):
                 schema_version=self.schema.version,
                 lease=lease,
             )
+        except SchemaError:  # (refused by the carry: stored by newer code, see _carry)
+            earlier = None
+            if idempotency_key is not None:  # a retry of a save that landed before?
+                earlier = await self.store.find_key(agent_id, idempotency_key)
+            if earlier is None:
+                raise
+            return earlier  # (duplicate=True, as the store's own retry check answers)
         finally:
-            if token is not None:
-                SAVE_CARRY.reset(token)
+            SAVE_CARRY.reset(token)
         await apply_ttl(self.store, agent_id, state)
         return result
 
@@ -397,20 +413,48 @@ class TypedStates(Generic[M]):
 
     def _carry(
         self, agent_id: str, state: M, document: dict[str, Any]
-    ) -> Callable[[Any, int | None], Mapping[str, Any]]:
+    ) -> Callable[[Callable[[], Any], int | None], Mapping[str, Any]]:
         """What the save writes on a stored state (:data:`~statekeeper.store.writes.
         SAVE_CARRY`): ``document`` with the keys of it the model does not declare put
         back, at any depth — on the state the write is made on, read by the save itself
-        (a cache hit, or the read the write makes anyway: no read of its own)."""
+        (a cache hit, or the read the write makes anyway: no read of its own).
+
+        A state stored by newer code (a higher schema version) that this code cannot
+        read — no downcaster (:class:`~statekeeper.errors.SchemaVersionTooNew`), or
+        stored under a model name the newer code renamed it to
+        (:class:`~statekeeper.errors.SchemaMismatch`) — is refused, nothing written:
+        replacing it would drop, unseen, every field only the newer version knows and
+        take the agent back to this older version — during a rolling deploy, the new
+        code's writes lost without an error."""
         schema = self.schema
         entry = self._known.get(id(state))
         known = entry[1] if entry is not None and entry[0]() is state else None
+        carries = schema.adapter.carries
 
-        def carry(stored: Any, version: int | None) -> Mapping[str, Any]:
+        def carry(stored: Callable[[], Any], version: int | None) -> Mapping[str, Any]:
+            newer = version is not None and version > schema.version
+            if not carries and not newer:
+                return document  # (nothing to carry, nothing to check)
             try:
-                cast = schema.convert(stored, version or schema.version, agent_id=agent_id)
-            except SchemaError:
-                return document  # (not loadable: replaced, as an untyped save would)
+                cast, dropped = schema.convert_keeping(
+                    stored(), version or schema.version, agent_id=agent_id
+                )
+            except SchemaError as exc:
+                if not newer:
+                    return document  # (not loadable: replaced, as an untyped save would)
+                # stored by newer code this code cannot read (no downcaster, or under
+                # a model name the newer code renamed): never replaced unseen
+                exc.add_note(f"TypedStates.save of agent {agent_id!r}: nothing was written")
+                raise
+            if not carries:
+                if dropped:  # (it keeps no key it was not given: they would be deleted)
+                    raise DowncastDropsFields(
+                        schema.name, version or 0, schema.version, sorted(dropped),
+                        agent_id=agent_id,
+                    )  # fmt: skip
+                return document  # (read through a downcaster: this code's own version)
+            if dropped:  # (what the downcasters dropped: this code never saw it)
+                cast = {**cast, **dropped}
             return schema.adapter.keep(state, document, cast, agent_id, known)
 
         return carry

@@ -11,6 +11,10 @@ schema version:
   ``fsm_state``, go through the machine renames (``schema.rename_states`` /
   ``schema.rename_events``), so a history recorded under an older machine definition
   replays on the current one (:func:`replay`).
+
+A custom event recorded by *newer* code (during a rolling deploy) is refused
+(:class:`~statekeeper.errors.EventVersionTooNew`): events have no downcasters, and its
+type and info may be of a shape the current code does not know.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidTransition, UnknownState
+from ..errors import EventVersionTooNew, InvalidTransition, UnknownState
 from ..records import Event, EventType
 from .registry import ModelSchema, _cast_event
 
@@ -33,9 +37,21 @@ _STORE_TYPES = frozenset({EventType.CREATED, EventType.TRANSITION, EventType.PAT
 
 
 def upcast_event(schema: ModelSchema[Any], event: Event) -> Event:
-    """``event`` (recorded under its ``schema_version``) as the current code names it."""
+    """``event`` (recorded under its ``schema_version``) as the current code names it.
+
+    A custom event recorded by newer code raises
+    :class:`~statekeeper.errors.EventVersionTooNew` (the store's own events — created,
+    patch, transition, step — are handed out as recorded: their info is the store's;
+    a state or machine event the newer version added or renamed is one the current
+    machine lacks, which :func:`replay` reports)."""
     version = event.schema_version
     current = schema.version
+    if version > current and event.type not in _STORE_TYPES:
+        # recorded by newer code (a rolling deploy): its type and info may be renamed or
+        # reshaped by a version this code does not know, and no caster takes them back
+        raise EventVersionTooNew(
+            schema.name, event.type, version, current, agent_id=event.agent_id, seq=event.seq
+        )
     if version >= current:
         return event
     event_type = event.type

@@ -138,6 +138,23 @@ class ModelSchema(Generic[M]):
         Raises :class:`~statekeeper.errors.MissingUpcaster`,
         :class:`~statekeeper.errors.SchemaVersionTooNew` or
         :class:`~statekeeper.errors.UpcasterFailed` — never a guessed value."""
+        return self.convert_keeping(doc, version, target, agent_id=agent_id, seq=seq)[0]
+
+    def convert_keeping(
+        self,
+        doc: Mapping[str, Any],
+        version: int,
+        target: int | None = None,
+        *,
+        agent_id: str | None = None,
+        seq: int | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`convert`, and the top-level keys of ``doc`` its downcasters dropped:
+        deleted, their value moved to no key the casters added (a renamed key's value
+        is the same object under its new name). Code of an older version reading a
+        newer document never sees those keys, so a typed write of it carries them
+        back (the rule for every key the code could not see); empty when nothing was
+        downcast."""
         target = self.version if target is None else target
         stored = doc.get(MODEL_KEY)
         if stored is not None and stored not in self.names():
@@ -146,8 +163,9 @@ class ModelSchema(Generic[M]):
             )
         current = {k: v for k, v in doc.items() if k != MODEL_KEY}
         if version == target:
-            return current
+            return current, {}
         current = copy_document(current)  # casters may mutate their argument freely
+        newer = current if version > target else None
         while version < target:
             fn = self.upcasters.get(version)
             if fn is None and self._machine_only(version):
@@ -165,7 +183,7 @@ class ModelSchema(Generic[M]):
                 )
             current = _cast(self, fn, current, version, version - 1, agent_id, seq)
             version -= 1
-        return current
+        return current, ({} if newer is None else _dropped(newer, current))
 
     def _machine_only(self, version: int) -> bool:
         """True when the step from ``version`` declared machine or event changes only
@@ -199,13 +217,15 @@ class ModelSchema(Generic[M]):
         """:meth:`load`, and the document cast to the current version that it was
         validated from: a typed write of the state carries the keys of it that the
         model does not declare (:meth:`ModelAdapter.keep`)."""
-        current = self.convert(doc, version, agent_id=agent_id or None, seq=seq)
+        current, dropped = self.convert_keeping(doc, version, agent_id=agent_id or None, seq=seq)
         try:
             state = self.adapter.validate(current)
         except pydantic.ValidationError as exc:
             raise StoredStateInvalid(
                 agent_id, seq, self.name, version, self.version, field_errors(exc)
             ) from None
+        if dropped:  # (read through downcasters: what they dropped is carried too)
+            return state, {**current, **dropped}
         return state, current
 
     def dump(
@@ -266,6 +286,17 @@ def copy_document(value: Any) -> Any:
     if t in _ATOMS:
         return value
     return copy.deepcopy(value)
+
+
+def _dropped(newer: dict[str, Any], older: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``newer`` (a document before its downcasters ran) missing from
+    ``older`` (after) whose value no key new in ``older`` holds (by identity: a renamed
+    key's value is moved, not copied)."""
+    gone = [k for k in newer if k not in older]
+    if not gone:
+        return {}
+    moved = {id(v) for k, v in older.items() if k not in newer}
+    return {k: newer[k] for k in gone if id(newer[k]) not in moved}
 
 
 def _rename(

@@ -112,13 +112,15 @@ SEEN: ContextVar[Seen | None] = ContextVar("statekeeper_seen", default=None)
 
 #: The document a save writes, made from the state it is written onto: set around a
 #: :meth:`StateStore.save` by a typed save (``statekeeper.schema.TypedStates.save``),
-#: which puts back the stored keys its model does not declare. Called with that
-#: state's document and schema version by the save's ``make`` (:func:`save_changes`),
-#: so on the very record the write is made on — the cached one, or the one the write
-#: read, again after a conflict — without a read of its own. Taken by the first save
-#: that sees it (a save made inside that save does not).
-SAVE_CARRY: ContextVar[Callable[[Any, int | None], Mapping[str, Any]] | None] = ContextVar(
-    "statekeeper_save_carry", default=None
+#: which puts back the stored keys its model does not declare (and refuses to write
+#: over a state stored by newer code that it cannot read). Called with a function
+#: giving that state's document (unpacked only when called) and its schema version by
+#: the save's ``make`` (:func:`save_changes`), so on the very record the write is made
+#: on — the cached one, or the one the write read, again after a conflict — without a
+#: read of its own. Taken by the first save that sees it (a save made inside that save
+#: does not).
+SAVE_CARRY: ContextVar[Callable[[Callable[[], Any], int | None], Mapping[str, Any]] | None] = (
+    ContextVar("statekeeper_save_carry", default=None)
 )
 
 
@@ -1179,7 +1181,7 @@ def save_changes(new: Mapping[str, Any], fsm_state: str | None) -> tuple[Make, P
             out.plain = out.packed is not None and plain(list(out.packed.values()))
             return [{"op": "replace", "path": "", "value": new}], fsm_state
         fsm = fsm_state if fsm_state != rec.fsm_state else None
-        doc = new if carry is None else carry(document(rec), rec.schema_version)
+        doc = new if carry is None else carry(lambda: document(rec), rec.schema_version)
         if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
             return patch.diff(document(rec), doc), fsm
         old = rec.data if rec.dumped is not None else document(rec)

@@ -28,6 +28,7 @@ from .saver import (
     RetentionReport,
     StatekeeperSaver,
     ThreadBusyError,
+    ThreadFormatTooNew,
     ThreadNotFound,
 )
 from .serde import MESSAGE_CLASSES, ValueCodec, safe_serializer
@@ -38,6 +39,7 @@ __all__ = [
     "RetentionReport",
     "StatekeeperSaver",
     "ThreadBusyError",
+    "ThreadFormatTooNew",
     "ThreadNotFound",
     "ValueCodec",
     "safe_serializer",

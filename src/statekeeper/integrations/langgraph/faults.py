@@ -1,9 +1,9 @@
 """The saver's own errors: those fork protection raises (:class:`CheckpointForkError`,
-:class:`ThreadBusyError`) and :class:`ThreadNotFound`."""
+:class:`ThreadBusyError`), :class:`ThreadNotFound` and :class:`ThreadFormatTooNew`."""
 
 from __future__ import annotations
 
-from ...errors import AgentNotFound, ConflictError
+from ...errors import AgentNotFound, ConflictError, StorageError
 
 
 class CheckpointForkError(ConflictError):
@@ -96,4 +96,23 @@ class ThreadNotFound(AgentNotFound):
         return (
             f"LangGraph thread {self.thread_id!r} not found: no checkpoint of it is stored "
             f"under the prefix {self.prefix!r}; nothing was changed"
+        )
+
+
+class ThreadFormatTooNew(StorageError):
+    """A thread's stream was written in a newer format of the saver's document
+    (``stored``, above ``supported``, this statekeeper's): a newer statekeeper wrote it,
+    during a rolling deploy for instance. This saver neither reads nor writes it —
+    read as its own format, its checkpoints could be misread, and its writes made on a
+    layout it does not know. Upgrade statekeeper in this process; nothing was changed."""
+
+    def __init__(self, thread_id: str, agent_id: str, stored: int, supported: int) -> None:
+        self.thread_id = thread_id
+        self.agent_id = agent_id
+        self.stored = stored
+        self.supported = supported
+        super().__init__(
+            f"LangGraph thread {thread_id!r} (stream {agent_id!r}) is stored in saver "
+            f"format {stored}, newer than this statekeeper's {supported}: written by a "
+            "newer statekeeper; upgrade it in this process (nothing was changed)"
         )

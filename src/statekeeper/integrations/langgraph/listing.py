@@ -67,11 +67,13 @@ class _SaverListing(_SaverReads):
         the scan folded the whole stream again from its first event."""
         if thread_id in self._streams:
             return None
+        view_agent = m.agent_id(self.prefix, thread_id)
         try:
-            view = await h.scan(self.store, m.agent_id(self.prefix, thread_id))
+            view = await h.scan(self.store, view_agent)
         except AgentNotFound:
             return None
         doc = view.doc
+        m.check_format(thread_id, view_agent, doc)
         if doc.get("moved") is not None or not doc.get("sealed", True):
             return None
         return view

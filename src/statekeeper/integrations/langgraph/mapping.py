@@ -56,11 +56,13 @@ from urllib.parse import quote, unquote
 
 from ... import patch
 from ...errors import InvalidArgument
+from .faults import ThreadFormatTooNew
 
 __all__ = [
     "FORMAT",
     "agent_id",
     "apply_once",
+    "check_format",
     "checkpoint_time",
     "new_doc",
     "new_ns",
@@ -72,6 +74,16 @@ __all__ = [
 
 FORMAT = 2
 BASE_GENERATION = "0"
+
+
+def check_format(thread_id: str, agent: str, doc: dict[str, Any]) -> None:
+    """Raise :class:`ThreadFormatTooNew` when a thread's document is of a newer
+    format than :data:`FORMAT` (a newer statekeeper wrote it, during a rolling deploy
+    say): read as this format it would be misread, and written on, corrupted."""
+    stored = doc.get("lg")
+    if type(stored) is int and stored > FORMAT:
+        raise ThreadFormatTooNew(thread_id, agent, stored, FORMAT)
+
 
 # event types written by the saver
 EV_THREAD = "lg.thread"

@@ -52,7 +52,7 @@ from langgraph.checkpoint.base import (
 
 from ...codec import Codec
 from ...store.store import StateStore
-from .faults import CheckpointForkError, ThreadBusyError, ThreadNotFound
+from .faults import CheckpointForkError, ThreadBusyError, ThreadFormatTooNew, ThreadNotFound
 from .loop import BoundLoop
 from .pruning import RetentionReport, _SaverPruning
 from .state import _SaverPortal as _SaverPortal  # (imported by the inspector)
@@ -63,6 +63,7 @@ __all__ = [
     "RetentionReport",
     "StatekeeperSaver",
     "ThreadBusyError",
+    "ThreadFormatTooNew",
     "ThreadNotFound",
 ]
 

@@ -95,6 +95,7 @@ class _SaverStreams(_SaverState):
         if snap is None:
             raise AgentNotFound(agent)
         doc = snap.data
+        m.check_format(thread_id, agent, doc)
         return _Stream(thread_id, agent, doc, snap.seq, _heads(doc))
 
     async def _resolve(self, thread_id: str, *, base_first: bool = True) -> _Stream | None:
