@@ -30,8 +30,7 @@ def _tables(schema: str) -> list[str]:
 
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s"
-            " ORDER BY 1",
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
             (schema,),
         ).fetchall()
     return [str(r[0]) for r in rows]
