@@ -67,11 +67,15 @@ class _SaverListing(_SaverReads):
         the scan folded the whole stream again from its first event."""
         if thread_id in self._streams:
             return None
+        agent = m.agent_id(self.prefix, thread_id)
         try:
-            view = await h.scan(self.store, m.agent_id(self.prefix, thread_id))
+            view = await h.scan(self.store, agent)
         except AgentNotFound:
             return None
         doc = view.doc
+        wrong = self._foreign(thread_id, agent, doc)
+        if wrong is not None:
+            raise wrong
         if doc.get("moved") is not None or not doc.get("sealed", True):
             return None
         return view
