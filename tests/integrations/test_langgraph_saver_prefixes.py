@@ -58,6 +58,23 @@ def test_a_saver_does_not_read_or_write_another_savers_thread(
     assert [t.config["configurable"]["thread_id"] for t in inner.list(None)] == ["x"]
 
 
+def test_a_saver_does_not_prune_another_savers_thread(
+    savers: tuple[StatekeeperSaver, StatekeeperSaver],
+) -> None:
+    outer, inner = savers
+    _put(inner, "x", 0)
+    _put(inner, "x", 1)
+    for prune in (
+        lambda: outer.prune(["2x"]),
+        lambda: outer.prune(["2x"], strategy="delete"),
+        lambda: outer.prune_retention(keep_last=1),  # (every thread of the saver)
+        lambda: outer.copy_thread("2x", "mine"),
+    ):
+        with pytest.raises(ConfigurationError, match="another saver"):
+            prune()
+    assert [t.metadata["step"] for t in inner.list(_config("x"))] == [1, 0]
+
+
 def test_prefixes_ending_in_a_slash_do_not_meet(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     outer = StatekeeperSaver.from_url(url, prefix="lg/")
