@@ -75,6 +75,7 @@ __all__ = [
     "ProjectionError",
     "ProjectionFailed",
     "ProjectionNeedsHistory",
+    "ReadModelOfAnotherStore",
     "ReadOnlyStore",
     "RestoredPartWay",
     "RetentionPolicyError",
@@ -1605,6 +1606,25 @@ class UnknownProjection(ProjectionError, ConfigurationError):
         self.name = name
         self.known = known
         super().__init__(f"no projection named {name!r} (registered: {', '.join(known) or 'none'})")
+
+
+class ReadModelOfAnotherStore(ProjectionError, ConfigurationError):
+    """The default read-model file ``path`` (``x.projections.db`` beside a SQLite store
+    ``x.<suffix>``) holds projection ``name`` of another store: both the store it
+    follows (a SQLite file by its absolute path) and that store's change feed differ
+    from this one's. Two stores beside each other (``x.db`` and ``x.db2``, or
+    ``x.sqlite``) share that file: their ``projections status``, ``run`` or ``rebuild``
+    reported, refused or emptied the other store's read models. Nothing was changed;
+    give each store its own file (``--read-model FILE``)."""
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name = name
+        self.path = path
+        super().__init__(
+            f"{path} holds the read models of another store (projection {name!r} follows"
+            " another file and another change feed): give this store its own read-model"
+            " file (--read-model FILE)"
+        )
 
 
 class ProjectionNeedsHistory(ProjectionError, FeedPositionCompacted):

@@ -69,6 +69,20 @@ def read_model_path(url: str, given: Path | None) -> Path:
     return path
 
 
+async def _read_models_of(store: StateStore, url: str, given: Path | None) -> Path:
+    """:func:`read_model_path`; the default one (``x.projections.db``, shared by every
+    store named ``x.<something>`` in the folder: ``x.db``, ``x.db2``, ``x.sqlite``) is
+    refused when it holds another store's projections
+    (:class:`~statekeeper.errors.ReadModelOfAnotherStore`): its status was shown as this
+    store's, its rebuild emptied the other store's read model."""
+    from ..feed.feedcheck import check_file, store_mark
+
+    path = read_model_path(url, given)
+    if given is None:
+        check_file(str(path), await store.backend.feed_id(), store_mark(store.backend))
+    return path
+
+
 def looked_at(path: Path) -> tuple[bool, SqliteFile]:
     """Whether ``path`` is a read-model file (a SQLite file with an ``sk_projections``
     table), and what :func:`~statekeeper.backends.sqlite_files.inspect_sqlite_file`
@@ -164,7 +178,7 @@ def projections_status(
     async def go() -> list[ProjectionStatus]:
         async with open_store(url, key_file=key_file) as store:
             await _store_admin(store)
-            path = read_model_path(url, read_model)
+            path = await _read_models_of(store, url, read_model)
             if not path.exists():  # never run: nothing to open (and nothing created)
                 from ..feed import BUILTINS, ProjectionStatus
 
@@ -218,7 +232,7 @@ def projections_rebuild(
     async def go() -> tuple[int, int]:
         async with open_store(url, key_file=key_file) as store:
             await _store_admin(store)
-            path = read_model_path(url, read_model)
+            path = await _read_models_of(store, url, read_model)
             async with ProjectionRunner(store, path) as runner:
                 runner.get(name)  # an unknown name fails before anything is touched
                 head = (await store.feed_cursor_bounds()).head.total
@@ -269,7 +283,7 @@ def projections_run(
     async def go() -> dict[str, int]:
         async with open_store(url, key_file=key_file) as store:
             await _store_admin(store)
-            path = read_model_path(url, read_model)
+            path = await _read_models_of(store, url, read_model)
             async with ProjectionRunner(store, path) as runner:
                 chosen = names or None
                 if chosen:

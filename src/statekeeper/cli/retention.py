@@ -208,7 +208,8 @@ def retention_apply(
                     store, policy, dry_run=dry_run, after=after, progress=step, report=so_far
                 )
             if done.feed_through is not None:
-                behind.update(_projections_behind(url, read_model, store, done.feed_through))
+                feed = await store.backend.feed_id()
+                behind.update(_projections_behind(url, read_model, store, feed, done.feed_through))
             return done
 
     so_far = RetentionReport()
@@ -408,10 +409,13 @@ def _check_read_model(path: Path) -> None:
 
 
 def _projections_behind(
-    url: str, given: Path | None, store: StateStore, through: FeedCursor
+    url: str, given: Path | None, store: StateStore, feed: str | None, through: FeedCursor
 ) -> dict[str, FeedCursor]:
     """The projections of the read-model file (``--read-model``, else the one next to a
-    SQLite store) that have not read up to ``through``, with where they are."""
+    SQLite store) that have not read up to ``through``, with where they are; of the
+    default file, not another store's (``x.db2`` beside ``x.db``: this store's feed is
+    ``feed``)."""
+    from ..feed.feedcheck import store_mark
     from ..feed.stored import projection_cursors
     from ..store.feed import feed_shards
     from ..store.feed_retention import behind
@@ -422,7 +426,8 @@ def _projections_behind(
         if store_file is None:
             return {}
         path = store_file.with_name(store_file.stem + ".projections.db")
-    cursors = projection_cursors(path, feed_shards(store.backend))
+    mark = store_mark(store.backend) if given is None else None
+    cursors = projection_cursors(path, feed_shards(store.backend), feed=feed, store=mark)
     return {name: cursors[name] for name in behind(cursors, through)}
 
 

@@ -394,7 +394,8 @@ class ProjectionRunner:
         # a position of another feed (the store restored, re-created) names other
         # events here: refused (FeedChanged), and the subscription checks it again
         feed = await self.store.backend.feed_id()
-        await self._in_db(feedcheck.claim, projection.name, feed)
+        mark = feedcheck.store_mark(self.store.backend)
+        await self._in_db(feedcheck.claim, projection.name, feed, mark)
         sub = self.store.subscribe(
             position.on_feed(feed),
             event_types=with_deletes(projection.event_types),
@@ -544,7 +545,8 @@ class ProjectionRunner:
                     db.execute(
                         "UPDATE sk_projections SET position = ?, cursor = ?, applied = 0,"
                         " state = ?, rebuild_target = ?, error = NULL,"
-                        " error_position = NULL, updated_at = ?, feed = ? WHERE name = ?",
+                        " error_position = NULL, updated_at = ?, feed = ?,"
+                        " store = coalesce(?, store) WHERE name = ?",
                         (
                             start.total,
                             None if start.shards == 1 else str(start),
@@ -552,6 +554,7 @@ class ProjectionRunner:
                             head,
                             time.time(),
                             feed,
+                            feedcheck.store_mark(self.store.backend),
                             name,
                         ),
                     )

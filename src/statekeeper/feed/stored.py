@@ -13,10 +13,15 @@ from ..store.feed_cursor import FeedCursor, as_cursor
 __all__ = ["projection_cursors"]
 
 
-def projection_cursors(path: str | Path, shards: int) -> dict[str, FeedCursor]:
+def projection_cursors(
+    path: str | Path, shards: int, *, feed: str | None = None, store: str | None = None
+) -> dict[str, FeedCursor]:
     """Each projection of the read-model file ``path`` (its ``sk_projections`` rows)
     and the feed cursor it resumes from; ``{}`` when the file does not exist or holds
-    no projections. Nothing is written (the file is opened read-only)."""
+    no projections. Nothing is written (the file is opened read-only). Given the
+    store's ``feed`` id and ``store`` mark (:func:`.feedcheck.store_mark`), a
+    projection recording another store and another feed is left out: another store's
+    (``x.db2`` beside ``x.db`` share one default file; :func:`.feedcheck.check_file`)."""
     if not Path(path).exists():
         return {}
     conn = connect_read_only(path, timeout=5.0)
@@ -25,13 +30,19 @@ def projection_cursors(path: str | Path, shards: int) -> dict[str, FeedCursor]:
         if not columns:
             return {}
         cursor = "cursor" if "cursor" in columns else "NULL"
-        rows = conn.execute(f"SELECT name, position, {cursor} FROM sk_projections").fetchall()
+        owner = "feed, store" if {"feed", "store"} <= columns else "NULL, NULL"
+        rows = conn.execute(
+            f"SELECT name, position, {cursor}, {owner} FROM sk_projections"
+        ).fetchall()
     except sqlite3.DatabaseError:
         return {}
     finally:
         conn.close()
     out: dict[str, FeedCursor] = {}
-    for name, position, stored in rows:
+    for name, position, stored, its_feed, its_store in rows:
+        known = None not in (feed, store, its_feed, its_store)
+        if known and its_feed != feed and its_store != store:
+            continue
         try:
             if shards == 1:
                 out[str(name)] = FeedCursor((int(position or 0),))

@@ -28,6 +28,7 @@ that adds tables. :func:`remove_row_security` revokes a role's privileges (befor
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ...errors import ConfigurationError, NotAStore
 from ..scripts import named_blocks, read_script
@@ -72,6 +73,63 @@ async def _up_to_date(dsn: str, schema: str) -> None:
         await writer.close()
 
 
+async def _own_objects(conn: Any, schema: str) -> dict[str, Any]:
+    """The store's own tables, sequences and functions in ``schema`` as SQL lists (the
+    ``{tables}``, ``{sequences}``, ``{functions}`` of the ``role`` and ``revoke``
+    blocks): those of the names its scripts create (:func:`.drop.owned`) that the
+    catalog holds, never another application's objects in the same schema."""
+    from psycopg import sql
+
+    from .drop import owned
+
+    tables, sequences, functions = owned()
+    quoted = '"' + schema.replace('"', '""') + '"'
+    cur = await conn.execute(
+        "SELECT c.relname, c.relkind = 'S' FROM pg_class c WHERE c.relnamespace ="
+        " to_regnamespace(%s) AND c.relname = ANY(%s) AND c.relkind IN ('r', 'p', 'S')"
+        " ORDER BY 1",
+        (quoted, [*tables, *sequences]),
+    )
+    found = await cur.fetchall()
+    cur = await conn.execute(
+        "SELECT format('%%I.%%I(%%s)', n.nspname, p.proname,"
+        " pg_get_function_identity_arguments(p.oid))"
+        " FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = %s AND p.proname = ANY(%s) ORDER BY 1",
+        (schema, list(functions)),
+    )
+    signatures = [str(r[0]) for r in await cur.fetchall()]
+    s = sql.Identifier(schema)
+
+    def names(sequence: bool) -> sql.Composable:
+        return sql.SQL(", ").join(
+            sql.SQL("{s}.{t}").format(s=s, t=sql.Identifier(str(name)))
+            for name, is_sequence in found
+            if bool(is_sequence) is sequence
+        )
+
+    return {
+        "tables": names(False),
+        "sequences": names(True),
+        "functions": sql.SQL(", ").join(sql.SQL(one) for one in signatures),  # (quoted: %I)
+    }
+
+
+async def _only_the_store(conn: Any, schema: str) -> bool:
+    """Whether ``schema`` holds no relation but the store's (and their partitions)."""
+    from .drop import owned
+
+    tables, sequences, _ = owned()
+    cur = await conn.execute(
+        "SELECT NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace ="
+        " to_regnamespace(%s) AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')"
+        " AND NOT c.relispartition AND NOT (c.relname = ANY(%s)))",
+        ('"' + schema.replace('"', '""') + '"', [*tables, *sequences]),
+    )
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
 async def install_row_security(
     dsn: str,
     schema: str,
@@ -111,8 +169,9 @@ async def install_row_security(
                 list(grants),
             )
         await conn.execute(sql.SQL(blocks["markers"]).format(s=s))
+        own = await _own_objects(conn, schema)
         for role in roles:
-            await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=sql.Identifier(role)))
+            await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=sql.Identifier(role), **own))
             await conn.execute(sql.SQL(blocks["marker_role"]).format(s=s, r=sql.Identifier(role)))
         feed = named_blocks(
             read_script("statekeeper.backends.postgres", "sql/row_security_feed.sql")
@@ -137,8 +196,13 @@ async def remove_row_security(dsn: str, schema: str, roles: Iterable[str]) -> No
         dsn, autocommit=False, client_encoding="UTF8"
     )
     async with connection as conn, conn.transaction():
+        own = await _own_objects(conn, schema)
+        alone = await _only_the_store(conn, schema)
         for role in roles:
+            r = sql.Identifier(role)
             await conn.execute(
                 sql.SQL("DELETE FROM {s}.sk_grants WHERE db_role = %s").format(s=s), (role,)
             )
-            await conn.execute(sql.SQL(blocks["revoke"]).format(s=s, r=sql.Identifier(role)))
+            await conn.execute(sql.SQL(blocks["revoke"]).format(s=s, r=r, **own))
+            if alone:  # (another application's objects: the role may need the schema)
+                await conn.execute(sql.SQL("REVOKE USAGE ON SCHEMA {s} FROM {r}").format(s=s, r=r))

@@ -74,6 +74,9 @@ class _SaverListing(_SaverReads):
             return None
         doc = view.doc
         m.check_format(thread_id, view_agent, doc)
+        wrong = self._foreign(thread_id, view_agent, doc)
+        if wrong is not None:
+            raise wrong
         if doc.get("moved") is not None or not doc.get("sealed", True):
             return None
         return view

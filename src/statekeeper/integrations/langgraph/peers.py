@@ -362,6 +362,15 @@ def _empty_file(path: Path) -> bool:
         return True
 
 
+def search_path_option(schema: str) -> str:
+    """The libpq ``options`` setting the session's ``search_path`` to exactly ``schema``:
+    quoted as an identifier (the server folds an unquoted name to lower case, so
+    ``?schema=Prod`` read and wrote the tables of another schema, ``prod``), its spaces
+    and backslashes escaped as libpq's options are split."""
+    quoted = '"' + schema.replace('"', '""') + '"'
+    return "-c search_path=" + quoted.replace("\\", "\\\\").replace(" ", "\\ ")
+
+
 def _open_postgres(url: str, *, readonly: bool) -> PeerDatabase:
     PostgresSaver = _peer_saver(
         "langgraph.checkpoint.postgres", "PostgresSaver", "langgraph-checkpoint-postgres"
@@ -376,7 +385,7 @@ def _open_postgres(url: str, *, readonly: bool) -> PeerDatabase:
     options: dict[str, Any] = {}
     opts = []
     if schema:
-        opts.append(f"-c search_path={schema}")
+        opts.append(search_path_option(schema))
     if readonly:
         opts.append("-c default_transaction_read_only=on")
     if opts:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
-from ...errors import AgentNotFound, AgentOnHold, ConflictError
+from ...errors import AgentNotFound, AgentOnHold, ConfigurationError, ConflictError
 from ...namespaces import namespace_of
 from ...store.governed import governance_of
 from ...store.holds import list_holds
@@ -96,7 +97,25 @@ class _SaverStreams(_SaverState):
             raise AgentNotFound(agent)
         doc = snap.data
         m.check_format(thread_id, agent, doc)
+        wrong = self._foreign(thread_id, agent, doc)
+        if wrong is not None:
+            raise wrong
         return _Stream(thread_id, agent, doc, snap.seq, _heads(doc))
+
+    def _foreign(self, thread_id: str, agent: str, doc: Any) -> ConfigurationError | None:
+        """The refusal of a stream that holds another saver's thread: one whose prefix
+        continues this one's (``app`` and ``app2``: ``app``'s thread ``2x`` is the
+        agent ``app2x#0``, ``app2``'s thread ``x``). Its document names its thread."""
+        held = doc.get("thread") if isinstance(doc, dict) else None
+        if held is None or held == thread_id:
+            return None
+        return ConfigurationError(
+            f"agent {agent!r} holds LangGraph thread {held!r} of another saver, not thread"
+            f" {thread_id!r} of this one (prefix {self.prefix!r}): that saver's prefix"
+            " starts with this one's, and its thread ids continue it; give the savers of a"
+            " store prefixes ending in '/' (e.g. 'app/' and 'app2/'; the default is 'lg/')."
+            " Nothing was read or written"
+        )
 
     async def _resolve(self, thread_id: str, *, base_first: bool = True) -> _Stream | None:
         """Find the live generation of a thread's stream (see :mod:`.mapping`).

@@ -513,6 +513,11 @@ class _SaverWrites(_SaverListing):
         async with self._lock(thread_id):
             self._forget(thread_id)
             agents = await self._generations(thread_id)
+            for agent in agents[:1]:  # (another saver's thread is not this one's to delete)
+                snap = await self.store.get(agent)
+                wrong = None if snap is None else self._foreign(thread_id, agent, snap.data)
+                if wrong is not None:
+                    raise wrong
             refused = await self._held(thread_id, "delete", agents)  # all or nothing
             if refused is not None:
                 raise refused

@@ -107,8 +107,12 @@ CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
            AND (NOT {s}.sk_tombstones(agent_id) OR {s}.sk_log_admin()));
 
 -- name: role
+-- the store's own tables, sequence and functions ({tables}, {sequences}, {functions}:
+-- row_security.py reads them from the catalog by the names the scripts create), not ALL
+-- ... IN SCHEMA: another application's tables in the schema (a store in public) are not
+-- the role's to write, nor to lose its privileges on when they are revoked
 GRANT USAGE ON SCHEMA {s} TO {r};
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {r};
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {r};
 REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
 -- an event's feed position is the sequence's (the column's default), never a role's:
 -- one event of its own moved far ahead would carry every subscriber past the events
@@ -117,8 +121,8 @@ REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
 REVOKE INSERT, UPDATE ON {s}.sk_events FROM {r};
 GRANT INSERT (agent_id, seq, kind, ts, payload, checksum),
       UPDATE (agent_id, seq, kind, ts, payload, checksum) ON {s}.sk_events TO {r};
-GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};
-GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {s} TO {r};
+GRANT USAGE ON SEQUENCE {sequences} TO {r};
+GRANT EXECUTE ON FUNCTION {functions} TO {r};
 
 -- name: audit_head
 -- the audit log's head row: every role's append moves it forward (sk_append), so it is
@@ -209,6 +213,7 @@ GRANT SELECT, INSERT ON {s}.sk_markers TO {r};
 REVOKE UPDATE, DELETE, TRUNCATE ON {s}.sk_markers FROM {r};
 
 -- name: revoke
-REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {r};
-REVOKE ALL ON ALL SEQUENCES IN SCHEMA {s} FROM {r};
-REVOKE USAGE ON SCHEMA {s} FROM {r};
+-- (the schema's USAGE only when nothing but the store is in it: row_security.py)
+REVOKE ALL ON TABLE {tables} FROM {r};
+REVOKE ALL ON SEQUENCE {sequences} FROM {r};
+REVOKE EXECUTE ON FUNCTION {functions} FROM {r};
