@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "create_private",
     "folder_locked",
     "new_temporary",
     "place_unless_exists",
@@ -327,3 +328,19 @@ def warn_if_open_to_others(path: str | os.PathLike[str], *, stacklevel: int = 2)
         return
     if mode & 0o077:
         warnings.warn(KeyFileOpenToOthers(os.fspath(path), mode), stacklevel=stacklevel + 1)
+
+
+def create_private(path: str | os.PathLike[str]) -> bool:
+    """Create ``path`` empty with mode 0600 (whatever the umask) unless something is
+    there: a file that will hold records decrypted (a read model of an encrypted
+    store) is its owner's only, as an export of one is. SQLite gives its ``-wal`` and
+    ``-shm`` files the mode of the database file. True when it was created."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, 0o600)  # (a umask cannot widen it; a default ACL might have)
+    finally:
+        os.close(fd)
+    return True

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-__all__ = ["MASK", "mask_url", "one_line", "scrub", "secrets_of"]
+__all__ = ["MASK", "mask_url", "misparsed_password", "one_line", "scrub", "secrets_of"]
 
 MASK = "***"
 
@@ -29,6 +29,51 @@ _CONNINFO_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r
 def _secret_name(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in _SECRET_NAMES)
+
+
+#: a URL whose password holds a character URLs reserve (``/ ? # [ ]``) unencoded:
+#: ``postgresql://app:p#ss@db/x`` is split by :func:`urlsplit` at the ``#`` (netloc
+#: ``app:p``, the rest a fragment), so its netloc has no ``@`` and the password would
+#: be shown. The user is what comes before the first ``:``, the password runs to the
+#: last ``@`` (masking too much of a malformed URL rather than a piece of a secret).
+_MISPARSED = re.compile(r"^(?P<head>[^:/?#@\[\]]*:)(?P<password>.*)@(?P<tail>[^@]*)$", re.DOTALL)
+
+
+def misparsed_password(url: str) -> str | None:
+    """The password of ``url`` when it holds an unencoded ``/ ? # [ ]`` that makes
+    :func:`urlsplit` take part of it for the host, port, path, query or fragment
+    (``redis://:p/ss@cache/0``); None when the URL parses as written."""
+    if not isinstance(url, str) or "://" not in url:
+        return None
+    rest = url.split("://", 1)[1]
+    split = _split(url)
+    if split is not None:
+        if "@" in split[1]:
+            return None  # a userinfo urlsplit finds (a password with "@" in it included)
+        end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+        if "@" not in rest[end:]:
+            return None  # no "@" past the authority: no userinfo at all
+    match = _userinfo_match(rest)
+    return match.group("password") if match else None
+
+
+def _userinfo_match(rest: str) -> re.Match[str] | None:
+    """:data:`_MISPARSED` on ``rest`` (a URL after its ``://``) up to a nested URL's
+    ``://`` (``replica_url=postgresql://…``, a malformed ``tiered://hot=redis://…``):
+    the userinfo is this URL's, before any other."""
+    cut = rest.find("://")
+    return _MISPARSED.match(rest if cut < 0 else rest[:cut])
+
+
+def _mask_misparsed(url: str) -> str | None:
+    password = misparsed_password(url)
+    if password is None:
+        return None
+    scheme, rest = url.split("://", 1)
+    match = _userinfo_match(rest)
+    assert match is not None
+    tail = _mask_netloc_text(rest[match.start("tail") :])  # (a nested URL's own password)
+    return f"{scheme}://{match.group('head')}{MASK}@{tail}"
 
 
 def _split(url: str) -> tuple[str, str, str, str, str] | None:
@@ -51,10 +96,13 @@ def mask_url(url: str) -> str:
         return _CONNINFO_PASSWORD.sub(lambda m: m.group(1) + MASK, url)
     split = _split(url)
     if split is None:
-        return _mask_netloc_text(url)
+        return _mask_misparsed(url) or _mask_netloc_text(url)
     scheme, netloc, path, query, fragment = split
     if "://" in netloc + path:  # a URL inside a malformed one (tiered://hot=redis://…)
         return _mask_netloc_text(url)
+    misparsed = _mask_misparsed(url)
+    if misparsed is not None:
+        return misparsed
     original = (netloc, query)
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
@@ -93,6 +141,12 @@ def secrets_of(url: str) -> list[str]:
         for match in _CONNINFO_PASSWORD.finditer(url):
             found.add(match.group(2).strip("'"))
     else:
+        misparsed = misparsed_password(url)
+        if misparsed is not None:
+            # with the pieces urlsplit cut it into (a parser's message may quote one:
+            # "Port could not be cast to integer value as 'p'")
+            found.add(misparsed)
+            found.update(p for p in re.split(r"[/?#\[\]]", misparsed) if len(p) > 1)
         split = _split(url)
         if split is not None:
             netloc, query = split[1], split[3]

@@ -135,6 +135,7 @@ def open_backend(
         from .sqlite import SQLiteBackend
 
         return SQLiteBackend(url, readonly=readonly)
+    _refuse_reserved_in_password(url)
     try:
         urlsplit(url)
     except ValueError as exc:  # an unclosed [IPv6 host: every engine's parser stops there
@@ -193,6 +194,32 @@ _SPELLINGS = {
     "tiered": "tiered://?hot=…&durable=…",
 }
 _HALF_URL = re.compile(r"([A-Za-z][A-Za-z0-9.-]*)(\+[A-Za-z0-9.+-]*)?:(?!//)")
+
+
+def _refuse_reserved_in_password(url: str) -> None:
+    """A password holding ``/ ? # [ ]`` as typed is not one to a URL parser: urlsplit
+    cut ``postgresql://app:p#ss@db/x`` at the ``#`` and the engines' errors quoted the
+    URL (or the piece they took for a port) with the password in it. Refused before any
+    engine parses it, naming the URL masked and how to write it; a URL that is valid
+    as written (``u:12/34@db``: host ``u``, port 12) is left to the engine."""
+    from .redact import misparsed_password
+
+    password = misparsed_password(url)
+    if password is None or not any(c in password for c in "/?#[]"):
+        return  # (a plain password before an unclosed [IPv6 host: "malformed URL")
+    try:
+        parts = urlsplit(url)
+        # (a port that is a number and no "@" in a fragment: maybe a URL meant as
+        # written, host:port/path?query=a@b; a fragment means nothing to an engine)
+        valid = parts.port is not None and "@" not in parts.fragment
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ConfigurationError(
+            f"the password in {mask_url(url)!r} holds a character URLs reserve "
+            "(/ ? # [ ]): percent-encode it (/ as %2F, ? as %3F, # as %23, [ as %5B,"
+            " ] as %5D)"
+        )
 
 
 def _refuse_half_url(value: str) -> None:

@@ -32,6 +32,7 @@ cannot raises :class:`~statekeeper.errors.ProjectionNeedsHistory`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -41,6 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._files import create_private
 from ..errors import (
     ConfigurationError,
     InvalidArgument,
@@ -166,6 +168,9 @@ class ProjectionRunner:
             await asyncio.to_thread(self._open_sync)
 
     def _open_sync(self) -> None:
+        if self.store.codec.encrypted and self.path != ":memory:":
+            with contextlib.suppress(OSError):  # (no such folder: SQLite's error says so)
+                create_private(self.path)  # decrypted states: not for other users to read
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             try:

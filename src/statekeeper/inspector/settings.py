@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..backends.redact import mask_url
 from .auth import new_token
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["InspectorSettings"]
 
 
-@dataclass
+@dataclass(repr=False)
 class InspectorSettings:
     """Options of :func:`~statekeeper.inspector.create_app`.
 
@@ -60,3 +61,11 @@ class InspectorSettings:
     policy: AccessPolicy | None = None
     metrics: bool = False
     allowed_hosts: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        """The fields, with the URL's password masked and the token left out (the
+        dataclass ``repr`` showed both: in a log line, a debugger, a traceback)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "token"}
+        shown["url"] = mask_url(self.url)
+        body = ", ".join(f"{name}={value!r}" for name, value in shown.items())
+        return f"InspectorSettings({body}, token=<not shown>)"

@@ -14,7 +14,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...errors import ConfigurationError
-from ..redact import mask_url
+from ..redact import mask_url, scrub
 from ..url_options import float_option, int_option, split_query
 
 __all__ = [
@@ -78,7 +78,9 @@ def parse_postgres_url(url: str) -> tuple[str, dict[str, Any]]:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - validates the port
     except ValueError as exc:
-        raise ConfigurationError(f"bad PostgreSQL URL {mask_url(url)!r}: {exc}") from None
+        raise ConfigurationError(
+            f"bad PostgreSQL URL {mask_url(url)!r}: {scrub(str(exc), url)}"
+        ) from None
     scheme = parts.scheme.lower().split("+", 1)[0]
     if scheme not in ("postgresql", "postgres"):
         raise ConfigurationError(f"not a PostgreSQL URL: {mask_url(url)!r}")

@@ -56,7 +56,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...errors import BackendError, ConfigurationError
-from ..redact import mask_url
+from ..redact import mask_url, scrub
 from .urls import cluster_nodes, is_cluster
 
 __all__ = ["Client", "WaitingCluster", "WaitingPool", "make_client", "on_node", "transient"]
@@ -197,7 +197,10 @@ def make_client(
             retry=no_retry,
         )
     except ValueError as exc:
-        raise ConfigurationError(f"bad Redis URL {mask_url(url)!r}: {exc}") from exc
+        # (not chained: the driver's message may quote a piece of the password)
+        raise ConfigurationError(
+            f"bad Redis URL {mask_url(url)!r}: {scrub(str(exc), url)}"
+        ) from None
 
 
 async def on_node(client: Client, key: bytes, commands: list[tuple[Any, ...]]) -> list[Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ...errors import ConfigurationError, InvalidArgument
-from ..redact import mask_url
+from ..redact import mask_url, misparsed_password, scrub
 from ..url_options import float_option, int_option, split_query
 
 __all__ = ["CLUSTER_SCHEMES", "check_redis_url", "cluster_nodes", "is_cluster", "split_options"]
@@ -77,6 +77,17 @@ def check_redis_url(url: str) -> None:
     """Refuse a Redis URL redis-py would misread or fail on later: a database that is
     not a number (``redis://host/abc`` is not silently db 0), a bad port, an unknown
     option. The error names the bad part and masks the password."""
+    try:
+        _check_redis_url(url)
+    except ConfigurationError as exc:
+        if misparsed_password(url) is None:
+            raise
+        # a password with an unencoded "/" or "#" is cut into host, path, fragment:
+        # the bad part named may be a piece of it
+        raise ConfigurationError(scrub(str(exc), url)) from None
+
+
+def _check_redis_url(url: str) -> None:
     shown = mask_url(url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     cluster = scheme in CLUSTER_SCHEMES
@@ -84,7 +95,7 @@ def check_redis_url(url: str) -> None:
         parts = urlsplit(url)
         port = None if cluster else parts.port
     except ValueError as exc:
-        raise ConfigurationError(f"bad Redis URL {shown!r}: {exc}") from None
+        raise ConfigurationError(f"bad Redis URL {shown!r}: {scrub(str(exc), url)}") from None
     if scheme not in ("redis", "rediss", "unix", *CLUSTER_SCHEMES):
         raise ConfigurationError(
             "a Redis URL starts with redis://, rediss://, unix:// or redis+cluster://, "

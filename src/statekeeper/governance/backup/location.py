@@ -63,10 +63,22 @@ class Location:
         self.overwrite = overwrite
         self.s3: tuple[str, str, dict[str, str]] | None = None
         if text.startswith("s3://"):
+            from ...backends.redact import mask_url
+
             parts = urlsplit(text)
             key = parts.path.lstrip("/")
+            if "@" in parts.netloc:  # (it was the bucket's name, shown in every error)
+                bucket = parts.netloc.rpartition("@")[2]
+                raise ConfigurationError(
+                    f"s3://…@{bucket}{parts.path}: an S3 backup location takes no"
+                    " credentials: give them as AWS_ACCESS_KEY_ID and"
+                    " AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws/credentials or an"
+                    " instance role"
+                )
             if not parts.netloc or not key:
-                raise ConfigurationError(f"an S3 backup location is s3://BUCKET/KEY, not {text!r}")
+                raise ConfigurationError(
+                    f"an S3 backup location is s3://BUCKET/KEY, not {mask_url(text)!r}"
+                )
             self.s3 = (parts.netloc, key, dict(parse_qsl(parts.query)))
             self.display = f"s3://{parts.netloc}/{key}"
         else:
