@@ -3,9 +3,9 @@ write: h/s3incarn marks it with that stream's incarnation) is not the new stream
 ``append`` already passed over it, but ``lookup_key`` answered it as the new stream's
 record ("duplicate", the old stream's seqs) and ``idempotency_keys`` listed it. The
 store asks ``lookup_key`` before a conflict and in write-behind mode: a save of the new
-stream with that key then failed its record check (IntegrityError, "forged or damaged")
-— and a backup carried the stale record into the restored stream, where it is trusted
-(no incarnation) and a later save with that key is dropped as a duplicate."""
+stream with that key then failed its record check (IntegrityError, "forged or damaged"
+instead of the ConflictError), and ``verify`` reported the healthy new stream as
+damaged (it checks each record ``idempotency_keys`` lists)."""
 
 from __future__ import annotations
 
@@ -92,3 +92,23 @@ async def test_a_store_save_with_that_key_is_not_refused_as_forged(bucket: str) 
         )
         with pytest.raises(ConflictError):
             await store.save("x", {"new": 3}, idempotency_key="k", expected_seq=1)
+
+
+async def test_verify_does_not_report_the_late_key(bucket: str) -> None:
+    """``verify`` checks each record ``idempotency_keys`` lists against its events: the
+    stale record was reported as a problem of the new stream."""
+    from statekeeper import StateStore
+
+    client = _client()
+    async with StateStore(_backend(bucket)) as store:
+        await store.save("x", {"n": 1}, idempotency_key="k")
+        await store.save("x", {"n": 2}, idempotency_key="j")
+        name = f"{ROOT}k/" + S3Backend._key_hash("k")
+        late = client.get_object(Bucket=bucket, Key=name)
+        await store.delete("x")
+        await store.save("x", {"new": 1})
+        client.put_object(
+            Bucket=bucket, Key=name, Body=late["Body"].read(), Metadata=late["Metadata"]
+        )
+        report = await store.verify(["x"])
+        assert report.ok, report.problems
