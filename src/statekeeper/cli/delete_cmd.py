@@ -6,7 +6,9 @@ again since, up to the same head): the head event shown is read again just befor
 conditional delete, and one of another stream stops it (what is left is the moment
 between that read and the delete, which compares heads only); with
 ``--yes`` (nothing asked) it deletes the agent as it finds it and prints the events
-it deleted."""
+it deleted. An agent whose head cannot be read (an ``IntegrityError``: on S3, its
+newest commits deleted by something else) is deleted as a lost one is, acknowledging
+the loss — unless its head reads by the time of the delete (it changed since)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import AgentLost, AgentNotFound, ConflictError
+from ..errors import AgentLost, AgentNotFound, ConflictError, DecryptionError, IntegrityError
 from ..records import RawEvent
 from ..store.conditional import delete_only_at
 from ..store.namespaced import stored_id
@@ -66,25 +68,30 @@ def delete(
     """Delete an agent's events and snapshots (asks first unless --yes).
 
     An agent whose data was lost (``AgentLost``: evicted, or deleted outside the
-    store) is deleted too: that acknowledges the loss, and its id can be used again.
+    store; or its newest records, its head unreadable) is deleted too: that
+    acknowledges the loss, and its id can be used again.
     Exit code 1 when the agent does not exist or the deletion is declined.
     """
     url = resolve_url(ctx, db)
 
     shown: list[Identity] = [None]  # the head event the question is about
 
-    async def head_of() -> int | AgentLost:
+    async def head_of() -> int | AgentLost | IntegrityError:
         async with open_store(url, key_file=key_file) as store:
             await require_on(store, agent, "write", "delete")  # refused as a delete, first
             try:
                 found = await _require(store, agent)
             except AgentLost as lost:  # its data is gone: deleting acknowledges it
                 return lost
+            except IntegrityError as damaged:  # its head is lost (S3: newest commits gone)
+                if isinstance(damaged, DecryptionError):  # (a wrong key: not a loss)
+                    raise
+                return damaged
             shown[0] = await _identity(store, agent)
             return found
 
     head = run(head_of())
-    if isinstance(head, AgentLost):
+    if isinstance(head, AgentLost | IntegrityError):
         question = f"{head}. Delete agent {agent!r} to acknowledge the loss?"
     else:
         question = f"Delete agent {agent!r} and its {head} event(s)? This cannot be undone"
@@ -93,13 +100,25 @@ def delete(
         raise typer.Exit(1)
 
     # the head deleted at: the one shown (--yes: the one found)
-    deleted = [0 if isinstance(head, AgentLost) else head]
+    deleted = [head if isinstance(head, int) else 0]
     remade = [False]  # deleted and made again since it was shown (at the head shown)
 
     async def go() -> bool:
         async with open_store(url, key_file=key_file, readonly=False) as store:
             if isinstance(head, AgentLost):
                 return await store.delete(agent)
+            if isinstance(head, IntegrityError):
+                try:  # the stream shown, its head still unreadable?
+                    current = await store.head(agent)
+                except IntegrityError:
+                    return await store.delete(agent)
+                if current == 0:
+                    return False
+                err_console().print(
+                    f"agent {escape(agent)!r} changed since it was shown (its head reads"
+                    f" now: seq {current}): not deleted; run again"
+                )
+                raise typer.Exit(1)
             for _ in range(_TRIES if yes else 1):
                 if not yes:  # the agent asked about: not one made again at its head
                     now = await _identity(store, agent)
@@ -126,7 +145,7 @@ def delete(
 
     if not run(go()):
         raise AgentNotFound(agent)
-    if isinstance(head, AgentLost):
+    if not isinstance(head, int):
         out_console().print(
             f"deleted agent {escape(agent)!r}, whose data was lost: the loss is acknowledged"
             " and its id can be used again"
