@@ -7,6 +7,7 @@ is (asked first), and an agent whose head reads again by then is left alone."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +20,7 @@ import boto3  # type: ignore[import-untyped]
 import typer
 from typer.testing import CliRunner
 
-from statekeeper import SyncStateStore
+from statekeeper import StateStore, SyncStateStore
 from statekeeper.cli import app
 
 from ._services import drop_bucket, moto_endpoint, s3_credentials, s3_url
@@ -84,3 +85,29 @@ def test_one_whose_head_reads_again_by_then_is_not_deleted(
     assert "changed since it was shown" in result.output
     with SyncStateStore(url) as store:
         assert store.load("x").data == {"new": 1}
+
+
+def test_repair_names_it_and_goes_on_with_the_other_agents(url: str) -> None:
+    """``agents`` says "`statekeeper repair` rebuilds what it can"; repair read each
+    agent's head first and stopped the whole run on this one (exit 2), the other
+    agents' damaged snapshots never looked at. Now it is an unrepairable problem of
+    its own (exit 3), named, and the rest are checked."""
+    from statekeeper.store.repair import repair
+
+    _lose_newest(url)
+    with SyncStateStore(url) as store:
+        store.save("y", {"n": 1})
+    runner = CliRunner(env={"COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"})
+    result = runner.invoke(app, ["repair", "--db", url, "--json"])
+    assert result.exit_code == 3, result.output
+    assert "events 3..3 are missing" in result.output
+    assert '"agents": 2' in result.output
+    result = runner.invoke(app, ["repair", "x", "--db", url])
+    assert result.exit_code == 3, result.output
+
+    async def whole_store() -> None:  # the library's run too
+        async with StateStore(url) as store:
+            report = await repair(store)
+            assert report.agents == 2 and [p.agent_id for p in report.unrepairable] == ["x"]
+
+    asyncio.run(whole_store())
