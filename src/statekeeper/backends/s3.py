@@ -301,6 +301,15 @@ def _agent_key(rest: str) -> bool:
     return _agent_of(hexid) is not None and tail[:2] in _AGENT_PARTS
 
 
+def _foreign(made: dict[str, str], tip: dict[str, str] | None) -> bool:
+    """Whether an object whose metadata is ``made`` (a key object, a snapshot) is
+    another incarnation's than the stream whose newest commit's metadata is ``tip``
+    (None: no stream): a late write of a deleted stream's append. One without an
+    incarnation (written before them, or by a restore) is not told apart."""
+    inc = made.get(_INC)
+    return inc is not None and (tip is None or tip.get(_INC) != inc)
+
+
 def _shared_start(keys: Sequence[str]) -> str:
     """The longest string every one of ``keys`` starts with (an S3 prefix: by
     character, not by path component)."""
@@ -1284,10 +1293,16 @@ class S3Backend(Backend):
         found = self._get(root + "k/" + key_hash)
         if found is not None and found[0] == _EXPIRED:
             return None  # (the newest commit's key, expired)
+        tip: tuple[list[int], dict[str, str] | None] | None = None
         if found is not None:  # (kept when a prune removed its events)
             a, b = _key_range(found[0])
-            return AppendResult(agent_id, a, b, duplicate=True)
-        commits, meta = self._tip(agent_id)
+            if _INC not in found[1]:  # (written before incarnations, or kept by a restore)
+                return AppendResult(agent_id, a, b, duplicate=True)
+            tip = self._tip(agent_id)
+            if not _foreign(found[1], tip[1]):
+                return AppendResult(agent_id, a, b, duplicate=True)
+            # a late write of a deleted stream's append (as _append_sync tells it)
+        commits, meta = tip if tip is not None else self._tip(agent_id)
         if meta is not None and meta.get("key") == key_hash:
             first = self._tip_first(commits, meta)
             return AppendResult(agent_id, first, int(meta["last"]), duplicate=True)
@@ -1303,7 +1318,7 @@ class S3Backend(Backend):
         expired = False
         for name in self._list(root):
             found = self._get(name)
-            if found is None:
+            if found is None or _foreign(found[1], meta):  # (a deleted stream's late write)
                 continue
             if found[0] == _EXPIRED:
                 expired = expired or (meta is not None and name == root + meta.get("key", ""))
@@ -1398,7 +1413,7 @@ class S3Backend(Backend):
             made = {"created": meta.get("updated", "")} if meta is not None else {}
             if found is not None and found[0] != _EXPIRED:
                 first, last = _key_range(found[0])
-                made = {k: v for k, v in found[1].items() if k == "created"}
+                made = {k: v for k, v in found[1].items() if k in ("created", _INC)}
             elif found is None and name == tip and meta is not None:
                 first, last = self._tip_first(commits, meta), int(meta["last"])
             else:

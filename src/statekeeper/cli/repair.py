@@ -64,7 +64,7 @@ def repair_command(
     3: problems remain that repair cannot fix (damaged events, heads, idempotency
     records); 2: usage or store errors.
     """
-    from ..store.repair import RepairReport, repair_agent, vanished
+    from ..store.repair import RepairReport, head_or_none, repair_agent, vanished
     from .progress import bar
 
     url = resolve_url(ctx, db)
@@ -78,7 +78,7 @@ def repair_command(
             no_key = getattr(store.codec, "keyring", None) is None
             if agent_ids:
                 for agent_id in agent_ids:
-                    if await store.head(agent_id) == 0:
+                    if await head_or_none(store, agent_id) == 0:
                         raise AgentNotFound(agent_id)
                 count = len(agent_ids)
             else:

@@ -67,6 +67,7 @@ from ..errors import (
     AccessDenied,
     AgentForgotten,
     AgentLost,
+    AgentNotFound,
     AgentOnHold,
     ConflictError,
     StatekeeperError,
@@ -346,6 +347,7 @@ async def _plan_and_apply(
 
 
 _WRITTEN_SINCE = "written since it was listed: no longer idle, not deleted"
+_DELETED_SINCE = "deleted since it was listed (by another process): nothing to do"
 _NO_FLOOR = (
     "the change feed's floor not raised (the database role may not trim the feed, shared"
     " by every tenant): a subscriber behind passes over the events removed"
@@ -538,6 +540,9 @@ async def apply_retention(
                             recorded = True  # nothing changed: no entry (an announced one voided)
                     except AgentForgotten:
                         action = RetentionAction(agent_id, kind, "forgotten", reason="shredded")
+                    except AgentNotFound:  # another process deleted it since the listing
+                        action = RetentionAction(agent_id, kind, "skipped", reason=_DELETED_SINCE)
+                        recorded = True  # nothing changed: no entry (an announced one voided)
                     except StatekeeperError as exc:  # (a purge's too: not called a compaction)
                         reason = str(_caller_error(store, exc))
                         action = RetentionAction(agent_id, kind, "failed", reason=reason)

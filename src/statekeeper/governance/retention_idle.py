@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._durations import duration_text
-from ..errors import AgentForgotten, IntegrityError
+from ..errors import AgentForgotten, AgentNotFound, ConflictError, IntegrityError
 from ..store.verification import AHEAD
 from .retention_ahead import idle
 from .retention_policy import Rule
@@ -74,6 +74,13 @@ async def _written(store: StateStore, agent_id: str, head: int) -> float | None:
         # a stream compacted down to its head: its base snapshot
         snap = await backend.latest_snapshot(agent_id, head)
         if snap is None or snap.seq != head:
+            # another process deleted it (or wrote it again, to another head) since it
+            # was listed: not a damaged stream
+            current = await backend.head(agent_id)
+            if current == 0:
+                raise AgentNotFound(agent_id)
+            if current != head:
+                raise ConflictError(agent_id, head, current)
             raise IntegrityError(agent_id, head, "no record at the head to date its last write")
         reads.open_snapshot(agent_id, snap)
         return snap.timestamp

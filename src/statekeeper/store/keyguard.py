@@ -30,7 +30,7 @@ import contextlib
 
 from ..backends.base import Backend
 from ..codec.pipeline import VERSION
-from ..errors import AgentLost, KeyRequired
+from ..errors import AgentLost, IntegrityError, KeyRequired
 from ..records import AgentInfo, RawEvent
 from .listing import agents_past_lost
 
@@ -114,4 +114,17 @@ async def newest_heads(backend: Backend) -> list[RawEvent | None]:
                     break
     if not agents:
         return []
-    return await backend.read_heads([agent.agent_id for agent in agents])
+    ids = [agent.agent_id for agent in agents]
+    try:
+        return await backend.read_heads(ids)
+    except IntegrityError:
+        # a head that does not read (S3: an agent's newest commits deleted by something
+        # else) is that agent's problem: read one by one, it passed over, or no save of
+        # any agent could start in this store
+        heads: list[RawEvent | None] = []
+        for agent_id in ids:
+            try:
+                heads.extend(await backend.read_heads([agent_id]))
+            except IntegrityError:
+                continue
+        return heads

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
 from ..codec import ZERO_LINK
-from ..errors import AgentNotFound, InvalidArgument
+from ..errors import AgentNotFound, DecryptionError, IntegrityError, InvalidArgument
 from ..records import RawSnapshot, StreamChange
 from .governed import governance_of
 from .state import AgentRecord
@@ -121,6 +121,19 @@ async def repair(
     return total
 
 
+async def head_or_none(store: StateStore, agent_id: str) -> int | None:
+    """The agent's head; None when reading it is an :class:`IntegrityError` (on S3, its
+    newest commits deleted by something else): ``verify`` names that as the agent's
+    problem, one repair cannot fix — not a failure of the whole run. A record that does
+    not decrypt (a wrong key: ``DecryptionError``) is raised."""
+    try:
+        return await store.head(agent_id)
+    except IntegrityError as exc:
+        if isinstance(exc, DecryptionError):
+            raise
+        return None
+
+
 async def vanished(store: StateStore, listed: set[str]) -> list[Problem]:
     """The streams the store's witness saw that are not among ``listed`` (every agent
     a whole-store run looked at): gone back in time, which no rebuilt snapshot cures."""
@@ -133,7 +146,7 @@ async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False)
     governance = governance_of(store)
     if governance is not None and apply:  # rewriting snapshots: admin of the namespace
         await governance.require(agent_id, "admin", "repair")
-    if await store.head(agent_id) == 0:
+    if await head_or_none(store, agent_id) == 0:
         raise AgentNotFound(agent_id)
     found = await store.verify([agent_id])
     report.events, report.snapshots = found.events, found.snapshots
