@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.governance import Audit, parse_policy, retention
+from statekeeper.governance import Audit, parse_policy
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
+from statekeeper.store.holds import refuse_if_held
 
 from ..backends._services import fresh_url
 from ._keyring import KEYRING
@@ -69,7 +70,7 @@ async def test_an_agent_made_again_up_to_the_same_head_is_not_purged(
         async with StateStore(url, clock=lambda: clock[0], **options) as store:
             for i in range(2):
                 await store.save("acme/b", {"old": i})
-            checked = retention.refuse_if_held
+            checked = refuse_if_held
             made_again: list[int] = []
 
             async def held_then_made_again(store_: Any, agent_id: str, kind: str) -> None:
@@ -81,7 +82,9 @@ async def test_an_agent_made_again_up_to_the_same_head_is_not_purged(
                     await store.save("acme/b", {"new": 1})
                     await store.save("acme/b", {"new": 2})  # head 2 again
 
-            monkeypatch.setattr(retention, "refuse_if_held", held_then_made_again)
+            monkeypatch.setattr(
+                "statekeeper.governance.retention.refuse_if_held", held_then_made_again
+            )
             report = await apply_retention(
                 store, RetentionPolicy.parse("acme ttl=1h\n"), now=T0 + 7200
             )
