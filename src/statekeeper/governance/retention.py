@@ -100,7 +100,7 @@ from .keyexpiry import apply_key_expiry, expires_keys_after
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
-from .retention_idle import ahead_or_idle, check_idle, dated
+from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated
 from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
@@ -250,7 +250,7 @@ async def _plan_and_apply(
     updated_at = await dated(store, rule, agent_id, head, updated_at, now)  # (not ahead)
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
-        await check_idle(store, rule, agent_id, head, updated_at, now)  # (authenticated)
+        seen = await check_idle(store, rule, agent_id, head, updated_at, now)  # (authenticated)
         through = await removed_through(store, agent_id, head, ahead)
         purge = RetentionAction(
             agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}",
@@ -270,10 +270,12 @@ async def _plan_and_apply(
                     "op": event.op, "outcome": event.outcome, "detail": event.details,
                     "first_seq": event.first_seq, "last_seq": event.last_seq,
                 }  # fmt: skip
+                await check_unchanged(store, agent_id, head, seen)  # (not made again)
                 with entries_before_delete([entry]), delete_only_at(head):
                     await store.delete(_relative(store, agent_id))  # (policy, audit, caches)
             else:
                 await before(purge, ())
+                await check_unchanged(store, agent_id, head, seen)
                 with delete_only_at(head):
                     await store.delete(_relative(store, agent_id))
         return purge

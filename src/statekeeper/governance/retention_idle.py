@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from .._durations import duration_text
 from ..errors import AgentForgotten, AgentNotFound, ConflictError, IntegrityError
+from ..records import RawEvent, RawSnapshot
 from ..store.verification import AHEAD
 from .retention_ahead import idle
 from .retention_policy import Rule
@@ -31,7 +32,7 @@ from .retention_policy import Rule
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["AHEAD", "ahead_or_idle", "check_idle", "dated"]
+__all__ = ["AHEAD", "ahead_or_idle", "check_idle", "check_unchanged", "dated"]
 
 
 def ahead_or_idle(rule: Rule, listed: float, now: float) -> bool:
@@ -63,41 +64,60 @@ async def dated(
     return written
 
 
-async def _written(store: StateStore, agent_id: str, head: int) -> float | None:
-    """The verified time of the record at ``head`` (None: crypto-shredded)."""
-    backend, reads = store.backend, store._reads
+async def _head_record(store: StateStore, agent_id: str, head: int) -> RawEvent | RawSnapshot:
+    """The record at ``head`` as stored (not opened): its event, or the base snapshot of
+    a stream compacted down to it."""
+    backend = store.backend
+    events = await backend.read(agent_id, head - 1, head, limit=1)
+    if events and events[0].seq == head:
+        return events[0]
+    snap = await backend.latest_snapshot(agent_id, head)
+    if snap is None or snap.seq != head:
+        # another process deleted it (or wrote it again, to another head) since it
+        # was listed: not a damaged stream
+        current = await backend.head(agent_id)
+        if current == 0:
+            raise AgentNotFound(agent_id)
+        if current != head:
+            raise ConflictError(agent_id, head, current)
+        raise IntegrityError(agent_id, head, "no record at the head to date its last write")
+    return snap
+
+
+def _opened_time(store: StateStore, agent_id: str, record: RawEvent | RawSnapshot) -> float | None:
+    """The verified time of ``record`` (None: crypto-shredded, its records do not open)."""
     try:
-        events = await backend.read(agent_id, head - 1, head, limit=1)
-        if events and events[0].seq == head:
-            reads.open_event(agent_id, events[0])
-            return events[0].timestamp
-        # a stream compacted down to its head: its base snapshot
-        snap = await backend.latest_snapshot(agent_id, head)
-        if snap is None or snap.seq != head:
-            # another process deleted it (or wrote it again, to another head) since it
-            # was listed: not a damaged stream
-            current = await backend.head(agent_id)
-            if current == 0:
-                raise AgentNotFound(agent_id)
-            if current != head:
-                raise ConflictError(agent_id, head, current)
-            raise IntegrityError(agent_id, head, "no record at the head to date its last write")
-        reads.open_snapshot(agent_id, snap)
-        return snap.timestamp
+        if isinstance(record, RawEvent):
+            store._reads.open_event(agent_id, record)
+        else:
+            store._reads.open_snapshot(agent_id, record)
     except AgentForgotten:
         return None
+    return record.timestamp
+
+
+async def _written(store: StateStore, agent_id: str, head: int) -> float | None:
+    """The verified time of the record at ``head`` (None: crypto-shredded)."""
+    return _opened_time(store, agent_id, await _head_record(store, agent_id, head))
+
+
+#: which record stood at an agent's head when :func:`check_idle` verified it
+Seen = tuple[float, bytes]
 
 
 async def check_idle(
     store: StateStore, rule: Rule, agent_id: str, head: int, listed: float, now: float
-) -> None:
+) -> Seen:
     """Raise :class:`IntegrityError` (nothing deleted) unless the record at ``head``
     was written long enough ago for ``rule``'s TTL too (``listed``: the listing's
     last-write time, which found the agent idle). A crypto-shredded agent, whose records
-    cannot be opened by design, is not checked."""
-    written = await _written(store, agent_id, head)
+    cannot be opened by design, is not checked. Returns which record it was (for
+    :func:`check_unchanged`)."""
+    record = await _head_record(store, agent_id, head)
+    seen = (record.timestamp, record.checksum)
+    written = _opened_time(store, agent_id, record)
     if written is None:
-        return
+        return seen
     if not idle(rule, written, now):
         assert rule.ttl is not None
         raise IntegrityError(
@@ -107,3 +127,15 @@ async def check_idle(
             f" written at {written:.3f}, within the TTL ({duration_text(rule.ttl)}): the"
             " head row's last-write time was altered; not purged",
         )
+    return seen
+
+
+async def check_unchanged(store: StateStore, agent_id: str, head: int, seen: Seen) -> None:
+    """Just before a purge's delete: :class:`ConflictError` (reported "skipped", nothing
+    deleted) when the record at ``head`` is no longer the one :func:`check_idle`
+    verified — the agent deleted and written again since, up to the same head: the
+    delete, conditional on the head seq alone, would take the new agent and its
+    acknowledged writes. (What is left is the moment between this read and the delete.)"""
+    record = await _head_record(store, agent_id, head)
+    if (record.timestamp, record.checksum) != seen:
+        raise ConflictError(agent_id, head, head)
