@@ -1220,6 +1220,7 @@ class TieredBackend(Backend):
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
             created, updated = first[0].timestamp, last[0].timestamp
+            await self._check_cold_copy(cold, agent_id, head)
             await cold.delete_agent(agent_id)  # an older archive copy
             await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
             if await cold.head(agent_id) != head:
@@ -1242,6 +1243,28 @@ class TieredBackend(Backend):
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
+
+    async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
+        """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
+        ``agent_id`` in the cold tier that is not of this store's stream. A copy a
+        crashed demotion or rehydration left is this stream up to its head (the same
+        record there); another store's demotion of an agent of that id (two tiered
+        stores sharing one cold tier) is not: replacing it deleted that store's only
+        copy of its agent, and that store's next load served this one's."""
+        held = await cold.head(agent_id)
+        if held == 0:
+            return
+        theirs = await cold.read(agent_id, held - 1, held)
+        ours = await self.durable.read(agent_id, held - 1, held) if held <= head else []
+        if theirs and ours and _same_record(theirs[0], ours[0]):
+            return
+        raise ConfigurationError(
+            f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
+            " copy of this store's stream: another store sharing the cold tier demoted an"
+            " agent of that id, and replacing it would delete that store's only copy; give"
+            " each tiered store a cold tier of its own (another bucket prefix). Nothing was"
+            " demoted"
+        )
 
     async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
         """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
@@ -1326,6 +1349,14 @@ class TieredBackend(Backend):
         for tier in (self.hot, self.durable, self.cold):
             if tier is not None:
                 await tier.close()
+
+
+def _same_record(one: RawEvent, other: RawEvent) -> bool:
+    return (one.checksum, one.payload, one.timestamp) == (
+        other.checksum,
+        other.payload,
+        other.timestamp,
+    )
 
 
 async def _copy_stream(
