@@ -70,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -1220,13 +1221,21 @@ class TieredBackend(Backend):
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
             created, updated = first[0].timestamp, last[0].timestamp
+            await self._check_cold_copy(cold, agent_id, head)
             await cold.delete_agent(agent_id)  # an older archive copy
             await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
             if await cold.head(agent_id) != head:
                 raise IntegrityError(agent_id, head, "cold copy is incomplete")
             marker_id = COLD_MARKER + agent_id
             await self.durable.delete_agent(marker_id)  # a leftover of a crashed run
-            body = orjson.dumps({"head": head, "created": created, "updated": updated})
+            body = orjson.dumps(
+                {
+                    "head": head,
+                    "created": created,
+                    "updated": updated,
+                    "last": _record_digest(last[0]),
+                }
+            )  # ("last": the demoted head's digest, checked again by a rehydration)
             await self.durable.append(
                 AppendRequest(marker_id, 0, (RawEvent(1, "cold", self.clock(), body, b""),))
             )
@@ -1242,6 +1251,46 @@ class TieredBackend(Backend):
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
+
+    async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
+        """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
+        ``agent_id`` in the cold tier that is not of this store's stream. A copy a
+        crashed demotion or rehydration left is this stream up to its head (the same
+        record there); another store's demotion of an agent of that id (two tiered
+        stores sharing one cold tier) is not: replacing it deleted that store's only
+        copy of its agent, and that store's next load served this one's."""
+        held = await cold.head(agent_id)
+        if held == 0:
+            return
+        theirs = await cold.read(agent_id, held - 1, held)
+        ours = await self.durable.read(agent_id, held - 1, held) if held <= head else []
+        if theirs and ours and _same_record(theirs[0], ours[0]):
+            return
+        raise ConfigurationError(
+            f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
+            " copy of this store's stream: another store sharing the cold tier demoted an"
+            " agent of that id, and replacing it would delete that store's only copy; give"
+            " each tiered store a cold tier of its own (another bucket prefix). Nothing was"
+            " demoted"
+        )
+
+    async def _check_demoted_copy(self, cold: Backend, agent_id: str, head: int) -> None:
+        """:class:`~statekeeper.errors.IntegrityError` unless the cold copy's record at
+        ``head`` is the one this store demoted (a digest of it, kept in the marker by a
+        demotion since it was recorded): one another store sharing the cold tier put
+        there would be rehydrated and served as this store's agent."""
+        events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
+        kept = orjson.loads(events[0].payload).get("last") if events else None
+        if not isinstance(kept, str) or not kept:
+            return  # (a marker of an earlier version: nothing to compare)
+        found = await cold.read(agent_id, head - 1, head)
+        if not found or _record_digest(found[0]) != kept:
+            raise IntegrityError(
+                agent_id,
+                head,
+                "the cold copy is not the stream this store demoted (another store sharing"
+                " the cold tier replaced it?): nothing was rehydrated",
+            )
 
     async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
         """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
@@ -1273,6 +1322,7 @@ class TieredBackend(Backend):
                     raise IntegrityError(
                         agent_id, marker.head_seq, "the cold copy of a demoted agent is missing"
                     )
+                await self._check_demoted_copy(cold, agent_id, marker.head_seq)
                 try:
                     await _copy_stream(
                         cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
@@ -1326,6 +1376,16 @@ class TieredBackend(Backend):
         for tier in (self.hot, self.durable, self.cold):
             if tier is not None:
                 await tier.close()
+
+
+def _record_digest(event: RawEvent) -> str:
+    """A digest of what makes a stored record this one: its checksum and payload (its
+    time is left out: a tier may keep it less exactly)."""
+    return hashlib.sha256(event.checksum + b"\x00" + event.payload).hexdigest()[:32]
+
+
+def _same_record(one: RawEvent, other: RawEvent) -> bool:
+    return (one.checksum, one.payload) == (other.checksum, other.payload)
 
 
 async def _copy_stream(

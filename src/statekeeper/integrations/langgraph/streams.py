@@ -107,7 +107,7 @@ class _SaverStreams(_SaverState):
         continues this one's (``app`` and ``app2``: ``app``'s thread ``2x`` is the
         agent ``app2x#0``, ``app2``'s thread ``x``). Its document names its thread."""
         held = doc.get("thread") if isinstance(doc, dict) else None
-        if held is None or held == thread_id:
+        if held is None or str(held) == thread_id:  # (as every thread id is taken: str)
             return None
         return ConfigurationError(
             f"agent {agent!r} holds LangGraph thread {held!r} of another saver, not thread"
