@@ -187,3 +187,32 @@ async def test_a_key_renamed_and_converted_is_carried_and_the_upcaster_replaces_
         assert (await store.load("a-5")).data == {"$model": "ticket", "priority": "low", "level": 3}
     async with StateStore(url) as fresh:
         assert await TypedStates(fresh, new).load("a-5") == New(level=1)
+
+
+async def test_a_model_that_cannot_carry_writes_when_nothing_was_dropped(url: str) -> None:
+    """(a downcaster that only renames: the strict old model writes as before)"""
+
+    class Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        customer_name: str
+
+    class Renamed(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        customer: str
+
+    strict = SchemaRegistry().register(Strict, name="person", version=1)
+    renamed = SchemaRegistry().register(Renamed, name="person", version=2)
+
+    @strict.downcaster(from_version=2)
+    def down(doc: dict[str, Any]) -> dict[str, Any]:
+        doc["customer_name"] = doc.pop("customer")
+        return doc
+
+    async with StateStore(url) as store:
+        await TypedStates(store, renamed).save("a-6", Renamed(customer="ann"))
+        agent = await store.agent("a-6", model=strict)
+        agent.state.customer_name = "bo"
+        await agent.save()
+        await TypedStates(store, strict).save("a-6", Strict(customer_name="cy"))
+        snap = await store.load("a-6")
+    assert (snap.schema_version, snap.data) == (1, {"$model": "person", "customer_name": "cy"})

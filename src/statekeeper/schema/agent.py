@@ -102,8 +102,9 @@ class TypedAgent(DurableAgent, Generic[M]):
         #: the keys a downcast dropped that this model cannot carry (it keeps no key it
         #: was not given): a write would delete them, so it is refused (see _document)
         self._drops: list[str] = []
-        if not schema.adapter.carries and version > schema.version:
-            self._drops = [k for k in stored if k not in self._baseline]
+        if not schema.adapter.carries and version > schema.version:  # (the rare case)
+            dropped = schema.convert_keeping(snapshot.data, version, agent_id=snapshot.agent_id)[1]
+            self._drops = sorted(dropped)
         #: the state's list items that hold undeclared keys, by identity (see .carry)
         self._known = schema.adapter.known(state, self._baseline, self._stored)
         #: the schema version of the stored state this agent was loaded from
