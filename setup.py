@@ -35,7 +35,7 @@ setup(
     ext_modules=[
         Extension(
             "statekeeper.backends._pagepass",
-            sources=["native/pagepass.c", "native/headscan.c"],
+            sources=["native/pagepass.c", "native/headscan.c", "native/headpack.c"],
             include_dirs=["native"],
             depends=["native/xxhash/xxhash.h", "native/headscan.h"],
             optional=True,

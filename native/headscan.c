@@ -272,23 +272,19 @@ walk(scan *s, Py_ssize_t pgno, int depth)
     return 0;
 }
 
-PyObject *
-heads_scan(PyObject *self, PyObject *args)
+int
+heads_walk(int db, int wal, PyObject *frames_obj, Py_ssize_t root, Py_ssize_t page_size,
+           Py_ssize_t usable, Py_ssize_t pages, heads_found *out)
 {
-    int db, wal;
-    PyObject *frames_obj;
-    Py_ssize_t root, page_size, usable, pages;
-    if (!PyArg_ParseTuple(args, "iiOnnnn", &db, &wal, &frames_obj, &root, &page_size, &usable,
-                          &pages))
-        return NULL;
+    memset(out, 0, sizeof *out);
     if (page_size < 512 || page_size > 65536 || usable < 480 || usable > page_size || pages < 0) {
         PyErr_SetString(PyExc_ValueError, "heads_scan: bad page size, usable size or count");
-        return NULL;
+        return -1;
     }
     Py_buffer frames = {0};
     int have_frames = frames_obj != Py_None;
     if (have_frames && PyObject_GetBuffer(frames_obj, &frames, PyBUF_SIMPLE) < 0)
-        return NULL;
+        return -1;
     scan s;
     memset(&s, 0, sizeof s);
     s.db = db;
@@ -314,26 +310,62 @@ heads_scan(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (have_frames)
         PyBuffer_Release(&frames);
-    PyObject *out = NULL;
-    if (failed == -2) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    free(s.bufs);
     if (failed) {
-        out = Py_NewRef(Py_None);
-        goto done;
+        free(s.ids.data);
+        free(s.tags.data);
+        free(s.id_ends.data);
+        free(s.seqs.data);
+        if (failed == -2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return 0;
     }
-    size_t count = s.seqs.len / sizeof(int64_t);
+    out->ids = s.ids.data;
+    out->ends = (size_t *)s.id_ends.data;
+    out->seqs = (int64_t *)s.seqs.data;
+    out->tags = s.tags.data;
+    out->count = s.seqs.len / sizeof(int64_t);
+    out->width = s.width;
+    out->accounted = s.accounted;
+    return 1;
+}
+
+void
+heads_found_free(heads_found *found)
+{
+    free(found->ids);
+    free(found->ends);
+    free(found->seqs);
+    free(found->tags);
+    memset(found, 0, sizeof *found);
+}
+
+PyObject *
+heads_scan(PyObject *self, PyObject *args)
+{
+    int db, wal;
+    PyObject *frames_obj;
+    Py_ssize_t root, page_size, usable, pages;
+    if (!PyArg_ParseTuple(args, "iiOnnnn", &db, &wal, &frames_obj, &root, &page_size, &usable,
+                          &pages))
+        return NULL;
+    heads_found s;
+    int found = heads_walk(db, wal, frames_obj, root, page_size, usable, pages, &s);
+    if (found <= 0)
+        return found < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *out = NULL;
+    size_t count = s.count;
     PyObject *agents = PyList_New((Py_ssize_t)count), *heads = PyList_New((Py_ssize_t)count),
              *tags = PyList_New((Py_ssize_t)count);
     if (agents == NULL || heads == NULL || tags == NULL)
         goto fail;
     size_t start = 0;
-    const size_t *ends = (const size_t *)s.id_ends.data;
-    const int64_t *seqs = (const int64_t *)s.seqs.data;
+    const size_t *ends = s.ends;
+    const int64_t *seqs = s.seqs;
     for (size_t i = 0; i < count; i++) {
-        PyObject *id = PyUnicode_DecodeUTF8(s.ids.data + start, (Py_ssize_t)(ends[i] - start),
-                                            NULL);
+        PyObject *id = PyUnicode_DecodeUTF8(s.ids + start, (Py_ssize_t)(ends[i] - start), NULL);
         if (id == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
                 goto fail;
@@ -350,7 +382,7 @@ heads_scan(PyObject *self, PyObject *args)
         if (seq == NULL)
             goto fail;
         PyList_SET_ITEM(heads, (Py_ssize_t)i, seq);
-        PyObject *tag = PyBytes_FromStringAndSize(s.tags.data + i * (size_t)s.width, s.width);
+        PyObject *tag = PyBytes_FromStringAndSize(s.tags + i * (size_t)s.width, s.width);
         if (tag == NULL)
             goto fail;
         PyList_SET_ITEM(tags, (Py_ssize_t)i, tag);
@@ -362,11 +394,7 @@ fail:
     Py_XDECREF(heads);
     Py_XDECREF(tags);
 done:
-    free(s.bufs);
-    free(s.ids.data);
-    free(s.tags.data);
-    free(s.id_ends.data);
-    free(s.seqs.data);
+    heads_found_free(&s);
     return out;
 }
 

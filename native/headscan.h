@@ -2,6 +2,7 @@
 #ifndef STATEKEEPER_HEADSCAN_H
 #define STATEKEEPER_HEADSCAN_H
 #include <Python.h>
+#include <stdint.h>
 
 PyDoc_STRVAR(heads_scan_doc,
 "heads_scan(db_fd, wal_fd, frames, root, page_size, usable, pages) -> tuple | None\n\n"
@@ -12,6 +13,35 @@ PyDoc_STRVAR(heads_scan_doc,
 "table is not in the form this reads (see native/headscan.c): SQL reads it then.");
 
 PyObject *heads_scan(PyObject *self, PyObject *args);
+
+/* what heads_walk found: ``count`` streams, their ids (UTF-8 as stored, id *i* ending
+ * at ``ends[i]`` in ``ids``), head seqs and tags (``width`` bytes each); malloc'd */
+typedef struct {
+    char *ids;
+    size_t *ends;
+    int64_t *seqs;
+    char *tags;
+    size_t count;
+    Py_ssize_t width;
+    long long accounted;
+} heads_found;
+
+/* heads_scan's walk (the GIL released while it reads): 1 and ``out`` filled (free it
+ * with heads_found_free), 0 when the table is not in the form it reads, -1 with an
+ * exception set */
+int heads_walk(int db, int wal, PyObject *frames_obj, Py_ssize_t root, Py_ssize_t page_size,
+               Py_ssize_t usable, Py_ssize_t pages, heads_found *out);
+void heads_found_free(heads_found *found);
+
+PyDoc_STRVAR(heads_packed_doc,
+"heads_packed(db_fd, wal_fd, frames, root, page_size, usable, pages, before, after,\n"
+"             prefix) -> tuple | None\n\n"
+"heads_scan's heads as msgpack, never as Python objects (native/headpack.c):\n"
+"``(before + packb({'agent': agents, 'head': heads, 'tag': tags}) + after, count,\n"
+"accounted, own)``, ``own`` the ``(agent, head)`` of the agents whose id starts with\n"
+"``prefix``; None where heads_scan is None or an id is not UTF-8.");
+
+PyObject *heads_packed(PyObject *self, PyObject *args);
 
 PyDoc_STRVAR(tree_pages_doc,
 "tree_pages(db_fd, wal_fd, frames, root, page_size, usable, pages, plan, value) -> int | None\n\n"

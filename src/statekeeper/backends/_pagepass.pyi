@@ -39,3 +39,16 @@ def tree_pages(
     value: int,
     /,
 ) -> int | None: ...
+def heads_packed(
+    db_fd: int,
+    wal_fd: int,
+    frames: array.array[int] | None,
+    root: int,
+    page_size: int,
+    usable: int,
+    pages: int,
+    before: bytes,
+    after: bytes,
+    prefix: bytes,
+    /,
+) -> tuple[bytes, int, int, list[tuple[str, int]]] | None: ...

@@ -32,9 +32,11 @@ import xxhash
 
 __all__ = [
     "NATIVE",
+    "HeadsPacked",
     "HeadsScan",
     "PagePass",
     "ZeroRunFrames",
+    "heads_packed",
     "heads_scan",
     "page_pass",
     "python_pass",
@@ -273,3 +275,14 @@ def _load_native(name: str) -> Any:
 heads_scan: HeadsScan | None = _load_native("heads_scan") if _found is not None else None
 #: the C walk of a b-tree's pages with the C pass (else None: ``dbstat`` lists them)
 tree_pages: TreePages | None = _load_native("tree_pages") if _found is not None else None
+
+#: ``(db_fd, wal_fd, frames, root, page_size, usable, pages, before, after, prefix) ->
+#: (packed, count, accounted, own) | None``: :data:`HeadsScan`'s heads as the
+#: manifest's msgpack (``native/headpack.c``: no Python object per stream), ``own`` the
+#: ``(agent, head)`` of the ids starting with ``prefix``
+HeadsPacked = Callable[
+    [int, int, "array.array[int] | None", int, int, int, int, bytes, bytes, bytes],
+    "tuple[bytes, int, int, list[tuple[str, int]]] | None",
+]
+#: the heads packed in C with the C pass (a module built before it: None)
+heads_packed: HeadsPacked | None = _load_native("heads_packed") if _found is not None else None

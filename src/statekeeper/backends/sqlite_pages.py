@@ -50,6 +50,7 @@ from .sqlite_pagepass import (
     EMPTY_TABLE,
     KEPT,
     OVERFLOW,
+    heads_packed,
     heads_scan,
     page_pass,
     tree_pages,
@@ -264,15 +265,56 @@ class PageSnapshot:
         Reads through :attr:`conn` (call it on that connection's thread)."""
         if heads_scan is None:
             return None
+        where = self._heads_root()
+        if where is None:
+            return None
+        return heads_scan(
+            self._db,
+            self._wal,
+            self._frame_offsets(),
+            where[0],
+            self.page_size,
+            where[1],
+            self.pages,
+        )
+
+    def packed_heads(
+        self, before: bytes, after: bytes, prefix: bytes
+    ) -> tuple[bytes, int, int, list[tuple[str, int]]] | None:
+        """:meth:`heads` as msgpack, never as a Python object per stream
+        (``native/headpack.c``): ``(before + the packed map {"agent": agents, "head":
+        heads, "tag": tags} + after, streams, sum of the head seqs, own)``, ``own`` the
+        ``(agent, head)`` of the agents whose UTF-8 id starts with ``prefix``; or None
+        where :meth:`heads` would be None (or the module is older). The 300,000
+        objects of a 100,000-agent store, packed and freed under the GIL, held up the
+        page pipeline's threads (docs/benchmarks.md, "backup8")."""
+        if heads_packed is None:
+            return None
+        where = self._heads_root()
+        if where is None:
+            return None
+        return heads_packed(
+            self._db,
+            self._wal,
+            self._frame_offsets(),
+            where[0],
+            self.page_size,
+            where[1],
+            self.pages,
+            before,
+            after,
+            prefix,
+        )
+
+    def _heads_root(self) -> tuple[int, int] | None:
+        """The heads table's root page and the pages' usable bytes, or None: the
+        table's record is not the one the C scan reads. Through :attr:`conn`."""
         conn = self.conn
         root = conn.execute(_HEADS_ROOT).fetchone()
         layout = conn.execute(_HEADS_LAYOUT).fetchall()
         if root is None or layout != _HEADS_RECORD:
             return None
-        usable = self.page_size - self._page(1)[20]
-        return heads_scan(
-            self._db, self._wal, self._frame_offsets(), root[0], self.page_size, usable, self.pages
-        )
+        return int(root[0]), self.page_size - self._page(1)[20]
 
     def _page(self, pageno: int) -> bytes:
         """One page of the snapshot, as stored (no plan applied)."""

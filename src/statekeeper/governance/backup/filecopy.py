@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from ...arguments import INTERNAL_PREFIX
 from ...backends.sqlite_export import (
     compacted_streams,
     iter_streams,
@@ -63,10 +64,17 @@ from ...backends.sqlite_pagepass import NATIVE, zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .directfile import DirectFile
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
-from .framepack import Ahead, ahead
+from .framepack import Ahead, ahead, packb
 from .pagedelta import PAGE_HASH
 from .placedframe import HEAD_BYTES
-from .tagheads import COUNTS, Scanned, internal_streams, internal_streams_sorted, tag_heads
+from .tagheads import (
+    COUNTS,
+    PackedHeads,
+    Scanned,
+    internal_streams,
+    internal_streams_sorted,
+    tag_heads,
+)
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -197,7 +205,16 @@ def write_pages(
             heads_ahead.frames = zero_run_frames  # its heads framed by the heads' thread
     tags = writer.header.version in HEAD_TAGS
     # the heads from the snapshot's pages (C, where built: else SQL, as a copy's)
-    body = shipped(writer, snapshot.conn, progress, ship, tags, heads_ahead, snapshot.heads)
+    body = shipped(
+        writer,
+        snapshot.conn,
+        progress,
+        ship,
+        tags,
+        heads_ahead,
+        snapshot.heads,
+        snapshot.packed_heads,
+    )
     # every page's digest: the parent of an incremental backup by pages (:mod:`.pagedelta`)
     body.update(
         page_size=size,
@@ -238,6 +255,7 @@ def shipped(
     tags: bool = False,
     heads_ahead: HeadsAhead | None = None,
     scan: Callable[[], Scanned | None] | None = None,
+    packed: PackedScan | None = None,
 ) -> dict[str, Any]:
     """``ship()`` (it writes the chunks, returns the bytes shipped) while the heads
     are read through ``conn`` (the shipped bytes' snapshot; with ``tags``, by
@@ -250,17 +268,18 @@ def shipped(
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        reading = pool.submit(_heads_ahead, conn, tags, heads_ahead, scan)
+        reading = pool.submit(_heads_ahead, conn, tags, heads_ahead, scan, packed)
         size = ship()
         events, snapshots, compacted, heads = reading.result()
-    agent = heads["heads"]["agent"]
+    columns = heads["heads"]
+    streams = columns.count if isinstance(columns, PackedHeads) else len(columns["agent"])
     if progress is not None:
-        progress(len(agent), len(agent))
+        progress(streams, streams)
     return {
         "layout": "sqlite-file",
         "file_bytes": size,
-        "agents": len(agent),
-        "copied": len(agent),
+        "agents": streams,
+        "copied": streams,
         "events": events,
         "snapshots": snapshots,
         **heads,
@@ -270,15 +289,30 @@ def shipped(
     }
 
 
+#: what :func:`_heads_of` reads: the totals (events, snapshots), the compacted streams'
+#: columns and the manifest's heads
+Heads = tuple[int, int, dict[str, list[Any]], dict[str, Any]]
+#: ``(before, after, prefix) -> (before + packed columns + after, streams, sum of the
+#: head seqs, own) | None``: :meth:`.sqlite_pages.PageSnapshot.packed_heads`
+PackedScan = Callable[[bytes, bytes, bytes], "tuple[bytes, int, int, list[tuple[str, int]]] | None"]
+
+
 def _heads_ahead(
     conn: sqlite3.Connection,
     tags: bool,
     heads_ahead: HeadsAhead | None,
     scan: Callable[[], Scanned | None] | None = None,
-) -> tuple[int, int, dict[str, list[Any]], dict[str, Any]]:
-    """:func:`_heads_of`; with ``heads_ahead``, that filled and ``conn`` closed."""
-    found = _heads_of(conn, tags, scan)
-    if heads_ahead is not None:
+    packed_scan: PackedScan | None = None,
+) -> Heads:
+    """:func:`_heads_of`; with ``heads_ahead``, that filled and ``conn`` closed (the
+    heads packed by ``packed_scan`` where it takes them: :func:`_packed_heads`)."""
+    made = None
+    if heads_ahead is not None and tags and packed_scan is not None:
+        made = functools.partial(_packed_heads, conn, heads_ahead, packed_scan)
+    found = _heads_of(conn, tags, scan, made)
+    if heads_ahead is not None and heads_ahead.packed is not None:  # (by ``made``)
+        conn.close()
+    elif heads_ahead is not None:
         heads = found[3]
         packed = ahead(heads)
         if heads_ahead.frames is not None:  # (its zstd frame's head left out: placedframe)
@@ -291,13 +325,51 @@ def _heads_ahead(
     return found
 
 
+def _packed_heads(
+    conn: sqlite3.Connection, heads_ahead: HeadsAhead, packed: PackedScan
+) -> Heads | None:
+    """:func:`_heads_ahead` with the heads packed by the C scan (``packed``): the pairs
+    ``{"heads": columns, "untagged": {...}}`` of the manifest made as msgpack straight
+    from the pages, the manifest's ``heads`` a :class:`.tagheads.PackedHeads` (its
+    splice, :func:`.framepack.packb`, is the only packing of it); or None: the scan
+    does not take this table (the caller reads the heads as before). The bytes are
+    those :func:`_heads_of`'s columns pack to (tests/backends/test_sqlite_headpack.py)."""
+    untagged: dict[str, list[Any]] = {"agent": [], "checksum": []}
+    found = packed(packb("heads"), bytes(ahead({"untagged": untagged}).pairs), _OWN)
+    if found is None:
+        return None
+    pairs, streams, accounted, own = found
+    events, snapshots = conn.execute(COUNTS).fetchone()
+    compacted = compacted_streams(conn) if events != accounted else []
+    columns = PackedHeads(streams, tuple(own))
+    heads: dict[str, Any] = {"heads": columns, "untagged": untagged}
+    made = Ahead(dict(heads), memoryview(pairs))
+    if heads_ahead.frames is not None:  # (its zstd frame's head left out: placedframe)
+        blocks = heads_ahead.frames().compress(made.pairs)[HEAD_BYTES:]
+        made = made._replace(blocks=blocks)
+    heads_ahead.packed = made
+    heads_ahead.internal = tuple(agent for agent, _ in own)
+    return events, snapshots, compacted_columns(compacted), heads
+
+
+#: the store's own streams' ids start so (:data:`~statekeeper.arguments.INTERNAL_PREFIX`)
+_OWN = INTERNAL_PREFIX.encode()
+
+
 def _heads_of(
-    conn: sqlite3.Connection, tags: bool, scan: Callable[[], Scanned | None] | None = None
-) -> tuple[int, int, dict[str, list[Any]], dict[str, Any]]:
+    conn: sqlite3.Connection,
+    tags: bool,
+    scan: Callable[[], Scanned | None] | None = None,
+    packed: Callable[[], Heads | None] | None = None,
+) -> Heads:
     """The totals (events, snapshots), the compacted streams and every stream's head
     (the manifest's ``heads`` columns, and with ``tags`` its ``untagged`` ones) of
     what ``conn`` reads: a statement or two each (over a memory map: measured 0.27
-    against 0.41 CPU-s for 100,000 heads, no read() per page)."""
+    against 0.41 CPU-s for 100,000 heads, no read() per page); ``packed()`` first if
+    given (:func:`_packed_heads`), where it takes them."""
+    made = packed() if packed is not None else None
+    if made is not None:
+        return made
     if tags:
         # the heads table scanned once: its heads and the events they account for
         listed = tag_heads(conn, scan() if scan is not None else None)

@@ -27,6 +27,7 @@ from ...arguments import INTERNAL_PREFIX
 __all__ = [
     "COUNTS",
     "TAG_COLUMNS",
+    "PackedHeads",
     "Scanned",
     "TagHeads",
     "internal_streams",
@@ -76,6 +77,22 @@ SELECT CAST(checksum AS BLOB) FROM sk_events WHERE agent_id = ? AND seq = ?
 #: the heads table scanned from a snapshot's pages: agents, head seqs, head tags (all
 #: of one length) and the sum of the head seqs
 Scanned = tuple[list[str], list[int], list[bytes], int]
+
+
+class PackedHeads:
+    """The manifest's ``heads`` columns (agent, head seq, head tag of every stream, in
+    id order) as the C scan packed them from a page snapshot's pages
+    (:meth:`~statekeeper.backends.sqlite_pages.PageSnapshot.packed_heads`): no Python
+    object per stream. Only a map holding it is packed, by splicing the bytes packed
+    ahead in (:func:`.framepack.packb`); msgpack itself refuses it (a ``TypeError``,
+    never other bytes). ``own``: the store's own streams among them, ``(agent, head)``
+    in id order."""
+
+    __slots__ = ("count", "own")
+
+    def __init__(self, count: int, own: tuple[tuple[str, int], ...]) -> None:
+        self.count = count
+        self.own = own
 
 
 class TagHeads(NamedTuple):

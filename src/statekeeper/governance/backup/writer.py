@@ -70,6 +70,7 @@ from .pgcopy import write_copy_out
 from .placedframe import finish_manifest
 from .rowentries import add_unlisted, copy_batch, last_digest, list_heads, mark_compacted
 from .storekey import sealing_keys
+from .tagheads import PackedHeads
 from .tagheads import internal_streams as _internal
 
 if TYPE_CHECKING:
@@ -548,6 +549,9 @@ def _whole_result(
     holds every one of them, from seq 1 (never compacted). ``inner``: those streams,
     found already (:class:`~.filecopy.HeadsAhead`)."""
     heads = body.get("heads")
+    if isinstance(heads, PackedHeads):  # (packed by the C scan: its own streams found too)
+        inner = tuple(agent for agent, _ in heads.own)
+        own = own or (len(inner), sum(head for _, head in heads.own))
     columns = heads if isinstance(heads, dict) else {}
     listed = columns.get("agent")
     if inner is None:
