@@ -63,3 +63,23 @@ def test_a_botocore_error_quoting_the_endpoint_hides_its_password(kind: str) -> 
         assert "minio:***@127.0.0.1:9000" in str(info.value)
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "endpoint", ["minio:{pw}@127.0.0.1:9000", "http://minio:{pw}@bad host:9000"]
+)
+def test_an_endpoint_boto3_refuses_is_named_without_its_password(endpoint: str) -> None:
+    """boto3 refuses a malformed endpoint with 'Invalid endpoint: <the URL>': the
+    ConfigurationError quoted it whole (and chained boto3's error), password and all —
+    for a store's URL and for a backup's S3 location alike."""
+    import traceback
+
+    from statekeeper.backends.s3 import object_client
+
+    secret = "minio-Pw-Ld53Xc"
+    given = endpoint.format(pw=secret)
+    for build in (lambda: open_backend(f"s3://bucket/p?endpoint_url={given}"),
+                  lambda: object_client(given)):  # fmt: skip
+        with pytest.raises(ConfigurationError, match="Invalid endpoint") as info:
+            build()
+        assert secret not in "".join(traceback.format_exception(info.value))

@@ -423,8 +423,9 @@ class S3Backend(Backend):
             self._s3: Any = boto3.client(
                 "s3", endpoint_url=endpoint_url, region_name=region_name, **options
             )
-        except (BotoCoreError, ValueError) as exc:
-            raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
+        except (BotoCoreError, ValueError) as exc:  # ("Invalid endpoint: <the URL>")
+            said = scrub(str(exc), endpoint_url) if endpoint_url else str(exc)
+            raise ConfigurationError(f"cannot build an S3 client: {said}") from None
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sk-s3")
         self._wave = max_workers
         # Objects never change under one (key, ETag, LastModified): their decoded
@@ -1743,5 +1744,6 @@ def object_client(endpoint_url: str | None = None, region_name: str | None = Non
     built here so that only the S3 engine imports the driver."""
     try:
         return boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name)
-    except (BotoCoreError, ValueError) as exc:
-        raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
+    except (BotoCoreError, ValueError) as exc:  # ("Invalid endpoint: <the URL>")
+        said = scrub(str(exc), endpoint_url) if endpoint_url else str(exc)
+        raise ConfigurationError(f"cannot build an S3 client: {said}") from None
