@@ -66,3 +66,35 @@ def test_the_cli_names_neither(tmp_path: Path) -> None:
     assert code == 2, err
     assert SECRET not in out + err and KEY_ID not in out + err, err
     assert "takes no credentials" in err
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_an_endpoint_password_is_not_shown_in_a_driver_error(
+    quoted: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``?endpoint_url=http://user:PASSWORD@minio:9000``: botocore's message quotes the
+    endpoint whole ('Could not connect to the endpoint URL: "http://minio:PASSWORD@…"'),
+    which the BackupError repeated."""
+    pytest.importorskip("boto3")
+    from urllib.parse import quote
+
+    from statekeeper.errors import BackupError
+
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)  # (without any, botocore stops before connecting)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    endpoint = f"http://minio:{SECRET}@127.0.0.1:1"  # (nothing listens on port 1)
+    location = f"s3://bucket/k.skb?endpoint_url={quote(endpoint, safe='') if quoted else endpoint}"
+    key = BackupKey(os.urandom(32))
+
+    async def main() -> None:
+        async with StateStore(f"sqlite:///{tmp_path / 'a.db'}") as store:
+            await store.save("a", {"n": 1})
+            with pytest.raises(BackupError) as wrote:
+                await backup(store, location, key)
+            with pytest.raises(BackupError) as read:
+                await restore(store, [location], key)
+        for info in (wrote, read):
+            assert SECRET not in _shown(info.value), _shown(info.value)
+
+    asyncio.run(main())

@@ -24,6 +24,9 @@ MASK = "***"
 #: query options whose value is a secret (matched as a substring of the lower-cased name)
 _SECRET_NAMES = ("password", "passwd", "secret", "token", "credential", "api_key", "apikey")
 _CONNINFO_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+#: ``user:password@host`` in text that is no URL (a scheme mistyped, ``postgresql:/u:p@h``
+#: or ``postgresql//u:p@h``, or left out): taken for a SQLite path, it was shown whole
+_BARE_USERINFO = re.compile(r"(?<![^\s/])([^\s:/@]*):(\S*)@")
 
 
 def _secret_name(name: str) -> bool:
@@ -93,7 +96,8 @@ def mask_url(url: str) -> str:
     if not isinstance(url, str):
         return repr(type(url))
     if "://" not in url:
-        return _CONNINFO_PASSWORD.sub(lambda m: m.group(1) + MASK, url)
+        text = _CONNINFO_PASSWORD.sub(lambda m: m.group(1) + MASK, url)
+        return _BARE_USERINFO.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     split = _split(url)
     if split is None:
         return _mask_misparsed(url) or _mask_netloc_text(url)
@@ -140,6 +144,8 @@ def secrets_of(url: str) -> list[str]:
     if "://" not in url:
         for match in _CONNINFO_PASSWORD.finditer(url):
             found.add(match.group(2).strip("'"))
+        for match in _BARE_USERINFO.finditer(url):  # (its part after a mistyped scheme too)
+            found.update({match.group(2), match.group(2).rpartition(":")[2]})
     else:
         misparsed = misparsed_password(url)
         if misparsed is not None:

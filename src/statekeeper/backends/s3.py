@@ -125,7 +125,7 @@ from .base import (
     validate_rewrite,
 )
 from .framing import pack_snapshot, unpack_snapshot
-from .redact import mask_url
+from .redact import mask_url, scrub
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -432,8 +432,9 @@ class S3Backend(Backend):
             self._s3: Any = boto3.client(
                 "s3", endpoint_url=endpoint_url, region_name=region_name, **options
             )
-        except (BotoCoreError, ValueError) as exc:
-            raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
+        except (BotoCoreError, ValueError) as exc:  # ("Invalid endpoint: <the URL>")
+            said = scrub(str(exc), endpoint_url) if endpoint_url else str(exc)
+            raise ConfigurationError(f"cannot build an S3 client: {said}") from None
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sk-s3")
         self._wave = max_workers
         # Objects never change under one (key, ETag, LastModified): their decoded
@@ -570,11 +571,21 @@ class S3Backend(Backend):
         except ClientError as exc:
             if _code(exc) in _REFUSED:
                 raise self._credentials_error(f"refused ({_code(exc)})") from None
-            raise BackendError(f"{self._where()}: {exc}") from exc
+            said = self._said(exc)
+            raise BackendError(f"{self._where()}: {said}") from (exc if said == str(exc) else None)
         except _NO_CREDENTIALS as exc:  # nothing was sent: no request can be signed
             raise self._credentials_error(f"not found ({exc})") from None
         except BotoCoreError as exc:
-            raise BackendError(f"{self._where()}: {exc}", maybe_applied=True) from exc
+            said = self._said(exc)  # (chained only when it quotes no secret)
+            raise BackendError(f"{self._where()}: {said}", maybe_applied=True) from (
+                exc if said == str(exc) else None
+            )
+
+    def _said(self, exc: BaseException) -> str:
+        """botocore's message without the endpoint's password: a timeout or SSL error
+        quotes the endpoint URL whole (``Read timeout on endpoint URL: "http://user:
+        password@minio:9000/..."``)."""
+        return scrub(str(exc), self.endpoint_url) if self.endpoint_url else str(exc)
 
     def _where(self) -> str:
         where = f" at {mask_url(self.endpoint_url)}" if self.endpoint_url else ""
@@ -1748,5 +1759,6 @@ def object_client(endpoint_url: str | None = None, region_name: str | None = Non
     built here so that only the S3 engine imports the driver."""
     try:
         return boto3.client("s3", endpoint_url=endpoint_url, region_name=region_name)
-    except (BotoCoreError, ValueError) as exc:
-        raise ConfigurationError(f"cannot build an S3 client: {exc}") from exc
+    except (BotoCoreError, ValueError) as exc:  # ("Invalid endpoint: <the URL>")
+        said = scrub(str(exc), endpoint_url) if endpoint_url else str(exc)
+        raise ConfigurationError(f"cannot build an S3 client: {said}") from None

@@ -193,6 +193,12 @@ _SPELLINGS = {
     "s3": "s3://bucket/prefix",
     "tiered": "tiered://?hot=…&durable=…",
 }
+#: a libpq key/value connection string (``host=db dbname=app password=…``)
+_CONNINFO = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|service|sslmode)\s*=", re.IGNORECASE
+)
+#: ``user:password@host`` with no scheme, or a scheme mistyped (``postgresql//u:p@h``)
+_BARE_CREDENTIALS = re.compile(r"(?:[A-Za-z][A-Za-z0-9.+-]*:?/{1,2})?[^\s:/@]*:[^\s/@]+@[^\s/@]+")
 _HALF_URL = re.compile(r"([A-Za-z][A-Za-z0-9.-]*)(\+[A-Za-z0-9.+-]*)?:(?!//)")
 
 
@@ -224,7 +230,15 @@ def _refuse_reserved_in_password(url: str) -> None:
 
 def _refuse_half_url(value: str) -> None:
     """Refuse ``sqlite:/x.db``, ``redis:host``...: a known scheme without ``://`` is a
-    mistyped URL, not a relative file named after it."""
+    mistyped URL, not a relative file named after it. So is a libpq key/value string
+    (``host=db password=…``) and ``user:password@host``: ``init`` created a SQLite file
+    named after them, password and all, and printed its name."""
+    if _CONNINFO.match(value) or _BARE_CREDENTIALS.match(value):
+        raise ConfigurationError(
+            f"{mask_url(value)!r} is not a URL (nor a file a store should be named"
+            " after): give the server's URL, postgresql://user:password@host:5432/db or"
+            " redis://:password@host:6379/0"
+        )
     match = _HALF_URL.match(value)
     if match is None or match.group(1).lower() not in _SPELLINGS:
         return

@@ -354,7 +354,7 @@ def handled(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            with exits.said_warnings():
+            with exits.said_warnings(masked):
                 return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, exits.ClickException):
             raise
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
     alone = argv is None  # the process is this run (the console script)
     try:
         try:
-            with exits.held_warnings() as warnings, _terminated_as_exit():
+            with exits.held_warnings(masked) as warnings, _terminated_as_exit():
                 try:
                     release_start_guard()  # Ctrl-C is a KeyboardInterrupt from here on
                     code = command().main(args=argv, prog_name="statekeeper", standalone_mode=False)

@@ -202,31 +202,40 @@ def report(exc: BaseException, mask: Callable[[str], str] | None = None) -> int:
         silence_stdout()
         return code
     if code == EXIT_INTERNAL and os.environ.get(DEBUG_ENV):
-        traceback.print_exception(exc, file=sys.stderr)
+        # through ``mask`` as the line is: the traceback repeats the message (and its
+        # chain's), which may quote the store URL
+        shown = "".join(traceback.format_exception(exc))
+        sys.stderr.write(mask(shown) if mask is not None else shown)
     print_error(mask(message) if mask is not None else message)
     return code
 
 
 class _Held(logging.Handler):
-    def __init__(self) -> None:
+    def __init__(self, mask: Callable[[str], str] | None = None) -> None:
         super().__init__(logging.WARNING)
         self.records: list[logging.LogRecord] = []
+        self.mask = mask
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.mask is not None:  # (now: the command's --db is known while it runs)
+            record.msg, record.args = self.mask(record.getMessage()), None
         self.records.append(record)
 
 
 @contextmanager
-def held_warnings() -> Iterator[list[logging.LogRecord]]:
+def held_warnings(
+    mask: Callable[[str], str] | None = None,
+) -> Iterator[list[logging.LogRecord]]:
     """Hold the library's log records (WARNING and up) while a command runs; the
-    caller prints them (:func:`print_warnings`) if the command succeeded."""
+    caller prints them (:func:`print_warnings`) if the command succeeded. ``mask``
+    hides credentials in them (and in the warnings said at once)."""
     logger = logging.getLogger("statekeeper")
-    handler = _Held()
+    handler = _Held(mask)
     propagate = logger.propagate
     logger.addHandler(handler)
     logger.propagate = bool(os.environ.get(DEBUG_ENV))
     try:
-        with said_warnings():  # (the library's warnings, as opposed to its log)
+        with said_warnings(mask):  # (the library's warnings, as opposed to its log)
             yield handler.records
     finally:
         logger.removeHandler(handler)
@@ -254,7 +263,7 @@ class _Said(logging.Handler):
 
 
 @contextmanager
-def said_warnings() -> Iterator[None]:
+def said_warnings(mask: Callable[[str], str] | None = None) -> Iterator[None]:
     """Within: each warning a command meets is said at once as one ``warning: …`` line
     on stderr (each text once, however often it is issued: a key file read twice is
     one line), never in Python's ``file:line: Category: text`` form — the library's
@@ -265,7 +274,7 @@ def said_warnings() -> Iterator[None]:
     said: set[str] = set()
 
     def say(text: str) -> None:
-        text = _one_line(text)
+        text = _one_line(mask(text) if mask is not None else text)
         if text not in said:
             said.add(text)
             print_warning(text)

@@ -9,7 +9,6 @@ or non-SQLite file): statekeeper only ever adds its tables to a file it creates.
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -23,15 +22,10 @@ __all__ = ["init"]
 
 
 def _shown(url: str) -> str:
-    """``url`` without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    netloc = f"{parts.username or ''}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """``url`` without its password (nor a secret option, a nested URL's password...)."""
+    from ..backends.redact import mask_url
+
+    return mask_url(url)
 
 
 async def _create(url: str, dry_run: bool) -> tuple[str, int | None, int | None]:

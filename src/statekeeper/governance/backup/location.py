@@ -84,6 +84,13 @@ class Location:
         else:
             self.display = text
 
+    def _said(self, exc: BaseException) -> str:
+        """A driver's message about this location without the secrets of its URL
+        (botocore quotes the endpoint whole: ``http://user:password@minio:9000/...``)."""
+        from ...backends.redact import scrub
+
+        return scrub(str(exc), self.spec)
+
     def replaces(self, other: Location) -> bool:
         """Whether a backup written here would replace the backup at ``other``: the
         same S3 object, or the same directory entry (``other`` followed through its
@@ -123,7 +130,7 @@ class Location:
             status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 404:
                 return False
-            raise BackupError(f"cannot look up backup {self.display}: {exc}") from None
+            raise BackupError(f"cannot look up backup {self.display}: {self._said(exc)}") from None
         return True
 
     def _client(self) -> Any:
@@ -197,7 +204,9 @@ class Location:
             try:  # conditional: refused by S3 too, if one appeared since that look
                 done = upload_new(self._client(), spool, bucket, key, replace=self.overwrite)
             except Exception as exc:  # botocore's errors: one typed error, no secrets
-                raise BackupError(f"cannot upload backup to {self.display}: {exc}") from None
+                raise BackupError(
+                    f"cannot upload backup to {self.display}: {self._said(exc)}"
+                ) from None
             if not done:
                 raise self._taken_error()
 
@@ -213,7 +222,9 @@ class Location:
             try:
                 self._client().download_file(bucket, key, path)
             except Exception as exc:
-                raise BackupError(f"cannot download backup {self.display}: {exc}") from None
+                raise BackupError(
+                    f"cannot download backup {self.display}: {self._said(exc)}"
+                ) from None
             yield path
 
 
