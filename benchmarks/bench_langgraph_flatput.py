@@ -15,7 +15,9 @@ per ``put``, no writes). Run it with two trees' ``PYTHONPATH`` to compare them::
 
 ``--on-thread`` makes the calls from a thread other than the main one, as LangGraph's
 background executor makes a run's writes (a main-thread call also sets and restores
-the SIGINT handler: see ``integrations/langgraph/interrupts.py``).
+the SIGINT handler: see ``integrations/langgraph/interrupts.py``). ``--new-threads``
+makes each step's calls on a thread started for them, as LangGraph starts new executor
+threads for each ``invoke`` (what a saver keeps per thread is paid again on each).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ WARM = 2
 WRITES = "--puts-only" not in sys.argv
 #: the calls made from another thread than the main one (``--on-thread``)
 ON_THREAD = "--on-thread" in sys.argv
+#: each step's calls on a new thread (``--new-threads``)
+NEW_THREADS = "--new-threads" in sys.argv
 
 
 def sequence(saver: Any, thread: str) -> None:
@@ -53,9 +57,26 @@ def sequence(saver: Any, thread: str) -> None:
         checkpoint["versions_seen"] = {"step": {"n": step}, "__input__": {}}
         checkpoint["updated_channels"] = ["n"]
         metadata: Any = {"source": "loop", "step": step, "parents": {}}
+        if NEW_THREADS:
+            made: list[Any] = []
+            args = (config, checkpoint, metadata, step, made)
+            caller = threading.Thread(target=_step_calls, args=(saver, *args))
+            caller.start()
+            caller.join()
+            config = made[0]
+            continue
         config = saver.put(config, checkpoint, metadata, {"n": step + 1})
         if WRITES:
             saver.put_writes(config, [("n", step + 1)], f"task-{step}")
+
+
+def _step_calls(
+    saver: Any, config: Any, checkpoint: Any, metadata: Any, step: int, made: list[Any]
+) -> None:
+    config = saver.put(config, checkpoint, metadata, {"n": step + 1})
+    if WRITES:
+        saver.put_writes(config, [("n", step + 1)], f"task-{step}")
+    made.append(config)
 
 
 def write(runs: int, out: Path) -> None:
@@ -90,6 +111,7 @@ def main() -> None:
         return
     runs, out = int(sys.argv[1]), Path(sys.argv[2])
     rest = ([] if WRITES else ["--puts-only"]) + (["--on-thread"] if ON_THREAD else [])
+    rest += ["--new-threads"] if NEW_THREADS else []
     total = run_window(__file__, ["write", str(runs), str(out), *rest], out, "flatput")
     what = "put + put_writes" if WRITES else "put"
     print(f"{total / runs / STEPS:>12,.0f} instructions a {what}", flush=True)

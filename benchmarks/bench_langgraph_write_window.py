@@ -63,8 +63,10 @@ def write(kind: str, runs: int, out: Path, workload: str = "small", warm: int = 
         # sk-held: the saver's held writes (a step's writes wait for its checkpoint's
         # commit), with a 1 s writes_wait: the default 5 ms can run out under
         # callgrind's slowdown before the checkpoint comes (a commit more, by chance)
-        wait = 1.0 if kind == "sk-held" else 0
-        sk = StatekeeperSaver.from_url(url, writes_wait=wait, fork_protection=kind != "sk-nofp")
+        # sk-held-nofp: held writes as sk-held, fork protection off (the claims' cost)
+        wait = 1.0 if kind.startswith("sk-held") else 0
+        protect = kind not in ("sk-nofp", "sk-held-nofp")
+        sk = StatekeeperSaver.from_url(url, writes_wait=wait, fork_protection=protect)
         saver, close = sk, sk.close
     if workload == "chat":
         chat = chat_graph().compile(checkpointer=saver)

@@ -75,7 +75,7 @@ def test_no_sealer_for_a_codec_that_does_not_compress_hashes_otherwise_or_encryp
     assert Codec(**options).compressed_sealer() is None  # type: ignore[arg-type]
 
 
-def test_the_saver_codec_seals_on_each_thread_with_its_own_compressor() -> None:
+def test_the_saver_codec_seals_the_same_bytes_on_every_thread() -> None:
     import threading
 
     codec = Codec(compression="zstd-dict", compress_min_bytes=64)

@@ -310,7 +310,6 @@ class Opened(NamedTuple):
 
 
 class _Local(threading.local):
-    compressor: Any = None
     decompressor: Any = None
     dict_decompressor: Any = None
 
@@ -382,6 +381,8 @@ class Codec:
         if self.compression != COMPRESS_NONE:
             self._zstd = _zstd()
         self._local = _Local()
+        #: idle compressors, taken for one ``compress`` and put back (see _compress)
+        self._compressors: list[Any] = []
         self.keyring = keyring
         # with a key, records (and heads) that are not encrypted are refused
         self._strict = keyring is not None
@@ -407,6 +408,7 @@ class Codec:
         store to encryption; never use it to serve reads."""
         other = copy.copy(self)
         other._local = _Local()
+        other._compressors = []
         other._strict = False
         return other
 
@@ -1167,25 +1169,33 @@ class Codec:
     def _compress(self, body: bytes) -> tuple[bytes, int]:
         if self.compression == COMPRESS_NONE or len(body) < self.compress_min_bytes:
             return body, COMPRESS_NONE
-        comp = self._local.compressor
-        if comp is None:
+        pool = self._compressors
+        try:
+            comp = pool.pop()
+        except IndexError:  # (none idle: another thread may have taken the last)
             comp = self._compressor()
         out: bytes = comp.compress(body)
+        pool.append(comp)
         if len(out) >= len(body):
             return body, COMPRESS_NONE
         return out, self.compression
 
     def _compressor(self) -> Any:
-        """This thread's compressor for this codec (made on its first use: a zstandard
-        compressor is not thread-safe)."""
+        """A new compressor for this codec, when none is idle in ``_compressors``.
+
+        A zstandard compressor is not thread-safe: it serves one ``compress`` at a time,
+        so a caller takes one from the list (``pop``, atomic under the GIL) and puts it
+        back after its ``compress`` — never two threads at once on one. It was one per
+        thread (a ``threading.local``): LangGraph runs each ``invoke``'s saver calls on
+        threads of its own, so each new thread paid a compressor's set-up (~25 us, its
+        context built on the shared digested dictionary) for the one or two records it
+        sealed; the list keeps as many as were ever used at once (docs/benchmarks.md,
+        "lgturn")."""
         if self.compression == COMPRESS_ZSTD_DICT:
             from .zstd_dict import compressor
 
-            comp = compressor(self.compression_level)
-        else:
-            comp = self._zstd.ZstdCompressor(level=self.compression_level, write_content_size=True)
-        self._local.compressor = comp
-        return comp
+            return compressor(self.compression_level)
+        return self._zstd.ZstdCompressor(level=self.compression_level, write_content_size=True)
 
     def _decompress(
         self, data: bytes, comp: int, agent_id: str, seq: int, record_type: str
@@ -1275,7 +1285,7 @@ class Codec:
         plain_header = _CANON[fmt_id]
         packed_header = _CANON[fmt_id | (self.compression << 2)]
         smallest = self.compress_min_bytes
-        local = self._local
+        pool = self._compressors
         compressor = self._compressor
         join = b"".join
         sha256 = hashlib.sha256
@@ -1287,8 +1297,12 @@ class Codec:
             head = join((b"sk-link/1", names(agent_id, record_type), seq_ts(seq, timestamp)))
             link = sha256(join((head, plain_header, prev, body))).digest()
             if len(body) >= smallest:
-                comp = local.compressor
-                out = (compressor() if comp is None else comp).compress(body)
+                try:
+                    comp = pool.pop()
+                except IndexError:  # none idle
+                    comp = compressor()
+                out = comp.compress(body)
+                pool.append(comp)
                 if len(out) < len(body):
                     payload = join((packed_header, prev, out))
                     return payload, sha256(join((b"sk-stored/1", link, payload))).digest(), link

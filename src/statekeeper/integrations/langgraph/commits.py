@@ -118,21 +118,29 @@ def _settle(pending: _Pending, exc: BaseException | None = None) -> None:
         parked.release()
 
 
-_ESTIMATORS = threading.local()
+#: idle estimating compressors: one is taken for a ``compress`` and put back after it
+_ESTIMATORS: list[Any] = []
 
 
-def _estimator() -> Any:
-    # plain zstd, also for a "zstd-dict" codec: the snapshot cadence (and so a cold
-    # read's replay) stays what it was; estimated with the dictionary, events ~2x
-    # smaller, a 200-turn chat was snapshotted every ~72 events instead of ~47
-    # (749,568 vs 856,064 bytes): a read-side trade, not made here. One a thread: a
-    # zstandard compressor must not be used by two threads at once, and savers on
-    # different loops (or a sync saver run on its caller's thread) estimate at once
-    # (was: one for the process, h/lgwrite2's finding)
-    compressor = getattr(_ESTIMATORS, "zstd", None)
-    if compressor is None:
-        compressor = _ESTIMATORS.zstd = zstandard.ZstdCompressor(level=1)
-    return compressor
+def _estimate(blob: bytes) -> int:
+    """The size of ``blob`` compressed with plain zstd at level 1.
+
+    Plain zstd, also for a "zstd-dict" codec: the snapshot cadence (and so a cold
+    read's replay) stays what it was; estimated with the dictionary, events ~2x
+    smaller, a 200-turn chat was snapshotted every ~72 events instead of ~47
+    (749,568 vs 856,064 bytes): a read-side trade, not made here. A zstandard
+    compressor must not be used by two threads at once, and savers on different loops
+    (or a sync saver run on its caller's thread) estimate at once (h/lgwrite2's
+    finding): a caller takes an idle one from the list (``pop``, atomic under the GIL)
+    and puts it back after. It was one a thread (a ``threading.local``), a new one on
+    each of the threads LangGraph makes per ``invoke`` (docs/benchmarks.md, "lgturn")."""
+    try:
+        compressor = _ESTIMATORS.pop()
+    except IndexError:  # none idle
+        compressor = zstandard.ZstdCompressor(level=1)
+    size = len(compressor.compress(blob))
+    _ESTIMATORS.append(compressor)
+    return size
 
 
 #: snapshots may store up to this many times the bytes of the events between them: a
@@ -257,7 +265,7 @@ class _SaverCommits(_SaverStreams):
         if known is not None and known[1] < _RATIO_EVERY:
             known[1] += 1
             return int(size * known[0])
-        stored = len(_estimator().compress(blob))
+        stored = _estimate(blob)
         st.ratios[event_type] = [stored / size, 1]
         return stored
 
@@ -271,7 +279,7 @@ class _SaverCommits(_SaverStreams):
         shorter a cold read's replay."""
         codec = self.store.codec
         if codec.compression and len(blob) >= codec.compress_min_bytes:
-            return len(_estimator().compress(blob))
+            return _estimate(blob)
         return len(blob)
 
     def _wake(self, thread_id: str) -> None:
