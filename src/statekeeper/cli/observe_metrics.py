@@ -4,6 +4,7 @@ a store's recorded activity (``plot``), and serve a store's content metrics
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,9 +34,16 @@ metrics_app = typer.Typer(
 
 
 def _source(
-    ctx: typer.Context, source: str, key_file: Any, token_file: Path | None, name: str | None
+    ctx: typer.Context,
+    source: str,
+    key_file: Any,
+    token_file: Path | None,
+    name: str | None,
+    state_names: bool = False,
 ) -> Source:
-    """A /metrics URL, or a store whose contents are scanned for each sample."""
+    """A /metrics URL, or a store whose contents are scanned for each sample (its
+    states labelled as ``metrics serve`` labels them: ``state_names`` is
+    ``--state-labels``)."""
     from ..backends.redact import mask_url
     from ..observability.recording import exporter_source, http_source
 
@@ -49,15 +57,20 @@ def _source(
         return http_source(source, token=token)
     if token_file is not None:
         raise typer.BadParameter("only for a /metrics URL", param_hint="'--token-file'")
+    from ..observability.exposition import state_label
     from ..observability.health import health_report
 
     url = resolve_url(ctx, source)
+    labels: list[Callable[[str], str]] = [str]  # the store's, set by each scan
 
     async def scan() -> HealthReport:
         async with open_store(url, key_file=key_file) as store:
+            labels[0] = state_label(store.codec, names=state_names)
             return _readable(await health_report(store))
 
-    return exporter_source(scan, name=name or "store", shown=mask_url(url))
+    return exporter_source(
+        scan, name=name or "store", shown=mask_url(url), state_label=lambda s: labels[0](s)
+    )
 
 
 def _readable(report: HealthReport) -> HealthReport:
@@ -118,6 +131,14 @@ def metrics_record(
     name: Annotated[
         str | None, typer.Option("--name", help="The 'store' label of a store SOURCE.")
     ] = None,
+    state_labels: Annotated[
+        bool,
+        typer.Option(
+            "--state-labels",
+            help="An encrypted store SOURCE: record its agents by state name (default: by a"
+            " keyed hash of each name, as 'metrics serve' labels them).",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Record live metrics over a period: read SOURCE every --every seconds and
@@ -130,7 +151,7 @@ def metrics_record(
     period = parse_duration(for_, "--for") if for_ is not None else None
     if period is not None and samples is not None:
         raise typer.BadParameter("give --for or --samples, not both", param_hint="'--samples'")
-    src = _source(ctx, source, key_file, token_file, name)
+    src = _source(ctx, source, key_file, token_file, name, state_labels)
     until = (
         f"for {for_}" if for_ is not None else f"{samples} sample(s)" if samples else "until Ctrl-C"
     )
@@ -324,6 +345,15 @@ def metrics_serve(
             " textfile collector or a cron job.",
         ),
     ] = False,
+    state_labels: Annotated[
+        bool,
+        typer.Option(
+            "--state-labels",
+            help="On an encrypted store, label statekeeper_agents_in_state with the state"
+            " names themselves (default: a keyed hash of each name, so the unauthenticated"
+            " endpoint and the scrapes hold no name).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the store's content metrics (agents by state, stuck agents, due snapshots,
     stale leases, largest state) on http://HOST:PORT/metrics until interrupted."""
@@ -331,13 +361,14 @@ def metrics_serve(
 
     from prometheus_client import CollectorRegistry
 
-    from ..observability.exposition import StoreExporter, start_http_server
+    from ..observability.exposition import StoreExporter, start_http_server, state_label
     from ..observability.health import health_report
 
     url = resolve_url(ctx, db)
 
     async def scan() -> HealthReport:
         async with open_store(url, key_file=key_file) as store:
+            exporter.state_label = state_label(store.codec, names=state_labels)
             return await health_report(store)
 
     registry = CollectorRegistry()

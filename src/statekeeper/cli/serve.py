@@ -85,6 +85,14 @@ def serve(
             " (token-guarded; with --as, admins on '**' only).",
         ),
     ] = False,
+    metrics_state_labels: Annotated[
+        bool,
+        typer.Option(
+            "--metrics-state-labels",
+            help="With --metrics on an encrypted store, label agents_in_state with the"
+            " state names (default: a keyed hash of each name).",
+        ),
+    ] = False,
     db: DbOption = None,
     key_file: KeyFileOption = None,
 ) -> None:
@@ -124,6 +132,7 @@ def serve(
         principal=principal,
         policy=policy,
         metrics=metrics,
+        metrics_state_labels=metrics_state_labels,
         allowed_hosts=allowed_hosts,
     )
     if given is not None:

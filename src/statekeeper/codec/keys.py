@@ -192,6 +192,14 @@ class DerivedKey:
         """HMAC-SHA256 of an idempotency key (what the backend stores instead of it)."""
         return hmac.new(self._idempotency, message, hashlib.sha256).digest()
 
+    def label_mac(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of a value published in place of a secret one (a state name as a
+        metric label), under a subkey of its own: HKDF of the witness subkey, so the
+        published hashes reveal nothing of the other subkeys, and without the key a
+        hash cannot be matched to the name it stands for."""
+        key = _derive(self._witness, b"published label")
+        return hmac.new(key, message, hashlib.sha256).digest()
+
     def __reduce__(self) -> Any:  # key material must not travel by pickle by accident
         raise TypeError("keys cannot be pickled")
 

@@ -73,7 +73,7 @@ class Inspector:
         if settings.metrics:
             from .metrics import InspectorMetrics
 
-            self.metrics = InspectorMetrics()
+            self.metrics = InspectorMetrics(state_names=settings.metrics_state_labels)
 
     @property
     def store(self) -> StateStore:

@@ -35,11 +35,15 @@ CONTENT_INTERVAL = 30.0
 class InspectorMetrics:
     """The registry ``/metrics`` exposes, and what fills it while the store is open."""
 
-    def __init__(self, interval: float = CONTENT_INTERVAL) -> None:
+    def __init__(self, interval: float = CONTENT_INTERVAL, *, state_names: bool = False) -> None:
         from prometheus_client import CollectorRegistry
 
         self.registry: CollectorRegistry = CollectorRegistry()
         self.interval = interval
+        #: label the agents of an encrypted store by their state names, not by keyed
+        #: hashes of them (``--metrics-state-labels``; see
+        #: :func:`~statekeeper.observability.exposition.state_label`)
+        self.state_names = state_names
         #: the gauges of the store's contents (while the store is open)
         self.content: StoreExporter | None = None
 
@@ -48,10 +52,15 @@ class InspectorMetrics:
         """``store`` records its metrics into :attr:`registry`, and its contents are
         served as gauges, while the app runs (both taken away again after)."""
         from ..observability import instrument
-        from ..observability.exposition import StoreExporter
+        from ..observability.exposition import StoreExporter, state_label
 
         instrumentation = instrument(store, registry=self.registry, tracing=False)
-        content = StoreExporter(None, name=instrumentation.name, interval=self.interval)
+        content = StoreExporter(
+            None,
+            name=instrumentation.name,
+            interval=self.interval,
+            state_label=state_label(store.codec, names=self.state_names),
+        )
         self.registry.register(content)
         self.content = content
         try:

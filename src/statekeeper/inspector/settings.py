@@ -40,6 +40,10 @@ class InspectorSettings:
             at ``/metrics`` (``statekeeper serve --metrics``). Behind the token like
             every page; with a ``principal``, only an admin on ``**`` may read them
             (they count every tenant's operations).
+        metrics_state_labels: on an encrypted store, label
+            ``statekeeper_agents_in_state`` with the state names themselves
+            (``--metrics-state-labels``); by default each name is replaced by a keyed
+            hash of it, so that the scrapes and what stores them hold no name.
         allowed_hosts: names besides localhost, 127.0.0.1, [::1] and the address
             served that a request's ``Host`` header may give (``--allowed-host``: the
             name of a reverse proxy in front of it); any other Host is a 400, which
@@ -60,6 +64,7 @@ class InspectorSettings:
     principal: str | None = None
     policy: AccessPolicy | None = None
     metrics: bool = False
+    metrics_state_labels: bool = False
     allowed_hosts: tuple[str, ...] = ()
 
     def __repr__(self) -> str:

@@ -7,7 +7,10 @@
 * :class:`StoreExporter` — a collector of what is *in* a store (agents by state,
   events, the largest state, streams due a snapshot, stale leases), read at most every
   ``interval`` seconds, for ``statekeeper metrics serve``: an exporter beside the
-  store, the way ``postgres_exporter`` stands beside a database.
+  store, the way ``postgres_exporter`` stands beside a database;
+* :func:`state_label` — how a state is named in ``statekeeper_agents_in_state``: on
+  an encrypted store, not by its name (a state name is the agents' data, which the
+  key keeps unreadable) but by a keyed hash of it, unless the operator opts in.
 """
 
 from __future__ import annotations
@@ -24,9 +27,36 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from ..codec.pipeline import Codec
     from .health import HealthReport
 
-__all__ = ["StoreExporter", "metrics_app", "run_scan", "start_http_server"]
+__all__ = ["StoreExporter", "metrics_app", "run_scan", "start_http_server", "state_label"]
+
+#: the ``state`` label of the agents without a machine state
+NO_STATE = "none"
+
+
+def state_label(codec: Codec, *, names: bool = False) -> Callable[[str], str]:
+    """How :class:`StoreExporter` labels a state of a store with ``codec``: by its name
+    on a store without encryption, or when ``names`` is true (``--state-labels``); on
+    an encrypted store by ``s-`` and 16 hex digits of an HMAC-SHA256 of the name under
+    a subkey of the active key (:meth:`~statekeeper.codec.keys.DerivedKey.label_mac`):
+    a dashboard still splits the agents by state, the same state always has the same
+    label, and a scrape holds no name (the labels change with the active key)."""
+    keyring = codec.keyring
+    if names or keyring is None:
+        return str
+    key = keyring.active
+    seen: dict[str, str] = {}
+
+    def opaque(state: str) -> str:
+        label = seen.get(state)
+        if label is None:
+            digest = key.label_mac(state.encode("utf-8", "surrogatepass"))
+            label = seen[state] = "s-" + digest[:8].hex()
+        return label
+
+    return opaque
 
 
 def metrics_app(registry: CollectorRegistry | None = None) -> Callable[..., Any]:
@@ -61,8 +91,11 @@ class StoreExporter(Collector):
         *,
         name: str,
         interval: float = 30.0,
+        state_label: Callable[[str], str] = str,
     ) -> None:
         self._scan = scan
+        #: the ``state`` label of a state name (:func:`state_label`; the scan may set it)
+        self.state_label = state_label
         self._name = name
         self._interval = interval
         self._lock = threading.Lock()
@@ -133,8 +166,9 @@ class StoreExporter(Collector):
         by_state = GaugeMetricFamily(
             "statekeeper_agents_in_state", "Agents by machine state", labels=[*labels, "state"]
         )
+        label = self.state_label
         for state, n in report.by_state.items():
-            by_state.add_metric([self._name, state or "none"], n)
+            by_state.add_metric([self._name, label(state) if state else NO_STATE], n)
         simple = (
             ("statekeeper_agents_stuck", "Agents stuck in a state", len(report.stuck)),
             (

@@ -214,17 +214,24 @@ def http_source(url: str, *, timeout: float = 10.0, token: str | None = None) ->
     return Source(shown, read)
 
 
-def exporter_source(scan: Callable[[], Any], *, name: str = "store", shown: str = "") -> Source:
+def exporter_source(
+    scan: Callable[[], Any],
+    *,
+    name: str = "store",
+    shown: str = "",
+    state_label: Callable[[str], str] = str,
+) -> Source:
     """A store's contents as metrics: each read runs ``scan`` (a coroutine function
     returning a fresh :class:`~.health.HealthReport`; its errors are raised) and
     exposes the report the way ``statekeeper metrics serve`` does
-    (:class:`~.exposition.StoreExporter`)."""
+    (:class:`~.exposition.StoreExporter`, its states labelled by ``state_label``:
+    :func:`~.exposition.state_label`)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     from .exposition import StoreExporter, run_scan
 
     registry = CollectorRegistry()
-    exporter = StoreExporter(None, name=name, interval=0.0)
+    exporter = StoreExporter(None, name=name, interval=0.0, state_label=state_label)
     registry.register(exporter)
 
     def read() -> str:
