@@ -521,6 +521,13 @@ async def restore(
                 " them and restore the others (--skip-existing; skip_existing=True)"
             )
         check_target_takes(store, plans, tags)
+        if tags:
+            # the events are numbered anew in the target's feed: a cursor taken before
+            # (on the source, or on the target) names other events then, and is refused
+            # (FeedChanged) instead of resuming at them. Renewed before the first write:
+            # a restore stopped after its writes (SIGKILL) and run again finds every
+            # agent there, writes nothing, and would renew nothing
+            await store.backend.renew_feed_id()
         await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
         if holds:  # placed before the agents they protect are written
             carried = await carry_holds(store, holds, ids[-1], given)
@@ -535,11 +542,6 @@ async def restore(
             if a in tags and p.delta and p.snapshot
         ]
         await rebuild_whole(store, rebuilt)
-        if tags:
-            # the events were numbered anew in the target's feed: a cursor taken before
-            # (on the source, or on the target) names other events now, and is refused
-            # (FeedChanged) instead of resuming at them
-            await store.backend.renew_feed_id()
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
