@@ -9,11 +9,8 @@ it, one stopped before renews it when run again."""
 
 from __future__ import annotations
 
-import importlib
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,23 +19,7 @@ from statekeeper.errors import FeedChanged
 from statekeeper.governance.backup import BackupKey, backup, restore
 
 from ..backends._services import fresh_url
-
-#: the module (the package's name ``restore`` is the function)
-restore_module = importlib.import_module("statekeeper.governance.backup.restore")
-
-
-class _Killed(Exception):
-    """Stands for the SIGKILL: the restore goes no further."""
-
-
-def _stopping_after(write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def wrote(*args: Any, **kwargs: Any) -> Any:
-        written = await write(*args, **kwargs)
-        if written is not None:  # (the image writer declines with None on some engines)
-            raise _Killed("stopped right after the agents were written")
-        return written
-
-    return wrote
+from ..governance._restore_stopped import Killed, stopped_after_writing
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
@@ -57,13 +38,8 @@ async def test_a_restore_stopped_after_its_writes_then_rerun_renews_the_feed(
             sub = target.subscribe()
             await anext(sub)
             before = str(sub.cursor)  # a consumer of the target, before the restore
-            with monkeypatch.context() as patch:
-                for name in ("write_image", "_write_all"):
-                    patch.setattr(
-                        restore_module, name, _stopping_after(getattr(restore_module, name))
-                    )
-                with pytest.raises(_Killed):
-                    await restore(target, [tmp_path / "full.skb"], key)
+            with stopped_after_writing(monkeypatch), pytest.raises(Killed):
+                await restore(target, [tmp_path / "full.skb"], key)
         async with StateStore(url) as target:  # the rerun, as the error message says
             again = await restore(target, [tmp_path / "full.skb"], key, skip_existing=True)
             assert (again.agents, again.skipped) == (0, 2)
