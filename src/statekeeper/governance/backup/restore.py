@@ -110,7 +110,7 @@ from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreholds import carry_holds, holds_of
 from .restoretarget import check_namespace, check_target_takes
-from .wholesnaps import is_delta, rebuild_whole
+from .wholesnaps import is_delta, left_as_delta, rebuild_whole
 from .writepass import write_all as _write_all
 
 if TYPE_CHECKING:
@@ -510,10 +510,15 @@ async def restore(
         for agent_id in kept:
             del tags[agent_id]
         present = [a for a in present if a[:1] != "\x01"]
+        again: list[tuple[str, int, int, int, bytes | None]] = []
         if present and skip_existing:
             await refuse_part_way(store, plans, present, held)
             for agent_id in present:
                 del tags[agent_id]
+                plan = plans[agent_id]
+                if plan.delta and plan.snapshot and held[agent_id] == plan.head:
+                    end = plan.ends.get(plan.head)
+                    again.append((agent_id, plan.snapshot[0], plan.compacted, plan.head, end))
         elif present:
             raise BackupError(
                 f"the target store already holds {len(present)} of the agents (e.g."
@@ -521,6 +526,13 @@ async def restore(
                 " them and restore the others (--skip-existing; skip_existing=True)"
             )
         check_target_takes(store, plans, tags)
+        if tags:
+            # the events are numbered anew in the target's feed: a cursor taken before
+            # (on the source, or on the target) names other events then, and is refused
+            # (FeedChanged) instead of resuming at them. Renewed before the first write:
+            # a restore stopped after its writes (SIGKILL) and run again finds every
+            # agent there, writes nothing, and would renew nothing
+            await store.backend.renew_feed_id()
         await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
         if holds:  # placed before the agents they protect are written
             carried = await carry_holds(store, holds, ids[-1], given)
@@ -534,12 +546,8 @@ async def restore(
             for a, p in plans.items()
             if a in tags and p.delta and p.snapshot
         ]
-        await rebuild_whole(store, rebuilt)
-        if tags:
-            # the events were numbered anew in the target's feed: a cursor taken before
-            # (on the source, or on the target) names other events now, and is refused
-            # (FeedChanged) instead of resuming at them
-            await store.backend.renew_feed_id()
+        # with those a restore stopped before their rebuild left (skipped here)
+        await rebuild_whole(store, rebuilt + await left_as_delta(store, again))
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
