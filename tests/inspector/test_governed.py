@@ -181,10 +181,12 @@ def test_writes_need_write_permission(keyed: tuple[str, Path], policy: Policy) -
         # write, not admin: repair is refused
         r = c.post("/agent/repair", data={"id": "acme/support/t-1", "csrf": csrf})
         assert r.status_code == 403 and "may not repair" in r.text
-        # write: allowed
+        # write: allowed (the form gives the head its page showed)
+        page = c.get("/agent?id=acme/support/t-2").text
+        shown = dict(re.findall(r'name="(head|mark)" value="([^"]*)"', page))
         ok = c.post(
             "/agent/delete",
-            data={"id": "acme/support/t-2", "confirm": "acme/support/t-2", "csrf": csrf},
+            data={"id": "acme/support/t-2", "confirm": "acme/support/t-2", "csrf": csrf, **shown},
         )
         assert ok.status_code == 200 and "was deleted" in ok.text
     denied = denied_in_audit(keyed)

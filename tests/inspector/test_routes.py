@@ -478,8 +478,10 @@ def test_read_only_by_default(client: Any) -> None:
 
 def test_delete_needs_csrf_same_origin_and_confirmation(store_copy: str) -> None:
     with make_client(store_copy, allow_writes=True) as c:
-        csrf = _csrf(c.get("/agent?id=agent-001").text)
-        form = {"id": "agent-001", "confirm": "agent-001"}
+        page = c.get("/agent?id=agent-001").text
+        csrf = _csrf(page)
+        shown = dict(re.findall(r'name="(head|mark)" value="([^"]*)"', page))  # its head
+        form = {"id": "agent-001", "confirm": "agent-001", **shown}
         no_token = c.post("/agent/delete", data=form)
         assert no_token.status_code == 400 and "CSRF" in no_token.text
         wrong = c.post("/agent/delete", data={**form, "csrf": "0" * 64})

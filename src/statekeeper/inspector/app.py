@@ -31,11 +31,13 @@ from ..errors import (
     InvalidArgument,
     StatekeeperError,
 )
+from ..store.delete_shown import identity_at, identity_mark
 from ..store.governed import governance_of
 from ..store.keyguard import ENCRYPTED
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
+from .deletes import NotDeleted, delete_as_shown
 from .diagram import render_svg
 from .environment import environment
 from .failures import describe
@@ -235,6 +237,10 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             live_version=version if seq == view.snapshot.seq else "",
             # and the record it shows at its head (see live.head_events)
             live_mark=await record_digest(ins.store, agent_id, view.snapshot.seq),
+            # the head the Delete form deletes at (the live view keeps it current)
+            delete_mark=identity_mark(await identity_at(ins.store, agent_id, view.snapshot.seq))
+            if ins.settings.allow_writes
+            else "",
             rewritten=params.get("rewritten") == "1",
         )
 
@@ -458,8 +464,9 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             raise ConfigurationError(
                 "this inspector is read-only (start it with --allow-writes to change the store)"
             )
+        # (a browser sends "Origin: null" under our Referrer-Policy: no-referrer)
         origin = request.headers.get("origin") or request.headers.get("referer")
-        if origin is not None:
+        if origin is not None and origin != "null":
             own = f"{request.url.scheme}://{request.url.netloc}"
             if not (origin == own or origin.startswith(own + "/")):
                 raise ConfigurationError("refused: the request came from another site")
@@ -475,12 +482,16 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         agent_id = _agent_id(form)
         if form.get("confirm") != agent_id:
             raise InvalidArgument("confirm", "type the agent's id to confirm the delete")
-        existed = await ins.store.delete(agent_id)
+        done = await delete_as_shown(ins.store, agent_id, form)  # as its page showed it
+        if isinstance(done, NotDeleted):
+            return ins.render(
+                request, "moved.html", status=409, agent_id=agent_id, message=done.message
+            )
         return ins.render(
             request,
             "done.html",
-            title="Deleted" if existed else "Nothing to delete",
-            message=f"agent {agent_id!r} " + ("was deleted" if existed else "did not exist"),
+            title="Deleted" if done.existed else "Nothing to delete",
+            message=f"agent {agent_id!r} " + ("was deleted" if done.existed else "did not exist"),
         )
 
     @handled
