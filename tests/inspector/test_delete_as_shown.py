@@ -109,7 +109,6 @@ async def test_the_live_view_gives_the_new_heads_mark_for_the_form() -> None:
             chunk = (await events.__anext__()).decode()
         seq, _, mark = chunk.split("data: ", 1)[1].split()
         assert seq == "2" and mark == identity_mark(await head_identity(store, "a"))
-        await events.aclose()
 
 
 def test_a_form_updated_to_the_live_head_deletes(store_copy: str) -> None:

@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..arguments import check_agent_id, check_seq
+from ..arguments import check_agent_id
 from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
@@ -45,8 +45,9 @@ from .listing import AgentQuery, list_page
 from .live import head_events, head_version, parse_version, record_digest
 from .params import agent_id_of as _agent_id
 from .params import seq_of as _seq
+from .retention import apply_retention
 from .settings import InspectorSettings
-from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
+from .threads import EXTRA, list_threads, missing_extra, thread_view
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -514,30 +515,14 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     @handled
     async def retention(request: Request) -> Response:
         form = await _form(request)
-        keep = form.get("keep_last", "").strip()
-        try:
-            keep_last = int(keep)
-        except ValueError:
-            raise InvalidArgument("keep_last", "keep_last must be a whole number") from None
-        check_seq(keep_last, "keep_last", minimum=1)
-        thread_id = form.get("thread", "")
-        if not thread_id:
-            raise InvalidArgument("thread", "which thread?")
-        if missing_extra() is not None:
-            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {EXTRA}")
-        gov = governance_of(ins.store)
-        if gov is not None:  # retention is admin of the namespace, as on the CLI
-            agent_id = check_agent_id(ins.settings.langgraph_prefix + thread_id, "thread")
-            await gov.require(agent_id, "admin", "retention")
-        lg = saver(ins.store, ins.settings.langgraph_prefix)
-        report = await lg.aprune_retention([thread_id], keep_last=keep_last)
+        done = await apply_retention(ins.store, ins.settings.langgraph_prefix, form)
         return ins.render(
             request,
             "done.html",
             title="Retention applied",
-            message=f"thread {thread_id!r}: {report.checkpoints_deleted} checkpoint(s) and "
-            f"{report.writes_deleted} pending write(s) removed, keeping the newest "
-            f"{keep_last} per namespace",
+            message=f"thread {done.thread_id!r}: {done.checkpoints_deleted} checkpoint(s) and "
+            f"{done.writes_deleted} pending write(s) removed, keeping the newest "
+            f"{done.keep_last} per namespace of those its page showed, and any written since",
         )
 
     class Metrics:
