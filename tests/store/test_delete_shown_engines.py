@@ -42,3 +42,20 @@ async def test_delete_shown(engine: str, tmp_path: Path) -> None:
             assert await delete_shown(store, "a", 3, shown) is True  # as shown: deleted
             assert await store.head("a") == 0
             assert await delete_shown(store, "a", 3, shown) is False  # nothing left
+
+
+async def test_a_head_rewritten_in_place_since_it_was_shown_is_not_deleted() -> None:
+    """A schema migration by rewrite changed the record at the head shown (same seq):
+    not the agent that was shown, nothing deleted."""
+    from statekeeper.schema import TypedStates
+    from statekeeper.schema.migrate import migrate
+    from tests.schema import apps
+
+    async with StateStore("memory://") as store:
+        await TypedStates(store, apps.support_v1).create("t", apps.SupportV1(customer_name="A"))
+        head = await store.head("t")
+        shown = identity_mark(await identity_at(store, "t", head))
+        assert (await migrate(store, apps.support_v2)).changed == 1
+        assert await store.head("t") == head
+        assert await delete_shown(store, "t", head, shown) == Moved(head, remade=True)
+        assert await store.head("t") == head

@@ -77,7 +77,10 @@ async def delete_as_shown(
     if not isinstance(done, Moved):
         return Deleted(done)
     if done.remade:
-        why = f"was deleted and made again since it was shown (a new stream, head seq {done.head})"
+        why = (
+            "was deleted and made again since it was shown, or its records rewritten in"
+            f" place (a migration, a rekey): another record at head seq {done.head}"
+        )
     else:
         why = f"was written since it was shown (head seq {done.head} now, the page showed {head})"
     return NotDeleted(f"agent {agent_id!r} {why}: nothing was deleted — look at it again")
