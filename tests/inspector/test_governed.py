@@ -181,10 +181,12 @@ def test_writes_need_write_permission(keyed: tuple[str, Path], policy: Policy) -
         # write, not admin: repair is refused
         r = c.post("/agent/repair", data={"id": "acme/support/t-1", "csrf": csrf})
         assert r.status_code == 403 and "may not repair" in r.text
-        # write: allowed
+        # write: allowed (the form gives the head its page showed)
+        page = c.get("/agent?id=acme/support/t-2").text
+        shown = dict(re.findall(r'name="(head|mark)" value="([^"]*)"', page))
         ok = c.post(
             "/agent/delete",
-            data={"id": "acme/support/t-2", "confirm": "acme/support/t-2", "csrf": csrf},
+            data={"id": "acme/support/t-2", "confirm": "acme/support/t-2", "csrf": csrf, **shown},
         )
         assert ok.status_code == 200 and "was deleted" in ok.text
     denied = denied_in_audit(keyed)
@@ -215,7 +217,8 @@ def test_thread_retention_needs_admin(store_copy: str) -> None:
         assert r.status_code == 403 and "may not retention" in r.text
         assert len(re.findall(r'<li class="cp ', c.get("/thread?id=chat-1").text)) == before
     with make_client(store_copy, principal="keeper", policy=policy, allow_writes=True) as c:
-        assert c.post("/thread/retention", data=form).status_code == 200
+        shown = re.findall(r'data-checkpoint="([^"]+)"', c.get("/thread?id=chat-1").text)
+        assert c.post("/thread/retention", data={**form, "up_to": max(shown)}).status_code == 200
         assert len(re.findall(r'<li class="cp ', c.get("/thread?id=chat-1").text)) == 1
 
 

@@ -8,6 +8,7 @@ The shared server, under each test's own key prefix."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,38 @@ def test_the_store_analysis_counts_a_lost_agent(lost_url: str) -> None:
         assert report.status_code == 200, report.text[:600]
         assert "3 agent(s)" in report.text and 'id="lost-agents"' in report.text
         assert "1 unreadable agent(s)" in report.text
+
+
+def test_the_lost_pages_delete_form_acknowledges_the_loss(lost_url: str) -> None:
+    """The lost page's form says it showed the agent lost: deleted while it still is."""
+    import re
+
+    client: Any
+    with make_client(lost_url, allow_writes=True) as client:
+        page = client.get("/agent?id=r/b").text
+        form = html.unescape(page.split('action="/agent/delete"', 1)[1].split("</form>", 1)[0])
+        fields = dict(re.findall(r'type="hidden" name="(\w+)" value="([^"]*)"', form))
+        assert fields["lost"] == "1" and "head" not in fields
+        done = client.post("/agent/delete", data={**fields, "confirm": "r/b"})
+        assert done.status_code == 200 and "was deleted" in done.text, done.text[:600]
+    with SyncStateStore(lost_url) as store:
+        assert [i.agent_id for i in store.list_agents()] == ["r/a", "r/c"]
+
+
+def test_a_lost_agent_written_again_is_not_deleted_by_the_lost_pages_form(lost_url: str) -> None:
+    """Acknowledged and saved afresh by another process after the page showed it lost:
+    the page's delete deletes nothing (409), the new write is kept."""
+    client: Any
+    with make_client(lost_url, allow_writes=True) as client:
+        page = client.get("/agent?id=r/b")
+        assert page.status_code == 410
+        csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        with SyncStateStore(lost_url) as store:  # meanwhile
+            assert store.delete("r/b")
+            store.save("r/b", {"n": "afresh"})
+        form = {"id": "r/b", "confirm": "r/b", "lost": "1", "csrf": csrf}
+        r = client.post("/agent/delete", data=form)
+        assert r.status_code == 409, r.text[:600]
+        assert "written since it was shown" in html.unescape(r.text)
+    with SyncStateStore(lost_url) as store:
+        assert store.load("r/b").data == {"n": "afresh"}

@@ -478,8 +478,10 @@ def test_read_only_by_default(client: Any) -> None:
 
 def test_delete_needs_csrf_same_origin_and_confirmation(store_copy: str) -> None:
     with make_client(store_copy, allow_writes=True) as c:
-        csrf = _csrf(c.get("/agent?id=agent-001").text)
-        form = {"id": "agent-001", "confirm": "agent-001"}
+        page = c.get("/agent?id=agent-001").text
+        csrf = _csrf(page)
+        shown = dict(re.findall(r'name="(head|mark)" value="([^"]*)"', page))  # its head
+        form = {"id": "agent-001", "confirm": "agent-001", **shown}
         no_token = c.post("/agent/delete", data=form)
         assert no_token.status_code == 400 and "CSRF" in no_token.text
         wrong = c.post("/agent/delete", data={**form, "csrf": "0" * 64})
@@ -517,7 +519,11 @@ def test_thread_retention_apply(store_copy: str) -> None:
     with make_client(store_copy, allow_writes=True) as c:
         html = c.get("/thread?id=chat-1").text
         csrf = _csrf(html)
-        r = c.post("/thread/retention", data={"thread": "chat-1", "keep_last": "1", "csrf": csrf})
+        up_to = max(re.findall(r'data-checkpoint="([^"]+)"', html))  # the newest shown
+        r = c.post(
+            "/thread/retention",
+            data={"thread": "chat-1", "keep_last": "1", "csrf": csrf, "up_to": up_to},
+        )
         assert r.status_code == 200 and "checkpoint(s)" in r.text
         after = c.get("/thread?id=chat-1").text
         assert len(re.findall(r'<li class="cp ', after)) == 1
@@ -531,7 +537,11 @@ def test_a_checkpoint_retention_removed_is_not_found(store_copy: str) -> None:
         oldest = min(re.findall(r'data-checkpoint="([^"]+)"', html))
         assert c.get(f"/thread?id=chat-1&cp={oldest}").status_code == 200
         csrf = _csrf(html)
-        r = c.post("/thread/retention", data={"thread": "chat-1", "keep_last": "1", "csrf": csrf})
+        up_to = max(re.findall(r'data-checkpoint="([^"]+)"', html))  # the newest shown
+        r = c.post(
+            "/thread/retention",
+            data={"thread": "chat-1", "keep_last": "1", "csrf": csrf, "up_to": up_to},
+        )
         assert r.status_code == 200
         gone = c.get(f"/thread?id=chat-1&cp={oldest}")
         assert gone.status_code == 404, gone.text

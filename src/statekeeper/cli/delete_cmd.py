@@ -2,9 +2,8 @@
 
 It deletes what it asked about: the delete is made only at the head it showed, so a
 write since is never deleted unseen; nor is a new agent of the id (deleted and made
-again since, up to the same head): the head event shown is read again just before the
-conditional delete, and one of another stream stops it (what is left is the moment
-between that read and the delete, which compares heads only); with
+again since, up to the same head): :func:`~statekeeper.store.delete_shown.delete_shown`,
+which the inspector's *Delete* form calls too; with
 ``--yes`` (nothing asked) it deletes the agent as it finds it and prints the events
 it deleted. An agent whose head cannot be read (an ``IntegrityError``: on S3, its
 newest commits deleted by something else) is deleted as a lost one is, acknowledging
@@ -12,14 +11,13 @@ the loss — unless its head reads by the time of the delete (it changed since).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ..errors import AgentLost, AgentNotFound, ConflictError, DecryptionError, IntegrityError
-from ..records import RawEvent
 from ..store.conditional import delete_only_at
-from ..store.namespaced import stored_id
+from ..store.delete_shown import Identity, Moved, delete_shown, head_identity, identity_mark
 from ._markup import escape
 from .app import (
     DbOption,
@@ -35,25 +33,10 @@ from .app import (
 from .commands import AgentArg, _require
 from .stores import require_on
 
-if TYPE_CHECKING:
-    from ..store import StateStore
-
 __all__ = ["delete"]
 
 #: conditional deletes ``delete --yes`` tries on an agent written all the while
 _TRIES = 8
-
-#: what tells one stream's head from another's at the same seq: its event's seq, time
-#: and checksum (None: no stream)
-Identity = tuple[int, float, bytes] | None
-
-
-async def _identity(store: StateStore, agent_id: str) -> Identity:
-    """The identity of ``agent_id``'s head event as stored (read raw: a damaged or
-    lost agent can still be deleted)."""
-    heads: list[RawEvent | None] = await store.backend.read_heads([stored_id(store, agent_id)])
-    head = heads[0] if heads else None
-    return None if head is None else (head.seq, head.timestamp, head.checksum)
 
 
 @app.command()
@@ -87,7 +70,7 @@ def delete(
                 if isinstance(damaged, DecryptionError):  # (a wrong key: not a loss)
                     raise
                 return damaged
-            shown[0] = await _identity(store, agent)
+            shown[0] = await head_identity(store, agent)
             return found
 
     head = run(head_of())
@@ -119,12 +102,12 @@ def delete(
                     f" now: seq {current}): not deleted; run again"
                 )
                 raise typer.Exit(1)
-            for _ in range(_TRIES if yes else 1):
-                if not yes:  # the agent asked about: not one made again at its head
-                    now = await _identity(store, agent)
-                    if now is not None and now != shown[0]:
-                        deleted[0], remade[0] = now[0], now[0] == head
-                        break
+            if not yes:  # the agent asked about: not written since, nor made again
+                done = await delete_shown(store, agent, head, identity_mark(shown[0]))
+                if not isinstance(done, Moved):
+                    return done
+                deleted[0], remade[0] = done.head, done.remade
+            for _ in range(_TRIES if yes else 0):
                 try:
                     with delete_only_at(deleted[0]):  # (head 0 since: False, not found)
                         return await store.delete(agent)

@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..arguments import check_agent_id, check_seq
+from ..arguments import check_agent_id
 from ..backends.redact import mask_url, scrub
 from ..errors import (
     AccessDenied,
@@ -31,11 +31,13 @@ from ..errors import (
     InvalidArgument,
     StatekeeperError,
 )
+from ..store.delete_shown import identity_at, identity_mark
 from ..store.governed import governance_of
 from ..store.keyguard import ENCRYPTED
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
+from .deletes import NotDeleted, delete_as_shown
 from .diagram import render_svg
 from .environment import environment
 from .failures import describe
@@ -43,8 +45,9 @@ from .listing import AgentQuery, list_page
 from .live import head_events, head_version, parse_version, record_digest
 from .params import agent_id_of as _agent_id
 from .params import seq_of as _seq
+from .retention import apply_retention
 from .settings import InspectorSettings
-from .threads import EXTRA, list_threads, missing_extra, saver, thread_view
+from .threads import EXTRA, list_threads, missing_extra, thread_view
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -235,6 +238,10 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             live_version=version if seq == view.snapshot.seq else "",
             # and the record it shows at its head (see live.head_events)
             live_mark=await record_digest(ins.store, agent_id, view.snapshot.seq),
+            # the head the Delete form deletes at (the live view keeps it current)
+            delete_mark=identity_mark(await identity_at(ins.store, agent_id, view.snapshot.seq))
+            if ins.settings.allow_writes
+            else "",
             rewritten=params.get("rewritten") == "1",
         )
 
@@ -458,8 +465,9 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             raise ConfigurationError(
                 "this inspector is read-only (start it with --allow-writes to change the store)"
             )
+        # (a browser sends "Origin: null" under our Referrer-Policy: no-referrer)
         origin = request.headers.get("origin") or request.headers.get("referer")
-        if origin is not None:
+        if origin is not None and origin != "null":
             own = f"{request.url.scheme}://{request.url.netloc}"
             if not (origin == own or origin.startswith(own + "/")):
                 raise ConfigurationError("refused: the request came from another site")
@@ -475,12 +483,16 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         agent_id = _agent_id(form)
         if form.get("confirm") != agent_id:
             raise InvalidArgument("confirm", "type the agent's id to confirm the delete")
-        existed = await ins.store.delete(agent_id)
+        done = await delete_as_shown(ins.store, agent_id, form)  # as its page showed it
+        if isinstance(done, NotDeleted):
+            return ins.render(
+                request, "moved.html", status=409, agent_id=agent_id, message=done.message
+            )
         return ins.render(
             request,
             "done.html",
-            title="Deleted" if existed else "Nothing to delete",
-            message=f"agent {agent_id!r} " + ("was deleted" if existed else "did not exist"),
+            title="Deleted" if done.existed else "Nothing to delete",
+            message=f"agent {agent_id!r} " + ("was deleted" if done.existed else "did not exist"),
         )
 
     @handled
@@ -503,30 +515,14 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
     @handled
     async def retention(request: Request) -> Response:
         form = await _form(request)
-        keep = form.get("keep_last", "").strip()
-        try:
-            keep_last = int(keep)
-        except ValueError:
-            raise InvalidArgument("keep_last", "keep_last must be a whole number") from None
-        check_seq(keep_last, "keep_last", minimum=1)
-        thread_id = form.get("thread", "")
-        if not thread_id:
-            raise InvalidArgument("thread", "which thread?")
-        if missing_extra() is not None:
-            raise ConfigurationError(f"LangGraph threads need the langgraph extra: {EXTRA}")
-        gov = governance_of(ins.store)
-        if gov is not None:  # retention is admin of the namespace, as on the CLI
-            agent_id = check_agent_id(ins.settings.langgraph_prefix + thread_id, "thread")
-            await gov.require(agent_id, "admin", "retention")
-        lg = saver(ins.store, ins.settings.langgraph_prefix)
-        report = await lg.aprune_retention([thread_id], keep_last=keep_last)
+        done = await apply_retention(ins.store, ins.settings.langgraph_prefix, form)
         return ins.render(
             request,
             "done.html",
             title="Retention applied",
-            message=f"thread {thread_id!r}: {report.checkpoints_deleted} checkpoint(s) and "
-            f"{report.writes_deleted} pending write(s) removed, keeping the newest "
-            f"{keep_last} per namespace",
+            message=f"thread {done.thread_id!r}: {done.checkpoints_deleted} checkpoint(s) and "
+            f"{done.writes_deleted} pending write(s) removed, keeping the newest "
+            f"{done.keep_last} per namespace of those its page showed, and any written since",
         )
 
     class Metrics:

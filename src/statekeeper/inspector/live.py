@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument, StatekeeperError
+from ..store.delete_shown import identity_at, identity_mark
 from ..store.namespaced import stored_id
 
 if TYPE_CHECKING:
@@ -70,7 +71,9 @@ async def head_events(
     record the page shows at ``since`` — a page opened (or reconnecting) after that
     record was rewritten and the stream grew reloads, instead of appending the new
     events to what it showed (its first look knew no record to compare). Each
-    ``head`` event carries the new head's digest after its seq, for a reconnect."""
+    ``head`` event carries the new head's digest after its seq, for a reconnect, and
+    then its :func:`~statekeeper.store.delete_shown.identity_mark`, which the page's
+    *Delete* form sends (it deletes the agent only as the page shows it)."""
     last = since
     mark: bytes | None = None  # the checksum of the record at `last`, once known
     yield b"retry: 2000\n\n"
@@ -93,12 +96,14 @@ async def head_events(
             moved = head > last and mark is not None and await _mark(store, agent_id, last) != mark
             if head != last or now != version or mark is None:
                 mark = await _mark(store, agent_id, head)
+            # the new head's identity, for the page's Delete form (see delete_shown)
+            ident = identity_mark(await identity_at(store, agent_id, head)) if head > last else ""
         except StatekeeperError:
             head, now, moved = last, version, False
         if moved or head < last or (head == last and now != version):
             yield f"event: rewritten\ndata: {head}\n\n".encode()
         elif head != last:
-            yield f"event: head\ndata: {head} {_digest(mark)}\n\n".encode()
+            yield f"event: head\ndata: {head} {_digest(mark)} {ident}\n\n".encode()
         else:
             yield b": idle\n\n"
         last, version = head, now

@@ -91,6 +91,12 @@
         htmx.ajax("GET", url, {target: "#timeline-body", swap: "afterbegin"});
         ["head-seq", "seq-max"].forEach(function (id) { var el = byId(id); if (el) { el.textContent = String(next); } });
         ["diff-a", "diff-b"].forEach(function (id) { var el = byId(id); if (el) { el.max = String(next); } });
+        // the Delete form deletes the agent as the page shows it: at this head now
+        var deleteHead = byId("delete-head"), deleteMark = byId("delete-mark");
+        if (deleteHead && deleteMark) {
+          deleteHead.value = String(next);
+          deleteMark.value = parts[2] || "";
+        }
         if (slider) {
           slider.max = String(next);
           if (following) { travelTo(next); }

@@ -263,6 +263,7 @@ class _SaverPruning(_SaverWrites):
         ttl: float | None,
         now: float | None,
         dry_run: bool,
+        up_to: str | None = None,
     ) -> RetentionReport:
         if keep_last is not None and keep_last < 1:
             raise ConfigurationError("keep_last must be >= 1")
@@ -281,6 +282,9 @@ class _SaverPruning(_SaverWrites):
                 for stamp in stamps.values():
                     if stamp is not None and (newest is None or stamp > newest):
                         newest = stamp
+                # written after the ones shown (up_to): kept, and not counted
+                newer = [c for c in ids if up_to is not None and c > up_to]
+                ids = ids[len(newer) :]
                 if keep_last is not None:
                     ids = ids[:keep_last]
                 if cutoff is not None:
@@ -289,9 +293,10 @@ class _SaverPruning(_SaverWrites):
                         for c in ids[1:]
                         if (stamps[c] is None or stamps[c] >= cutoff)  # type: ignore[operator]
                     ]
-                keep[ns] = set(ids)
-            if cutoff is not None and newest is not None and newest < cutoff:
-                return {}  # the whole thread expired
+                keep[ns] = set(ids) | set(newer)
+            unseen = up_to is not None and any(c > up_to for ids in view.idx.values() for c in ids)
+            if cutoff is not None and newest is not None and newest < cutoff and not unseen:
+                return {}  # the whole thread expired (none written after the ones shown)
             return keep
 
         report = RetentionReport(dry_run=dry_run)

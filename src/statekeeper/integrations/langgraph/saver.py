@@ -319,6 +319,7 @@ class StatekeeperSaver(_SaverPruning):
         ttl: float | None = None,
         now: float | None = None,
         dry_run: bool = False,
+        up_to: str | None = None,
     ) -> RetentionReport:
         """Apply retention to some threads (all when None).
 
@@ -326,8 +327,11 @@ class StatekeeperSaver(_SaverPruning):
         (seconds) removes checkpoints older than ``now - ttl`` but the newest of each
         namespace, and deletes a thread whose newest checkpoint is older than that.
         Checkpoint ages come from their (uuid6) ids. ``dry_run`` only reports.
+        ``up_to``: a checkpoint id — retention applies to the checkpoints up to it
+        (the ones a user was shown; ``keep_last`` counts among them), and every newer
+        one is kept.
         """
-        return self._portal.call(self._retention(thread_ids, keep_last, ttl, now, dry_run))
+        return self._portal.call(self._retention(thread_ids, keep_last, ttl, now, dry_run, up_to))
 
     def get_next_version(self, current: int | str | float | None, channel: None) -> Any:
         """Integer versions (1, 2, …); a thread already holding string versions keeps
@@ -402,9 +406,12 @@ class StatekeeperSaver(_SaverPruning):
         ttl: float | None = None,
         now: float | None = None,
         dry_run: bool = False,
+        up_to: str | None = None,
     ) -> RetentionReport:
         """Async :meth:`prune_retention`."""
-        return await self._portal.run(self._retention(thread_ids, keep_last, ttl, now, dry_run))
+        return await self._portal.run(
+            self._retention(thread_ids, keep_last, ttl, now, dry_run, up_to)
+        )
 
 
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
