@@ -125,10 +125,14 @@ def delete(
                     if now is not None and now != shown[0]:
                         deleted[0], remade[0] = now[0], now[0] == head
                         break
+                # asked: that head record alone (one made again since, even in between
+                # the look above and the delete, has another checksum: not deleted)
+                record = shown[0][2] if shown[0] is not None and not yes else None
                 try:
-                    with delete_only_at(deleted[0]):  # (head 0 since: False, not found)
+                    with delete_only_at(deleted[0], record):  # (head 0 since: False)
                         return await store.delete(agent)
                 except ConflictError as exc:
+                    remade[0] = record is not None and exc.current_seq == deleted[0]
                     deleted[0] = exc.current_seq
         if remade[0]:
             err_console().print(
