@@ -1268,10 +1268,11 @@ class S3Backend(Backend):
 
     def _delete_at_sync(self, agent_id: str, head: int, checksum: bytes | None = None) -> bool:
         """See :meth:`delete_agent_at`."""
-        _, meta = self._tip_layout(agent_id)
+        layout, meta = self._tip_layout(agent_id)
         current = int(meta["last"]) if meta is not None else 0
+        held = ""  # the commit holding the head record this delete names
         if checksum is not None and meta is not None and current == head:
-            self._identified(agent_id, head, checksum, meta)  # its head record, incarnation
+            held = self._identified(agent_id, head, checksum, meta, layout)
         if meta is not None and meta.get(_STRAY) and current == head:
             self._withdraw_claim(agent_id, head)  # (another incarnation's: see below)
         if not (meta is not None and meta.get("tomb") and current == head):
@@ -1283,7 +1284,7 @@ class S3Backend(Backend):
                 current = int(meta["last"]) if meta is not None else 0
                 if not (meta is not None and meta.get("tomb") and current == head):
                     raise ConflictError(agent_id, head, current)
-            elif checksum is not None and self._claim_is_stray(agent_id, head, meta):
+            elif held and self._claim_is_stray(held, meta):
                 # the agent deleted and written again up to ``head`` between the
                 # identity check and the claim (S3 cannot make a write conditional on
                 # another object): the claim lies over the new stream; withdrawn
@@ -1292,24 +1293,25 @@ class S3Backend(Backend):
         self._finish_delete(agent_id)
         return True
 
-    def _head_commit(self, agent_id: str, head: int) -> str:
-        """The key of the live commit holding seq ``head`` (below any claim at ``head + 1``)."""
-        commits = [first for first, _ in self._layout(agent_id).commits if first <= head]
+    def _identified(
+        self, agent_id: str, head: int, checksum: bytes, meta: dict[str, str], layout: _Layout
+    ) -> str:
+        """The key of the commit holding ``head`` (in ``layout``, below any claim at
+        ``head + 1``), unless it is not of the incarnation ``meta`` names (the newest
+        commit's, read with ``layout``: a claim names its stream's) or its event at
+        ``head`` has not ``checksum``: then :class:`~statekeeper.errors.ConflictError`
+        (the agent was deleted and written again up to ``head``: another head record)."""
+        commits = [first for first, _ in layout.commits if first <= head]
         if not commits:
             raise ConflictError(agent_id, head, 0)
-        return self._agent_root(agent_id) + "e/" + self._seq_name(commits[-1])
-
-    def _identified(self, agent_id: str, head: int, checksum: bytes, meta: dict[str, str]) -> None:
-        """:class:`~statekeeper.errors.ConflictError` unless the commit holding ``head``
-        is of the incarnation ``meta`` names (the newest commit's, read just before: a
-        claim names its stream's) and its event at ``head`` has ``checksum`` (else the
-        agent was deleted and written again up to ``head``: another head record)."""
-        found = self._get(self._head_commit(agent_id, head))
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(commits[-1])
+        found = self._get(key)
         if found is None or found[1].get(_INC) != meta.get(_INC):
             raise ConflictError(agent_id, head, head)
         sums = [e.checksum for e in _decode_events(agent_id, found[0]) if e.seq == head]
         if sums != [checksum]:
             raise ConflictError(agent_id, head, head)
+        return key
 
     def _withdraw_claim(self, agent_id: str, head: int) -> None:
         """Delete the claim at ``head + 1`` that lies over another incarnation than the
@@ -1327,11 +1329,12 @@ class S3Backend(Backend):
             if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
                 raise
 
-    def _claim_is_stray(self, agent_id: str, head: int, claim: dict[str, str]) -> bool:
-        """Whether a claim of incarnation ``claim[_INC]`` at ``head + 1`` lies over a
-        stream of another incarnation (the commit holding ``head`` says which)."""
-        below = self._head_meta(self._head_commit(agent_id, head))
-        return below is not None and below.get(_INC) != claim.get(_INC)
+    def _claim_is_stray(self, held: str, claim: dict[str, str]) -> bool:
+        """Whether a claim of incarnation ``claim[_INC]`` lies over another stream than
+        the one whose commit ``held`` (holding the head) it was made for: that commit
+        is gone (a delete erases every commit) or of another incarnation now."""
+        below = self._head_meta(held)
+        return below is None or below.get(_INC) != claim.get(_INC)
 
     def _claim(self, agent_id: str, head: int, meta: dict[str, str]) -> bool:
         """Create the claim of a delete of the stream at ``head`` (``meta``: its newest
