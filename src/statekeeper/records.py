@@ -418,7 +418,10 @@ class StreamChange:
     Either ``delete_at`` alone: the stream (events, snapshots, idempotency keys) is
     deleted if and only if its head is still that seq, else
     :class:`~statekeeper.errors.ConflictError` (so the entry names the head it
-    erased); or ``snapshot`` and/or ``prune_to``: ``snapshot`` is stored (its event must
+    erased) — and, with ``delete_checksum``, only if its head event's stored checksum
+    is still that one (the head record's identity: a stream deleted and written again
+    up to the same seq has another, so it is not deleted); or ``snapshot`` and/or
+    ``prune_to``: ``snapshot`` is stored (its event must
     exist, else :class:`~statekeeper.errors.ConflictError`), then the stream is pruned
     as by ``Backend.prune(agent_id, prune_to, drop_snapshots)`` (history up to
     ``prune_to`` removed, 0: none; the snapshots ``drop_snapshots`` removed), so a
@@ -440,6 +443,7 @@ class StreamChange:
     drop_snapshots: tuple[int, ...] = ()
     lease: LeaseChange | None = None
     rewrite: RewriteRequest | None = None
+    delete_checksum: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,6 +198,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "snap_latest": ("agent-7", 10),
     "del_agent": ("agent-7",),
     "del_agent_at": ("agent-7", 3),
+    "del_agent_at_sum": ("agent-7", 3, b"c"),
     "del_events": ("agent-7",),
     "del_snaps": ("agent-7",),
     "del_keys": ("agent-7",),

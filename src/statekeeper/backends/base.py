@@ -916,10 +916,17 @@ class Backend(abc.ABC):
     async def delete_agent(self, agent_id: str) -> bool:
         """Delete the agent's events, snapshots and idempotency keys. True if it existed."""
 
-    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
-        """Delete the agent only if its head is still ``head`` (>= 1): True, or
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
+        """Delete the agent only if its head is still ``head`` (>= 1) and, with
+        ``checksum``, its head event's stored checksum is still that one: True, or
         :class:`~statekeeper.errors.ConflictError` with nothing deleted (a retention
-        purge decided on a listing; a write since must not be lost). Engines with
+        purge decided on a listing; a write since must not be lost). The checksum is
+        the head record's identity: a stream deleted and written again up to the same
+        seq by another process has another one (its link binds the timestamp and every
+        record before; an encrypted record's tag its random nonce), so a caller that
+        read the head record deletes that stream and no other. Engines with
         :meth:`append_together` taking a change alone (memory, SQLite) make it one
         commit there; PostgreSQL and Redis (a cluster too: one slot) override it with
         one transaction / script, tiered with its durable tier's, S3 with a claim of
@@ -928,12 +935,22 @@ class Backend(abc.ABC):
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
         if self.appends_together and self.changes_alone_together:
-            await self.append_together([], [StreamChange(agent_id, delete_at=head)])
+            change = StreamChange(agent_id, delete_at=head, delete_checksum=checksum)
+            await self.append_together([], [change])
             return True
         current = await self.head(agent_id)
         if current != head:
             raise ConflictError(agent_id, head, current)
+        if checksum is not None and await self.head_checksum(agent_id, head) != checksum:
+            raise ConflictError(agent_id, head, head)
         return await self.delete_agent(agent_id)
+
+    async def head_checksum(self, agent_id: str, head: int) -> bytes | None:
+        """The stored checksum of ``agent_id``'s event at ``head`` (None: no such event)."""
+        for event in await self.read(agent_id, head - 1, head):
+            if event.seq == head:
+                return event.checksum
+        return None
 
     #: True when :meth:`append_together` takes changes with no append (memory, SQLite)
     changes_alone_together: bool = False
@@ -1239,6 +1256,8 @@ def validate_together(
     ids = [r.agent_id for r in requests]
     for change in changes:
         check_stored_id(change.agent_id)
+        if change.delete_checksum is not None and change.delete_at is None:
+            raise ConfigurationError("delete_checksum is part of a delete: give delete_at too")
         pruning = change.prune_to is not None
         if (
             (change.lease is not None or change.rewrite is not None)

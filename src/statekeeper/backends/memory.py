@@ -143,6 +143,12 @@ class MemoryBackend(Backend):
                 raise ConflictError(change.agent_id, change.snapshot.seq, head)
             if change.delete_at is not None and head != change.delete_at:
                 raise ConflictError(change.agent_id, change.delete_at, head)
+            if (  # the head record another one: deleted and written again since
+                change.delete_checksum is not None
+                and stream is not None
+                and stream.events[head - 1].checksum != change.delete_checksum
+            ):
+                raise ConflictError(change.agent_id, head, head)
             if change.prune_to is not None:
                 base = change.prune_to
                 has_base = (stream is not None and base in stream.snapshots) or (

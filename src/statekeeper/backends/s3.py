@@ -169,10 +169,15 @@ _NO_CREDENTIALS = (NoCredentialsError, PartialCredentialsError, CredentialRetrie
 #: creates the stream (the first after its absence), carried by each of its commits,
 #: snapshots, key objects and its mark; a stream written before it has none
 _INC = "inc"
+#: set (by the reader, never stored) on the metadata of a stream's newest commit when a
+#: delete's claim lies over it that names another incarnation: a stray claim
+_STRAY = "stray"
 #: an agent's high-water mark (under its root): overwritten after each commit with the
 #: stream's incarnation and head, so a newest commit deleted by something else (its head
 #: gone back, the next save reusing its seqs) is told from a stream that never got further
 _MARK = "h/mark"
+#: conditional PUTs of a high-water mark other writers keep moving, before giving up
+_MARK_TRIES = 16
 #: the parts of an agent's root that are the store's: commits, mark, snapshots, keys
 _AGENT_PARTS = ("e/", "h/", "s/", "k/")
 #: the type of the record at the base seq in the first commit of a stream made by
@@ -443,6 +448,8 @@ class S3Backend(Backend):
         self._cache_bytes = cache_bytes
         self._cached_bytes = 0
         self._cache_lock = threading.Lock()
+        #: the high-water mark the last head check of this thread read (see _raise_mark)
+        self._seen_mark = threading.local()
         self._ready = False
         self._closed = False
         self._versioning: bool | None = None  # (see _versioned)
@@ -774,7 +781,10 @@ class S3Backend(Backend):
         incarnation is a deleted stream's leftover (a late write of its last append):
         not this stream's evidence."""
         root = self._agent_root(agent_id)
-        mark = self._head_meta(root + _MARK)
+        found_mark = self._object(self._s3.head_object, root + _MARK)
+        mark = dict(found_mark.get("Metadata", {})) if found_mark is not None else None
+        # (what an append of this thread moves it up from: see _raise_mark)
+        self._seen_mark.value = (root, found_mark["ETag"] if found_mark else None, mark)
         if mark is not None and mark.get(_INC) == inc:
             reached = int(mark.get("last") or 0)
             if reached >= head:
@@ -787,6 +797,42 @@ class S3Backend(Backend):
                 return seq, f"its snapshot at seq {seq}"
         return head, ""
 
+    def _raise_mark(self, root: str, inc: str, last: int) -> None:
+        """Move the high-water mark of the stream at ``root`` (incarnation ``inc``) up to
+        ``last``, never down: a PUT conditional on the mark read before (``If-Match``
+        its ETag: the body names incarnation and seq, so each mark's ETag is its own;
+        ``If-None-Match`` when there was none). Another writer's mark landing first (a
+        later commit's) is kept: this one's, late, would have taken it back, and a loss
+        of that later commit then went untold. The mark this thread's head check read
+        is the first guess (no request more); a refused PUT reads it again."""
+        seen = getattr(self._seen_mark, "value", None)
+        self._seen_mark.value = None
+        known = seen[1:] if seen is not None and seen[0] == root else None
+        key = root + _MARK
+        for _ in range(_MARK_TRIES):
+            if known is None:
+                obj = self._object(self._s3.head_object, key)
+                known = (obj["ETag"], dict(obj.get("Metadata", {}))) if obj else (None, None)
+            etag, meta = known
+            if meta is not None and meta.get(_INC) == inc and int(meta.get("last") or 0) >= last:
+                return  # at this seq or beyond it already (a later commit's mark)
+            condition = {"IfMatch": etag} if etag is not None else {"IfNoneMatch": "*"}
+            try:
+                self._s3.put_object(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Body=f"{inc}:{last}".encode(),
+                    Metadata={_INC: inc, "last": str(last)},
+                    **condition,
+                )
+                return
+            except ClientError as exc:
+                if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
+                    raise
+                known = None  # moved meanwhile (or a retry of this PUT landed): again
+        # (not reached while every writer only moves it up; if it were, the mark is left
+        # behind as by a process dying before it: the commit, acknowledged, is stored)
+
     def _tip_read(self, agent_id: str) -> tuple[_Layout, dict[str, str] | None]:
         layout = self._layout(agent_id)
         if not layout.commits:
@@ -798,6 +844,13 @@ class S3Backend(Backend):
         meta = self._head_meta(key)
         if meta is None:  # deleted under our feet
             return self._tip_read(agent_id)
+        if meta.get("tomb") and len(layout.commits) > 1:
+            # a claim over another incarnation than the one it names (see _delete_at_sync)
+            # is not this stream's: it reads as the commit under it, marked stray
+            below = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-2][0])
+            under = self._head_meta(below)
+            if under is not None and under.get(_INC) != meta.get(_INC):
+                return layout, {**under, _STRAY: "1"}
         return layout, meta
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
@@ -864,6 +917,8 @@ class S3Backend(Backend):
                     {"created": meta.get("updated", "")},
                 )
         head = int(meta["last"]) if meta is not None else 0
+        if meta is not None and meta.get(_STRAY):  # a claim made for another incarnation
+            self._withdraw_claim(agent_id, head)  # (its process may have died: see there)
         if meta is not None and meta.get("tomb"):  # a delete_agent_at claimed the stream
             self._finish_delete(agent_id)  # (its process may have died before the rest)
             layout, meta = self._tip_layout(agent_id)
@@ -905,9 +960,7 @@ class S3Backend(Backend):
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         # the high-water mark, before anything else that follows the commit (a process
         # dying before it only leaves the mark behind the stream: nothing is told then)
-        self._s3.put_object(
-            Bucket=self.bucket, Key=root + _MARK, Body=b"", Metadata={_INC: inc, "last": str(last)}
-        )
+        self._raise_mark(root, inc, last)
         if base is not None:  # a copy: the commit holds the base already
             self._put_snapshot(agent_id, base, inc)
         if key_hash is not None:
@@ -1210,7 +1263,8 @@ class S3Backend(Backend):
                 self._erase_sync(agent_id)
                 return False
             head = int(meta["last"])
-            if meta.get("tomb") or self._claim(agent_id, head, meta):
+            # (a stray claim holds off appends as well as this one's would)
+            if meta.get("tomb") or meta.get(_STRAY) or self._claim(agent_id, head, meta):
                 self._finish_delete(agent_id)
                 return True
 
@@ -1223,10 +1277,15 @@ class S3Backend(Backend):
         self._check_writable()
         return await self._run(self._delete_sync, agent_id)
 
-    def _delete_at_sync(self, agent_id: str, head: int) -> bool:
+    def _delete_at_sync(self, agent_id: str, head: int, checksum: bytes | None = None) -> bool:
         """See :meth:`delete_agent_at`."""
-        _, meta = self._tip_layout(agent_id)
+        layout, meta = self._tip_layout(agent_id)
         current = int(meta["last"]) if meta is not None else 0
+        held = ""  # the commit holding the head record this delete names
+        if checksum is not None and meta is not None and current == head:
+            held = self._identified(agent_id, head, checksum, meta, layout)
+        if meta is not None and meta.get(_STRAY) and current == head:
+            self._withdraw_claim(agent_id, head)  # (another incarnation's: see below)
         if not (meta is not None and meta.get("tomb") and current == head):
             if meta is None or current != head:
                 raise ConflictError(agent_id, head, current)
@@ -1236,8 +1295,57 @@ class S3Backend(Backend):
                 current = int(meta["last"]) if meta is not None else 0
                 if not (meta is not None and meta.get("tomb") and current == head):
                     raise ConflictError(agent_id, head, current)
+            elif held and self._claim_is_stray(held, meta):
+                # the agent deleted and written again up to ``head`` between the
+                # identity check and the claim (S3 cannot make a write conditional on
+                # another object): the claim lies over the new stream; withdrawn
+                self._withdraw_claim(agent_id, head)
+                raise ConflictError(agent_id, head, head)
         self._finish_delete(agent_id)
         return True
+
+    def _identified(
+        self, agent_id: str, head: int, checksum: bytes, meta: dict[str, str], layout: _Layout
+    ) -> str:
+        """The key of the commit holding ``head`` (in ``layout``, below any claim at
+        ``head + 1``), unless it is not of the incarnation ``meta`` names (the newest
+        commit's, read with ``layout``: a claim names its stream's) or its event at
+        ``head`` has not ``checksum``: then :class:`~statekeeper.errors.ConflictError`
+        (the agent was deleted and written again up to ``head``: another head record)."""
+        commits = [first for first, _ in layout.commits if first <= head]
+        if not commits:
+            raise ConflictError(agent_id, head, 0)
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(commits[-1])
+        found = self._get(key)
+        if found is None or found[1].get(_INC) != meta.get(_INC):
+            raise ConflictError(agent_id, head, head)
+        sums = [e.checksum for e in _decode_events(agent_id, found[0]) if e.seq == head]
+        if sums != [checksum]:
+            raise ConflictError(agent_id, head, head)
+        return key
+
+    def _withdraw_claim(self, agent_id: str, head: int) -> None:
+        """Delete the claim at ``head + 1`` that lies over another incarnation than the
+        one it names (made for a stream deleted and written again up to ``head``; its
+        process may have died before withdrawing it) — only while that object is still
+        an empty claim (If-Match on its ETag): an append's commit put there since is
+        kept. Appends at ``head`` conflict while it is there."""
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
+        found = self._object(self._s3.head_object, key)
+        if found is None or not dict(found.get("Metadata", {})).get("tomb"):
+            return
+        try:
+            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
+        except ClientError as exc:
+            if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
+                raise
+
+    def _claim_is_stray(self, held: str, claim: dict[str, str]) -> bool:
+        """Whether a claim of incarnation ``claim[_INC]`` lies over another stream than
+        the one whose commit ``held`` (holding the head) it was made for: that commit
+        is gone (a delete erases every commit) or of another incarnation now."""
+        below = self._head_meta(held)
+        return below is None or below.get(_INC) != claim.get(_INC)
 
     def _claim(self, agent_id: str, head: int, meta: dict[str, str]) -> bool:
         """Create the claim of a delete of the stream at ``head`` (``meta``: its newest
@@ -1258,7 +1366,9 @@ class S3Backend(Backend):
         commits: until then it holds off every append)."""
         self._erase_sync(agent_id)
 
-    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
         """Delete ``agent_id`` only if its head is still ``head``
         (:meth:`Backend.delete_agent_at`). S3 has no transaction over several objects, so
         the delete first *claims* the stream: it creates the commit object an append at
@@ -1270,11 +1380,20 @@ class S3Backend(Backend):
         deletes the stream, itself last among the commits; until it is gone the stream
         reads as before (head ``head``) and every append conflicts. A process that dies
         after its claim leaves it to the next writer: an append (or this delete sent
-        again) finds the claim on the newest commit and finishes the delete first."""
+        again) finds the claim on the newest commit and finishes the delete first.
+
+        With ``checksum`` (the head event's, as read), the commit holding ``head`` is
+        read first: another checksum or incarnation is a ConflictError. The claim names
+        that incarnation; once it is won, the commit under it is looked at again, and a
+        claim lying over another incarnation (the agent deleted and written again up to
+        ``head`` between the two) is withdrawn: a ConflictError, nothing deleted. Until
+        it is withdrawn appends at ``head`` conflict (loud), and none finishes its
+        delete; a process dying in between leaves the agent refusing appends at that
+        head until it is deleted (``statekeeper delete``)."""
         self._check_can_write()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
-        return await self._run(self._delete_at_sync, agent_id, head)
+        return await self._run(self._delete_at_sync, agent_id, head, checksum)
 
     def _drop_all_sync(self, delete_bucket: bool) -> int:
         # (only agents' objects: a store whose prefix lies inside ours keeps its own)

@@ -1801,6 +1801,12 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             return
         if head != change.delete_at:
             raise ConflictError(agent_id, change.delete_at, head)
+        if change.delete_checksum is not None:  # the head record's identity, same transaction
+            found = conn.execute(
+                "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?", (agent_id, head)
+            ).fetchone()
+            if found is None or bytes(found[0]) != change.delete_checksum:
+                raise ConflictError(agent_id, head, head)
         self._delete_rows(conn, agent_id)
 
     @staticmethod

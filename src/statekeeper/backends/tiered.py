@@ -674,8 +674,11 @@ class TieredBackend(Backend):
                 await self._drop_hot(agent_id)
         return existed
 
-    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
-        """Delete ``agent_id`` only if its head is still ``head`` (:meth:`Backend.delete_agent_at`):
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
+        """Delete ``agent_id`` only if its head is still ``head`` (and its head event's
+        checksum ``checksum``, when given) (:meth:`Backend.delete_agent_at`):
         the durable tier's own conditional delete (one commit there), so an append that
         lands between the check and the delete — from this process or another sharing
         the durable tier — makes it a :class:`~statekeeper.errors.ConflictError` with
@@ -689,7 +692,7 @@ class TieredBackend(Backend):
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
-            await self.durable.delete_agent_at(agent_id, head)
+            await self.durable.delete_agent_at(agent_id, head, checksum)
             self._last_used.pop(agent_id, None)
             if self.cold is not None:
                 await self.durable.delete_agent(COLD_MARKER + agent_id)

@@ -107,7 +107,7 @@ def delete(
                 if not isinstance(done, Moved):
                     return done
                 deleted[0], remade[0] = done.head, done.remade
-            for _ in range(_TRIES if yes else 0):
+            for _ in range(_TRIES if yes else 0):  # --yes: the head found, any record
                 try:
                     with delete_only_at(deleted[0]):  # (head 0 since: False, not found)
                         return await store.delete(agent)

@@ -271,12 +271,13 @@ async def _plan_and_apply(
                     "first_seq": event.first_seq, "last_seq": event.last_seq,
                 }  # fmt: skip
                 await check_unchanged(store, agent_id, head, seen)  # (not made again)
-                with entries_before_delete([entry]), delete_only_at(head):
+                with entries_before_delete([entry]), delete_only_at(head, seen[2]):
                     await store.delete(_relative(store, agent_id))  # (policy, audit, caches)
             else:
                 await before(purge, ())
                 await check_unchanged(store, agent_id, head, seen)
-                with delete_only_at(head):
+                with delete_only_at(head, seen[2]):  # (that record: one made again since
+                    # the look above is another stream, not deleted; same atomic step)
                     await store.delete(_relative(store, agent_id))
         return purge
     if rule.keep_last is None and rule.snapshot_every is None:

@@ -101,8 +101,15 @@ async def _written(store: StateStore, agent_id: str, head: int) -> float | None:
     return _opened_time(store, agent_id, await _head_record(store, agent_id, head))
 
 
-#: which record stood at an agent's head when :func:`check_idle` verified it
-Seen = tuple[float, bytes]
+#: which record stood at an agent's head when :func:`check_idle` verified it: its time
+#: and checksum, and the checksum a delete of that stream is conditional on (the head
+#: event's; None when the record is the base snapshot of a stream compacted down to it)
+Seen = tuple[float, bytes, bytes | None]
+
+
+def _seen(record: RawEvent | RawSnapshot) -> Seen:
+    event = record.checksum if isinstance(record, RawEvent) else None
+    return (record.timestamp, record.checksum, event)
 
 
 async def check_idle(
@@ -114,7 +121,7 @@ async def check_idle(
     cannot be opened by design, is not checked. Returns which record it was (for
     :func:`check_unchanged`)."""
     record = await _head_record(store, agent_id, head)
-    seen = (record.timestamp, record.checksum)
+    seen = _seen(record)
     written = _opened_time(store, agent_id, record)
     if written is None:
         return seen
@@ -134,8 +141,9 @@ async def check_unchanged(store: StateStore, agent_id: str, head: int, seen: See
     """Just before a purge's delete: :class:`ConflictError` (reported "skipped", nothing
     deleted) when the record at ``head`` is no longer the one :func:`check_idle`
     verified — the agent deleted and written again since, up to the same head: the
-    delete, conditional on the head seq alone, would take the new agent and its
-    acknowledged writes. (What is left is the moment between this read and the delete.)"""
+    delete would take the new agent and its acknowledged writes. (The delete itself is
+    conditional on that record's checksum too, in the engine's atomic step: a stream
+    made again between this read and the delete is not deleted either.)"""
     record = await _head_record(store, agent_id, head)
-    if (record.timestamp, record.checksum) != seen:
+    if _seen(record) != seen:
         raise ConflictError(agent_id, head, head)

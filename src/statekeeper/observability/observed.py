@@ -501,16 +501,16 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         return int(await self._obs.call("count_agents", None, self.inner.count_prefix, prefix))
 
     async def delete_agent(self, agent_id: str) -> bool:
-        existed: bool = await self._obs.call(
-            "delete_agent", agent_id, self.inner.delete_agent, agent_id
+        return bool(
+            await self._obs.call("delete_agent", agent_id, self.inner.delete_agent, agent_id)
         )
-        return existed
 
-    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
-        # the engine's own (one commit / transaction / script): the contract's default
-        # here would compare and delete in two calls, losing a write in between
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
+        # the engine's own atomic step (the default would compare and delete in two calls)
         existed: bool = await self._obs.call(
-            "delete_agent", agent_id, self.inner.delete_agent_at, agent_id, head
+            "delete_agent", agent_id, self.inner.delete_agent_at, agent_id, head, checksum
         )
         return existed
 

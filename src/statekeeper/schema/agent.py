@@ -34,7 +34,7 @@ from ..store.conditional import delete_only_at
 from ..store.observing import refused
 from ..store.writes import SAVE_CARRY
 from .carry import Known
-from .expiry import apply_ttl, expiring, is_expired
+from .expiry import apply_ttl, expiring, is_expired, judged_again
 from .models import MODEL_KEY
 from .registry import ModelSchema, SchemaRegistry, schema_of
 
@@ -208,7 +208,11 @@ async def open_typed_agent(
         try:
             # gone, as the engine's TTL would have made it: only the state judged
             # expired (a session touched since by another worker is not)
-            with delete_only_at(snapshot.seq):
+            checksum = await judged_again(store, schema, agent_id, snapshot.seq)
+            if checksum is None:  # written since (or made again): judged again
+                snapshot = await store.get(agent_id)
+                continue
+            with delete_only_at(snapshot.seq, checksum):  # (that head record alone)
                 await store.delete(agent_id)
             snapshot = None
         except AgentOnHold:

@@ -17,7 +17,10 @@ None for never — :class:`~statekeeper.schema.structures.Session` computes it f
 A delete made because a state read expired is made only while the agent is still at
 the seq that was read (:func:`~statekeeper.store.conditional.delete_only_at`): a
 session touched by another worker between that read and the delete is no longer
-expired, and deleting it would lose that acknowledged write without an error.
+expired, and deleting it would lose that acknowledged write without an error. Nor is
+one deleted and made again by another worker up to that seq: the delete is
+conditional on the head record's checksum too, read before the state is judged again
+(:func:`judged_again`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .rewrite import states_of, stored
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
-__all__ = ["apply_ttl", "expire", "expires_at", "expiring", "is_expired"]
+__all__ = ["apply_ttl", "expire", "expires_at", "expiring", "is_expired", "judged_again"]
 
 #: the smallest TTL given to the engine (a state written already expired)
 _MIN_TTL = 0.001
@@ -107,8 +110,11 @@ async def expire(
                 continue  # unreadable as the model: not this sweep's to judge
             if not is_expired(state, now):
                 continue
+            checksum = await judged_again(store, schema, agent_id, snap.seq, now)
+            if checksum is None:
+                continue  # written (or deleted) since it was read: no longer judged, kept
             try:
-                with delete_only_at(snap.seq):  # only the state judged expired
+                with delete_only_at(snap.seq, checksum):  # only the state judged expired
                     if await store.delete(agent_id):
                         gone.append(agent_id)
             except AgentOnHold:
@@ -118,3 +124,24 @@ async def expire(
         if len(page) < 1000:
             return gone
         after = ids[-1]
+
+
+async def judged_again(
+    store: StateStore, schema: ModelSchema[Any], agent_id: str, seq: int, now: float | None = None
+) -> bytes | None:
+    """The stored checksum of ``agent_id``'s event at ``seq`` (the head a state judged
+    expired was read at), if the state read again after it is still at ``seq`` and
+    expired — the delete conditional on that checksum then deletes the stream judged,
+    never one deleted and made again since up to ``seq`` (another head record). None:
+    written, deleted or made again since; not to be deleted now."""
+    checksum = await store.backend.head_checksum(stored(store, [agent_id])[0], seq)
+    if checksum is None:
+        return None
+    again = await store.get(agent_id)
+    if again is None or again.seq != seq:
+        return None
+    try:
+        state = schema.load(again.data, again.schema_version, agent_id=agent_id, seq=seq)
+    except SchemaError:
+        return None
+    return checksum if is_expired(state, now) else None

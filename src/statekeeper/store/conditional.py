@@ -7,7 +7,10 @@ Within :func:`delete_only_at` the store's ``delete`` of the task is conditional 
 the head it names: a :class:`~statekeeper.errors.ConflictError` (nothing deleted)
 when the head moved (``Backend.delete_agent_at``: one commit on memory, SQLite,
 PostgreSQL, Redis and a Redis Cluster; tiered: its durable tier's; S3: a conditional
-claim of the commit slot after that head, which an append there would need).
+claim of the commit slot after that head, which an append there would need) — and,
+given the head event's stored checksum (the record the caller looked at), on that
+record's identity too, checked in the same atomic step: an agent deleted and written
+again up to the same head by another process is another stream, never deleted.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ from contextvars import ContextVar
 from ..backends.base import Backend
 from ..errors import ConflictError
 
-_DELETE_AT: ContextVar[int | None] = ContextVar("statekeeper_delete_at", default=None)
+_DELETE_AT: ContextVar[tuple[int, bytes | None] | None] = ContextVar(
+    "statekeeper_delete_at", default=None
+)
 
 
 @contextlib.contextmanager
-def delete_only_at(head: int) -> Iterator[None]:
+def delete_only_at(head: int, checksum: bytes | None = None) -> Iterator[None]:
     """Within: this task's store ``delete`` deletes only a stream whose head is
-    ``head`` (>= 1), else raises :class:`~statekeeper.errors.ConflictError`."""
-    token = _DELETE_AT.set(head)
+    ``head`` (>= 1) and, given ``checksum``, whose head event's stored checksum is that
+    one, else raises :class:`~statekeeper.errors.ConflictError`."""
+    token = _DELETE_AT.set((head, checksum))
     try:
         yield
     finally:
@@ -35,18 +41,30 @@ def delete_only_at(head: int) -> Iterator[None]:
 
 def expected_head() -> int | None:
     """The head this task's delete is conditional on (None: unconditional)."""
-    return _DELETE_AT.get()
+    expected = _DELETE_AT.get()
+    return expected[0] if expected is not None else None
 
 
-async def delete_at(backend: Backend, agent_id: str, head: int) -> bool:
-    """Delete ``agent_id`` (a stored id) only if its head is ``head``: True; False when
+def expected_checksum() -> bytes | None:
+    """The head event's checksum this task's delete is conditional on (None: any)."""
+    expected = _DELETE_AT.get()
+    return expected[1] if expected is not None else None
+
+
+async def delete_at(
+    backend: Backend, agent_id: str, head: int, checksum: bytes | None = None
+) -> bool:
+    """Delete ``agent_id`` (a stored id) only if its head is ``head`` (and its head
+    event's stored checksum ``checksum``, when given): True; False when
     the stream is already gone (head 0: this delete's own first try, whose reply was
     lost and which the engine sent again, or another delete — either way nothing
     written is lost, and a purge is done); else
     :class:`~statekeeper.errors.ConflictError` with nothing deleted (a stream written
     since, even one deleted and written again, is never deleted)."""
     try:
-        return await backend.delete_agent_at(agent_id, head)
+        if checksum is None:  # (an engine whose override predates the checksum)
+            return await backend.delete_agent_at(agent_id, head)
+        return await backend.delete_agent_at(agent_id, head, checksum)
     except ConflictError as exc:
         if exc.agent_id == agent_id and exc.current_seq == 0:
             return False
@@ -55,7 +73,7 @@ async def delete_at(backend: Backend, agent_id: str, head: int) -> bool:
 
 async def erase(backend: Backend, agent_id: str) -> bool:
     """The engine's delete of ``agent_id``, conditional within :func:`delete_only_at`."""
-    head = _DELETE_AT.get()
-    if head is None:
+    expected = _DELETE_AT.get()
+    if expected is None:
         return await backend.delete_agent(agent_id)
-    return await delete_at(backend, agent_id, head)
+    return await delete_at(backend, agent_id, *expected)

@@ -8,9 +8,10 @@ What was shown is the head event's identity: its seq, time and stored checksum
 the seq and a short digest of the three (:func:`identity_mark`: what a page holds,
 never the checksum itself). :func:`delete_shown` reads the head's identity again
 just before the delete and compares; the delete itself is then conditional on the
-head seq (:func:`~statekeeper.store.conditional.delete_only_at`), so a write landing
-after that read is not deleted either. What is left is a stream deleted and made
-again to the same seq between that read and the delete, which compares seqs only.
+head event (:func:`~statekeeper.store.conditional.delete_only_at`: its seq and stored
+checksum, compared by the engine in the delete's own commit), so neither a write
+landing after that read nor a stream deleted and made again to the same seq since is
+deleted.
 """
 
 from __future__ import annotations
@@ -79,8 +80,12 @@ async def delete_shown(store: StateStore, agent_id: str, head: int, mark: str) -
     now = await head_identity(store, agent_id)
     if now is not None and (now[0] != head or identity_mark(now) != mark):
         return Moved(now[0], remade=now[0] == head)
+    # the delete itself conditional on that head event (its seq and stored checksum): a
+    # stream deleted and made again to the same seq after the read above has another
+    # checksum (it covers the time and every record before; an encrypted record's tag
+    # a random nonce) and is not deleted either
     try:
-        with delete_only_at(head):  # (gone since: head 0, False)
+        with delete_only_at(head, None if now is None else now[2]):  # (gone: False)
             return await store.delete(agent_id)
-    except ConflictError as exc:  # written after the read above
-        return Moved(exc.current_seq, remade=False)
+    except ConflictError as exc:  # written, or deleted and made again, after the read
+        return Moved(exc.current_seq, remade=now is not None and exc.current_seq == head)

@@ -43,7 +43,7 @@ from ..codec import ZERO_LINK, Codec
 from ..errors import AgentLost, ConflictError, IntegrityError, RetriesExhausted
 from ..namespaces import namespace_of
 from ..records import AppendRequest, Event, FeedEvent, FeedRecord, RawEvent, StreamChange
-from .conditional import expected_head
+from .conditional import expected_checksum, expected_head
 
 if TYPE_CHECKING:
     from .feed import FeedAccess
@@ -218,6 +218,7 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
     :func:`~statekeeper.store.conditional.delete_only_at`) with its tombstone, in one
     commit where the engine has one (see the module documentation)."""
     conditional = expected_head()
+    checksum = expected_checksum()  # (the head record's identity, with the head)
     forgotten = forgetting.get()
     if not has_feed(backend):
         from .conditional import erase as erase_only
@@ -236,7 +237,7 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
             head = conditional
 
             async def delete() -> bool:
-                return await delete_at(backend, agent_id, conditional)
+                return await delete_at(backend, agent_id, conditional, checksum)
 
         return await with_intent(backend, codec, agent_id, head, forgotten, delete)
     if not getattr(backend, "tombstones_by_namespace", False):
@@ -257,7 +258,10 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
             return await backend.delete_agent(agent_id)  # no stream: no tombstone
         request = await _request(backend, codec, stream, agent_id, head, forgotten)
         try:
-            await backend.append_together([request], [StreamChange(agent_id, delete_at=head)])
+            change = StreamChange(
+                agent_id, delete_at=head, delete_checksum=checksum if conditional else None
+            )
+            await backend.append_together([request], [change])
             return True
         except ConflictError as exc:
             if exc.agent_id == agent_id and conditional is not None:

@@ -865,6 +865,7 @@ class GovernedStateStore(StateStore):
         forgotten = feed_deletes.forgetting.get()
         last: ConflictError | None = None
         expected = conditional.expected_head()  # a retention purge's: no retry
+        identity = conditional.expected_checksum()  # (its head record's, when given)
         for _ in range(_CHANGE_RETRIES):
             try:
                 seq = await self.backend.head(agent_id)
@@ -886,16 +887,19 @@ class GovernedStateStore(StateStore):
                         self.backend, self.codec, agent_id, seq, forgotten=forgotten
                     )
                 return existed
-            erased = [seq, raws[-1].checksum.hex()]
+            checksum = raws[-1].checksum  # the head record this entry names, deleted alone
+            if identity is not None and checksum != identity:  # deleted, written again
+                raise ConflictError(agent_id, seq, seq)
+            erased = [seq, checksum.hex()]
             together = self._change_sink
             tombstone = feed_deletes.stream_of(self.backend, agent_id) if feed else None
             try:
                 if together is None:  # the entry first, then the delete at the head it names
                     if not feed:
-                        return await self._delete_ahead(agent_id, seq, erased, change)
+                        return await self._delete_ahead(agent_id, seq, checksum, change)
                     return await feed_intents.with_intent(  # (its tombstone after it)
                         self.backend, self.codec, agent_id, seq, forgotten,
-                        functools.partial(self._delete_ahead, agent_id, seq, erased, change),
+                        functools.partial(self._delete_ahead, agent_id, seq, checksum, change),
                     )  # fmt: skip
                 # the delete, its entry and its feed tombstone: one commit
                 appends: list[AppendRequest] = []
@@ -906,7 +910,8 @@ class GovernedStateStore(StateStore):
                         )
                     )
                 await together.record_with_change(
-                    StreamChange(agent_id, delete_at=seq), "delete", principal=gov.principal,
+                    StreamChange(agent_id, delete_at=seq, delete_checksum=checksum), "delete",
+                    principal=gov.principal,
                     detail={"erased": erased}, preceding=_PRECEDING.get(), appends=appends,
                 )  # fmt: skip
             except ConflictError as exc:
@@ -923,10 +928,10 @@ class GovernedStateStore(StateStore):
         raise RetriesExhausted(agent_id, _CHANGE_RETRIES, last)
 
     async def _delete_ahead(
-        self, agent_id: str, seq: int, erased: list[Any], change: _Pending
+        self, agent_id: str, seq: int, checksum: bytes, change: _Pending
     ) -> bool:
-        """The entry naming the head event ``erased`` (at ``seq``), then the delete only
-        at that head (:func:`conditional.delete_at`): an append landing in between makes
+        """The entry naming the head event (at ``seq``, ``checksum``), then the delete only
+        at that head record (:func:`conditional.delete_at`): an append landing in between makes
         it a :class:`ConflictError` with nothing deleted and the entry voided (an
         unconditional delete erased that append too, under an entry naming the head
         before it)."""
@@ -934,11 +939,11 @@ class GovernedStateStore(StateStore):
         assert sink is not None
         entry = await sink.record_ahead(
             "delete", principal=self._governance.principal, agent_id=agent_id,
-            ahead={"gone": erased},
+            ahead={"gone": [seq, checksum.hex()]},
         )  # fmt: skip
         change.recorded = True
         try:
-            return await conditional.delete_at(self.backend, agent_id, seq)
+            return await conditional.delete_at(self.backend, agent_id, seq, checksum)
         except BaseException as exc:
             await self._void(entry, "delete", agent_id, exc)
             raise

@@ -20,6 +20,8 @@ from statekeeper.errors import (
 from statekeeper.records import (
     AppendRequest,
     AppendResult,
+    RawEvent,
+    StreamChange,
     event_rows,
 )
 
@@ -50,6 +52,32 @@ class LifecycleConformance(Contract):
         assert await backend.head("keep") == 2
         assert await backend.lookup_key("keep", "k") == AppendResult("keep", 1, 2, True)
         assert await backend.latest_snapshot("keep") == snapshot(1)
+
+    async def test_delete_at_is_conditional_on_the_head_record(self, backend: Backend) -> None:
+        """``delete_agent_at(id, head, checksum)``: the head event's stored checksum is the
+        head record's identity. An agent deleted and written again up to the same head
+        (another process's new stream, its writes acknowledged) has another one: a
+        delete naming the old one deletes nothing (ConflictError, in the engine's
+        atomic step); naming the right one deletes it."""
+        await backend.append(request("a", 0, 2))
+        old = (await backend.read("a", 1, 2))[0].checksum
+        assert await backend.delete_agent("a") is True
+        remade = [RawEvent(s, "patch", 100.0 + s, b"new-%d" % s, b"new-sum-%d" % s) for s in (1, 2)]
+        await backend.append(AppendRequest("a", 0, remade))
+        with pytest.raises(ConflictError) as caught:
+            await backend.delete_agent_at("a", 2, old)
+        assert (caught.value.expected_seq, caught.value.current_seq) == (2, 2)
+        assert await backend.read("a") == remade  # the new stream, whole
+        if backend.appends_together:  # the change in a commit with an append: the same
+            stale = StreamChange("a", delete_at=2, delete_checksum=old)
+            with pytest.raises(ConflictError):
+                await backend.append_together([request("other", 0)], [stale])
+            assert await backend.head("other") == 0  # nothing of the commit written
+            assert await backend.read("a") == remade
+        assert await backend.delete_agent_at("a", 2, b"new-sum-2") is True
+        assert await backend.head("a") == 0
+        await backend.append(request("b", 0, 1))
+        assert await backend.delete_agent_at("b", 1) is True  # (without one: the head alone)
 
     # -- read_latest: the latest snapshot and the events after it, in one read -------
 

@@ -335,7 +335,12 @@ class Appends(PostgresPart):
             await self._prune_in(conn, agent_id, change.prune_to, change.drop_snapshots)
         if change.delete_at is None:
             return
-        cur = await conn.execute(self._sql["del_agent_at"], (agent_id, change.delete_at))
+        if change.delete_checksum is None:
+            cur = await conn.execute(self._sql["del_agent_at"], (agent_id, change.delete_at))
+        else:  # the head record's identity checked in the same statement
+            cur = await conn.execute(
+                self._sql["del_agent_at_sum"], (agent_id, change.delete_at, change.delete_checksum)
+            )
         if cur.rowcount == 0:
             assert change.delete_at is not None
             if (refused := await refusal(self, conn, agent_id)) is not None:

@@ -599,15 +599,19 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         finally:
             self._wrote()
 
-    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
         """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
-        head's row deleted only at ``head``, then the rest, in one transaction."""
+        head's row deleted only at ``head`` (and, with ``checksum``, only while the head
+        event's stored checksum is that one: the same statement), then the rest, in one
+        transaction."""
         self._check_writable()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
 
         try:  # (exact when sent again after a lost reply: see .deletes)
-            return await delete_at(self, agent_id, head)
+            return await delete_at(self, agent_id, head, checksum)
         finally:
             self._wrote()
 

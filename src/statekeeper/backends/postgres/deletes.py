@@ -48,13 +48,17 @@ TOMBSTONES_IN = "\x01sk-feed/deleted/in/"
 _POLLS = 48
 
 
-async def delete_at(backend: PostgresBackend, agent_id: str, head: int) -> bool:
-    """Delete ``agent_id`` if its head is ``head``, in one transaction: True, or
+async def delete_at(
+    backend: PostgresBackend, agent_id: str, head: int, checksum: bytes | None = None
+) -> bool:
+    """Delete ``agent_id`` if its head is ``head`` (and its head event's checksum
+    ``checksum``, when given), in one transaction: True, or
     :class:`~statekeeper.errors.ConflictError` with nothing deleted; a retry after a
     lost reply returns True when an earlier try committed, never deleting again."""
 
     async def body(conn: Any) -> bool:
-        await backend._change(conn, StreamChange(agent_id, delete_at=head))
+        change = StreamChange(agent_id, delete_at=head, delete_checksum=checksum)
+        await backend._change(conn, change)
         return True
 
     return await _exactly_once(backend, f"delete_agent_at of {agent_id!r}", agent_id, body)

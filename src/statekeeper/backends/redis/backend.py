@@ -1184,6 +1184,7 @@ class RedisBackend(Backend):
                 args.append("0")
             else:
                 args += ["1", *_rewrite_fields(change.rewrite)]
+            args.append(change.delete_checksum or b"")
         agent = requests[0].agent_id
         shards = [
             self._agent(a).shard
@@ -1319,7 +1320,7 @@ class RedisBackend(Backend):
         self._check_writable()
         return await self._delete(agent_id, None) == 1
 
-    async def _delete(self, agent_id: str, head: int | None) -> int:
+    async def _delete(self, agent_id: str, head: int | None, checksum: bytes | None = None) -> int:
         """The delete script's reply for ``agent_id`` (conditional on ``head`` when
         given). The script leaves a receipt (a key of the agent's shard holding this
         call's random token and answer, expiring once no retry can come): a try sent
@@ -1336,6 +1337,7 @@ class RedisBackend(Backend):
         lifetime = str(int(max(60.0, 2 * self.retry_timeout) * 1000))
         ttl = self._ttl_of(agent_id)  # (a lost agent existed: see delete.lua)
         args = [agent_id.encode(), "" if head is None else str(head), token, lifetime, ttl]
+        args.append(checksum or b"")  # (the head record's identity: see delete.lua)
 
         async def op() -> Any:
             return await self._write(
@@ -1344,14 +1346,16 @@ class RedisBackend(Backend):
 
         return int(await self._retrying("delete_agent" if head is None else "delete_agent_at", op))
 
-    async def delete_agent_at(self, agent_id: str, head: int) -> bool:
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
         """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
-        delete script with the expected head, checked in the script (exact when sent
-        again after a lost reply: see :meth:`_delete`)."""
+        delete script with the expected head (and head event checksum), checked in the
+        script (exact when sent again after a lost reply: see :meth:`_delete`)."""
         self._check_writable()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
-        reply = await self._delete(agent_id, head)
+        reply = await self._delete(agent_id, head, checksum)
         if reply < 0:
             raise ConflictError(agent_id, head, -1 - reply)
         return True

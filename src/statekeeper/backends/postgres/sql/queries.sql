@@ -185,6 +185,12 @@ DELETE FROM {s}.sk_agents WHERE agent_id = %s
 -- name: del_agent_at
 DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = %s
 
+-- name: del_agent_at_sum
+-- (and only while its head event is the one read: its checksum, the record's identity)
+DELETE FROM {s}.sk_agents a WHERE a.agent_id = %s AND a.head_seq = %s
+   AND EXISTS (SELECT 1 FROM {s}.sk_events e
+               WHERE e.agent_id = a.agent_id AND e.seq = a.head_seq AND e.checksum = %s)
+
 -- name: rls_applies
 -- row-level security (statekeeper.backends.postgres.row_security) binds this role:
 -- its policies may have filtered a DELETE or an UPDATE to nothing (see .deletes)

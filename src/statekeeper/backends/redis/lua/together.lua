@@ -7,7 +7,8 @@
 -- number of events n, append.lua's 13 fields, its n events; per change agent,
 -- delete_at|'', snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops,
 -- lease 'g' grant|'r' release|'', its holder, token, ttl s, rewrite 1|0 and (1)
--- rewrite_write.lua's fields.
+-- rewrite_write.lua's fields; then the head event's expected checksum of a delete ('' for
+-- any).
 -- Reply: {0} all written | {4, change, head, has base} a prune refused | {5, change,
 -- head} a change's stream is not where it expects | {6, append, append.lua's refusal
 -- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
@@ -47,6 +48,8 @@ for j = 1, nchg do
     c.rewrite = at + 1
     at = at + 7 + 3 * tonumber(ARGV[at + 6]) + 2 * tonumber(ARGV[at + 7])
   end
+  at = at + 1
+  c.sum = ARGV[at]
   changes[j] = c
 end
 -- the checks: nothing is written before all passed
@@ -69,6 +72,12 @@ for j, c in ipairs(changes) do
     if s < 1 or s > head then return {5, j, head} end
   end
   if c.delete_at ~= '' and tonumber(c.delete_at) ~= head then return {5, j, head} end
+  if c.delete_at ~= '' and c.sum ~= '' then  -- the head record's identity (see delete.lua)
+    local blob = redis.call('HGET', c.h, 'e:' .. fmt(head))
+    if not blob or #blob < 12 then return {5, j, head} end
+    local _, nkind, nsum = struct.unpack('>dHH', blob)
+    if string.sub(blob, 13 + nkind, 12 + nkind + nsum) ~= c.sum then return {5, j, head} end
+  end
   if c.prune ~= '' then
     local base = tonumber(c.prune)
     local has_base = base > 0 and (c.snap == c.prune or redis.call('HEXISTS', c.h, 's:' .. c.prune) == 1)
