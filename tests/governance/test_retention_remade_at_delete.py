@@ -6,10 +6,12 @@ process up to the same head *after* that second read was purged — "done, not w
 for 1h", the new agent's acknowledged writes gone. Now the delete is conditional on the
 head event's stored checksum too, in the engine's atomic step: skipped, "written since".
 The interleaving is made exact by running the other process's delete and writes from
-the ``check_unchanged`` call, after it passed."""
+each look the purge takes before it deletes (``refuse_if_held``, before which h/review9
+re-read the head record; ``check_unchanged``, that re-read), after it passed."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from statekeeper import StateStore
 from statekeeper.governance import Audit, parse_policy
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.governance.retention_idle import check_unchanged
+from statekeeper.store.holds import refuse_if_held
 
 from ..backends._services import fresh_url
 from ._keyring import KEYRING
@@ -35,10 +38,19 @@ ENGINES = [
 ]
 
 
+#: the purge's looks at the agent before its delete: the held check (h/review9 read the
+#: head record again after it) and the head record's own re-check, the last look
+LOOKS: dict[str, Callable[..., Awaitable[None]]] = {
+    "refuse_if_held": refuse_if_held,
+    "check_unchanged": check_unchanged,
+}
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
-async def test_an_agent_made_again_after_the_last_look_is_not_purged(
-    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("look", sorted(LOOKS))
+async def test_an_agent_made_again_after_a_look_is_not_purged(
+    tmp_path: Path, engine: str, governed: bool, look: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [T0]
     options: dict[str, Any] = (
@@ -52,8 +64,8 @@ async def test_an_agent_made_again_after_the_last_look_is_not_purged(
                 await store.save("acme/b", {"old": i})
             made_again: list[int] = []
 
-            async def unchanged_then_made_again(store_: Any, *args: Any) -> None:
-                await check_unchanged(store_, *args)  # passes: the record verified
+            async def looked_then_made_again(*args: Any) -> None:
+                await LOOKS[look](*args)  # passes: not held, the record verified
                 if not made_again:  # another process, right after that look
                     made_again.append(1)
                     await store.delete("acme/b")
@@ -61,9 +73,7 @@ async def test_an_agent_made_again_after_the_last_look_is_not_purged(
                     await store.save("acme/b", {"new": 1})
                     await store.save("acme/b", {"new": 2})  # head 2 again
 
-            monkeypatch.setattr(
-                "statekeeper.governance.retention.check_unchanged", unchanged_then_made_again
-            )
+            monkeypatch.setattr(f"statekeeper.governance.retention.{look}", looked_then_made_again)
             report = await apply_retention(
                 store, RetentionPolicy.parse("acme ttl=1h\n"), now=T0 + 7200
             )

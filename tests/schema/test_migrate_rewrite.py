@@ -19,8 +19,8 @@ from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import MIGRATE_EVENT, finalize, migrate, rollback
 from statekeeper.schema.rewrite import PRE, original
 
-from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
 from . import apps
+from ._stores import store_url
 
 Dump = dict[str, Any]
 
@@ -67,18 +67,8 @@ async def _populate(store: StateStore, n: int) -> None:
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "memory":
-        yield "memory://"
-    elif request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 's.db'}"
-    else:
-        require_postgres()
-        name = namespace(tmp_path)
-        drop_schema(name)
-        try:
-            yield f"{POSTGRES_DSN}?schema={name}"
-        finally:
-            drop_schema(name)
+    async with store_url(request.param, tmp_path) as found:
+        yield found
 
 
 @pytest.mark.parametrize("snapshot_every", [1, 100])

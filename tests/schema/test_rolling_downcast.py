@@ -27,34 +27,14 @@ from statekeeper import StateStore, SyncStateStore
 from statekeeper.errors import DowncastDropsFields
 from statekeeper.schema import SchemaRegistry, SyncTypedStates, TypedStates
 
-from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
 from . import apps
+from ._stores import as_stored, store_url, stored_by_v2
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 's.db'}"
-    else:
-        require_postgres()
-        name = namespace(tmp_path)
-        drop_schema(name)
-        try:
-            yield f"{POSTGRES_DSN}?schema={name}"
-        finally:
-            drop_schema(name)
-
-
-async def _stored_by_v2(url: str, agent_id: str) -> None:
-    async with StateStore(url) as new:
-        state = apps.SupportV2(customer="ann", priority=3, escalated=True)
-        await TypedStates(new, apps.support_v2).save(agent_id, state)
-
-
-async def _as_stored(url: str, agent_id: str) -> tuple[int, int, dict[str, Any]]:
-    async with StateStore(url) as fresh:
-        snap = await fresh.load(agent_id)
-        return snap.seq, snap.schema_version, snap.data
+    async with store_url(request.param, tmp_path) as found:
+        yield found
 
 
 async def _read_by_v2(url: str, agent_id: str) -> apps.SupportV2:
@@ -63,13 +43,13 @@ async def _read_by_v2(url: str, agent_id: str) -> apps.SupportV2:
 
 
 async def test_an_old_agent_write_keeps_the_field_its_downcaster_dropped(url: str) -> None:
-    await _stored_by_v2(url, "a-1")
+    await stored_by_v2(url, "a-1")
     async with StateStore(url) as old:
         agent = await old.agent("a-1", model=apps.support_v1_dc)
         assert agent.state == apps.SupportV1(customer_name="ann", priority="high")
         agent.state.tags.append("from-v1")
         await agent.save()
-    seq, version, data = await _as_stored(url, "a-1")
+    seq, version, data = await as_stored(url, "a-1")
     assert (seq, version) == (2, 1)
     # escalated carried; customer was renamed (its value moved), not dropped: not kept
     assert data == {
@@ -84,7 +64,7 @@ async def test_an_old_agent_write_keeps_the_field_its_downcaster_dropped(url: st
 
 
 async def test_an_old_typed_save_keeps_it_too(url: str) -> None:
-    await _stored_by_v2(url, "a-2")
+    await stored_by_v2(url, "a-2")
     async with StateStore(url) as old:
         states = TypedStates(old, apps.support_v1_dc)
         state = await states.load("a-2")
@@ -92,7 +72,7 @@ async def test_an_old_typed_save_keeps_it_too(url: str) -> None:
         await states.save("a-2", state)
         # a state built anew, saved over the (now v1) state: the carried key stays
         await states.save("a-2", apps.SupportV1(customer_name="cy", priority="low"))
-    assert (await _as_stored(url, "a-2"))[2]["escalated"] is True
+    assert (await as_stored(url, "a-2"))[2]["escalated"] is True
     got = await _read_by_v2(url, "a-2")
     assert (got.customer, got.priority, got.escalated) == ("cy", 1, True)
 
@@ -106,8 +86,8 @@ async def test_a_model_that_cannot_carry_it_is_refused(url: str) -> None:
 
     strict = SchemaRegistry().register(Strict, name="support", version=1)
     strict.downcaster(from_version=2)(apps.support_v1_dc.downcasters[2])
-    await _stored_by_v2(url, "a-3")
-    before = await _as_stored(url, "a-3")
+    await stored_by_v2(url, "a-3")
+    before = await as_stored(url, "a-3")
     async with StateStore(url) as old:
         agent = await old.agent("a-3", model=strict)  # reading is fine
         assert agent.state.customer_name == "ann"
@@ -120,7 +100,7 @@ async def test_a_model_that_cannot_carry_it_is_refused(url: str) -> None:
         await agent.refresh()  # (drop the refused change)
         with pytest.raises(DowncastDropsFields):
             await TypedStates(old, strict).save("a-3", Strict(customer_name="bo"))
-    assert await _as_stored(url, "a-3") == before
+    assert await as_stored(url, "a-3") == before
 
 
 def test_two_processes_the_v2_worker_apart(tmp_path: Path) -> None:

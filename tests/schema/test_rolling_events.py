@@ -23,7 +23,7 @@ from statekeeper.machine import AgentStateMachine, TransitionRule
 from statekeeper.schema import SchemaRegistry, SyncTypedStates, TypedStates
 from statekeeper.schema.events import replay
 
-from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+from ._stores import store_url
 
 
 class Doc(BaseModel):
@@ -48,16 +48,8 @@ def machine(*extra: str) -> AgentStateMachine[Any, Any]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 's.db'}"
-    else:
-        require_postgres()
-        name = namespace(tmp_path)
-        drop_schema(name)
-        try:
-            yield f"{POSTGRES_DSN}?schema={name}"
-        finally:
-            drop_schema(name)
+    async with store_url(request.param, tmp_path) as found:
+        yield found
 
 
 async def _notes_by_both(url: str) -> None:

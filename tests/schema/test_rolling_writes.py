@@ -26,49 +26,29 @@ from statekeeper import StateStore, SyncStateStore
 from statekeeper.errors import SchemaMismatch, SchemaVersionTooNew
 from statekeeper.schema import SchemaRegistry, SyncTypedStates, TypedStates
 
-from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
 from . import apps
+from ._stores import as_stored, store_url, stored_by_v2
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 's.db'}"
-    else:
-        require_postgres()
-        name = namespace(tmp_path)
-        drop_schema(name)
-        try:
-            yield f"{POSTGRES_DSN}?schema={name}"
-        finally:
-            drop_schema(name)
-
-
-async def _stored_by_v2(url: str, agent_id: str) -> None:
-    async with StateStore(url) as new:
-        state = apps.SupportV2(customer="ann", priority=3, escalated=True)
-        await TypedStates(new, apps.support_v2).save(agent_id, state)
-
-
-async def _as_stored(url: str, agent_id: str) -> tuple[int, int, dict[str, object]]:
-    async with StateStore(url) as fresh:
-        snap = await fresh.load(agent_id)
-        return snap.seq, snap.schema_version, snap.data
+    async with store_url(request.param, tmp_path) as found:
+        yield found
 
 
 @pytest.mark.parametrize("durability", ["sync", "group", "async"])
 async def test_an_old_save_over_a_newer_state_is_refused_and_writes_nothing(
     url: str, durability: str
 ) -> None:
-    await _stored_by_v2(url, "a-1")
-    before = await _as_stored(url, "a-1")
+    await stored_by_v2(url, "a-1")
+    before = await as_stored(url, "a-1")
     async with StateStore(url, durability=durability) as old:
         states = TypedStates(old, apps.support_v1)
         with pytest.raises(SchemaVersionTooNew) as caught:
             await states.save("a-1", apps.SupportV1(customer_name="ann", tags=["v1"]))
         assert (caught.value.version, caught.value.current) == (2, 1)
         assert caught.value.agent_id == "a-1"
-    assert await _as_stored(url, "a-1") == before  # v2's escalated=True, at version 2
+    assert await as_stored(url, "a-1") == before  # v2's escalated=True, at version 2
     async with StateStore(url) as new:
         assert (await TypedStates(new, apps.support_v2).load("a-1")).escalated is True
 
@@ -81,12 +61,12 @@ async def test_a_model_that_carries_nothing_is_refused_too(url: str) -> None:
         customer_name: str
 
     old = SchemaRegistry().register(Strict, name="support", version=1)
-    await _stored_by_v2(url, "a-2")
-    before = await _as_stored(url, "a-2")
+    await stored_by_v2(url, "a-2")
+    before = await as_stored(url, "a-2")
     async with StateStore(url) as store:
         with pytest.raises(SchemaVersionTooNew):
             await TypedStates(store, old).save("a-2", Strict(customer_name="ann"))
-    assert await _as_stored(url, "a-2") == before
+    assert await as_stored(url, "a-2") == before
 
 
 async def test_a_newer_state_under_a_renamed_model_is_refused_too(url: str) -> None:
@@ -98,11 +78,11 @@ async def test_a_newer_state_under_a_renamed_model_is_refused_too(url: str) -> N
     async with StateStore(url) as new:
         state = apps.SupportV2(customer="ann", escalated=True)
         await TypedStates(new, ticket).save("a-6", state)
-    before = await _as_stored(url, "a-6")
+    before = await as_stored(url, "a-6")
     async with StateStore(url) as store:
         with pytest.raises(SchemaMismatch):
             await TypedStates(store, apps.support_v1).save("a-6", apps.SupportV1(customer_name="b"))
-    assert await _as_stored(url, "a-6") == before
+    assert await as_stored(url, "a-6") == before
 
 
 async def test_with_a_downcaster_the_old_save_keeps_the_new_fields(url: str) -> None:
@@ -116,10 +96,10 @@ async def test_with_a_downcaster_the_old_save_keeps_the_new_fields(url: str) -> 
         doc["priority"] = {1: "low", 2: "normal", 3: "high"}[doc["priority"]]  # type: ignore[index]
         return doc  # escalated left in: carried by v1's writes
 
-    await _stored_by_v2(url, "a-3")
+    await stored_by_v2(url, "a-3")
     async with StateStore(url) as store:
         await TypedStates(store, old_dc).save("a-3", apps.SupportV1(customer_name="ann"))
-    seq, version, data = await _as_stored(url, "a-3")
+    seq, version, data = await as_stored(url, "a-3")
     assert (seq, version, data["escalated"]) == (2, 1, True)
     async with StateStore(url) as new:
         assert (await TypedStates(new, apps.support_v2).load("a-3")).escalated is True
@@ -177,7 +157,7 @@ async def test_a_retry_of_a_save_that_landed_answers_duplicate_not_refused(url: 
         state = await TypedStates(new, apps.support_v2).load("a-7")
         state.escalated = True
         await TypedStates(new, apps.support_v2).save("a-7", state, idempotency_key="req-2")
-    before = await _as_stored(url, "a-7")
+    before = await as_stored(url, "a-7")
     async with StateStore(url) as old:
         states = TypedStates(old, apps.support_v1)
         again = await states.save(
@@ -188,4 +168,4 @@ async def test_a_retry_of_a_save_that_landed_answers_duplicate_not_refused(url: 
         assert (other.duplicate, other.last_seq) == (True, 2)
         with pytest.raises(SchemaVersionTooNew):  # a new request: refused
             await states.save("a-7", apps.SupportV1(customer_name="x"), idempotency_key="req-3")
-    assert await _as_stored(url, "a-7") == before
+    assert await as_stored(url, "a-7") == before
