@@ -35,13 +35,21 @@ from typing import TYPE_CHECKING
 
 from ..arguments import check_agent_id
 from ..codec import ZERO_LINK
-from ..errors import AgentNotFound, DecryptionError, IntegrityError, InvalidArgument
+from ..errors import (
+    AgentNotFound,
+    ConflictError,
+    DecryptionError,
+    IntegrityError,
+    InvalidArgument,
+    SerializationError,
+)
 from ..records import RawSnapshot, StreamChange
 from .governed import governance_of
 from .state import AgentRecord
+from .verification import Problem
 
 if TYPE_CHECKING:
-    from .store import Problem, StateStore
+    from .store import StateStore
 
 __all__ = ["Change", "RepairReport", "repair", "repair_agent", "vanished"]
 
@@ -170,13 +178,43 @@ async def repair_agent(store: StateStore, agent_id: str, *, apply: bool = False)
     report.changes.extend(Change(agent_id, seq, reasons[seq]) for seq in sorted(reasons))
     if not apply:
         return report
-    async with store._writes.lock(agent_id):
-        for raw in await _rebuilt(store, agent_id, sorted(reasons)):
-            await _store_rebuilt(store, agent_id, raw)
+    async with store._writes.lock(agent_id):  # (this process's writers only)
+        skipped = await _write_rebuilt(store, agent_id, sorted(reasons))
         store._reads.forget(agent_id)
+    report.unrepairable.extend(skipped)
+    unwritten = {p.seq for p in skipped}
+    report.changes = [c for c in report.changes if c.seq not in unwritten]
     after = await store.verify([agent_id])
     report.unrepairable.extend(p for p in after.problems if p not in others)
     return report
+
+
+async def _write_rebuilt(store: StateStore, agent_id: str, seqs: list[int]) -> list[Problem]:
+    """Rebuild and write the snapshots at ``seqs``; those not written, as problems.
+
+    Each is written only while the event at its seq is the one the replay folded: an
+    agent deleted and written again by another process since verify is another
+    stream, and a snapshot of the old one, written into it, would replace the new
+    stream's own snapshot (verify failing on a healthy agent, its loads warning and
+    falling back to a full replay). Such a snapshot is left unwritten and named
+    ("run repair again"), as is every one when the replay no longer verifies."""
+    try:
+        rebuilt = await _rebuilt(store, agent_id, seqs)
+    except IntegrityError as exc:
+        if isinstance(exc, DecryptionError):
+            raise
+        return [Problem(agent_id, seq, _changed(exc.reason), "snapshot") for seq in seqs]
+    skipped: list[Problem] = []
+    for raw, link in rebuilt:
+        try:
+            if await _event_has_link(store, agent_id, raw.seq, link):
+                await _store_rebuilt(store, agent_id, raw)
+                continue
+        except ConflictError:  # (the engine's own check: no event at the seq)
+            pass
+        reason = _changed("the event at this seq is gone or another stream's")
+        skipped.append(Problem(agent_id, raw.seq, reason, "snapshot"))
+    return skipped
 
 
 async def _store_rebuilt(store: StateStore, agent_id: str, raw: RawSnapshot) -> None:
@@ -212,13 +250,43 @@ async def _store_rebuilt(store: StateStore, agent_id: str, raw: RawSnapshot) -> 
         raise
 
 
-async def _rebuilt(store: StateStore, agent_id: str, seqs: list[int]) -> list[RawSnapshot]:
+def _changed(what: str) -> str:
+    return (
+        f"the agent changed while repair ran ({what}): this snapshot was not written; "
+        "run repair again"
+    )
+
+
+async def _event_has_link(store: StateStore, agent_id: str, seq: int, link: bytes) -> bool:
+    """Whether the event stored at ``seq`` is the one the replay folded: its chain link
+    (which covers every event up to it) is ``link``. Read just before the snapshot is
+    written; the engines' ``save_snapshot`` cannot compare it in the same statement,
+    so a delete and rewrite in the moment between the two is not caught."""
+    try:
+        raws = await store.backend.read(agent_id, seq - 1, seq, limit=1)
+        if not raws or raws[0].seq != seq:
+            return False
+        raw = raws[0]
+        _, opened = store.codec.decode(
+            agent_id, seq, raw.type, raw.timestamp, raw.payload, raw.checksum
+        )
+    except (IntegrityError, SerializationError) as exc:
+        if isinstance(exc, DecryptionError):
+            raise
+        return False
+    return opened.link == link
+
+
+async def _rebuilt(
+    store: StateStore, agent_id: str, seqs: list[int]
+) -> list[tuple[RawSnapshot, bytes]]:
     """Whole snapshots at ``seqs`` (ascending), from one verified replay of the events
-    (never from a stored snapshot)."""
+    (never from a stored snapshot), each with the chain link of the event at its seq."""
     record = AgentRecord(agent_id, 0, None, {}, 1, 0.0, 0.0, link=ZERO_LINK)
-    out: list[RawSnapshot] = []
+    out: list[tuple[RawSnapshot, bytes]] = []
     for seq in seqs:
         await store._reads.catch_up(record, seq)
         raw, _ = store._snapshots.encode(record)  # full_data is None: stored whole
-        out.append(raw)
+        assert record.link is not None
+        out.append((raw, record.link))
     return out
