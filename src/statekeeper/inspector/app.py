@@ -502,13 +502,20 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         form = await _form(request)
         agent_id = _agent_id(form)
         report = await repair(ins.store, agent_id, apply=True)
+        again = len(report.run_again)  # (not damage: the agent changed meanwhile)
         return ins.render(
             request,
             "done.html",
             title="Repair",
             message=ins.safe(
                 f"{len(report.changes)} snapshot(s) rebuilt; "
-                f"{len(report.unrepairable)} problem(s) repair cannot fix"
+                f"{len(report.unrepairable) - again} problem(s) repair cannot fix"
+                + (
+                    f"; {again} snapshot(s) not written: the agent changed while repair "
+                    "ran (repair again)"
+                    if again
+                    else ""
+                )
             ),
         )
 
