@@ -191,3 +191,46 @@ def test_a_newline_in_an_agent_id_forges_no_row(runner: CliRunner, tmp_path: Pat
         assert not any(line.lstrip().startswith("victim") for line in result.output.splitlines())
     listed = runner.invoke(app, ["agents", "--db", url], env={"COLUMNS": "200"}).output
     assert "x\\x09y" in listed, listed
+
+
+def test_an_id_holding_the_text_of_an_escape_prints_unlike_the_escaped_id(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``a\\nb`` is shown ``a\\x0ab``; the id holding that text itself (backslash, x, 0,
+    a) printed the same, so two agents looked like one. A backslash is shown doubled."""
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    newline, literal = "a\nb", "a\\x0ab"
+    store = SyncStateStore(url)
+    for agent_id in (newline, literal, "plain-id"):
+        store.save(agent_id, {"n": 1})
+    store.close()
+    env = {"COLUMNS": "200"}
+    for args in (["agents"], ["tail"], ["stats"]):
+        result = runner.invoke(app, [*args, "--db", url], env=env)
+        assert result.exit_code == 0, result.output
+        assert "a\\x0ab" in result.output and "a\\\\x0ab" in result.output, (args, result.output)
+        assert "plain-id" in result.output
+    for command in ("show", "history"):
+        shown = {}
+        for agent_id in (newline, literal):
+            result = runner.invoke(app, [command, agent_id, "--db", url], env=env)
+            assert result.exit_code == 0, result.output
+            shown[agent_id] = result.output
+        assert "a\\\\x0ab" not in shown[newline], shown[newline]
+        assert "a\\x0ab" in shown[newline], shown[newline]
+        assert "a\\\\x0ab" in shown[literal], shown[literal]
+
+
+def test_markup_in_an_id_quoted_by_delete_is_printed_as_text(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``{escape(id)!r}`` doubled the backslash rich's escape put before ``[``, which
+    made the markup live again: deleting ``x[/]y`` deleted it, then failed with an
+    internal MarkupError (exit 70) instead of saying so."""
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    store = SyncStateStore(url)
+    store.save("x[/]y", {"n": 1})
+    store.close()
+    result = runner.invoke(app, ["delete", "x[/]y", "--yes", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "deleted agent 'x[/]y' (1 event(s))" in result.output

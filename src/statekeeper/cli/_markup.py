@@ -16,12 +16,15 @@ def printable(text: str) -> str:
 
 
 #: for an agent id, which is one line: a newline or tab in it is shown escaped too (a
-#: raw one split the id over two rows of a table, or forged a row of its own)
-_ID_CONTROLS = {**_CONTROLS, 0x09: "\\x09", 0x0A: "\\x0a"}
+#: raw one split the id over two rows of a table, or forged a row of its own), and a
+#: backslash is doubled, so that the id holding the text ``\\x0a`` (shown ``\\\\x0a``)
+#: does not print like the one holding a newline (shown ``\\x0a``): two ids never print alike
+_ID_CONTROLS = {**_CONTROLS, 0x09: "\\x09", 0x0A: "\\x0a", 0x5C: "\\\\"}
 
 
 def escape_id(agent_id: str) -> str:
-    """:func:`escape` for an agent id: every control character shown as ``\\x0a``."""
+    """:func:`escape` for an agent id: every control character shown as ``\\x0a`` and a
+    backslash as ``\\\\`` (the display is injective); other ids print unchanged."""
     from rich.markup import escape as rich_escape
 
     return rich_escape(agent_id.translate(_ID_CONTROLS))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ._markup import escape
+from ._markup import escape, escape_id
 from ._table import titled_table
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def sizes_table(rows: list[dict[str, object]], width: int) -> Table:
     for r in rows:
         size = int(str(r["bytes"]))
         table.add_row(
-            escape(str(r["agent_id"])),
+            escape_id(str(r["agent_id"])),
             f"{int(str(r['events'])):,}",
             human_bytes(size),
             f"[blue]{hbar(size / largest, bar_w)}[/]",

@@ -10,7 +10,7 @@ import typer
 
 from ..errors import AgentLost, AgentNotFound, HistoryCompacted
 from . import render
-from ._markup import escape
+from ._markup import escape, escape_id
 from .app import (
     DbOption,
     JsonOption,
@@ -257,7 +257,7 @@ def history(
         console.print(
             timeline_table(
                 events,
-                f"States of {escape(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
+                f"States of {escape_id(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
                 width=console.width,
             )
         )
@@ -265,7 +265,7 @@ def history(
     console.print(
         render.history_table(
             events,
-            f"History of {escape(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
+            f"History of {escape_id(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
             width=console.width,
         )
     )

@@ -98,7 +98,7 @@ def delete(
                 if current == 0:
                     return False
                 err_console().print(
-                    f"agent {escape(agent)!r} changed since it was shown (its head reads"
+                    f"agent {escape(repr(agent))} changed since it was shown (its head reads"
                     f" now: seq {current}): not deleted; run again"
                 )
                 raise typer.Exit(1)
@@ -115,12 +115,12 @@ def delete(
                     deleted[0] = exc.current_seq
         if remade[0]:
             err_console().print(
-                f"agent {escape(agent)!r} was deleted and made again since it was shown"
+                f"agent {escape(repr(agent))} was deleted and made again since it was shown"
                 f" (a new stream, head seq {deleted[0]}): not deleted; run again"
             )
             raise typer.Exit(1)
         err_console().print(
-            f"agent {escape(agent)!r} was written since it was "
+            f"agent {escape(repr(agent))} was written since it was "
             f"{'counted' if yes else 'shown'} (head seq {deleted[0]}, not {head}): not"
             " deleted; run again"
         )
@@ -130,8 +130,8 @@ def delete(
         raise AgentNotFound(agent)
     if not isinstance(head, int):
         out_console().print(
-            f"deleted agent {escape(agent)!r}, whose data was lost: the loss is acknowledged"
+            f"deleted agent {escape(repr(agent))}, whose data was lost: the loss is acknowledged"
             " and its id can be used again"
         )
     else:
-        out_console().print(f"deleted agent {escape(agent)!r} ({deleted[0]} event(s))")
+        out_console().print(f"deleted agent {escape(repr(agent))} ({deleted[0]} event(s))")

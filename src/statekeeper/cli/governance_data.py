@@ -319,7 +319,7 @@ def restore_cmd(
         + (f"; {len(result.forgotten):,} forgotten agent(s) left out" if result.forgotten else "")
     )
     for pattern in result.holds_placed:  # the backup's holds the target lacked
-        console.print(f"placed a legal hold on {escape(pattern)!r} (held in the backup)")
+        console.print(f"placed a legal hold on {escape(repr(pattern))} (held in the backup)")
     if result.skipped:  # (as import --skip-existing says it)
         console.print(
             f"skipped {result.skipped:,} existing agent(s): the target's own version kept"
@@ -381,12 +381,12 @@ def forget_cmd(
         return
     if result.destroyed:
         out_console().print(
-            f"[green]✓[/] {escape(agent_id)!r} forgotten: its data key is destroyed"
+            f"[green]✓[/] {escape(repr(agent_id))} forgotten: its data key is destroyed"
             + (", its records deleted" if result.purged else "")
         )
     else:
         out_console().print(
-            f"{escape(agent_id)!r} had no data key (already forgotten); a tombstone is kept"
+            f"{escape(repr(agent_id))} had no data key (already forgotten); a tombstone is kept"
         )
 
 

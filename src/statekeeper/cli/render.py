@@ -394,7 +394,7 @@ class DemoReporter:
         c = self.console
         if kind == "start":
             c.print(
-                f"[bold]statekeeper demo[/] — research agent [bold]{escape(info['agent_id'])}"
+                f"[bold]statekeeper demo[/] — research agent [bold]{escape_id(info['agent_id'])}"
                 f"[/] in {escape(info['db'])}"
             )
         elif kind == "worker_started":

@@ -4,7 +4,9 @@ A dry run by default (nothing is written); ``--apply`` writes. Exit codes:
 
 * ``0`` — nothing to repair, or (with ``--apply``) every repair was made and nothing
   else is wrong;
-* ``1`` — dry run: snapshots need rebuilding (run again with ``--apply``);
+* ``1`` — dry run: snapshots need rebuilding (run again with ``--apply``); or, with
+  ``--apply``, snapshots were left unwritten because their agent changed while repair
+  ran (deleted and written again by another process): run repair again;
 * ``2`` — a usage error or a library error (unreadable store, unknown key...);
 * ``3`` — problems repair cannot fix remain (damaged events, heads or idempotency
   records, or snapshots of an agent whose events do not verify).
@@ -60,11 +62,18 @@ def repair_command(
 ) -> None:
     """Rebuild damaged snapshots from the verified events (dry run unless --apply).
 
-    Exit 0: nothing to repair, or all repaired; 1: dry run found repairs to make;
-    3: problems remain that repair cannot fix (damaged events, heads, idempotency
-    records); 2: usage or store errors.
+    Exit 0: nothing to repair, or all repaired; 1: dry run found repairs to make, or
+    an agent changed while --apply ran (run repair again); 3: problems remain that
+    repair cannot fix (damaged events, heads, idempotency records); 2: usage or store
+    errors.
     """
-    from ..store.repair import RepairReport, head_or_none, repair_agent, vanished
+    from ..store.repair import (
+        RepairReport,
+        changed_meanwhile,
+        head_or_none,
+        repair_agent,
+        vanished,
+    )
     from .progress import bar
 
     url = resolve_url(ctx, db)
@@ -104,6 +113,7 @@ def repair_command(
         return total
 
     report = run(go())
+    damaged = [p for p in report.unrepairable if not changed_meanwhile(p)]
     if json_out:
         render.print_json(
             {
@@ -116,14 +126,15 @@ def repair_command(
                     {"agent_id": c.agent_id, "seq": c.seq, "action": c.action, "reason": c.reason}
                     for c in report.changes
                 ],
-                "unrepairable": render.problems_json(report.unrepairable),
+                "unrepairable": render.problems_json(damaged),
+                "run_again": render.problems_json(report.run_again),
             }
         )
     else:
         _print(report, no_key=no_key)
-    if not report.ok:
+    if damaged:
         raise typer.Exit(EXIT_UNREPAIRABLE)
-    if report.changes and not apply:
+    if report.run_again or (report.changes and not apply):
         raise typer.Exit(EXIT_PENDING)
 
 
@@ -144,16 +155,22 @@ def _print(report: RepairReport, *, no_key: bool = False) -> None:
         for change in report.changes:
             table.add_row(escape_id(change.agent_id), str(change.seq), escape(change.reason))
         console.print(table)
-    if report.unrepairable:
-        table = render.problems_table(report.unrepairable)
-        keyed = render.key_problems(report.unrepairable)
+    again = report.run_again
+    damaged = [p for p in report.unrepairable if p not in again]
+    if damaged:
+        table = render.problems_table(damaged)
+        keyed = render.key_problems(damaged)
         table.title = (
             "Not repairable (restore from a backup)"
             if not keyed
             else "Not readable with the keys given"
-            if len(keyed) == len(report.unrepairable)
+            if len(keyed) == len(damaged)
             else "Not repairable (the right keys, else a backup)"
         )
+        console.print(table)
+    if again:  # not damage: the agent changed under repair (deleted, written again)
+        table = render.problems_table(again)
+        table.title = "Not written: the agent changed while repair ran (run repair again)"
         console.print(table)
     n = len(report.changes)
     if not report.changes and report.ok:
@@ -164,8 +181,13 @@ def _print(report: RepairReport, *, no_key: bool = False) -> None:
         console.print(
             f"[yellow]{n} snapshot(s) to rebuild[/] — {summary}; run again with --apply to write"
         )
-    if not report.ok:
-        console.print(f"[bold red]✗ {len(report.unrepairable)} problem(s) repair cannot fix[/]")
-        hint = render.key_hint(report.unrepairable, no_key=no_key)
+    if again:
+        console.print(
+            f"[yellow]{len(again)} snapshot(s) not written: their agent changed while "
+            "repair ran; run repair again[/]"
+        )
+    if damaged:
+        console.print(f"[bold red]✗ {len(damaged)} problem(s) repair cannot fix[/]")
+        hint = render.key_hint(damaged, no_key=no_key)
         if hint is not None:
             console.print(f"[yellow]{escape(hint)}[/]")

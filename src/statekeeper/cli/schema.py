@@ -136,7 +136,7 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
         head += " \\[dry run: nothing written]"
     console.print(f"[bold]{head}[/]")
     if report.resumed_after is not None:
-        console.print(f"resumed after agent {escape(report.resumed_after)!r}")
+        console.print(f"resumed after agent {escape(repr(report.resumed_after))}")
     if report.action == "rollback" and report.target is None and not report.failed:
         console.print(
             "nothing to roll back: no agent holds a migration by this run that is not "
@@ -154,7 +154,7 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
         console.print(f"[yellow]fields the casters {how} (agents):[/] {gone}")
     for version, sample in sorted(report.samples.items()):
         console.print(
-            f"[bold]sample from version {version}[/]: agent {escape(sample['agent_id'])!r}"
+            f"[bold]sample from version {version}[/]: agent {escape(repr(sample['agent_id']))}"
         )
         for op in sample["ops"]:
             console.print("  " + escape(_op(op)))
@@ -166,7 +166,7 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
     if report.failed:
         console.print(f"[red]{len(report.failed):,} agent(s) cannot be written:[/]")
         for f in report.failed[:20]:
-            console.print(f"  {escape(f.agent_id)!r}: {escape(f.kind)}: {escape(f.error)}")
+            console.print(f"  {escape(repr(f.agent_id))}: {escape(f.kind)}: {escape(f.error)}")
         if len(report.failed) > 20:
             console.print(f"  … and {len(report.failed) - 20:,} more (--json lists them all)")
     if report.verified or report.problems:
@@ -175,7 +175,7 @@ def _print_report(report: MigrationReport, json_out: bool) -> None:
         )
         console.print(f"verified from storage: {report.verified:,} agent(s), {state}")
         for p in report.problems[:20]:
-            console.print(f"  {escape(p.agent_id)!r}: {escape(p.error)}")
+            console.print(f"  {escape(repr(p.agent_id))}: {escape(p.error)}")
 
 
 def _op(op: dict[str, Any]) -> str:
@@ -420,7 +420,7 @@ def _print_status(report: MigrationReport) -> None:
             f"[red]{len(report.failed):,} agent(s) would not load at version {report.target}:[/]"
         )
         for f in report.failed[:20]:
-            console.print(f"  {escape(f.agent_id)!r}: {escape(f.kind)}: {escape(f.error)}")
+            console.print(f"  {escape(repr(f.agent_id))}: {escape(f.kind)}: {escape(f.error)}")
         if len(report.failed) > 20:
             console.print(f"  … and {len(report.failed) - 20:,} more (--json lists them all)")
 

@@ -28,6 +28,7 @@ from ..errors import (
     AgentLost,
     AgentNotFound,
     ConfigurationError,
+    IntegrityError,
     InvalidArgument,
     StatekeeperError,
 )
@@ -37,7 +38,7 @@ from ..store.keyguard import ENCRYPTED
 from . import pages
 from .auth import TokenMiddleware, csrf_token, valid_csrf
 from .changes import pretty
-from .deletes import NotDeleted, delete_as_shown
+from .deletes import NotDeleted, delete_as_shown, lost_head_message
 from .diagram import render_svg
 from .environment import environment
 from .failures import describe
@@ -222,6 +223,12 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
             status, _, message = describe(lost)
             return ins.render(
                 request, "lost.html", status=status, agent_id=agent_id, message=ins.safe(message)
+            )
+        except IntegrityError:  # its head itself lost (S3: newest commit gone)? as lost
+            if (said := await lost_head_message(ins.store, agent_id)) is None:
+                raise
+            return ins.render(
+                request, "lost.html", status=410, agent_id=agent_id, message=ins.safe(said)
             )
         seq, version = await head_version(ins.store, agent_id)
         return ins.render(
@@ -502,15 +509,13 @@ def create_app(settings: InspectorSettings, *, store: StateStore | None = None) 
         form = await _form(request)
         agent_id = _agent_id(form)
         report = await repair(ins.store, agent_id, apply=True)
-        return ins.render(
-            request,
-            "done.html",
-            title="Repair",
-            message=ins.safe(
-                f"{len(report.changes)} snapshot(s) rebuilt; "
-                f"{len(report.unrepairable)} problem(s) repair cannot fix"
-            ),
+        again = len(report.run_again)  # (not damage: the agent changed meanwhile)
+        rerun = f"; {again} snapshot(s) not written: the agent changed while repair ran"
+        message = (
+            f"{len(report.changes)} snapshot(s) rebuilt; {len(report.unrepairable) - again}"
+            f" problem(s) repair cannot fix{rerun + ' (repair again)' if again else ''}"
         )
+        return ins.render(request, "done.html", title="Repair", message=ins.safe(message))
 
     @handled
     async def retention(request: Request) -> Response:

@@ -7,8 +7,10 @@ makes after its question. An agent written since, or deleted and made again, is 
 deleted: the answer is a 409 naming its head now, asking to look again. A form
 without the head (a page of an older inspector) is refused: nothing is deleted.
 
-A lost agent's page (its data gone) sends ``lost=1``: it is deleted, acknowledging the
-loss, while it is still lost; one whose data reads again is not (409).
+A lost agent's page (its data gone; on S3, its newest commit gone: its head an
+:class:`~statekeeper.errors.IntegrityError` naming the lost seqs) sends ``lost=1``: it
+is deleted, acknowledging the loss, while it is still lost; one whose data reads again
+is not (409).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import AgentLost, InvalidArgument
+from ..errors import AgentLost, DecryptionError, IntegrityError, InvalidArgument
 from ..store.delete_shown import Moved, delete_shown
 from ..store.governed import governance_of
 from ..store.namespaced import stored_id
@@ -26,7 +28,7 @@ from .params import seq_of
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["Deleted", "NotDeleted", "delete_as_shown"]
+__all__ = ["Deleted", "NotDeleted", "delete_as_shown", "lost_head_message"]
 
 NO_HEAD = (
     "this delete form does not say which head of the agent its page showed (a page"
@@ -50,6 +52,23 @@ class NotDeleted:
     message: str
 
 
+async def lost_head_message(store: StateStore, agent_id: str) -> str | None:
+    """What the lost page says when ``agent_id``'s head itself cannot be read (S3: its
+    newest commit deleted behind the store's back), else None (damage elsewhere, or a
+    wrong or missing key: :class:`~statekeeper.errors.DecryptionError`, not a loss)."""
+    try:
+        await store.head(agent_id)
+    except DecryptionError:
+        return None
+    except IntegrityError as exc:
+        return (
+            f"agent {agent_id!r} lost its newest records: {exc}. Delete it to acknowledge"
+            f" the loss (statekeeper delete {agent_id!r}), then save it afresh or restore"
+            " it from a backup"
+        )
+    return None
+
+
 async def delete_as_shown(
     store: StateStore, agent_id: str, form: dict[str, str]
 ) -> Deleted | NotDeleted:
@@ -61,6 +80,10 @@ async def delete_as_shown(
         try:
             now = await store.head(agent_id)
         except AgentLost:  # still lost: deleting acknowledges it
+            return Deleted(await store.delete(agent_id), lost=True)
+        except IntegrityError as exc:  # its head lost (S3), as statekeeper delete takes it
+            if isinstance(exc, DecryptionError):  # (a wrong key: not a loss)
+                raise
             return Deleted(await store.delete(agent_id), lost=True)
         if now == 0:
             return Deleted(False)

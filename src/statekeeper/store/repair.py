@@ -51,7 +51,7 @@ from .verification import Problem
 if TYPE_CHECKING:
     from .store import StateStore
 
-__all__ = ["Change", "RepairReport", "repair", "repair_agent", "vanished"]
+__all__ = ["Change", "RepairReport", "changed_meanwhile", "repair", "repair_agent", "vanished"]
 
 _PAST_THE_END = "past the stream's end"
 
@@ -85,6 +85,13 @@ class RepairReport:
     def ok(self) -> bool:
         """True when nothing is left that repair cannot fix."""
         return not self.unrepairable
+
+    @property
+    def run_again(self) -> list[Problem]:
+        """The :attr:`unrepairable` rows that are snapshots left unwritten because their
+        agent changed while repair ran: not damage a backup must cure, but repairs a
+        new run makes (or finds no longer needed)."""
+        return [p for p in self.unrepairable if changed_meanwhile(p)]
 
     def add(self, other: RepairReport) -> None:
         """Add another report's counts and findings to this one."""
@@ -250,11 +257,18 @@ async def _store_rebuilt(store: StateStore, agent_id: str, raw: RawSnapshot) -> 
         raise
 
 
+#: how the reason of a snapshot left unwritten because its agent changed starts
+_CHANGED = "the agent changed while repair ran ("
+
+
 def _changed(what: str) -> str:
-    return (
-        f"the agent changed while repair ran ({what}): this snapshot was not written; "
-        "run repair again"
-    )
+    return f"{_CHANGED}{what}): this snapshot was not written; run repair again"
+
+
+def changed_meanwhile(problem: Problem) -> bool:
+    """Whether ``problem`` is a snapshot repair left unwritten because its agent
+    changed while it ran (a new run repairs it), not damage it cannot fix."""
+    return problem.kind == "snapshot" and problem.reason.startswith(_CHANGED)
 
 
 async def _event_has_link(store: StateStore, agent_id: str, seq: int, link: bytes) -> bool:
