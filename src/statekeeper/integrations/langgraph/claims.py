@@ -15,7 +15,6 @@ from langchain_core.runnables import RunnableConfig
 from ...concurrency.lease_grants import ended
 from ...errors import AgentNotFound, StatekeeperError
 from ...store.conditional import delete_only_at
-from ...store.delete_shown import head_identity
 from . import mapping as m
 from . import runs
 from .commits import _SaverCommits
@@ -182,6 +181,10 @@ class _SaverClaims(_SaverCommits):
         delete is conditional on that head event (its seq and stored checksum), so one
         made again after these reads is not deleted either. False: released the usual
         way."""
+        # (imported here: a saver that never drops a thread, e.g. one writing outside
+        # runs, loads no module more than before)
+        from ...store.delete_shown import head_identity
+
         async with self._lock(run.thread_id):
             cached = self._streams.get(run.thread_id)
             if cached is None or not _bare(cached.doc, run.token):
