@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from ...concurrency.lease_grants import ended
-from ...errors import StatekeeperError
+from ...errors import AgentNotFound, StatekeeperError
 from ...store.conditional import delete_only_at
 from . import mapping as m
 from . import runs
@@ -174,15 +174,33 @@ class _SaverClaims(_SaverCommits):
         the claim is all it holds (it created the stream, and the run ended before its
         first write: e.g. ``invoke(None)`` on a new thread): a run that stored nothing
         leaves no stream behind. The caller found the cached document bare (no read
-        for a run that wrote); the delete is conditional on the head read here under
-        the thread's lock. False: released the usual way."""
+        for a run that wrote). Here, under the thread's lock, the head event's identity
+        is read, then the document again: a head seq alone cannot tell a stream deleted
+        and made again up to the same seq by another process (its acknowledged
+        checkpoints) from the cached one, and deleting it at that seq lost them. The
+        delete is conditional on that head event (its seq and stored checksum), so one
+        made again after these reads is not deleted either. False: released the usual
+        way."""
+        # (imported here: a saver that never drops a thread, e.g. one writing outside
+        # runs, loads no module more than before)
+        from ...store.delete_shown import head_identity
+
         async with self._lock(run.thread_id):
-            st = await self._open(run.thread_id, create=False)
-            if st is None or not _bare(st.doc, run.token):
+            cached = self._streams.get(run.thread_id)
+            if cached is None or not _bare(cached.doc, run.token):
                 return False
             self._forget(run.thread_id)
+            head = await head_identity(self.store, cached.agent_id)
+            if head is None or head[0] != cached.seq:
+                return False  # written since (or gone, or a write buffered): as usual
+            try:  # read after the identity: a stream made again since has another head
+                st = await self._load(run.thread_id, cached.agent_id)
+            except AgentNotFound:
+                return False
+            if st.seq != cached.seq or not _bare(st.doc, run.token):
+                return False
             try:
-                with delete_only_at(st.seq):
+                with delete_only_at(st.seq, head[2]):
                     await self.store.delete(st.agent_id)
             except StatekeeperError:
                 # written since (a conflict), or the delete is refused (a principal

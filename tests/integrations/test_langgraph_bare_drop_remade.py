@@ -1,0 +1,143 @@
+"""A run that stored nothing drops its bare thread stream — never another one.
+
+``invoke(None)`` on a new thread claims it (the stream is created, then the claim:
+head 2), LangGraph refuses the input, and the run's end deletes the stream instead of
+releasing the claim (``_SaverClaims._drop_bare``). If another process deletes the
+thread and writes it again up to the same seq meanwhile (here: its ``delete_thread``,
+then one checkpoint ``put``: head 2 again), a head seq alone cannot tell the two
+streams apart: the drop deleted the other process's stream, its acknowledged
+checkpoint lost without an error. The hooks make the other process act at the two
+moments it can: after this saver cached its bare document and before the drop looks
+(``before_drop``), and after the drop's reads, just before its delete (``at_delete``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.errors import EmptyInputError
+from langgraph.graph import START, MessagesState, StateGraph
+
+from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import mapping as m
+
+from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
+from .conftest import new_thread
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/remade.db"
+        return
+    require_redis()
+    prefix = namespace(tmp_path, "sk_lgclaims_") + ":"
+    try:
+        yield f"{REDIS_URL}?prefix={prefix}"
+    finally:
+        delete_prefix(prefix)
+
+
+def _reply_graph() -> StateGraph[Any]:
+    b = StateGraph(MessagesState)
+    b.add_node("reply", lambda s: {"messages": [AIMessage("hello")]})
+    b.add_edge(START, "reply")
+    return b
+
+
+async def _off_context(fn: Callable[[], None]) -> None:
+    """Run ``fn`` on a new thread: another process's calls, outside this task's context
+    (a conditional delete's context variable is not theirs)."""
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # re-raised below, in the test
+            failed.append(exc)
+
+    t = threading.Thread(target=target)
+    t.start()
+    await asyncio.to_thread(t.join)
+    if failed:
+        raise failed[0]
+
+
+@pytest.mark.parametrize("moment", ["before_drop", "at_delete"])
+async def test_a_bare_drop_spares_a_thread_made_again_to_the_same_seq(
+    fs_url: str, moment: str
+) -> None:
+    saver = await StatekeeperSaver.afrom_url(fs_url)
+    other = StatekeeperSaver.from_url(fs_url)  # another process
+    thread = new_thread()
+    agent = m.agent_id(saver.prefix, thread)
+    checkpoint = empty_checkpoint()
+    acked: list[str] = []
+
+    def remake() -> None:
+        assert other._portal.call(other.store.head(agent)) == 2  # the bare stream
+        other.delete_thread(thread)
+        cfg = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        done = other.put(cfg, checkpoint, {"source": "input", "step": -1}, {})
+        acked.append(done["configurable"]["checkpoint_id"])
+        assert other._portal.call(other.store.head(agent)) == 2  # the same seq again
+
+    try:
+        if moment == "before_drop":
+            drop = saver._drop_bare
+
+            async def hooked_drop(run: Any) -> bool:
+                await _off_context(remake)
+                return await drop(run)
+
+            saver._drop_bare = hooked_drop  # type: ignore[method-assign]
+        else:
+            store = saver.store
+            delete = store.delete
+
+            async def hooked_delete(agent_id: str) -> bool:
+                if agent_id == agent and not acked:
+                    await _off_context(remake)
+                return await delete(agent_id)
+
+            store.delete = hooked_delete  # type: ignore[method-assign]
+        g = _reply_graph().compile(checkpointer=saver)
+        with pytest.raises(EmptyInputError):
+            await g.ainvoke(None, {"configurable": {"thread_id": thread}})
+        assert acked, "the hook never ran: the run's end did not drop its bare thread"
+        # the other process's acknowledged checkpoint is there, in its stream
+        found = await asyncio.to_thread(
+            other.get_tuple, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        )
+        assert found is not None, "the thread made again was deleted: its checkpoint lost"
+        assert found.checkpoint["id"] == acked[0]
+        assert other._portal.call(other.store.head(agent)) == 2  # nothing more written
+        # and nobody holds it: the other process runs the thread at once
+        og = _reply_graph().compile(checkpointer=other)
+        out = await asyncio.to_thread(
+            og.invoke, {"messages": [("user", "hi")]}, {"configurable": {"thread_id": thread}}
+        )
+        assert [x.content for x in out["messages"]] == ["hi", "hello"]
+    finally:
+        other.close()
+        await saver.aclose()
+
+
+async def test_a_bare_drop_still_drops_an_untouched_thread(fs_url: str) -> None:
+    """Control: the drop's reads find the stream as cached, and delete it."""
+    saver = await StatekeeperSaver.afrom_url(fs_url)
+    try:
+        thread = new_thread()
+        g = _reply_graph().compile(checkpointer=saver)
+        with pytest.raises(EmptyInputError):
+            await g.ainvoke(None, {"configurable": {"thread_id": thread}})
+        assert await saver.store.head(m.agent_id(saver.prefix, thread)) == 0
+    finally:
+        await saver.aclose()
