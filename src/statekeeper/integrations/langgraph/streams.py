@@ -167,6 +167,29 @@ class _SaverStreams(_SaverState):
         for prev in old:
             await self.store.delete(prev.agent_id)
 
+    async def _checked_head(self, st: _Stream) -> int:
+        """The stored head seq of ``st``'s stream, or -1 when the stream there is not
+        the one ``st`` holds: deleted and made again up to the same seq by another
+        saver (a head seq alone cannot tell them apart — ``get_tuple`` served the
+        deleted checkpoint). On a plain store whose record cache still holds ``st``'s
+        very document (``data is st.doc``, at ``st.seq``, its head tag known) the head
+        is read with its tag — the same row, one more column (SQLite, PostgreSQL), the
+        same ``HMGET`` (Redis) — and the tags compared; else the seq only, as before."""
+        store = self.store
+        agent = st.agent_id
+        if self._fast is not None and agent not in store._reads.pinned:
+            await store._ready(agent)
+            record = store._reads.cache.peek(agent)
+            if (
+                record is not None
+                and record.tag_known
+                and record.seq == st.seq
+                and record.data is st.doc
+            ):
+                head, tag = await store.backend.head_tag(agent)
+                return head if head != st.seq or tag == record.tag else -1
+        return await store.head(agent)
+
     async def _open(
         self, thread_id: str, *, create: bool, check: bool = True, base_first: bool = True
     ) -> _Stream | None:
@@ -184,7 +207,7 @@ class _SaverStreams(_SaverState):
             self._streams.move_to_end(thread_id)
             return st
         if st is not None:
-            head = await self.store.head(st.agent_id)
+            head = await self._checked_head(st)
             if head == st.seq and st.doc.get("moved") is None:
                 self._streams.move_to_end(thread_id)
                 return st

@@ -1,0 +1,90 @@
+"""A saver's cached thread is not served once another process deleted the thread and
+wrote it again up to the same seq.
+
+Saver A caches a thread's document (after its own ``put``, or after reading it). Saver
+B (another process on the same store) runs ``delete_thread`` and one ``put``: the
+thread's head is at the same seq again, in a new stream. A head seq alone cannot tell
+the two apart: ``A.get_tuple`` served A's deleted checkpoint (no error) while ``A.list``
+showed B's. The checked read compares the stored head tag too (read with the seq).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import mapping as m
+
+from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
+from .conftest import new_thread
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/remade.db"
+        return
+    require_redis()
+    prefix = namespace(tmp_path, "sk_lgstale_") + ":"
+    try:
+        yield f"{REDIS_URL}?prefix={prefix}"
+    finally:
+        delete_prefix(prefix)
+
+
+def _cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+@pytest.mark.parametrize("cached_by", ["put", "read"])
+def test_get_tuple_reads_a_thread_made_again_to_the_same_seq(fs_url: str, cached_by: str) -> None:
+    a = StatekeeperSaver.from_url(fs_url)
+    b = StatekeeperSaver.from_url(fs_url)  # another process
+    try:
+        thread = new_thread()
+        agent = m.agent_id(a.prefix, thread)
+        meta: Any = {"source": "input", "step": -1}
+        if cached_by == "put":
+            mine = a.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        else:
+            mine = b.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        found = a.get_tuple(_cfg(thread))  # cached by A now
+        assert found is not None and found.checkpoint["id"] == mine["checkpoint_id"]
+        seq = b._portal.call(b.store.head(agent))
+        b.delete_thread(thread)
+        theirs = b.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        assert b._portal.call(b.store.head(agent)) == seq  # the same seq, a new stream
+        found = a.get_tuple(_cfg(thread))
+        assert found is not None
+        assert found.checkpoint["id"] == theirs["checkpoint_id"], "a deleted checkpoint served"
+        assert [t.checkpoint["id"] for t in a.list(_cfg(thread))] == [theirs["checkpoint_id"]]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_get_tuple_still_serves_an_untouched_cached_thread(fs_url: str) -> None:
+    """Control: with nothing written by another, the cached document is served (the
+    tag compared equal), and a write by another at a new seq is read."""
+    a = StatekeeperSaver.from_url(fs_url)
+    b = StatekeeperSaver.from_url(fs_url)
+    try:
+        thread = new_thread()
+        meta: Any = {"source": "input", "step": -1}
+        first = a.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        st = a._streams[thread]
+        found = a.get_tuple(_cfg(thread))
+        assert found is not None and found.checkpoint["id"] == first["checkpoint_id"]
+        assert a._streams[thread] is st  # served from the cache, not read again
+        loop: Any = {"source": "loop", "step": 0}
+        second = b.put(_cfg(thread), empty_checkpoint(), loop, {})["configurable"]
+        found = a.get_tuple(_cfg(thread))
+        assert found is not None and found.checkpoint["id"] == second["checkpoint_id"]
+    finally:
+        a.close()
+        b.close()
