@@ -77,3 +77,49 @@ def test_a_snapshot_left_unwritten_says_run_again_not_restore(
         assert "✗ 1 problem(s) repair cannot fix" in out
     else:
         assert "restore from a backup" not in out and "cannot fix" not in out
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_when_nothing_was_written_the_summary_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_out: bool
+) -> None:
+    """Every snapshot to rebuild left unwritten (its agent changed meanwhile): the
+    summary read "✓ rebuilt 0 snapshot(s)" in green above the line that said they were
+    not written. It now says nothing was rebuilt and why; exit 1, and ``--json``
+    counts the same (``rebuilt`` 0, ``not_written`` 2, ``ok`` false)."""
+    with raw_env("sqlite", tmp_path) as env:
+
+        async def populate() -> None:
+            async with env.open(snapshot_every=2) as store:
+                for n in range(1, 6):
+                    await store.save("a-1", {"who": "old", "n": n})
+
+        asyncio.run(populate())
+        env.raw.damage_snapshot("a-1", 2)
+        env.raw.damage_snapshot("a-1", 4)
+        url = env.url_or_backend()
+        assert isinstance(url, str)
+        replay = repair_module._rebuilt
+
+        async def replayed_then_remade(store: object, agent_id: str, seqs: object) -> object:
+            out = await replay(store, agent_id, seqs)  # type: ignore[arg-type]
+            async with env.open(snapshot_every=2) as other:  # "another process"
+                await other.delete(agent_id)
+                for n in range(1, 6):
+                    await other.save(agent_id, {"who": "new", "n": n})
+            return out
+
+        monkeypatch.setattr(repair_module, "_rebuilt", replayed_then_remade)
+        code, out = _cli("repair", "--apply", "--db", url, *(["--json"] * json_out))
+        monkeypatch.undo()
+
+    assert code == 1, out
+    if json_out:
+        report = json.loads(out)
+        assert (report["applied"], report["ok"], report["changes"]) == (True, False, [])
+        assert (report["rebuilt"], report["not_written"]) == (0, 2)
+        assert [(p["agent_id"], p["seq"]) for p in report["run_again"]] == [("a-1", 2), ("a-1", 4)]
+        return
+    assert "✓" not in out and "rebuilt 0" not in out, out
+    assert "nothing rebuilt — 1 agent(s), 5 event(s), 2 snapshot(s) checked" in out
+    assert "2 snapshot(s) not written: their agent changed while repair ran; run repair" in out

@@ -136,6 +136,7 @@ async def test_a_governed_backup_restores_with_its_audit_log(engine: str, tmp_pa
         assert (await ops.load("acme/t1")).data == {"n": 1}
         assert await _entries(ops) == [
             ("acme-ops", "restore", "denied", None),
+            ("ops", "restore", "started", None),  # entry first (restoreaudit.py)
             ("ops", "restore", "ok", None),
         ]
         await ops.close()

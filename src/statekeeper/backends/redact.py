@@ -138,9 +138,17 @@ def _mask_netloc_text(url: str) -> str:
 def secrets_of(url: str) -> list[str]:
     """The secret strings in ``url`` (password, secret query values, nested tier URLs'),
     each also in its percent-decoded form, longest first."""
+    whole, pieces = _secrets(url)
+    return sorted(whole | pieces, key=len, reverse=True)
+
+
+def _secrets(url: str) -> tuple[set[str], set[str]]:
+    """``url``'s whole secrets, and the pieces :func:`urlsplit` cut a password with an
+    unencoded ``/ ? # [ ]`` into (none a whole secret), each with its decoded form."""
     found: set[str] = set()
+    pieces: set[str] = set()
     if not isinstance(url, str):
-        return []
+        return found, pieces
     if "://" not in url:
         for match in _CONNINFO_PASSWORD.finditer(url):
             found.add(match.group(2).strip("'"))
@@ -152,7 +160,7 @@ def secrets_of(url: str) -> list[str]:
             # with the pieces urlsplit cut it into (a parser's message may quote one:
             # "Port could not be cast to integer value as 'p'")
             found.add(misparsed)
-            found.update(p for p in re.split(r"[/?#\[\]]", misparsed) if len(p) > 1)
+            pieces.update(p for p in re.split(r"[/?#\[\]]", misparsed) if len(p) > 1)
         split = _split(url)
         if split is not None:
             netloc, query = split[1], split[3]
@@ -166,16 +174,56 @@ def secrets_of(url: str) -> list[str]:
                 elif "://" in value:
                     found.update(secrets_of(value))
     found |= {unquote(s) for s in found}
+    pieces = ({unquote(s) for s in pieces} | pieces) - found
     found.discard("")
-    return sorted(found, key=len, reverse=True)
+    pieces.discard("")
+    return found, pieces
 
 
 def scrub(text: str, url: str) -> str:
-    """``text`` with every secret of ``url`` (and ``url`` itself) masked."""
+    """``text`` with every secret of ``url`` (and ``url`` itself) masked.
+
+    A secret is masked wherever it stands on its own, not inside a word: a password
+    ``ss`` leaves "password" whole, never a quoted ``'ss'``, ``:ss@`` or ``ss.``. A
+    *piece* of a password with an unencoded ``/ ? # [ ]`` (what a parser quotes of
+    ``u:p#ss@db``: ``'p'``, ``ss@db/x``) is masked where it is part of a URL or quoted
+    (next to a character other than a letter, digit or space), not where it is a word
+    of the sentence ("the password ss in …" keeps its "ss" — the text never held the
+    password as typed, which is masked everywhere).
+    """
     text = text.replace(url, mask_url(url)) if url else text
-    for secret in secrets_of(url):
-        text = text.replace(secret, MASK)
+    whole, pieces = _secrets(url)
+    for secret in sorted(whole | pieces, key=len, reverse=True):
+        text = _mask_standalone(text, secret, piece=secret in pieces)
     return text
+
+
+def _mask_standalone(text: str, secret: str, *, piece: bool) -> str:
+    """``text`` with the occurrences of ``secret`` not inside a word masked (of a
+    ``piece``, not a word of a sentence either)."""
+    before = r"(?<!\w)" if re.match(r"\w", secret) else ""
+    after = r"(?!\w)" if re.match(r"\w", secret[-1]) else ""
+    pattern = re.compile(before + re.escape(secret) + after)
+
+    def replace(match: re.Match[str]) -> str:
+        if piece and _a_word_of_prose(text, match.start(), match.end()):
+            return match.group(0)
+        return MASK
+
+    return pattern.sub(replace, text)
+
+
+#: what may follow a word of a sentence: a space, the end, or a stop then either
+_PROSE_END = re.compile(r"[.,;!]?(?:\s|$)")
+
+
+def _a_word_of_prose(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is a word of a sentence: after a space (or at the
+    start), before a space, a stop or the end; not quoted, bracketed nor in a URL, nor
+    the whole text (a driver's message may be nothing but the value it refused)."""
+    if start == 0 and end == len(text):
+        return False
+    return (start == 0 or text[start - 1].isspace()) and bool(_PROSE_END.match(text, end))
 
 
 def one_line(text: str) -> str:

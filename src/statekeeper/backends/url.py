@@ -135,7 +135,7 @@ def open_backend(
         from .sqlite import SQLiteBackend
 
         return SQLiteBackend(url, readonly=readonly)
-    _refuse_reserved_in_password(url)
+    refuse_reserved_in_password(url)
     try:
         urlsplit(url)
     except ValueError as exc:  # an unclosed [IPv6 host: every engine's parser stops there
@@ -202,12 +202,15 @@ _BARE_CREDENTIALS = re.compile(r"(?:[A-Za-z][A-Za-z0-9.+-]*:?/{1,2})?[^\s:/@]*:[
 _HALF_URL = re.compile(r"([A-Za-z][A-Za-z0-9.-]*)(\+[A-Za-z0-9.+-]*)?:(?!//)")
 
 
-def _refuse_reserved_in_password(url: str) -> None:
+def refuse_reserved_in_password(url: str) -> None:
     """A password holding ``/ ? # [ ]`` as typed is not one to a URL parser: urlsplit
     cut ``postgresql://app:p#ss@db/x`` at the ``#`` and the engines' errors quoted the
     URL (or the piece they took for a port) with the password in it. Refused before any
     engine parses it, naming the URL masked and how to write it; a URL that is valid
-    as written (``u:12/34@db``: host ``u``, port 12) is left to the engine."""
+    as written (``u:12/34@db``: host ``u``, port 12) is left to the engine.
+
+    LangGraph's databases (``langgraph import`` / ``export``) follow the same rule:
+    libpq took ``postgresql://u:p#w@db/x`` whole, the store refused it."""
     from .redact import misparsed_password
 
     password = misparsed_password(url)

@@ -126,6 +126,9 @@ def repair_command(
                     {"agent_id": c.agent_id, "seq": c.seq, "action": c.action, "reason": c.reason}
                     for c in report.changes
                 ],
+                # (what the text's summary counts: written, and left for another run)
+                "rebuilt": len(report.changes) if report.applied else 0,
+                "not_written": len(report.run_again),
                 "unrepairable": render.problems_json(damaged),
                 "run_again": render.problems_json(report.run_again),
             }
@@ -175,6 +178,8 @@ def _print(report: RepairReport, *, no_key: bool = False) -> None:
     n = len(report.changes)
     if not report.changes and report.ok:
         console.print(f"[green]✓ nothing to repair[/] — {summary}")
+    elif report.applied and not n:  # (not "✓ rebuilt 0": every one unwritten, or unfixable)
+        console.print(f"[yellow]nothing rebuilt[/] — {summary}")
     elif report.applied:
         console.print(f"[green]✓ rebuilt {n} snapshot(s)[/] — {summary}")
     else:

@@ -26,7 +26,7 @@ from .app import (
     stop_signal,
 )
 from .governance_data import _given_keys_open
-from .retention_resume import Problems
+from .retention_resume import Done, Problems, whole_run
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
@@ -150,11 +150,13 @@ def retention_apply(
     marks = _retention_run(url, text)
     after: str | None = None
     before = Problems()  # what the runs before the resume failed: never reported
+    done_before: Done | None = Done()  # and what they did (None: an older file)
     if progress_file is not None and progress_file.exists() and not dry_run:
         try:
             state = jsonlib.loads(progress_file.read_text(encoding="utf-8"))
             after = str(state["statekeeper_retention"]["after"])
             before = Problems.of(state["statekeeper_retention"].get("problems"))
+            done_before = Done.of(state["statekeeper_retention"].get("done"))
             recorded = str(state["statekeeper_retention"].get("namespace") or "")
             written_for = {k: state["statekeeper_retention"].get(k) for k in marks}
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -189,6 +191,8 @@ def retention_apply(
                     shown.advance(task)
                     if progress_file is not None and not dry_run:
                         since.count(so_far)
+                        if done_since is not None:
+                            done_since.count(so_far)
                         write_atomically(
                             progress_file,
                             jsonlib.dumps(
@@ -198,6 +202,11 @@ def retention_apply(
                                         "namespace": current_namespace() or "",
                                         **marks,
                                         "problems": since.json(),
+                                        **(
+                                            {}
+                                            if done_since is None
+                                            else {"done": done_since.json()}
+                                        ),
                                     }
                                 }
                             ),
@@ -214,6 +223,7 @@ def retention_apply(
 
     so_far = RetentionReport()
     since = before.copy()  # and this run's, as it goes (written to the progress file)
+    done_since = None if done_before is None else done_before.copy()
     try:
         report = run(go())
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -257,6 +267,13 @@ def retention_apply(
         }
         for a in report.actions
     ]
+    refused = sum(a.outcome == "refused" for a in report.actions)
+    failed = sum(a.outcome == "failed" for a in report.actions)
+    unsupported_n = sum(a.outcome == "unsupported" for a in report.actions)
+    this = {"scanned": report.scanned, "held": report.held, "unsupported": unsupported_n}
+    this |= {"failed": failed, "refused": refused, "lost": len(report.lost)}
+    this["actions"] = len(report.actions) - unsupported_n - refused - failed
+    total, note = whole_run(this, before, done_before) if after is not None else (this, "")
     if json_out:
         render.print_json(
             {
@@ -265,6 +282,7 @@ def retention_apply(
                 "held": report.held,
                 "holds_placed": report.holds_placed,
                 "resumed_after": after,
+                **({"whole_run": total} if after is not None else {}),  # (None: not known)
                 **({"before_resume": before.json()} if before.any() else {}),
                 "actions": actions,
                 "lost": [{"agent_id": a, "reason": r} for a, r in report.lost.items()],
@@ -316,16 +334,15 @@ def retention_apply(
                 f"[yellow]projection {escape(name)!r} is behind it (at"
                 f" {_cursor_json(at)}): its read model misses the events removed[/]"
             )
-    refused = sum(a.outcome == "refused" for a in report.actions)
-    failed = sum(a.outcome == "failed" for a in report.actions)
-    done = len(report.actions) - sum(unsupported.values()) - refused - failed
+    n = total or this  # (a resumed run: the whole operation's, when the file kept them)
     console.print(
-        f"{report.scanned:,} agent(s) scanned, {report.held:,} on legal hold,"
-        f" {done:,} action(s)"
-        + (f", {failed:,} failed" if failed else "")
-        + (f", {refused:,} refused (access denied)" if refused else "")
-        + (f", {sum(unsupported.values()):,} unsupported" if unsupported else "")
-        + (f", {len(report.lost):,} lost" if report.lost else "")
+        f"{n['scanned']:,} agent(s) scanned, {n['held']:,} on legal hold,"
+        f" {n['actions']:,} action(s)"
+        + (f", {n['failed']:,} failed" if n["failed"] else "")
+        + (f", {n['refused']:,} refused (access denied)" if n["refused"] else "")
+        + (f", {n['unsupported']:,} unsupported" if n["unsupported"] else "")
+        + (f", {n['lost']:,} lost" if n["lost"] else "")
+        + note
         + (" (dry run: nothing changed)" if dry_run else "")
     )
     if code:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..governance.retention import RetentionReport
 
-__all__ = ["Problems"]
+__all__ = ["Done", "Problems"]
 
 
 class Problems:
@@ -78,3 +78,60 @@ class Problems:
             f"{', ...' if len(self.agents) < self.failed + self.refused + self.lost else ''});"
             " run retention apply again without the progress file to retry them"
         )
+
+
+class Done:
+    """What the runs before a resume did, counted (kept in the progress file beside
+    :class:`Problems`), so that the summary of the run that finishes the operation
+    counts all of it: it said "1 agent(s) scanned, 1 action(s)" for a run of three
+    agents resumed after two. None from a file written before these were kept."""
+
+    _KEYS = ("scanned", "held", "actions", "unsupported")
+
+    def __init__(self, scanned: int = 0, held: int = 0, actions: int = 0, unsupported: int = 0):
+        self.scanned, self.held, self.actions, self.unsupported = (
+            scanned, held, actions, unsupported,
+        )  # fmt: skip
+        self._seen = (0, 0, 0)  # (scanned, held, actions) of the report counted already
+
+    @classmethod
+    def of(cls, doc: object) -> Done | None:
+        if doc is None:
+            return None
+        if not isinstance(doc, dict):
+            raise ValueError("done")
+        return cls(*(int(doc[k]) for k in cls._KEYS))
+
+    def copy(self) -> Done:
+        return Done(self.scanned, self.held, self.actions, self.unsupported)
+
+    def count(self, report: RetentionReport) -> None:
+        """Add what ``report`` holds since the last call (as :meth:`Problems.count`)."""
+        scanned, held, actions = self._seen
+        self.scanned += report.scanned - scanned
+        self.held += report.held - held
+        for a in report.actions[actions:]:
+            self.unsupported += a.outcome == "unsupported"
+            self.actions += a.outcome not in ("failed", "refused", "unsupported")
+        self._seen = (report.scanned, report.held, len(report.actions))
+
+    def json(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self._KEYS}
+
+
+def whole_run(
+    this: dict[str, int], before: Problems, done: Done | None
+) -> tuple[dict[str, int] | None, str]:
+    """The counts of a resumed run's summary (``this``: its own, by the keys of
+    :meth:`Done.json` and ``failed``, ``refused``, ``lost``) over the whole operation,
+    and what the summary adds to say so; None and a note that says the counts are
+    this run's when the progress file did not keep the earlier runs' (an older one)."""
+    if done is None:
+        return None, " (this run's only: the progress file does not say what was done before)"
+    earlier = {**done.json(), "failed": before.failed, "refused": before.refused}
+    earlier["lost"] = before.lost
+    total = {k: n + earlier.get(k, 0) for k, n in this.items()}
+    return total, (
+        f" (the whole run: {this['scanned']:,} agent(s) in this one, {done.scanned:,} before"
+        " the resume)"
+    )

@@ -282,15 +282,15 @@ def rekey(
     if progress_file is not None:
         check_output_file(progress_file, "rekey progress file", json_tagged("statekeeper_rekey"))
 
-    async def go() -> tuple[RekeyStats, str, str | None, str | None]:
+    async def go() -> tuple[RekeyStats, str, str | None, str | None, RekeyStats | None]:
         async with open_store(url, key_file=key_file, readonly=False, need_key=True) as store:
             assert store.codec.keyring is not None
             active = store.codec.keyring.active_id
-            resumed = None
+            resumed = before = None  # (before: what the runs before the resume did)
             if progress_file is not None:
                 earlier = RekeyProgress.load(progress_file)
                 if earlier is not None and earlier.target_key == active and not earlier.done:
-                    resumed = earlier.after
+                    resumed, before = earlier.after, earlier.stats
             total_agents = await store.count_agents()
             progress = Progress(
                 TextColumn(f"[bold]re-encrypting under {escape(active)!r}[/]"),
@@ -326,16 +326,16 @@ def rekey(
                 stats = await do_rekey(
                     store, progress_file=progress_file, on_agent=on_agent, batch=batch
                 )
-            return stats, active, resumed, _narrow_principal(store)
+            return stats, active, resumed, _narrow_principal(store), before
 
     finished: list[Any] = [0, None]  # agents finished by this run, the last one
     try:
-        stats, active, resumed, narrow = run(go())
+        stats, active, resumed, narrow, before = run(go())
     except (KeyboardInterrupt, SystemExit) as exc:
         if stop_signal(exc) is not None:
             _rekey_stopped(finished[0], finished[1], progress_file)
         raise
-    summary = {
+    summary: dict[str, Any] = {
         "active_key": active,
         "resumed_after": resumed,
         "agents": stats.agents,
@@ -351,14 +351,30 @@ def rekey(
         # False under --as without admin on '**': the agents it administers only
         "whole_store": narrow is None,
     }
+    whole = RekeyStats()  # a resumed run: the whole operation's (this run's: the keys above)
+    for part in (before, stats) if resumed and before is not None else ():
+        whole.add(part)
+    if resumed and before is not None:
+        summary["whole_run"] = {
+            "agents": whole.agents, "events_reencrypted": whole.events,
+            "snapshots_reencrypted": whole.snapshots, "already_done": whole.skipped,
+        }  # fmt: skip
     if json_out:
         render.print_json(summary)
         return
+    n = whole if resumed and before is not None else stats
     out_console().print(
-        f"[green]✓[/] {stats.agents:,} agent(s): {stats.events:,} event(s) and "
-        f"{stats.snapshots:,} snapshot(s) re-encrypted under {escape(active)!r}, "
-        f"{stats.skipped:,} already were"
-        + (f" (resumed after {escape(resumed)!r})" if resumed else "")
+        f"[green]✓[/] {n.agents:,} agent(s): {n.events:,} event(s) and "
+        f"{n.snapshots:,} snapshot(s) re-encrypted under {escape(active)!r}, "
+        f"{n.skipped:,} already were"
+        + (
+            f" (resumed after {escape(resumed)!r}: {stats.agents:,} agent(s) in this run,"
+            f" {before.agents:,} before)"
+            if resumed and before is not None
+            else f" (resumed after {escape(resumed)!r})"
+            if resumed
+            else ""
+        )
     )
     if stats.keys_left:
         out_console().print(

@@ -953,7 +953,7 @@ class _Ahead:
     """The entries written ahead of their mutation (``detail["ahead"]``), gathered
     while :meth:`AuditLog.verify` reads the log, then checked against the store."""
 
-    __slots__ = ("erased", "pending", "rekeyed", "skipped")
+    __slots__ = ("erased", "pending", "rekeyed", "restores", "skipped")
 
     def __init__(self) -> None:
         # entry seq -> (agent, seq, checksum, must be there)
@@ -963,12 +963,20 @@ class _Ahead:
         self.rekeyed: dict[str, tuple[int, int, str | None]] = {}
         # (entry seq, agent) of appends erased or rewritten since: for StoreChecks
         self.skipped: list[tuple[int, str]] = []
+        # restores started (entry first) that no entry finished or voided: stopped
+        self.restores: dict[int, Any] = {}
 
     def see(self, entry: AuditEntry) -> None:
         detail, agent = entry.detail, entry.agent_id
         voided = detail.get("voids")
         if type(voided) is int:
             self.pending.pop(voided, None)
+            self.restores.pop(voided, None)
+        if entry.operation == "restore":  # (governance/backup/restoreaudit.py)
+            if entry.outcome == "started" and "ahead" in detail:
+                self.restores[entry.seq] = detail.get("backups")
+            if type(detail.get("finishes")) is int:
+                self.restores.pop(detail["finishes"], None)
             if agent is not None and self.rekeyed.get(agent, (0,))[0] == voided:
                 del self.rekeyed[agent]
         if agent is None:
@@ -990,7 +998,11 @@ class _Ahead:
             self.pending[entry.seq] = (agent, seq, checksum, False, entry.operation)
 
     async def unapplied(self, backend: Backend) -> list[str]:
-        out = []
+        out = [
+            f"entry {seq}: the restore of {backups!r} it records was not finished (it "
+            "stopped part-way: run it again with --skip-existing to finish it)"
+            for seq, backups in self.restores.items()
+        ]
         for entry_seq, (agent, seq, checksum, there, operation) in sorted(self.pending.items()):
             if there and self.erased.get(agent, 0) > entry_seq:
                 self.skipped.append((entry_seq, agent))  # erased since: StoreChecks tells

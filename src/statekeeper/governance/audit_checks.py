@@ -133,7 +133,9 @@ class StoreChecks:
             self.voided.add(voided)
             return
         self.holds.see(entry)
-        if entry.operation == "restore" and entry.outcome == "ok":
+        # (a restore's entry written ahead, "started", holds to its time what it wrote
+        # even when it was stopped before its "ok" entry)
+        if entry.operation == "restore" and entry.outcome in ("ok", "started"):
             self.restores.append(entry.seq)
             self.restore_times[entry.seq] = entry.time
         agent = entry.agent_id

@@ -92,8 +92,6 @@ from ...store.holds import list_holds
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import (
     AuditSink,
-    GovernanceEvent,
-    emit,
     require,
     require_namespace,
     store_namespace,
@@ -108,6 +106,7 @@ from .leasetokens import carry_leases
 from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
+from .restoreaudit import restore_entry
 from .restoreholds import carry_holds, holds_of
 from .restoretarget import check_namespace, check_target_takes
 from .wholesnaps import is_delta, left_as_delta, rebuild_whole
@@ -526,28 +525,30 @@ async def restore(
                 " them and restore the others (--skip-existing; skip_existing=True)"
             )
         check_target_takes(store, plans, tags)
-        if tags:
-            # the events are numbered anew in the target's feed: a cursor taken before
-            # (on the source, or on the target) names other events then, and is refused
-            # (FeedChanged) instead of resuming at them. Renewed before the first write:
-            # a restore stopped after its writes (SIGKILL) and run again finds every
-            # agent there, writes nothing, and would renew nothing
-            await store.backend.renew_feed_id()
-        await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
-        if holds:  # placed before the agents they protect are written
-            carried = await carry_holds(store, holds, ids[-1], given)
-        written = await write_image(store, parts, plans, tags)
-        if written is None:
-            written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
-        elif progress is not None:
-            progress("write", written, written)
-        rebuilt = [
-            (a, p.snapshot[0], p.compacted)
-            for a, p in plans.items()
-            if a in tags and p.delta and p.snapshot
-        ]
-        # with those a restore stopped before their rebuild left (skipped here)
-        await rebuild_whole(store, rebuilt + await left_as_delta(store, again))
+        # entry first (.restoreaudit): a restore killed from here on leaves it open
+        async with restore_entry(store, given, audit, ids, tags, resumed=bool(present)) as entry:
+            if tags:
+                # the events are numbered anew in the target's feed: a cursor taken before
+                # (on the source, or on the target) names other events then, and is refused
+                # (FeedChanged) instead of resuming at them. Renewed before the first write:
+                # a restore stopped after its writes (SIGKILL) and run again finds every
+                # agent there, writes nothing, and would renew nothing
+                await store.backend.renew_feed_id()
+            await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
+            if holds:  # placed before the agents they protect are written
+                carried = await carry_holds(store, holds, ids[-1], given)
+            written = await write_image(store, parts, plans, tags)
+            if written is None:
+                written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
+            elif progress is not None:
+                progress("write", written, written)
+            rebuilt = [
+                (a, p.snapshot[0], p.compacted)
+                for a, p in plans.items()
+                if a in tags and p.delta and p.snapshot
+            ]
+            # with those a restore stopped before their rebuild left (skipped here)
+            await rebuild_whole(store, rebuilt + await left_as_delta(store, again))
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
@@ -578,7 +579,7 @@ async def restore(
         details["kept_target_streams"] = len(kept)
     if carried:
         details["holds_placed"] = carried
-    await emit(audit, GovernanceEvent("restore", None, "ok", details=details))
+    await entry.finished(details)
     return result
 
 

@@ -292,6 +292,13 @@ def _database_errors(*urls: str) -> Iterator[None]:
 
 
 def _same_place(source: str, target: str) -> None:
+    """Refuse a copy onto its source, and either URL with a password holding an
+    unencoded ``/ ? # [ ]`` (the store's rule for both sides: libpq read
+    ``postgresql://u:p#w@db/x`` whole where every statekeeper command refuses it)."""
+    from ...backends.url import refuse_reserved_in_password
+
+    for url in (source, target):
+        refuse_reserved_in_password(url)
     if source == target:
         raise ConfigurationError("the source and the target are the same database")
 

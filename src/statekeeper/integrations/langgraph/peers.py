@@ -228,6 +228,9 @@ def open_peer(
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
+        from ...backends.url import refuse_reserved_in_password
+
+        refuse_reserved_in_password(url)  # (as the store does: the same URLs, one rule)
         return _open_postgres(url, readonly=readonly)
     path = _sqlite_path(url)
     return _open_sqlite(url, path, readonly=readonly, private=private, staged=staged)
