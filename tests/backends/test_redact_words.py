@@ -88,3 +88,13 @@ def test_a_whole_password_is_masked_on_its_own_not_in_words(password: str) -> No
     assert scrub(ours, url) == ours
     for said_so in [*DRIVER_SAID, "password {0} refused", "{0}."]:
         assert scrub(said_so.format(password), url) == said_so.format("***")
+
+
+@pytest.mark.parametrize("password", ["s3cret", "aaaa", "word"])
+def test_a_password_of_four_characters_or_more_is_masked_inside_words_too(
+    password: str,
+) -> None:
+    """A driver may glue a value to the text around it: a long enough password is
+    never left standing because a word character touches it."""
+    url = f"postgresql://u:{password}@db.invalid/x"
+    assert password not in scrub(f"value x{password}y refused (user{password})", url)

@@ -183,8 +183,9 @@ def _secrets(url: str) -> tuple[set[str], set[str]]:
 def scrub(text: str, url: str) -> str:
     """``text`` with every secret of ``url`` (and ``url`` itself) masked.
 
-    A secret is masked wherever it stands on its own, not inside a word: a password
-    ``ss`` leaves "password" whole, never a quoted ``'ss'``, ``:ss@`` or ``ss.``. A
+    A short secret is masked wherever it stands on its own, not inside a word: a
+    password ``ss`` leaves "password" whole (one of four characters or more is masked
+    inside words too), never a quoted ``'ss'``, ``:ss@`` or ``ss.``. A
     *piece* of a password with an unencoded ``/ ? # [ ]`` (what a parser quotes of
     ``u:p#ss@db``: ``'p'``, ``ss@db/x``) is masked where it is part of a URL or quoted
     (next to a character other than a letter, digit or space), not where it is a word
@@ -198,9 +199,18 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
+#: a whole secret this long is masked wherever it occurs, inside a word too: a
+#: driver may glue a value to the text around it, and a word of the message that
+#: holds four characters of the password in a row is rare enough to be given up
+_MASKED_EVERYWHERE = 4
+
+
 def _mask_standalone(text: str, secret: str, *, piece: bool) -> str:
     """``text`` with the occurrences of ``secret`` not inside a word masked (of a
-    ``piece``, not a word of a sentence either)."""
+    ``piece``, not a word of a sentence either); a whole secret of
+    :data:`_MASKED_EVERYWHERE` characters or more, every occurrence."""
+    if not piece and len(secret) >= _MASKED_EVERYWHERE:
+        return text.replace(secret, MASK)
     before = r"(?<!\w)" if re.match(r"\w", secret) else ""
     after = r"(?!\w)" if re.match(r"\w", secret[-1]) else ""
     pattern = re.compile(before + re.escape(secret) + after)
