@@ -18,10 +18,14 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.base")
 
+from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.graph import START, MessagesState, StateGraph
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
+
+from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
 
 BACKENDS = ["memory", "sqlite", *os.environ.get("STATEKEEPER_LG_URLS", "").split()]
 
@@ -38,6 +42,29 @@ def backend_url(name: str, tmp_path: Path) -> str:
 @pytest.fixture(params=BACKENDS)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return backend_url(request.param, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store that two processes share, for the tests of another process acting
+    between a saver's steps: a SQLite file, or a Redis key prefix of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/shared.db"
+        return
+    require_redis()
+    prefix = namespace(tmp_path, "sk_lgfs_") + ":"
+    try:
+        yield f"{REDIS_URL}?prefix={prefix}"
+    finally:
+        delete_prefix(prefix)
+
+
+def reply_graph() -> StateGraph[Any]:
+    """A one-node ``MessagesState`` graph that answers "hello"."""
+    b = StateGraph(MessagesState)
+    b.add_node("reply", lambda s: {"messages": [AIMessage("hello")]})
+    b.add_edge(START, "reply")
+    return b
 
 
 @pytest.fixture

@@ -15,41 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.errors import EmptyInputError
-from langgraph.graph import START, MessagesState, StateGraph
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
-from .conftest import new_thread
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/remade.db"
-        return
-    require_redis()
-    prefix = namespace(tmp_path, "sk_lgclaims_") + ":"
-    try:
-        yield f"{REDIS_URL}?prefix={prefix}"
-    finally:
-        delete_prefix(prefix)
-
-
-def _reply_graph() -> StateGraph[Any]:
-    b = StateGraph(MessagesState)
-    b.add_node("reply", lambda s: {"messages": [AIMessage("hello")]})
-    b.add_edge(START, "reply")
-    return b
+from .conftest import new_thread, reply_graph
 
 
 async def _off_context(fn: Callable[[], None]) -> None:
@@ -108,7 +84,7 @@ async def test_a_bare_drop_spares_a_thread_made_again_to_the_same_seq(
                 return await delete(agent_id)
 
             store.delete = hooked_delete  # type: ignore[method-assign]
-        g = _reply_graph().compile(checkpointer=saver)
+        g = reply_graph().compile(checkpointer=saver)
         with pytest.raises(EmptyInputError):
             await g.ainvoke(None, {"configurable": {"thread_id": thread}})
         assert acked, "the hook never ran: the run's end did not drop its bare thread"
@@ -120,7 +96,7 @@ async def test_a_bare_drop_spares_a_thread_made_again_to_the_same_seq(
         assert found.checkpoint["id"] == acked[0]
         assert other._portal.call(other.store.head(agent)) == 2  # nothing more written
         # and nobody holds it: the other process runs the thread at once
-        og = _reply_graph().compile(checkpointer=other)
+        og = reply_graph().compile(checkpointer=other)
         out = await asyncio.to_thread(
             og.invoke, {"messages": [("user", "hi")]}, {"configurable": {"thread_id": thread}}
         )
@@ -135,7 +111,7 @@ async def test_a_bare_drop_still_drops_an_untouched_thread(fs_url: str) -> None:
     saver = await StatekeeperSaver.afrom_url(fs_url)
     try:
         thread = new_thread()
-        g = _reply_graph().compile(checkpointer=saver)
+        g = reply_graph().compile(checkpointer=saver)
         with pytest.raises(EmptyInputError):
             await g.ainvoke(None, {"configurable": {"thread_id": thread}})
         assert await saver.store.head(m.agent_id(saver.prefix, thread)) == 0

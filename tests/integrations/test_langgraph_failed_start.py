@@ -11,39 +11,16 @@ sync and the async API (on the saver's own loop and bound to the caller's loop).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.errors import EmptyInputError
 from langgraph.graph import START, MessagesState, StateGraph
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
-from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
-from .conftest import new_thread
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/failed.db"
-        return
-    require_redis()
-    prefix = namespace(tmp_path, "sk_lgf_") + ":"
-    try:
-        yield f"{REDIS_URL}?prefix={prefix}"
-    finally:
-        delete_prefix(prefix)
-
-
-def _reply_graph() -> StateGraph[Any]:
-    b = StateGraph(MessagesState)
-    b.add_node("reply", lambda s: {"messages": [AIMessage("hello")]})
-    b.add_edge(START, "reply")
-    return b
+from .conftest import new_thread, reply_graph
 
 
 def _failing_graph() -> StateGraph[Any]:
@@ -88,7 +65,7 @@ async def test_a_refused_input_releases_the_thread(fs_url: str, mode: str, delet
     try:
         saver = await _open(mode, fs_url)
         try:
-            g = _reply_graph().compile(checkpointer=saver)
+            g = reply_graph().compile(checkpointer=saver)
             thread = new_thread()
             cfg = {"configurable": {"thread_id": thread}}
             if deleted:
@@ -109,7 +86,7 @@ async def test_a_refused_input_releases_the_thread(fs_url: str, mode: str, delet
         # nothing stored for the second thread: no stream of it (statekeeper agents
         # lists none), and another process runs it at once
         assert await _streams(other, thread + "-2") == []
-        og = _reply_graph().compile(checkpointer=other)
+        og = reply_graph().compile(checkpointer=other)
         cfg2 = {"configurable": {"thread_id": thread + "-2"}}
         out = await asyncio.to_thread(og.invoke, hi(), cfg2)
         assert [m.content for m in out["messages"]] == ["hi", "hello"]
@@ -125,14 +102,14 @@ async def test_a_refused_input_on_a_thread_with_history_releases_it(fs_url: str,
 
     saver, other = await _open(mode, fs_url), StatekeeperSaver.from_url(fs_url)
     try:
-        g = _reply_graph().compile(checkpointer=saver)
+        g = reply_graph().compile(checkpointer=saver)
         thread = new_thread()
         cfg = {"configurable": {"thread_id": thread}}
         await _invoke(mode, g, hi(), cfg)
         with pytest.raises(Exception):  # noqa: B017 - LangGraph's own error (it varies)
             await _invoke(mode, g, Command(), cfg)
         assert len(await _streams(saver, thread)) == 1
-        og = _reply_graph().compile(checkpointer=other)
+        og = reply_graph().compile(checkpointer=other)
         out = await asyncio.to_thread(og.invoke, hi(), cfg)
         assert [m.content for m in out["messages"]] == ["hi", "hello"] * 2
     finally:
@@ -149,7 +126,7 @@ async def test_a_failing_node_releases_the_thread(fs_url: str, mode: str) -> Non
         cfg = {"configurable": {"thread_id": new_thread()}}
         with pytest.raises(RuntimeError, match="node failed"):
             await _invoke(mode, g, hi(), cfg)
-        og = _reply_graph().compile(checkpointer=other)
+        og = reply_graph().compile(checkpointer=other)
         out = await asyncio.to_thread(og.invoke, hi(), cfg)
         assert [m.content for m in out["messages"]] == ["hi", "hi", "hello"]
     finally:

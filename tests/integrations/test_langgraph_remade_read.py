@@ -10,8 +10,6 @@ showed B's. The checked read compares the stored head tag too (read with the seq
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,21 +18,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
 from .conftest import new_thread
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/remade.db"
-        return
-    require_redis()
-    prefix = namespace(tmp_path, "sk_lgstale_") + ":"
-    try:
-        yield f"{REDIS_URL}?prefix={prefix}"
-    finally:
-        delete_prefix(prefix)
 
 
 def _cfg(thread: str) -> dict[str, Any]:

@@ -265,18 +265,8 @@ class PageSnapshot:
         Reads through :attr:`conn` (call it on that connection's thread)."""
         if heads_scan is None:
             return None
-        where = self._heads_root()
-        if where is None:
-            return None
-        return heads_scan(
-            self._db,
-            self._wal,
-            self._frame_offsets(),
-            where[0],
-            self.page_size,
-            where[1],
-            self.pages,
-        )
+        scan = self._scan_args()
+        return None if scan is None else heads_scan(*scan)
 
     def packed_heads(
         self, before: bytes, after: bytes, prefix: bytes
@@ -290,31 +280,31 @@ class PageSnapshot:
         page pipeline's threads (docs/benchmarks.md, "backup8")."""
         if heads_packed is None:
             return None
-        where = self._heads_root()
-        if where is None:
-            return None
-        return heads_packed(
-            self._db,
-            self._wal,
-            self._frame_offsets(),
-            where[0],
-            self.page_size,
-            where[1],
-            self.pages,
-            before,
-            after,
-            prefix,
-        )
+        scan = self._scan_args()
+        return None if scan is None else heads_packed(*scan, before, after, prefix)
 
-    def _heads_root(self) -> tuple[int, int] | None:
-        """The heads table's root page and the pages' usable bytes, or None: the
-        table's record is not the one the C scan reads. Through :attr:`conn`."""
+    def _scan_args(
+        self,
+    ) -> tuple[int, int, array.array[int] | None, int, int, int, int] | None:
+        """What both C entry points over the heads table read: the snapshot's
+        files and frames, the table's root page, the page size, the pages' usable
+        bytes and the page count; or None: the table's record is not the one the C
+        scan reads. Through :attr:`conn`."""
         conn = self.conn
         root = conn.execute(_HEADS_ROOT).fetchone()
         layout = conn.execute(_HEADS_LAYOUT).fetchall()
         if root is None or layout != _HEADS_RECORD:
             return None
-        return int(root[0]), self.page_size - self._page(1)[20]
+        usable = self.page_size - self._page(1)[20]
+        return (
+            self._db,
+            self._wal,
+            self._frame_offsets(),
+            int(root[0]),
+            self.page_size,
+            usable,
+            self.pages,
+        )
 
     def _page(self, pageno: int) -> bytes:
         """One page of the snapshot, as stored (no plan applied)."""
