@@ -86,8 +86,6 @@ async def restore_entry(
     sink: AuditSink | None,
     backups: Sequence[str],
     streams: Iterable[str],
-    *,
-    resumed: bool,
 ) -> AsyncIterator[RestoreEntry]:
     """Around a restore's writes (of ``streams``: the agents, and the store's own
     streams): its ``started`` entry first (:func:`begin`), voided when they
@@ -97,7 +95,7 @@ async def restore_entry(
     # (the backup's own log becoming the target's: recorded after it, as before)
     ahead = given is None and AUDIT_STREAM not in streams
     details = {"backups": list(backups), "agents": agents}
-    begun = await begin(store, backups, details, resumed=resumed) if ahead else None
+    begun = await begin(store, backups, details) if ahead else None
     try:
         yield RestoreEntry(begun, sink)
     except BaseException as exc:
@@ -110,18 +108,20 @@ async def begin(
     store: StateStore,
     backups: Sequence[str],
     details: dict[str, Any],
-    *,
-    resumed: bool,
 ) -> Begun | None:
     """Announce the restore of ``backups`` in ``store``'s audit log before its first
-    write; None when the store keeps no log. ``resumed`` (agents of the backups
-    already there, skipped): a ``started`` entry of the same backups left open by a
-    stopped run is taken over instead."""
+    write; None when the store keeps no log. A ``started`` entry of the same backups
+    left open by a stopped run is taken over instead, whether or not that run wrote
+    an agent: one killed before its first agent (carrying the leases or the holds),
+    or one whose partly restored agents were deleted before the rerun, is finished
+    by a rerun that writes them all (a second ``started`` entry left the first open
+    for good: ``audit verify`` said "not finished, run it again" after every rerun).
+    The log is read for it (~2 s per 100,000 entries on SQLite)."""
     found = await store_log(store)
     if found is None or not callable(getattr(found[0], "record_ahead", None)):
         return None
     log, principal = found
-    if resumed and callable(getattr(log, "entries", None)):
+    if callable(getattr(log, "entries", None)):
         try:
             open_ = await pending_restores(log)
         except StatekeeperError:  # a log this role cannot read (row-level security)
