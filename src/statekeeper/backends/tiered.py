@@ -70,7 +70,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -109,6 +108,7 @@ from .base import (
     validate_request,
 )
 from .keyed_locks import KeyedLock
+from .tiered_cold import check_demoted_copy, marker_body, record_digest, same_record
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
 
@@ -123,6 +123,13 @@ _PAGE = 1000
 #: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
 _IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
     "statekeeper_tiered_in_place", default=frozenset()
+)
+
+
+#: the demoted agents whose cold copy this task checked within ``in_place`` (by tiered
+#: backend and marker): ``verify`` reads an agent in several calls, checked once
+_CHECKED: ContextVar[set[tuple[int, str, bytes]] | None] = ContextVar(
+    "statekeeper_tiered_cold_checked", default=None
 )
 
 
@@ -387,9 +394,11 @@ class TieredBackend(Backend):
         backup read every agent, and used to bring every demoted one back. Writes are
         unchanged."""
         token = _IN_PLACE.set(_IN_PLACE.get() | {id(self)})
+        checked = _CHECKED.set(set() if _CHECKED.get() is None else _CHECKED.get())
         try:
             yield
         finally:
+            _CHECKED.reset(checked)
             _IN_PLACE.reset(token)
 
     def _in_place(self) -> bool:
@@ -405,13 +414,24 @@ class TieredBackend(Backend):
         head = await self.durable.head(agent_id)
         if head > 0 and agent_id in self._settled:
             return self.durable
-        marker = await self._marker(agent_id)
-        if marker is None:
+        entry = await self._marker_entry(agent_id)
+        if entry is None:
             if head > 0:
                 self._settled.add(agent_id)
             return self.durable
         # (a durable stream below the marker's head: what a rehydration copied so far)
-        return cold if head < marker.head_seq else self.durable
+        if head >= entry[0].head_seq:
+            return self.durable
+        # read as the agent only once it is the stream this store demoted: verify, a
+        # backup and a read-only store (show, history) read an altered, missing or
+        # swapped copy as the agent, "OK" (their reads now raise IntegrityError)
+        checked = _CHECKED.get()
+        key = (id(self), agent_id, orjson.dumps(entry[1]))
+        if checked is None or key not in checked:
+            await check_demoted_copy(cold, agent_id, entry[1], "it was not read")
+            if checked is not None:
+                checked.add(key)
+        return cold
 
     async def ensure_store(self) -> None:
         """The durable tier (the tier of record) must be a statekeeper store."""
@@ -1169,15 +1189,20 @@ class TieredBackend(Backend):
     # -- the cold tier -------------------------------------------------------------
 
     async def _marker(self, agent_id: str) -> AgentInfo | None:
+        entry = await self._marker_entry(agent_id)
+        return None if entry is None else entry[0]
+
+    async def _marker_entry(self, agent_id: str) -> tuple[AgentInfo, dict[str, Any]] | None:
+        """``agent_id``'s cold marker, and its JSON body (None: not demoted)."""
         if _is_internal(agent_id):  # never demoted (and its marker's id would be invalid)
             return None
-        events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
-        if not events:
+        body = marker_body(await self.durable.read(COLD_MARKER + agent_id, 0, 1))
+        if body is None:
             return None
-        body = orjson.loads(events[0].payload)
-        return AgentInfo(
+        info = AgentInfo(
             agent_id, int(body["head"]), float(body["created"]), float(body["updated"])
         )
+        return info, body
 
     async def demote_idle(self, now: float | None = None) -> list[str]:
         """Demote every agent idle longer than ``idle_after``; returns their ids."""
@@ -1236,7 +1261,7 @@ class TieredBackend(Backend):
                     "head": head,
                     "created": created,
                     "updated": updated,
-                    "last": _record_digest(last[0]),
+                    "last": record_digest(last[0]),
                 }
             )  # ("last": the demoted head's digest, checked again by a rehydration)
             await self.durable.append(
@@ -1267,7 +1292,7 @@ class TieredBackend(Backend):
             return
         theirs = await cold.read(agent_id, held - 1, held)
         ours = await self.durable.read(agent_id, held - 1, held) if held <= head else []
-        if theirs and ours and _same_record(theirs[0], ours[0]):
+        if theirs and ours and same_record(theirs[0], ours[0]):
             return
         raise ConfigurationError(
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
@@ -1276,24 +1301,6 @@ class TieredBackend(Backend):
             " each tiered store a cold tier of its own (another bucket prefix). Nothing was"
             " demoted"
         )
-
-    async def _check_demoted_copy(self, cold: Backend, agent_id: str, head: int) -> None:
-        """:class:`~statekeeper.errors.IntegrityError` unless the cold copy's record at
-        ``head`` is the one this store demoted (a digest of it, kept in the marker by a
-        demotion since it was recorded): one another store sharing the cold tier put
-        there would be rehydrated and served as this store's agent."""
-        events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
-        kept = orjson.loads(events[0].payload).get("last") if events else None
-        if not isinstance(kept, str) or not kept:
-            return  # (a marker of an earlier version: nothing to compare)
-        found = await cold.read(agent_id, head - 1, head)
-        if not found or _record_digest(found[0]) != kept:
-            raise IntegrityError(
-                agent_id,
-                head,
-                "the cold copy is not the stream this store demoted (another store sharing"
-                " the cold tier replaced it?): nothing was rehydrated",
-            )
 
     async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
         """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
@@ -1310,10 +1317,11 @@ class TieredBackend(Backend):
         if not locked:
             await self._locks.acquire(agent_id)
         try:
-            marker = await self._marker(agent_id)
-            if marker is None:  # rehydrated meanwhile
+            entry = await self._marker_entry(agent_id)
+            if entry is None:  # rehydrated meanwhile
                 self._settled.add(agent_id)
                 return await self.durable.head(agent_id)
+            marker, body = entry
             head = await self.durable.head(agent_id)
             if 0 < head < marker.head_seq:
                 # the part an interrupted rehydration copied (the cold tier still holds
@@ -1321,11 +1329,7 @@ class TieredBackend(Backend):
                 await self._drop_partial(agent_id, marker.head_seq)
                 head = await self.durable.head(agent_id)
             if head == 0:
-                if await cold.head(agent_id) != marker.head_seq:
-                    raise IntegrityError(
-                        agent_id, marker.head_seq, "the cold copy of a demoted agent is missing"
-                    )
-                await self._check_demoted_copy(cold, agent_id, marker.head_seq)
+                await check_demoted_copy(cold, agent_id, body)
                 try:
                     await _copy_stream(
                         cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
@@ -1379,16 +1383,6 @@ class TieredBackend(Backend):
         for tier in (self.hot, self.durable, self.cold):
             if tier is not None:
                 await tier.close()
-
-
-def _record_digest(event: RawEvent) -> str:
-    """A digest of what makes a stored record this one: its checksum and payload (its
-    time is left out: a tier may keep it less exactly)."""
-    return hashlib.sha256(event.checksum + b"\x00" + event.payload).hexdigest()[:32]
-
-
-def _same_record(one: RawEvent, other: RawEvent) -> bool:
-    return (one.checksum, one.payload) == (other.checksum, other.payload)
 
 
 async def _copy_stream(
