@@ -272,9 +272,11 @@ class TieredBackend(Backend):
         self._dirty: set[str] = set()
         self._locks = KeyedLock()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
-        # agents this process found without a cold marker (or brought back whole): a
-        # durable stream of one not in here may be the part of an interrupted rehydration
-        self._settled: set[str] = set()
+        # agents this process found without a cold marker (or brought back whole), each
+        # with the highest durable head it saw of it: a durable stream of one not in
+        # here, or below that head (another process demoted the agent since, and a third
+        # is bringing it back), may be the part of a rehydration (under way, or killed)
+        self._settled: dict[str, int] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
         self.stats: dict[str, int] = {
@@ -412,12 +414,12 @@ class TieredBackend(Backend):
         if cold is None or _is_marker(agent_id):
             return self.durable
         head = await self.durable.head(agent_id)
-        if head > 0 and agent_id in self._settled:
+        if 0 < self._settled.get(agent_id, head + 1) <= head:
             return self.durable
         entry = await self._marker_entry(agent_id)
         if entry is None:
             if head > 0:
-                self._settled.add(agent_id)
+                self._settle_at(agent_id, head)
             return self.durable
         # (a durable stream below the marker's head: what a rehydration copied so far)
         if head >= entry[0].head_seq:
@@ -579,16 +581,31 @@ class TieredBackend(Backend):
         elif self.cold is not None and agent_id not in self._settled:
             await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
         try:
-            return await self.durable.append(request)
+            result = await self.durable.append(request)
         except ConflictError as exc:
             if (
                 exc.current_seq == 0
                 and self.cold is not None
                 and await self._rehydrate(agent_id, locked=True)
-            ):
-                return await self.durable.append(request)
-            await self._check_hot_head(agent_id, exc.current_seq)
-            raise
+            ) or await self._went_back(agent_id, exc.current_seq):
+                result = await self.durable.append(request)
+            else:
+                await self._check_hot_head(agent_id, exc.current_seq)
+                raise
+        if agent_id in self._settled:
+            self._settle_at(agent_id, result.last_seq)
+        return result
+
+    async def _went_back(self, agent_id: str, head: int) -> bool:
+        """After a conflict at durable head ``head``: True when the agent was brought
+        back from the cold tier now — its stream was below the head this process saw
+        (another process demoted it since, and a third's rehydration is under way:
+        the stream is that copy's part, which an append here was acknowledged on and
+        deleted with the part, and read as the agent, stale)."""
+        if self.cold is None or head >= self._settled.get(agent_id, 0):
+            return False
+        del self._settled[agent_id]
+        return await self._first_use(agent_id, head, locked=True) != head
 
     async def _check_hot_head(self, agent_id: str, durable_head: int) -> None:
         """After a durable conflict: a hot copy at another head is stale — drop it."""
@@ -634,7 +651,7 @@ class TieredBackend(Backend):
             if self.cold is not None:  # a demoted agent is not a new one
                 for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
                     await self._rehydrate(agent_id, locked=True)
-                for agent_id in sorted({r.agent_id for r in requests} - self._settled):
+                for agent_id in sorted({r.agent_id for r in requests} - self._settled.keys()):
                     await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
             results = await self.durable.append_batch(requests)
             if self.cold is not None:
@@ -730,9 +747,15 @@ class TieredBackend(Backend):
         head = await self.durable.head(agent_id)
         if head == 0 and self.cold is not None:
             head = await self._rehydrate(agent_id)
-        elif self.cold is not None and agent_id not in self._settled:
+        elif self.cold is not None and head < self._settled.get(agent_id, head + 1):
             head = await self._first_use(agent_id, head)
+        elif self.cold is not None:
+            self._settle_at(agent_id, head)
         return head
+
+    def _settle_at(self, agent_id: str, head: int) -> None:
+        """``agent_id`` is settled here, its durable head seen at ``head``."""
+        self._settled[agent_id] = max(head, self._settled.get(agent_id, 0))
 
     async def _settle(self, agent_id: str) -> None:
         """Before this process first reads ``agent_id``: its cold marker is looked at (see
@@ -750,7 +773,7 @@ class TieredBackend(Backend):
             return await self._rehydrate(agent_id, locked=locked)
         marker = await self._marker(agent_id)
         if marker is None:
-            self._settled.add(agent_id)
+            self._settled[agent_id] = head  # (a stream deleted and written again: lower)
         elif head < marker.head_seq:
             return await self._rehydrate(agent_id, locked=locked)
         return head
@@ -1275,7 +1298,7 @@ class TieredBackend(Backend):
             if self.hot is not None:
                 await self._drop_hot(agent_id)
             self._last_used.pop(agent_id, None)
-            self._settled.discard(agent_id)  # (its next use here looks at the marker again)
+            self._settled.pop(agent_id, None)  # (its next use here looks at the marker again)
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
@@ -1312,15 +1335,16 @@ class TieredBackend(Backend):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
-            self._settled.add(agent_id)
+            self._settled.setdefault(agent_id, 0)
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
         try:
             entry = await self._marker_entry(agent_id)
             if entry is None:  # rehydrated meanwhile
-                self._settled.add(agent_id)
-                return await self.durable.head(agent_id)
+                head = await self.durable.head(agent_id)
+                self._settled[agent_id] = head
+                return head
             marker, body = entry
             head = await self.durable.head(agent_id)
             if 0 < head < marker.head_seq:
@@ -1334,6 +1358,16 @@ class TieredBackend(Backend):
                     await _copy_stream(
                         cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
                     )
+                except (ConflictError, IntegrityError):
+                    if await self._marker_entry(agent_id) is None:
+                        # another process brought it back meanwhile (and deleted the
+                        # cold copy read here): the agent is its copy, nothing is wrong
+                        head = await self.durable.head(agent_id)
+                        self._settled[agent_id] = head
+                        return head
+                    with contextlib.suppress(Exception):  # (else the next use drops it)
+                        await self._drop_partial(agent_id, marker.head_seq)
+                    raise
                 except BaseException:
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
@@ -1345,7 +1379,7 @@ class TieredBackend(Backend):
                 )
             await self.durable.delete_agent(marker_id)
             await cold.delete_agent(agent_id)
-            self._settled.add(agent_id)
+            self._settled[agent_id] = head
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head
@@ -1357,9 +1391,15 @@ class TieredBackend(Backend):
         """Delete what an interrupted rehydration copied into the durable tier (a part
         of the stream the cold tier holds whole), if that is what is there."""
         head = await self.durable.head(agent_id)
-        if 0 < head < marker_head:
+        if 0 < head < marker_head and self.cold is not None:
+            # only the copy's own records: the head event must be the cold copy's at
+            # that seq (an append acknowledged on top of a part — by a process that read
+            # it as the agent — was deleted with it)
+            copied = await self.cold.read(agent_id, head - 1, head)
+            if not copied or copied[0].seq != head:
+                return
             with contextlib.suppress(ConflictError):  # moved: the caller looks again
-                await self.durable.delete_agent_at(agent_id, head)
+                await self.durable.delete_agent_at(agent_id, head, copied[0].checksum)
 
     async def _maintain(self) -> None:
         assert self.demote_interval is not None
