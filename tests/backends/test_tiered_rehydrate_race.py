@@ -62,8 +62,8 @@ async def test_a_save_during_another_process_rehydration_is_kept(tmp_path: Path)
         assert await a.demote("a")
         reading = asyncio.create_task(c.read("a"))  # C brings it back...
         await held.reached.wait()  # ...and has copied its first page
+        assert [e.seq for e in await b.read("a")] == [1, 2, 3, 4, 5]  # (before: [1])
         assert await b.head("a") == 5  # (before: 1)
-        assert [e.seq for e in await b.read("a")] == [1, 2, 3, 4, 5]
         saved = await b.append(request("a", 5))
         assert (saved.first_seq, saved.duplicate) == (6, False)
         held.go.set()

@@ -914,7 +914,11 @@ class TieredBackend(Backend):
             return checked[1]
         self.stats["hot_misses"] += 1
         events = await self.durable.read(agent_id, after_seq, to_seq, limit)
-        if not events and self.cold is not None and await self._durable_head(agent_id) > 0:
+        if (
+            self.cold is not None
+            and _short(events, self._settled.get(agent_id, 0), to_seq, limit)
+            and await self._durable_head(agent_id) > 0
+        ):  # demoted, or below the head seen here: another process's rehydration part
             events = await self.durable.read(agent_id, after_seq, to_seq, limit)
         if events:
             await self._fill(agent_id)
@@ -1262,8 +1266,8 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
-            marker = await self._marker(agent_id)
-            if marker is not None and head < marker.head_seq:
+            entry = await self._marker_entry(agent_id)
+            if entry is not None and head < entry[0].head_seq:
                 # the part a rehydration copied so far (under way in another process, or
                 # interrupted): the cold copy is the agent, never to be replaced by it
                 return False
@@ -1272,7 +1276,8 @@ class TieredBackend(Backend):
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
             created, updated = first[0].timestamp, last[0].timestamp
-            await self._check_cold_copy(cold, agent_id, head)
+            if not await self._own_leftover(cold, agent_id, entry):
+                await self._check_cold_copy(cold, agent_id, head)
             await cold.delete_agent(agent_id)  # an older archive copy
             await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
             if await cold.head(agent_id) != head:
@@ -1290,9 +1295,11 @@ class TieredBackend(Backend):
             await self.durable.append(
                 AppendRequest(marker_id, 0, (RawEvent(1, "cold", self.clock(), body, b""),))
             )
-            try:  # conditional: a write meanwhile (another process's) is kept, not deleted
-                await self.durable.delete_agent_at(agent_id, head)
+            try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
+                # and so is a rewrite (a migration, a rekey) to the same head
+                await self.durable.delete_agent_at(agent_id, head, last[0].checksum)
             except ConflictError:
+                await cold.delete_agent(agent_id)  # (first: a marker alone is harmless)
                 await self.durable.delete_agent(marker_id)
                 return False
             if self.hot is not None:
@@ -1302,6 +1309,20 @@ class TieredBackend(Backend):
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
+
+    async def _own_leftover(
+        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]] | None
+    ) -> bool:
+        """Is the cold copy the one this store's marker (``entry``, beside the durable
+        stream: a demotion that died before its last step) says it demoted? Then it is
+        replaced, even if the stream was rewritten since (a migration)."""
+        if entry is None:
+            return False
+        try:
+            await check_demoted_copy(cold, agent_id, entry[1])
+        except IntegrityError:
+            return False
+        return True
 
     async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
         """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
@@ -1347,7 +1368,14 @@ class TieredBackend(Backend):
                 return head
             marker, body = entry
             head = await self.durable.head(agent_id)
-            if 0 < head < marker.head_seq:
+            if head >= marker.head_seq:
+                # a demotion's marker beside the whole stream: under way in another process
+                # (its conditional delete of the stream comes next) or dead before it. Not
+                # a rehydration's to end: deleting the marker and the cold copy here while
+                # the demotion went on deleted the stream too — the agent lost everywhere
+                # (another process's create of it, conflicting, did that)
+                return head
+            if 0 < head:
                 # the part an interrupted rehydration copied (the cold tier still holds
                 # the whole stream): copied again from the start, never taken as all
                 await self._drop_partial(agent_id, marker.head_seq)
@@ -1377,8 +1405,11 @@ class TieredBackend(Backend):
                 raise IntegrityError(
                     agent_id, marker.head_seq, f"a partial copy at {head} could not be dropped"
                 )
-            await self.durable.delete_agent(marker_id)
+            # the cold copy first: a process killed between the two leaves the marker
+            # beside the whole stream (harmless: see above), never a cold copy no marker
+            # claims (a deleted agent's data kept, and a later demotion of the id refused)
             await cold.delete_agent(agent_id)
+            await self.durable.delete_agent(marker_id)
             self._settled[agent_id] = head
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
@@ -1494,6 +1525,17 @@ async def _append_copy(
         await dst.append_from_base(request, base)
     else:
         await dst.append(request)
+
+
+def _short(events: list[RawEvent], seen: int, to_seq: int | None, limit: int | None) -> bool:
+    """Does a read's answer end below ``seen`` (the head this process saw) though
+    neither ``to_seq`` nor ``limit`` cut it there — or is it empty?"""
+    if not events:
+        return True
+    end = events[-1].seq
+    return end < (seen if to_seq is None else min(seen, to_seq)) and (
+        limit is None or len(events) < limit
+    )
 
 
 def _complete(
