@@ -90,7 +90,7 @@ async def test_a_backup_refuses_a_swapped_cold_copy(tmp_path: Path) -> None:
     store, _, _ = await _swapped(tmp_path)
     file = tmp_path / "b.skb"
     async with store:
-        with pytest.raises(IntegrityError, match="user-1.*not the stream this store demoted"):
+        with pytest.raises(IntegrityError, match=r"user-1.*not the stream this store demoted"):
             await backup(store, file, BackupKey(os.urandom(32)))
     assert not file.exists()  # (before: written, the other store's user-1 in it)
 

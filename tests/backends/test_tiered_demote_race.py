@@ -14,6 +14,7 @@ is held before its delete by a durable tier that waits on an event there: no tim
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,9 @@ def _process(tmp_path: Path, durable: SQLiteBackend | None = None) -> TieredBack
     return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
 
 
-async def _race(tmp_path: Path, other_write: object) -> tuple[bool, TieredBackend]:
+async def _race(
+    tmp_path: Path, other_write: Callable[[TieredBackend], Awaitable[None]]
+) -> tuple[bool, TieredBackend]:
     held = _Held(tmp_path / "durable.db")
     a, b = _process(tmp_path, held), _process(tmp_path)
     try:
@@ -56,7 +59,7 @@ async def _race(tmp_path: Path, other_write: object) -> tuple[bool, TieredBacken
             await a.append(request("a", seq, key=f"k{seq}"))
         demoting = asyncio.create_task(a.demote("a"))
         await held.reached.wait()  # marker written, the stream not yet deleted
-        await other_write(b)  # type: ignore[operator]
+        await other_write(b)
         held.go.set()
         demoted = await demoting
     finally:

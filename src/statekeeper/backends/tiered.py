@@ -1375,7 +1375,7 @@ class TieredBackend(Backend):
                 # the demotion went on deleted the stream too — the agent lost everywhere
                 # (another process's create of it, conflicting, did that)
                 return head
-            if 0 < head:
+            if head > 0:
                 # the part an interrupted rehydration copied (the cold tier still holds
                 # the whole stream): copied again from the start, never taken as all
                 await self._drop_partial(agent_id, marker.head_seq)
