@@ -11,11 +11,16 @@ the cold copy's, and C, finding the agent brought back by B meanwhile, reads it.
 
 Each "process" is a TieredBackend of its own over the same SQLite files (a process's
 memory of the agents it looked at is per backend); C's rehydration is held after its
-first page by a durable tier that waits on an event there: no timing."""
+first page by a durable tier that waits on an event there: no timing.
+
+And ``verify`` (which reads a demoted agent in the cold tier, in place) that found a
+rehydration's part, then the cold copy deleted by that rehydration finishing: it read
+the agent as not there (head 0); now it reads it in the durable tier, where it is."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -55,6 +60,7 @@ async def test_a_save_during_another_process_rehydration_is_kept(tmp_path: Path)
     a, b = _process(tmp_path), _process(tmp_path)
     held = _Held(tmp_path / "durable.db")
     c = _process(tmp_path, held)
+    reading: asyncio.Task[list[RawEvent]] | None = None
     try:
         for seq in range(5):  # keyed: one page per append in the rehydration's copy
             await a.append(request("a", seq, key=f"k{seq}"))
@@ -74,6 +80,9 @@ async def test_a_save_during_another_process_rehydration_is_kept(tmp_path: Path)
         await fresh.close()
     finally:
         held.go.set()
+        if reading is not None:
+            with contextlib.suppress(Exception):  # (reported by the assertions above)
+                await reading
         for backend in (a, b, c):
             await backend.close()
 
@@ -99,3 +108,41 @@ async def test_a_part_with_a_write_on_top_is_not_deleted(tmp_path: Path) -> None
         await fresh.close()
     finally:
         await a.close()
+
+
+class _Racing(SQLiteBackend):
+    """A cold tier whose first ``head`` of ``a`` (the in-place check's first read) lets
+    ``other`` bring the agent back first."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.other: TieredBackend | None = None
+
+    async def head(self, agent_id: str) -> int:
+        other, self.other = self.other, None
+        if other is not None and agent_id == "a":
+            assert await other.head("a") == 5
+        return await super().head(agent_id)
+
+
+async def test_verify_reads_an_agent_brought_back_while_it_looked(tmp_path: Path) -> None:
+    """verify found a rehydration's part (so the agent is read in the cold tier), and
+    before it read the cold copy another process finished the rehydration and deleted
+    it: the agent is read in the durable tier, no problem reported."""
+    a = _process(tmp_path)
+    for seq in range(5):
+        await a.append(request("a", seq, key=f"k{seq}"))
+    assert await a.demote("a")
+    first = await a.cold.read("a", 0, 1)  # type: ignore[union-attr]
+    await a.durable.append(AppendRequest("a", 0, tuple(first)))  # a killed one's part
+    racing = _Racing(tmp_path / "cold.db")
+    verifying = TieredBackend(SQLiteBackend(tmp_path / "durable.db"), cold=racing)
+    racing.other = other = _process(tmp_path)
+    try:
+        with verifying.in_place():
+            assert await verifying.head("a") == 5
+            assert [e.seq for e in await verifying.read("a")] == [1, 2, 3, 4, 5]
+        assert racing.other is None  # (the race happened)
+    finally:
+        for backend in (a, other, verifying):
+            await backend.close()

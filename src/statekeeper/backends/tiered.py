@@ -430,7 +430,17 @@ class TieredBackend(Backend):
         checked = _CHECKED.get()
         key = (id(self), agent_id, orjson.dumps(entry[1]))
         if checked is None or key not in checked:
-            await check_demoted_copy(cold, agent_id, entry[1], "it was not read")
+            try:
+                await check_demoted_copy(cold, agent_id, entry[1], "it was not read")
+            except IntegrityError:
+                # brought back by another process meanwhile (its cold copy deleted)?
+                # then the durable tier holds it whole: read there
+                again = await self._marker_entry(agent_id)
+                if again is None or again[1] != entry[1]:
+                    return self.durable
+                if await self.durable.head(agent_id) >= again[0].head_seq:
+                    return self.durable
+                raise
             if checked is not None:
                 checked.add(key)
         return cold
