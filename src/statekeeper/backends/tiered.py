@@ -70,7 +70,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -109,6 +108,7 @@ from .base import (
     validate_request,
 )
 from .keyed_locks import KeyedLock
+from .tiered_cold import check_demoted_copy, marker_body, record_digest, same_record
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
 
@@ -123,6 +123,13 @@ _PAGE = 1000
 #: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
 _IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
     "statekeeper_tiered_in_place", default=frozenset()
+)
+
+
+#: the demoted agents whose cold copy this task checked within ``in_place`` (by tiered
+#: backend and marker): ``verify`` reads an agent in several calls, checked once
+_CHECKED: ContextVar[set[tuple[int, str, bytes]] | None] = ContextVar(
+    "statekeeper_tiered_cold_checked", default=None
 )
 
 
@@ -265,9 +272,11 @@ class TieredBackend(Backend):
         self._dirty: set[str] = set()
         self._locks = KeyedLock()  # one per agent: its durable write and hot copy together
         self._last_used: dict[str, float] = {}
-        # agents this process found without a cold marker (or brought back whole): a
-        # durable stream of one not in here may be the part of an interrupted rehydration
-        self._settled: set[str] = set()
+        # agents this process found without a cold marker (or brought back whole), each
+        # with the highest durable head it saw of it: a durable stream of one not in
+        # here, or below that head (another process demoted the agent since, and a third
+        # is bringing it back), may be the part of a rehydration (under way, or killed)
+        self._settled: dict[str, int] = {}
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
         self.stats: dict[str, int] = {
@@ -387,9 +396,11 @@ class TieredBackend(Backend):
         backup read every agent, and used to bring every demoted one back. Writes are
         unchanged."""
         token = _IN_PLACE.set(_IN_PLACE.get() | {id(self)})
+        checked = _CHECKED.set(set() if _CHECKED.get() is None else _CHECKED.get())
         try:
             yield
         finally:
+            _CHECKED.reset(checked)
             _IN_PLACE.reset(token)
 
     def _in_place(self) -> bool:
@@ -403,15 +414,36 @@ class TieredBackend(Backend):
         if cold is None or _is_marker(agent_id):
             return self.durable
         head = await self.durable.head(agent_id)
-        if head > 0 and agent_id in self._settled:
+        if 0 < self._settled.get(agent_id, head + 1) <= head:
             return self.durable
-        marker = await self._marker(agent_id)
-        if marker is None:
+        entry = await self._marker_entry(agent_id)
+        if entry is None:
             if head > 0:
-                self._settled.add(agent_id)
+                self._settle_at(agent_id, head)
             return self.durable
         # (a durable stream below the marker's head: what a rehydration copied so far)
-        return cold if head < marker.head_seq else self.durable
+        if head >= entry[0].head_seq:
+            return self.durable
+        # read as the agent only once it is the stream this store demoted: verify, a
+        # backup and a read-only store (show, history) read an altered, missing or
+        # swapped copy as the agent, "OK" (their reads now raise IntegrityError)
+        checked = _CHECKED.get()
+        key = (id(self), agent_id, orjson.dumps(entry[1]))
+        if checked is None or key not in checked:
+            try:
+                await check_demoted_copy(cold, agent_id, entry[1], "it was not read")
+            except IntegrityError:
+                # brought back by another process meanwhile (its cold copy deleted)?
+                # then the durable tier holds it whole: read there
+                again = await self._marker_entry(agent_id)
+                if again is None or again[1] != entry[1]:
+                    return self.durable
+                if await self.durable.head(agent_id) >= again[0].head_seq:
+                    return self.durable
+                raise
+            if checked is not None:
+                checked.add(key)
+        return cold
 
     async def ensure_store(self) -> None:
         """The durable tier (the tier of record) must be a statekeeper store."""
@@ -559,16 +591,31 @@ class TieredBackend(Backend):
         elif self.cold is not None and agent_id not in self._settled:
             await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
         try:
-            return await self.durable.append(request)
+            result = await self.durable.append(request)
         except ConflictError as exc:
             if (
                 exc.current_seq == 0
                 and self.cold is not None
                 and await self._rehydrate(agent_id, locked=True)
-            ):
-                return await self.durable.append(request)
-            await self._check_hot_head(agent_id, exc.current_seq)
-            raise
+            ) or await self._went_back(agent_id, exc.current_seq):
+                result = await self.durable.append(request)
+            else:
+                await self._check_hot_head(agent_id, exc.current_seq)
+                raise
+        if agent_id in self._settled:
+            self._settle_at(agent_id, result.last_seq)
+        return result
+
+    async def _went_back(self, agent_id: str, head: int) -> bool:
+        """After a conflict at durable head ``head``: True when the agent was brought
+        back from the cold tier now — its stream was below the head this process saw
+        (another process demoted it since, and a third's rehydration is under way:
+        the stream is that copy's part, which an append here was acknowledged on and
+        deleted with the part, and read as the agent, stale)."""
+        if self.cold is None or head >= self._settled.get(agent_id, 0):
+            return False
+        del self._settled[agent_id]
+        return await self._first_use(agent_id, head, locked=True) != head
 
     async def _check_hot_head(self, agent_id: str, durable_head: int) -> None:
         """After a durable conflict: a hot copy at another head is stale — drop it."""
@@ -614,7 +661,7 @@ class TieredBackend(Backend):
             if self.cold is not None:  # a demoted agent is not a new one
                 for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
                     await self._rehydrate(agent_id, locked=True)
-                for agent_id in sorted({r.agent_id for r in requests} - self._settled):
+                for agent_id in sorted({r.agent_id for r in requests} - self._settled.keys()):
                     await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
             results = await self.durable.append_batch(requests)
             if self.cold is not None:
@@ -710,9 +757,15 @@ class TieredBackend(Backend):
         head = await self.durable.head(agent_id)
         if head == 0 and self.cold is not None:
             head = await self._rehydrate(agent_id)
-        elif self.cold is not None and agent_id not in self._settled:
+        elif self.cold is not None and head < self._settled.get(agent_id, head + 1):
             head = await self._first_use(agent_id, head)
+        elif self.cold is not None:
+            self._settle_at(agent_id, head)
         return head
+
+    def _settle_at(self, agent_id: str, head: int) -> None:
+        """``agent_id`` is settled here, its durable head seen at ``head``."""
+        self._settled[agent_id] = max(head, self._settled.get(agent_id, 0))
 
     async def _settle(self, agent_id: str) -> None:
         """Before this process first reads ``agent_id``: its cold marker is looked at (see
@@ -730,7 +783,7 @@ class TieredBackend(Backend):
             return await self._rehydrate(agent_id, locked=locked)
         marker = await self._marker(agent_id)
         if marker is None:
-            self._settled.add(agent_id)
+            self._settled[agent_id] = head  # (a stream deleted and written again: lower)
         elif head < marker.head_seq:
             return await self._rehydrate(agent_id, locked=locked)
         return head
@@ -871,7 +924,11 @@ class TieredBackend(Backend):
             return checked[1]
         self.stats["hot_misses"] += 1
         events = await self.durable.read(agent_id, after_seq, to_seq, limit)
-        if not events and self.cold is not None and await self._durable_head(agent_id) > 0:
+        if (
+            self.cold is not None
+            and _short(events, self._settled.get(agent_id, 0), to_seq, limit)
+            and await self._durable_head(agent_id) > 0
+        ):  # demoted, or below the head seen here: another process's rehydration part
             events = await self.durable.read(agent_id, after_seq, to_seq, limit)
         if events:
             await self._fill(agent_id)
@@ -1169,15 +1226,20 @@ class TieredBackend(Backend):
     # -- the cold tier -------------------------------------------------------------
 
     async def _marker(self, agent_id: str) -> AgentInfo | None:
+        entry = await self._marker_entry(agent_id)
+        return None if entry is None else entry[0]
+
+    async def _marker_entry(self, agent_id: str) -> tuple[AgentInfo, dict[str, Any]] | None:
+        """``agent_id``'s cold marker, and its JSON body (None: not demoted)."""
         if _is_internal(agent_id):  # never demoted (and its marker's id would be invalid)
             return None
-        events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
-        if not events:
+        body = marker_body(await self.durable.read(COLD_MARKER + agent_id, 0, 1))
+        if body is None:
             return None
-        body = orjson.loads(events[0].payload)
-        return AgentInfo(
+        info = AgentInfo(
             agent_id, int(body["head"]), float(body["created"]), float(body["updated"])
         )
+        return info, body
 
     async def demote_idle(self, now: float | None = None) -> list[str]:
         """Demote every agent idle longer than ``idle_after``; returns their ids."""
@@ -1214,8 +1276,8 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
-            marker = await self._marker(agent_id)
-            if marker is not None and head < marker.head_seq:
+            entry = await self._marker_entry(agent_id)
+            if entry is not None and head < entry[0].head_seq:
                 # the part a rehydration copied so far (under way in another process, or
                 # interrupted): the cold copy is the agent, never to be replaced by it
                 return False
@@ -1224,7 +1286,8 @@ class TieredBackend(Backend):
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
             created, updated = first[0].timestamp, last[0].timestamp
-            await self._check_cold_copy(cold, agent_id, head)
+            if not await self._own_leftover(cold, agent_id, entry):
+                await self._check_cold_copy(cold, agent_id, head)
             await cold.delete_agent(agent_id)  # an older archive copy
             await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
             if await cold.head(agent_id) != head:
@@ -1236,24 +1299,40 @@ class TieredBackend(Backend):
                     "head": head,
                     "created": created,
                     "updated": updated,
-                    "last": _record_digest(last[0]),
+                    "last": record_digest(last[0]),
                 }
             )  # ("last": the demoted head's digest, checked again by a rehydration)
             await self.durable.append(
                 AppendRequest(marker_id, 0, (RawEvent(1, "cold", self.clock(), body, b""),))
             )
-            try:  # conditional: a write meanwhile (another process's) is kept, not deleted
-                await self.durable.delete_agent_at(agent_id, head)
+            try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
+                # and so is a rewrite (a migration, a rekey) to the same head
+                await self.durable.delete_agent_at(agent_id, head, last[0].checksum)
             except ConflictError:
+                await cold.delete_agent(agent_id)  # (first: a marker alone is harmless)
                 await self.durable.delete_agent(marker_id)
                 return False
             if self.hot is not None:
                 await self._drop_hot(agent_id)
             self._last_used.pop(agent_id, None)
-            self._settled.discard(agent_id)  # (its next use here looks at the marker again)
+            self._settled.pop(agent_id, None)  # (its next use here looks at the marker again)
             self.stats["demotions"] += 1
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
+
+    async def _own_leftover(
+        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]] | None
+    ) -> bool:
+        """Is the cold copy the one this store's marker (``entry``, beside the durable
+        stream: a demotion that died before its last step) says it demoted? Then it is
+        replaced, even if the stream was rewritten since (a migration)."""
+        if entry is None:
+            return False
+        try:
+            await check_demoted_copy(cold, agent_id, entry[1])
+        except IntegrityError:
+            return False
+        return True
 
     async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
         """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
@@ -1267,7 +1346,7 @@ class TieredBackend(Backend):
             return
         theirs = await cold.read(agent_id, held - 1, held)
         ours = await self.durable.read(agent_id, held - 1, held) if held <= head else []
-        if theirs and ours and _same_record(theirs[0], ours[0]):
+        if theirs and ours and same_record(theirs[0], ours[0]):
             return
         raise ConfigurationError(
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
@@ -1276,24 +1355,6 @@ class TieredBackend(Backend):
             " each tiered store a cold tier of its own (another bucket prefix). Nothing was"
             " demoted"
         )
-
-    async def _check_demoted_copy(self, cold: Backend, agent_id: str, head: int) -> None:
-        """:class:`~statekeeper.errors.IntegrityError` unless the cold copy's record at
-        ``head`` is the one this store demoted (a digest of it, kept in the marker by a
-        demotion since it was recorded): one another store sharing the cold tier put
-        there would be rehydrated and served as this store's agent."""
-        events = await self.durable.read(COLD_MARKER + agent_id, 0, 1)
-        kept = orjson.loads(events[0].payload).get("last") if events else None
-        if not isinstance(kept, str) or not kept:
-            return  # (a marker of an earlier version: nothing to compare)
-        found = await cold.read(agent_id, head - 1, head)
-        if not found or _record_digest(found[0]) != kept:
-            raise IntegrityError(
-                agent_id,
-                head,
-                "the cold copy is not the stream this store demoted (another store sharing"
-                " the cold tier replaced it?): nothing was rehydrated",
-            )
 
     async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
         """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
@@ -1305,31 +1366,46 @@ class TieredBackend(Backend):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
-            self._settled.add(agent_id)
+            self._settled.setdefault(agent_id, 0)
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
         try:
-            marker = await self._marker(agent_id)
-            if marker is None:  # rehydrated meanwhile
-                self._settled.add(agent_id)
-                return await self.durable.head(agent_id)
+            entry = await self._marker_entry(agent_id)
+            if entry is None:  # rehydrated meanwhile
+                head = await self.durable.head(agent_id)
+                self._settled[agent_id] = head
+                return head
+            marker, body = entry
             head = await self.durable.head(agent_id)
-            if 0 < head < marker.head_seq:
+            if head >= marker.head_seq:
+                # a demotion's marker beside the whole stream: under way in another process
+                # (its conditional delete of the stream comes next) or dead before it. Not
+                # a rehydration's to end: deleting the marker and the cold copy here while
+                # the demotion went on deleted the stream too — the agent lost everywhere
+                # (another process's create of it, conflicting, did that)
+                return head
+            if head > 0:
                 # the part an interrupted rehydration copied (the cold tier still holds
                 # the whole stream): copied again from the start, never taken as all
                 await self._drop_partial(agent_id, marker.head_seq)
                 head = await self.durable.head(agent_id)
             if head == 0:
-                if await cold.head(agent_id) != marker.head_seq:
-                    raise IntegrityError(
-                        agent_id, marker.head_seq, "the cold copy of a demoted agent is missing"
-                    )
-                await self._check_demoted_copy(cold, agent_id, marker.head_seq)
+                await check_demoted_copy(cold, agent_id, body)
                 try:
                     await _copy_stream(
                         cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
                     )
+                except (ConflictError, IntegrityError):
+                    if await self._marker_entry(agent_id) is None:
+                        # another process brought it back meanwhile (and deleted the
+                        # cold copy read here): the agent is its copy, nothing is wrong
+                        head = await self.durable.head(agent_id)
+                        self._settled[agent_id] = head
+                        return head
+                    with contextlib.suppress(Exception):  # (else the next use drops it)
+                        await self._drop_partial(agent_id, marker.head_seq)
+                    raise
                 except BaseException:
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
@@ -1339,9 +1415,12 @@ class TieredBackend(Backend):
                 raise IntegrityError(
                     agent_id, marker.head_seq, f"a partial copy at {head} could not be dropped"
                 )
-            await self.durable.delete_agent(marker_id)
+            # the cold copy first: a process killed between the two leaves the marker
+            # beside the whole stream (harmless: see above), never a cold copy no marker
+            # claims (a deleted agent's data kept, and a later demotion of the id refused)
             await cold.delete_agent(agent_id)
-            self._settled.add(agent_id)
+            await self.durable.delete_agent(marker_id)
+            self._settled[agent_id] = head
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head
@@ -1353,9 +1432,15 @@ class TieredBackend(Backend):
         """Delete what an interrupted rehydration copied into the durable tier (a part
         of the stream the cold tier holds whole), if that is what is there."""
         head = await self.durable.head(agent_id)
-        if 0 < head < marker_head:
+        if 0 < head < marker_head and self.cold is not None:
+            # only the copy's own records: the head event must be the cold copy's at
+            # that seq (an append acknowledged on top of a part — by a process that read
+            # it as the agent — was deleted with it)
+            copied = await self.cold.read(agent_id, head - 1, head)
+            if not copied or copied[0].seq != head:
+                return
             with contextlib.suppress(ConflictError):  # moved: the caller looks again
-                await self.durable.delete_agent_at(agent_id, head)
+                await self.durable.delete_agent_at(agent_id, head, copied[0].checksum)
 
     async def _maintain(self) -> None:
         assert self.demote_interval is not None
@@ -1379,16 +1464,6 @@ class TieredBackend(Backend):
         for tier in (self.hot, self.durable, self.cold):
             if tier is not None:
                 await tier.close()
-
-
-def _record_digest(event: RawEvent) -> str:
-    """A digest of what makes a stored record this one: its checksum and payload (its
-    time is left out: a tier may keep it less exactly)."""
-    return hashlib.sha256(event.checksum + b"\x00" + event.payload).hexdigest()[:32]
-
-
-def _same_record(one: RawEvent, other: RawEvent) -> bool:
-    return (one.checksum, one.payload) == (other.checksum, other.payload)
 
 
 async def _copy_stream(
@@ -1460,6 +1535,17 @@ async def _append_copy(
         await dst.append_from_base(request, base)
     else:
         await dst.append(request)
+
+
+def _short(events: list[RawEvent], seen: int, to_seq: int | None, limit: int | None) -> bool:
+    """Does a read's answer end below ``seen`` (the head this process saw) though
+    neither ``to_seq`` nor ``limit`` cut it there — or is it empty?"""
+    if not events:
+        return True
+    end = events[-1].seq
+    return end < (seen if to_seq is None else min(seen, to_seq)) and (
+        limit is None or len(events) < limit
+    )
 
 
 def _complete(

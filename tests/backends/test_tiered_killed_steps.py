@@ -1,0 +1,83 @@
+"""A process SIGKILLed before each step of a demotion, or of a rehydration, that
+changes a tier (each page copied, the snapshot, the marker, the deletes): whatever it
+left, the next process finds the agent whole — verify OK, listed and counted once, its
+state and its idempotency keys — and can delete it and demote a new agent of that id.
+(A guard of the order of those steps, which the fixes of test_tiered_demote_race.py and
+test_tiered_rehydrate_race.py changed: a rehydration now deletes the cold copy before
+its marker, and a marker beside the whole stream is left alone.)"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.backends import SQLiteBackend
+from statekeeper.backends.tiered import TieredBackend
+
+_CHILD = Path(__file__).with_name("_tiered_kill_child.py")
+
+
+def _tiered(where: Path) -> TieredBackend:
+    durable, cold = SQLiteBackend(where / "durable.db"), SQLiteBackend(where / "cold.db")
+    return TieredBackend(durable, cold=cold, idle_after=1)
+
+
+async def _setup(where: Path, demoted: bool) -> None:
+    async with StateStore(_tiered(where)) as store:
+        for n in range(4):
+            await store.save("a", {"n": n}, idempotency_key=f"k{n}")
+            if n == 1:
+                await store.snapshot("a")
+        await store.save("b", {"n": 0})
+        if demoted:
+            assert await store.backend.demote("a")  # type: ignore[attr-defined]
+
+
+async def _check(where: Path, step: str) -> None:
+    backend = _tiered(where)
+    async with StateStore(backend) as store:
+        report = await store.verify()
+        assert report.ok, (step, report.problems)
+        assert await backend.count_agents() == 2, step
+        assert [i.agent_id for i in await backend.list_agents()] == ["a", "b"], step
+        loaded = await store.load("a")
+        assert (loaded.seq, loaded.data) == (4, {"n": 3}), step
+        assert (await store.save("a", {"n": 3}, idempotency_key="k3")).duplicate, step
+        assert await store.delete("a"), step
+        await store.save("a", {"other": True})
+        assert await backend.demote("a"), step  # (before: ConfigurationError)
+        assert (await store.load("a")).data == {"other": True}, step
+
+
+@pytest.mark.parametrize("op", ["demote", "rehydrate"])
+async def test_a_process_killed_at_each_step_leaves_the_agent_whole(
+    tmp_path: Path, op: str
+) -> None:
+    steps = []
+    for k in range(1, 40):
+        where = tmp_path / f"{op}{k}"
+        await asyncio.to_thread(where.mkdir)
+        await _setup(where, demoted=op == "rehydrate")
+        child = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(_CHILD), str(where), op, str(k)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        said = child.stdout.strip().splitlines()
+        assert said, child.stderr[-2000:]
+        await _check(where, said[-1])
+        if said[-1] == "done":
+            assert child.returncode == 0, child.stderr[-2000:]
+            break
+        assert child.returncode == -9, (said, child.stderr[-2000:])
+        steps.append(said[-1])
+    else:
+        pytest.fail("the child never finished")
+    assert len(steps) >= 7, steps  # every page, the snapshot, the marker, the deletes
