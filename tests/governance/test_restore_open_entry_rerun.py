@@ -82,7 +82,7 @@ def _stopping(call: Callable[..., Awaitable[Any]], *, after: bool) -> Callable[.
     return stopped
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3", "tiered"])
 async def test_a_restore_stopped_before_its_first_agent_is_finished_by_its_rerun(
     tmp_path: Path, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,4 +121,41 @@ async def test_a_rerun_after_the_partly_restored_agents_were_deleted_finishes_it
         for agent in AGENTS:  # given up on: deleted, then restored from the start
             await target.delete(agent)
         assert (await restore(target, [path], key)).agents == len(AGENTS)
+    await _check_one_pair(url)
+
+
+async def test_a_rerun_that_fails_leaves_the_entry_it_took_over_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after its writes, then run again and failing (an error of the engine):
+    the rerun voided the killed run's entry, and ``audit verify`` no longer said the
+    restore was not finished (nor would it for a restore still running when a second
+    one of the same backups failed on its agents)."""
+    key = BackupKey(os.urandom(32))
+    url = f"sqlite:///{tmp_path / 'dst.db'}"
+    path = await _target_and_backup(url, tmp_path, key)
+
+    async def fails(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the engine failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            restore_module, "rebuild_whole", _stopping(restore_module.rebuild_whole, after=False)
+        )
+        async with _governed(url) as target:
+            with pytest.raises(Stopped):
+                await restore(target, [path], key)
+    [(started, _, _)] = await _restores(url)
+    with monkeypatch.context() as patch:
+        patch.setattr(restore_module, "rebuild_whole", fails)
+        async with _governed(url) as target:
+            with pytest.raises(RuntimeError):
+                await restore(target, [path], key, skip_existing=True)
+    assert [(o, d.get("voids")) for _, o, d in await _restores(url)] == [("started", None)]
+    async with StateStore(url, keyring=KEYRING) as store:
+        report = await AuditLog(store.backend, KEYRING).verify()
+        assert len(report.unapplied) == 1, report.unapplied
+        assert f"entry {started}: the restore of" in report.unapplied[0]
+    async with _governed(url) as target:  # and the rerun that works finishes it
+        assert (await restore(target, [path], key, skip_existing=True)).skipped == len(AGENTS)
     await _check_one_pair(url)

@@ -12,7 +12,8 @@ and, once every write is made, a ``restore`` entry with outcome ``ok`` naming it
 ``started`` entry (``error:<Type>``); one killed leaves it open, and ``audit verify``
 lists it as not applied until a rerun of the same backups finishes it — the rerun
 finds it and writes no second ``started`` entry, only the ``ok`` one: a restore killed
-and run again leaves one pair, as one that was never stopped.
+and run again leaves one pair, as one that was never stopped. A rerun that fails
+leaves the entry it took over open (the restore is still not finished).
 
 Only the store's own audit log is written ahead; an ``audit`` sink given by the caller
 receives one event after the restore, as before (it has no entry to name), and so does
@@ -41,11 +42,13 @@ STARTED = "started"
 
 @dataclass(frozen=True, slots=True)
 class Begun:
-    """A restore's ``started`` entry in the store's audit log (``entry``: its seq)."""
+    """A restore's ``started`` entry in the store's audit log (``entry``: its seq;
+    ``taken_over``: written by an earlier run, left open)."""
 
     log: Any
     principal: str | None
     entry: int
+    taken_over: bool = False
 
     async def finished(self, details: dict[str, Any]) -> None:
         await self.log.record(
@@ -57,8 +60,12 @@ class Begun:
 
     async def failed(self, exc: BaseException) -> None:
         """Void the ``started`` entry (an error: not all was written). A SIGKILL or a
-        Ctrl-C leaves it open for the rerun that finishes it."""
-        if isinstance(exc, Exception):
+        Ctrl-C leaves it open for the rerun that finishes it; so does an error of a
+        rerun that took it over: the restore it records is still not finished (and
+        its run may still be going: two restores of one backup at once, the second
+        failing on the first's agents, voided the first's entry, which then ended
+        "ok" on a voided entry, or, killed, open with nothing listing it)."""
+        if isinstance(exc, Exception) and not self.taken_over:
             await self.log.void(
                 self.entry, "restore", principal=self.principal, agent_id=None, exc=exc
             )
@@ -128,7 +135,7 @@ async def begin(
             open_ = {}
         same = [seq for seq, named in open_.items() if named == list(backups)]
         if same:
-            return Begun(log, principal, same[-1])
+            return Begun(log, principal, same[-1], taken_over=True)
     entry = await log.record_ahead(
         "restore", principal=principal, agent_id=None, detail=details, outcome=STARTED
     )
