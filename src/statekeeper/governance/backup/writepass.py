@@ -5,6 +5,7 @@ committed together (:func:`_write_batch`: one engine batch per round of writes).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from .restore import _Part, _Plan
 
 __all__ = ["WRITE_BATCH_BYTES", "write_all"]
+
+logger = logging.getLogger("statekeeper.governance.backup")
 
 #: one step of writing an agent's part: ``(agent, request, None)`` an append,
 #: ``(agent, request, base)`` the append of a compacted stream's first events onto its
@@ -106,7 +109,13 @@ async def _write_batch(
             for result in await backend.append_batch(plain):
                 if isinstance(result, BaseException):
                     raise result
-        await asyncio.gather(*(alone(step) for step in others))
+        # every write of the round settled before a failure is raised: the unwinding
+        # (write_all) must see what they left
+        for result in await asyncio.gather(
+            *(alone(step) for step in others), return_exceptions=True
+        ):
+            if isinstance(result, BaseException):
+                raise result
 
 
 #: the most record bytes the writing pass holds in one batch of concurrent appends: a
@@ -147,6 +156,40 @@ def _batches(
         yield batch
 
 
+async def _unwind(store: StateStore, agents: Sequence[str], plans: dict[str, _Plan]) -> None:
+    """After a failed batch: delete the agents of it the restore left short of the
+    backup's head. An agent is written in pieces (cut at idempotency keys, each an
+    append of its own) and the agents of a batch in rounds, so a write the target
+    refused (a record over the engine's size limit: Redis ``proto-max-bulk-len``,
+    SQLite's length limit, PostgreSQL's 1 GB) or a server lost part-way left streams
+    cut inside the backup's chain — agents that list, load and verify as whole, older
+    than the backup, which ``skip_existing`` then kept as the target's own (only the
+    ends of a backup's parts are known to :mod:`.partway`). The restore writes only
+    agents the target did not hold, so such a stream is the restore's own: deleted if
+    its head is still the one seen (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`).
+    One that cannot be deleted is logged; the failure is raised either way."""
+    backend = store.backend
+    for agent_id in dict.fromkeys(agents):
+        try:
+            head = await backend.head(agent_id)
+            if 0 < head < plans[agent_id].head:
+                await backend.delete_agent_at(agent_id, head)
+                logger.warning(
+                    "restore failed: agent %r, written up to seq %d of the backup's %d,"
+                    " was deleted (restore it again)",
+                    agent_id,
+                    head,
+                    plans[agent_id].head,
+                )
+        except Exception as exc:
+            logger.error(
+                "restore failed and agent %r was left short of the backup (%s): delete it"
+                " before restoring again",
+                agent_id,
+                exc,
+            )
+
+
 async def write_all(
     store: StateStore,
     parts: Sequence[_Part],
@@ -173,7 +216,11 @@ async def write_all(
             tag = tags[agent_id] if head == plan.head else None
             last += head == plan.head
             writes.append((agent_id, item, here, tag))
-        await _write_batch(store, writes, concurrency)
+        try:
+            await _write_batch(store, writes, concurrency)
+        except Exception:
+            await _unwind(store, [w[0] for w in writes], plans)
+            raise
         for _ in range(last):
             finished += 1
             if progress is not None and finished % 256 == 0:
