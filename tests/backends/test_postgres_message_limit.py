@@ -23,7 +23,6 @@ from statekeeper.testing import request
 from ._services import POSTGRES_DSN
 
 
-
 def _lower(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
     limits = importlib.import_module("statekeeper.backends.postgres.limits")
     monkeypatch.setattr(limits, "RECORDS_LIMIT", limit)

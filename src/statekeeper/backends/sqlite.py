@@ -104,8 +104,7 @@ from .base import (
     validate_together,
 )
 from .sqlite_admin import SQLiteAdmin
-from .sqlite_base import Synchronous
-from .sqlite_base import LENGTH_LIMITS
+from .sqlite_base import LENGTH_LIMITS, Synchronous
 from .sqlite_base import translated as _translated
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
 from .sqlite_import import KEY_MADE, KEY_MADE_LATER

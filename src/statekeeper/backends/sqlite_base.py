@@ -45,7 +45,9 @@ def translated(path: str, agent_id: str = "*", seq: int | None = None) -> Iterat
         raise BackendError(f"{path}: constraint violated: {exc}") from exc
     except sqlite3.DataError as exc:
         if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_TOOBIG:
-            raise IntegrityError(agent_id, seq, f"database file {path} is unreadable: {exc}") from exc
+            raise IntegrityError(
+                agent_id, seq, f"database file {path} is unreadable: {exc}"
+            ) from exc
         # a value over the connection's length limit, refused when it was bound (was:
         # "database file ... is unreadable", an IntegrityError: a sound file taken for
         # a damaged one); the write's transaction was rolled back

@@ -131,10 +131,10 @@ from . import feed, meta
 from .client import WaitingCluster, make_client, on_node, transient
 from .codec import pack_event, unpack_event
 from .eviction import check_eviction, evicting_policy, own_ttls_stored
-from .limits import SURELY_TAKEN, oversize, read_limits, request_size
 from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .lease_replicas import warn_unreplicated_tokens
+from .limits import SURELY_TAKEN, oversize, read_limits, request_size
 from .nesting import check_nesting
 from .orphans import orphaned_events
 from .permissions import check_permissions

@@ -82,9 +82,7 @@ async def read_limits(client: Client) -> tuple[int, int]:
     return got_bulk or bulk, got_request or request
 
 
-def oversize(
-    agent_id: str, args: Sequence[Any], limits: tuple[int, int]
-) -> StateTooLarge | None:
+def oversize(agent_id: str, args: Sequence[Any], limits: tuple[int, int]) -> StateTooLarge | None:
     """The refusal of a write of ``args`` over the server's ``limits``, else None."""
     bulk, request = limits
     largest = max(map(_len, args))

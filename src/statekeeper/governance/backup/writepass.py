@@ -111,11 +111,11 @@ async def _write_batch(
                     raise result
         # every write of the round settled before a failure is raised: the unwinding
         # (write_all) must see what they left
-        for result in await asyncio.gather(
+        for settled in await asyncio.gather(
             *(alone(step) for step in others), return_exceptions=True
         ):
-            if isinstance(result, BaseException):
-                raise result
+            if isinstance(settled, BaseException):
+                raise settled
 
 
 #: the most record bytes the writing pass holds in one batch of concurrent appends: a
