@@ -164,22 +164,26 @@ async def _unwind(store: StateStore, agents: Sequence[str], plans: dict[str, _Pl
     SQLite's length limit, PostgreSQL's 1 GB) or a server lost part-way left streams
     cut inside the backup's chain — agents that list, load and verify as whole, older
     than the backup, which ``skip_existing`` then kept as the target's own (only the
-    ends of a backup's parts are known to :mod:`.partway`). The restore writes only
-    agents the target did not hold, so such a stream is the restore's own: deleted if
-    its head is still the one seen (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`).
-    One that cannot be deleted is logged; the failure is raised either way."""
+    ends of a backup's parts are known to :mod:`.partway`, which refuses an agent left
+    at one). The restore writes only agents the target did not hold, so such a stream
+    is the restore's own: deleted if its head is still the one seen
+    (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`). One that cannot be
+    deleted is logged; the failure is raised either way. A process killed there
+    leaves such a stream (not detected: see ``docs/retention-and-backup.md``)."""
     backend = store.backend
     for agent_id in dict.fromkeys(agents):
         try:
             head = await backend.head(agent_id)
-            if 0 < head < plans[agent_id].head:
+            plan = plans[agent_id]
+            # (at the end of one of the backup's parts: found and refused by .partway)
+            if 0 < head < plan.head and head not in plan.ends:
                 await backend.delete_agent_at(agent_id, head)
                 logger.warning(
                     "restore failed: agent %r, written up to seq %d of the backup's %d,"
                     " was deleted (restore it again)",
                     agent_id,
                     head,
-                    plans[agent_id].head,
+                    plan.head,
                 )
         except Exception as exc:
             logger.error(
