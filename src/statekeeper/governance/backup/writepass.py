@@ -5,7 +5,6 @@ committed together (:func:`_write_batch`: one engine batch per round of writes).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from .restore import _Part, _Plan
 
 __all__ = ["WRITE_BATCH_BYTES", "write_all"]
-
-logger = logging.getLogger("statekeeper.governance.backup")
 
 #: one step of writing an agent's part: ``(agent, request, None)`` an append,
 #: ``(agent, request, base)`` the append of a compacted stream's first events onto its
@@ -156,7 +153,9 @@ def _batches(
         yield batch
 
 
-async def _unwind(store: StateStore, agents: Sequence[str], plans: dict[str, _Plan]) -> None:
+async def _unwind(
+    store: StateStore, agents: Sequence[str], plans: dict[str, _Plan], failed: Exception
+) -> None:
     """After a failed batch: delete the agents of it the restore left short of the
     backup's head. An agent is written in pieces (cut at idempotency keys, each an
     append of its own) and the agents of a batch in rounds, so a write the target
@@ -167,9 +166,10 @@ async def _unwind(store: StateStore, agents: Sequence[str], plans: dict[str, _Pl
     ends of a backup's parts are known to :mod:`.partway`, which refuses an agent left
     at one). The restore writes only agents the target did not hold, so such a stream
     is the restore's own: deleted if its head is still the one seen
-    (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`). One that cannot be
-    deleted is logged; the failure is raised either way. A process killed there
-    leaves such a stream (not detected: see ``docs/retention-and-backup.md``)."""
+    (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`). What became of each
+    is noted on ``failed`` (``add_note``: the CLI prints it); it is raised either
+    way. A process killed there leaves such a stream (not detected: see
+    ``docs/retention-and-backup.md``)."""
     backend = store.backend
     for agent_id in dict.fromkeys(agents):
         try:
@@ -178,19 +178,14 @@ async def _unwind(store: StateStore, agents: Sequence[str], plans: dict[str, _Pl
             # (at the end of one of the backup's parts: found and refused by .partway)
             if 0 < head < plan.head and head not in plan.ends:
                 await backend.delete_agent_at(agent_id, head)
-                logger.warning(
-                    "restore failed: agent %r, written up to seq %d of the backup's %d,"
-                    " was deleted (restore it again)",
-                    agent_id,
-                    head,
-                    plan.head,
+                failed.add_note(
+                    f"agent {agent_id!r}, written up to seq {head} of the backup's"
+                    f" {plan.head}, was deleted again"
                 )
         except Exception as exc:
-            logger.error(
-                "restore failed and agent %r was left short of the backup (%s): delete it"
-                " before restoring again",
-                agent_id,
-                exc,
+            failed.add_note(
+                f"agent {agent_id!r} is left short of the backup ({exc}): delete it before"
+                " restoring again"
             )
 
 
@@ -222,8 +217,8 @@ async def write_all(
             writes.append((agent_id, item, here, tag))
         try:
             await _write_batch(store, writes, concurrency)
-        except Exception:
-            await _unwind(store, [w[0] for w in writes], plans)
+        except Exception as exc:
+            await _unwind(store, [w[0] for w in writes], plans, exc)
             raise
         for _ in range(last):
             finished += 1
