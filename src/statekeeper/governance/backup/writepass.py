@@ -68,7 +68,10 @@ def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> 
 
 
 async def _write_batch(
-    store: StateStore, batch: Sequence[tuple[str, Any, bool, bytes | None]], concurrency: int
+    store: StateStore,
+    batch: Sequence[tuple[str, Any, bool, bytes | None]],
+    concurrency: int,
+    wrote: dict[str, tuple[int, bytes]],
 ) -> None:
     """Write the parts of one batch (``(agent, entry, its snapshot here, tag)``, each
     agent once) in rounds: round *r* is every agent's *r*-th write (an agent's writes
@@ -79,7 +82,7 @@ async def _write_batch(
     CPU, docs/benchmarks.md "backup16"). Each append succeeds or fails on its own
     there as it did alone; the first failure is raised. An engine without a batch of
     its own (the default runs them one by one) gets them ``concurrency`` at a time,
-    as before."""
+    as before. ``wrote``: each agent's last event appended, ``(seq, checksum)``."""
     backend = store.backend
     steps = [_steps(*one) for one in batch]
     batched = type(backend).append_batch is not Backend.append_batch
@@ -97,13 +100,19 @@ async def _write_batch(
                 await backend.append_from_base(request, extra)
             else:
                 await backend.append(request)
+            if request is not None:
+                wrote[agent_id] = (request.events[-1].seq, request.events[-1].checksum)
 
     for r in range(max(map(len, steps), default=0)):
         round_ = [s[r] for s in steps if r < len(s)]
         plain = [req for _, req, extra, _ in round_ if req is not None and extra is None]
         others = [s for s in round_ if not batched or s[1] is None or s[2] is not None]
         if batched and plain:
-            for result in await backend.append_batch(plain):
+            results = await backend.append_batch(plain)
+            for request, result in zip(plain, results, strict=True):
+                if not isinstance(result, BaseException):
+                    wrote[request.agent_id] = (request.events[-1].seq, request.events[-1].checksum)
+            for result in results:
                 if isinstance(result, BaseException):
                     raise result
         # every write of the round settled before a failure is raised: the unwinding
@@ -154,7 +163,10 @@ def _batches(
 
 
 async def _unwind(
-    store: StateStore, agents: Sequence[str], plans: dict[str, _Plan], failed: Exception
+    store: StateStore,
+    wrote: dict[str, tuple[int, bytes]],
+    plans: dict[str, _Plan],
+    failed: Exception,
 ) -> None:
     """After a failed batch: delete the agents of it the restore left short of the
     backup's head. An agent is written in pieces (cut at idempotency keys, each an
@@ -164,20 +176,21 @@ async def _unwind(
     cut inside the backup's chain — agents that list, load and verify as whole, older
     than the backup, which ``skip_existing`` then kept as the target's own (only the
     ends of a backup's parts are known to :mod:`.partway`, which refuses an agent left
-    at one). The restore writes only agents the target did not hold, so such a stream
-    is the restore's own: deleted if its head is still the one seen
-    (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`). What became of each
+    at one). ``wrote`` is each agent's last event the batch appended: a stream whose
+    head is still that event (seq and checksum) is the restore's own, and is deleted
+    (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`, conditional on both:
+    another writer's stream, or a write since, is never deleted). What became of each
     is noted on ``failed`` (``add_note``: the CLI prints it); it is raised either
     way. A process killed there leaves such a stream (not detected: see
     ``docs/retention-and-backup.md``)."""
     backend = store.backend
-    for agent_id in dict.fromkeys(agents):
+    for agent_id, (head, checksum) in wrote.items():
+        plan = plans[agent_id]
+        # (at the end of one of the backup's parts: found and refused by .partway)
+        if head >= plan.head or head in plan.ends:
+            continue
         try:
-            head = await backend.head(agent_id)
-            plan = plans[agent_id]
-            # (at the end of one of the backup's parts: found and refused by .partway)
-            if 0 < head < plan.head and head not in plan.ends:
-                await backend.delete_agent_at(agent_id, head)
+            if await backend.delete_agent_at(agent_id, head, checksum):
                 failed.add_note(
                     f"agent {agent_id!r}, written up to seq {head} of the backup's"
                     f" {plan.head}, was deleted again"
@@ -215,10 +228,11 @@ async def write_all(
             tag = tags[agent_id] if head == plan.head else None
             last += head == plan.head
             writes.append((agent_id, item, here, tag))
+        wrote: dict[str, tuple[int, bytes]] = {}
         try:
-            await _write_batch(store, writes, concurrency)
+            await _write_batch(store, writes, concurrency, wrote)
         except Exception as exc:
-            await _unwind(store, [w[0] for w in writes], plans, exc)
+            await _unwind(store, wrote, plans, exc)
             raise
         for _ in range(last):
             finished += 1
