@@ -629,20 +629,28 @@ class KeyNotFound(DecryptionError):
 
 
 class StateTooLarge(StorageError):
-    """A record or an agent's state exceeds a configured size limit. Nothing was written.
+    """A record or an agent's state exceeds a configured size limit, or the storage
+    engine's own limit on one stored value. Nothing was written.
 
     ``what`` is ``"event"``, ``"snapshot"`` or ``"state"``; ``size`` and ``limit`` are
-    in bytes (of the serialized, uncompressed document).
+    in bytes (of the serialized, uncompressed document). A record the engine refused as
+    too large (``what``: ``"record"``; its size as stored: encoded, compressed,
+    encrypted) names the engine's limit in ``engine`` (``"Redis proto-max-bulk-len"``,
+    ``"SQLite SQLITE_LIMIT_LENGTH"``); ``size`` is 0 where the engine did not say.
     """
 
-    def __init__(self, agent_id: str, what: str, size: int, limit: int) -> None:
+    def __init__(
+        self, agent_id: str, what: str, size: int, limit: int, *, engine: str | None = None
+    ) -> None:
         self.agent_id = agent_id
         self.what = what
         self.size = size
         self.limit = limit
-        super().__init__(
-            f"agent {agent_id!r}: {what} is {size:,} bytes, over the limit of {limit:,} bytes"
-        )
+        self.engine = engine
+        whose = f"{engine} limit" if engine is not None else "limit"
+        agent = f"agent {agent_id!r}" if agent_id != "*" else "a write"
+        size_text = f"is {size:,} bytes, over" if size else "is over"
+        super().__init__(f"{agent}: {what} {size_text} the {whose} of {limit:,} bytes")
 
 
 class SerializationError(StorageError, TypeError):

@@ -155,6 +155,22 @@ async def test_a_non_string_key_names_its_dict(store: StateStore) -> None:
     assert (await store.load("a1")).data == {"meta": {}}
 
 
+@pytest.mark.parametrize("key", [7, None, (1, 2)])
+async def test_a_non_string_key_at_the_top_is_a_typed_error_on_a_later_save(
+    store: StateStore, key: Any
+) -> None:
+    """A save made on a cached state diffs its top-level keys before packing them: a
+    key that is not a str raised a bare TypeError there ("argument of type 'int' is
+    not iterable"), where the first save of the same document got SerializationError."""
+    await store.save("a1", {"meta": {}})
+    await store.save("a1", {"meta": {"n": 1}})  # a state the store holds as bytes
+    with pytest.raises(SerializationError) as info:
+        await store.save("a1", {"meta": {"n": 1}, key: "seven"})
+    assert info.value.path == "data"
+    assert "keys must be str" in str(info.value)
+    assert (await store.load("a1")).data == {"meta": {"n": 1}}
+
+
 async def test_odd_keys_are_quoted_in_the_path(store: StateStore) -> None:
     with pytest.raises(SerializationError) as info:
         await store.save("a1", {"tool results": {"web.search": [None, Opaque()]}})

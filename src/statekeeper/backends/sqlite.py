@@ -104,7 +104,7 @@ from .base import (
     validate_together,
 )
 from .sqlite_admin import SQLiteAdmin
-from .sqlite_base import Synchronous
+from .sqlite_base import LENGTH_LIMITS, Synchronous
 from .sqlite_base import translated as _translated
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
 from .sqlite_import import KEY_MADE, KEY_MADE_LATER
@@ -955,6 +955,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self.opened_new = True  # (Backend.opened_new: the store's first creates)
             self._empty_at_open = _empty_now(conn)
         self._page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        LENGTH_LIMITS[self.path] = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
         self._wal_frames_at_open = self._wal_frames()
         #: the WAL file the writer opened (device, inode), checked by _moved too: SQLite
         #: keeps writing to the WAL it opened, so a WAL deleted or replaced under an

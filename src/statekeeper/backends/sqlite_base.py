@@ -23,11 +23,11 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ..errors import BackendError, IntegrityError
+from ..errors import BackendError, IntegrityError, StateTooLarge
 from ..records import RawSnapshot
 from .base import Backend
 
-__all__ = ["Executes", "SQLitePart", "Synchronous", "translated"]
+__all__ = ["LENGTH_LIMITS", "Executes", "SQLitePart", "Synchronous", "translated"]
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -43,12 +43,37 @@ def translated(path: str, agent_id: str = "*", seq: int | None = None) -> Iterat
         yield
     except sqlite3.IntegrityError as exc:  # a constraint we rely on for CAS fired
         raise BackendError(f"{path}: constraint violated: {exc}") from exc
+    except sqlite3.DataError as exc:
+        if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_TOOBIG:
+            raise IntegrityError(
+                agent_id, seq, f"database file {path} is unreadable: {exc}"
+            ) from exc
+        # a value over the connection's length limit, refused when it was bound (was:
+        # "database file ... is unreadable", an IntegrityError: a sound file taken for
+        # a damaged one); the write's transaction was rolled back
+        raise StateTooLarge(
+            agent_id, "record", 0, _length_limit(path), engine="SQLite SQLITE_LIMIT_LENGTH"
+        ) from exc
     except sqlite3.OperationalError as exc:
         if "Could not decode to UTF-8" in str(exc):  # a BLOB rewritten as (bad) TEXT
             raise IntegrityError(agent_id, seq, f"a stored record is not bytes: {exc}") from exc
         raise BackendError(f"{path}: {exc}") from exc
     except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed"
         raise IntegrityError(agent_id, seq, f"database file {path} is unreadable: {exc}") from exc
+
+
+#: each store file's writer connection's ``SQLITE_LIMIT_LENGTH`` (the longest value it
+#: stores, in bytes), set when the writer opens: what :func:`translated` names when
+#: SQLite refuses a value as too big
+LENGTH_LIMITS: dict[str, int] = {}
+
+
+def _length_limit(path: str) -> int:
+    limit = LENGTH_LIMITS.get(path)
+    if limit is None:  # (no writer of this process opened the file: SQLite's default)
+        with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+            limit = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    return limit
 
 
 class SQLitePart(Backend):

@@ -160,7 +160,10 @@ def classify(exc: BaseException) -> tuple[int, str]:
             " it; `statekeeper verify` lists every lost agent)"
         )
     if isinstance(exc, StatekeeperError):
-        return EXIT_USAGE, str(exc)
+        # (what the failed command did about it, added on the way up: an agent a
+        # failed import or restore had partly written, deleted again)
+        notes = getattr(exc, "__notes__", ())
+        return EXIT_USAGE, "; ".join([str(exc), *notes])
     if isinstance(exc, UsageError):
         return EXIT_USAGE, _usage_message(exc)
     if isinstance(exc, ClickException):

@@ -1,19 +1,51 @@
 """What ``statekeeper import`` (:mod:`.transfer`) does about an agent it cannot import:
 one whose read-back failed (deleted again when it can be, else said how it is
-stored), and one the target's key vault shredded (never written again)."""
+stored), one with an event the target refuses as too large (deleted again, see
+:func:`written`), and one the target's key vault shredded (never written again)."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..errors import IntegrityError, StatekeeperError
+from ..errors import IntegrityError, StatekeeperError, StateTooLarge
 
 if TYPE_CHECKING:
     from ..store import StateStore
     from .import_lines import ImportedAgent as _Agent
 
-__all__ = ["shredded", "undo"]
+__all__ = ["shredded", "undo", "written"]
+
+
+async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stored: int) -> None:
+    """``write`` (the agent's events, written one by one), and when the target refuses
+    one as too large (:class:`StateTooLarge`: over the engine's limit, a record another
+    engine held) the agent this import created deleted again — only while its head is
+    the one this import wrote — before the error is raised: the events before the
+    refused one made an agent that listed and verified as whole, older than the file
+    (before). One it was completing (``stored``) keeps its events: a stream cannot be
+    cut back to a seq."""
+    from ..store.conditional import delete_only_at
+
+    try:
+        await write
+    except StateTooLarge as refused:
+        head = await store.head(agent.agent_id)
+        of = f"agent {agent.agent_id!r} written up to seq {head} of the file's"
+        of += f" {agent.base_seq + len(agent.events)}"
+        if stored and head:
+            refused.add_note(f"{of} (an interrupted import had started it)")
+        elif head:
+            try:
+                with delete_only_at(head):
+                    await store.delete(agent.agent_id)
+            except StatekeeperError as exc:  # written since, on hold, not permitted...
+                undo = f"statekeeper delete {shlex.quote(agent.agent_id)} --yes"
+                refused.add_note(f"{of}: deleting it again failed ({exc}) (undo: {undo})")
+            else:
+                refused.add_note(f"{of} was deleted again: the import left it absent")
+        raise
 
 
 async def undo(

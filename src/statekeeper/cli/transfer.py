@@ -75,6 +75,7 @@ from .import_lines import creatable
 from .import_lines import parse_lines as _parse
 from .import_undo import shredded as _shredded
 from .import_undo import undo as _undo
+from .import_undo import written as _written
 from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
@@ -398,7 +399,7 @@ async def import_agents(
                 getattr(source, "name", "stdin"),
             )
         for agent, stored in todo:
-            await _write(store, agent, stamp, stored)
+            await _written(_write(store, agent, stamp, stored), store, agent, stored)
             await store.flush()
             try:
                 await _check(store, agent)

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import patch
+from ..codec.serializer import find_unserializable
+from ..errors import SerializationError
 from .state import HELD_AS_BYTES, document, unpack_document
 
 if TYPE_CHECKING:
@@ -124,6 +126,26 @@ def kept_bytes(record: AgentRecord) -> dict[str, bytes] | None:
 
 
 def diff_by_key(
+    old: Any,
+    new: Mapping[str, Any],
+    cached: dict[str, bytes] | None,
+    carried: list[bytes] | None = None,
+) -> tuple[list[Op], dict[str, bytes] | None]:
+    """:func:`_diff_by_key`, a value no JSON holds in ``new`` (a key that is not a
+    str, at the top level too: its path was made before anything was packed) refused
+    as the codec refuses it, with :class:`SerializationError`, not a bare TypeError."""
+    try:
+        return _diff_by_key(old, new, cached, carried)
+    except TypeError as exc:
+        if isinstance(exc, SerializationError):
+            raise
+        found = find_unserializable(new, "data")
+        if found is None:
+            raise
+        raise SerializationError(f"cannot serialize {found[1]}", found[0]) from exc
+
+
+def _diff_by_key(
     old: Any,
     new: Mapping[str, Any],
     cached: dict[str, bytes] | None,

@@ -45,6 +45,7 @@ from ..base import (
 from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
 from .connection import kept_cursor, transient
 from .deletes import refusal
+from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
 
 __all__ = ["Appends"]
@@ -101,6 +102,8 @@ class Appends(PostgresPart):
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_can_write()
         validate_request(request)
+        if (refused := oversize((request,))) is not None:  # (over 1 GB: .limits)
+            raise refused
         try:
             if not self._opened:
                 await self._ensure_open()
@@ -128,6 +131,8 @@ class Appends(PostgresPart):
         transaction."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
+        if (refused := oversize((request,), len(base.payload))) is not None:
+            raise refused
         kept = tuple(kept_keys)
         if not self._opened:
             await self._ensure_open()
@@ -178,12 +183,14 @@ class Appends(PostgresPart):
     ) -> list[AppendResult | BaseException]:
         self._check_can_write()
         out, valid = validate_batch(requests)
-        if len(valid) == 1:
-            i, request = valid[0]
-            try:
-                out[i] = await self.append(request)
-            except Exception as exc:
-                out[i] = exc
+        if len(valid) == 1 or (len(valid) > 1 and oversize(r for _, r in valid) is not None):
+            # (one, or together over what one message takes: each on its own, one
+            # over it alone refused by append)
+            for i, request in valid:
+                try:
+                    out[i] = await self.append(request)
+                except Exception as exc:
+                    out[i] = exc
         elif valid:
             try:
                 if not self._opened:
@@ -227,6 +234,9 @@ class Appends(PostgresPart):
         validate_together(requests, changes, self)
         if not requests:
             raise ConfigurationError("append_together needs at least one append")
+        snaps = sum(len(c.snapshot.payload) for c in changes if c.snapshot is not None)
+        if (refused := oversize(requests, snaps)) is not None:
+            raise refused
         if not self._opened:
             await self._ensure_open()
         out: list[AppendResult | None] = []
@@ -277,6 +287,8 @@ class Appends(PostgresPart):
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_writable()
+        if (refused := snapshot_oversize(agent_id, snapshot)) is not None:
+            raise refused
         query = self._sql["snap_save"]
         params = (
             agent_id,

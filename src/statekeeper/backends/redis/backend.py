@@ -83,6 +83,7 @@ from ...errors import (
     LeaseLost,
     NotAStore,
     ReadOnlyStore,
+    StateTooLarge,
     StoreClosed,
     StoreLost,
 )
@@ -133,6 +134,7 @@ from .eviction import check_eviction, evicting_policy, own_ttls_stored
 from .identity import PROOF, Identity
 from .keys import AgentKeys, Layout, ShardKeys, shard_tag
 from .lease_replicas import warn_unreplicated_tokens
+from .limits import SURELY_TAKEN, oversize, read_limits, request_size
 from .nesting import check_nesting
 from .orphans import orphaned_events
 from .permissions import check_permissions
@@ -379,6 +381,9 @@ class RedisBackend(Backend):
         self._recheck_eviction = False
         #: an agent was given a ttl of its own (set_ttl): the store's agents expire
         self._own_ttls = False
+        #: the server's (proto-max-bulk-len, client-query-buffer-limit), read at the
+        #: first write that may exceed them (see .limits)
+        self._limits: tuple[int, int] | None = None
         self.feed = feed
         self._block_limit = max(0.05, socket_timeout / 2)  # a blocking XREAD within it
         if feed and len(self.layout.shard_keys) == 1:
@@ -668,6 +673,8 @@ class RedisBackend(Backend):
         on one connection (see :mod:`.client`). The counter write makes the ``WAIT``
         cover everything the master applied before it, even when the script itself
         wrote nothing (a duplicate whose first write is not yet replicated)."""
+        if request_size(args) > SURELY_TAKEN:  # (a huge record: .limits)
+            await self._check_size(agent_id, args)
         if shards is None:  # (inlined: on every save's path)
             layout = self.layout
             tail = self._identity.tail_of[0 if layout.shards is None else layout.shard_of(agent_id)]
@@ -683,6 +690,14 @@ class RedisBackend(Backend):
             raise reply
         self._check_acked(acked)
         return reply
+
+    async def _check_size(self, agent_id: str, args: Sequence[Any]) -> None:
+        """:class:`StateTooLarge` for a write the server would not read (see .limits)."""
+        if self._limits is None:
+            self._limits = await self._retrying("config get", lambda: read_limits(self._client))
+        refused = oversize(agent_id, args, self._limits)
+        if refused is not None:
+            raise refused
 
     async def _barrier(self, agent_id: str, commands: list[tuple[Any, ...]]) -> tuple[Any, Any]:
         """``commands`` (one) then the replication barrier, on the agent's master."""
@@ -1065,10 +1080,20 @@ class RedisBackend(Backend):
                 if isinstance(result, BaseException):
                     raise result
         elif valid:
+            calls: list[tuple[int, AppendRequest, list[bytes], list[Any]]] = []
+            for i, request in valid:
+                keys, args = self._append_call(request)
+                if request_size(args) > SURELY_TAKEN:  # (a huge record: .limits)
+                    try:
+                        await self._check_size(request.agent_id, args)
+                    except StateTooLarge as exc:
+                        out[i] = exc  # refused on its own, as alone
+                        continue
+                calls.append((i, request, keys, args))
+            valid = [(i, request) for i, request, _, _ in calls]
             try:
                 async with self._client.pipeline(transaction=False) as pipe:
-                    for _, request in valid:
-                        keys, args = self._append_call(request)
+                    for _, request, keys, args in calls:
                         shard = self.layout.shard(request.agent_id)
                         keys, args = self._guarded(keys, args, (shard,))
                         if self.cluster:  # a cluster pipeline cannot load a script

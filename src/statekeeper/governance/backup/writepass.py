@@ -68,7 +68,10 @@ def _steps(agent_id: str, item: Any, snapshot_here: bool, tag: bytes | None) -> 
 
 
 async def _write_batch(
-    store: StateStore, batch: Sequence[tuple[str, Any, bool, bytes | None]], concurrency: int
+    store: StateStore,
+    batch: Sequence[tuple[str, Any, bool, bytes | None]],
+    concurrency: int,
+    wrote: dict[str, tuple[int, bytes]],
 ) -> None:
     """Write the parts of one batch (``(agent, entry, its snapshot here, tag)``, each
     agent once) in rounds: round *r* is every agent's *r*-th write (an agent's writes
@@ -79,7 +82,7 @@ async def _write_batch(
     CPU, docs/benchmarks.md "backup16"). Each append succeeds or fails on its own
     there as it did alone; the first failure is raised. An engine without a batch of
     its own (the default runs them one by one) gets them ``concurrency`` at a time,
-    as before."""
+    as before. ``wrote``: each agent's last event appended, ``(seq, checksum)``."""
     backend = store.backend
     steps = [_steps(*one) for one in batch]
     batched = type(backend).append_batch is not Backend.append_batch
@@ -97,16 +100,28 @@ async def _write_batch(
                 await backend.append_from_base(request, extra)
             else:
                 await backend.append(request)
+            if request is not None:
+                wrote[agent_id] = (request.events[-1].seq, request.events[-1].checksum)
 
     for r in range(max(map(len, steps), default=0)):
         round_ = [s[r] for s in steps if r < len(s)]
         plain = [req for _, req, extra, _ in round_ if req is not None and extra is None]
         others = [s for s in round_ if not batched or s[1] is None or s[2] is not None]
         if batched and plain:
-            for result in await backend.append_batch(plain):
+            results = await backend.append_batch(plain)
+            for request, result in zip(plain, results, strict=True):
+                if not isinstance(result, BaseException):
+                    wrote[request.agent_id] = (request.events[-1].seq, request.events[-1].checksum)
+            for result in results:
                 if isinstance(result, BaseException):
                     raise result
-        await asyncio.gather(*(alone(step) for step in others))
+        # every write of the round settled before a failure is raised: the unwinding
+        # (write_all) must see what they left
+        for settled in await asyncio.gather(
+            *(alone(step) for step in others), return_exceptions=True
+        ):
+            if isinstance(settled, BaseException):
+                raise settled
 
 
 #: the most record bytes the writing pass holds in one batch of concurrent appends: a
@@ -147,6 +162,46 @@ def _batches(
         yield batch
 
 
+async def _unwind(
+    store: StateStore,
+    wrote: dict[str, tuple[int, bytes]],
+    plans: dict[str, _Plan],
+    failed: Exception,
+) -> None:
+    """After a failed batch: delete the agents of it the restore left short of the
+    backup's head. An agent is written in pieces (cut at idempotency keys, each an
+    append of its own) and the agents of a batch in rounds, so a write the target
+    refused (a record over the engine's size limit: Redis ``proto-max-bulk-len``,
+    SQLite's length limit, PostgreSQL's 1 GB) or a server lost part-way left streams
+    cut inside the backup's chain — agents that list, load and verify as whole, older
+    than the backup, which ``skip_existing`` then kept as the target's own (only the
+    ends of a backup's parts are known to :mod:`.partway`, which refuses an agent left
+    at one). ``wrote`` is each agent's last event the batch appended: a stream whose
+    head is still that event (seq and checksum) is the restore's own, and is deleted
+    (:meth:`~statekeeper.backends.base.Backend.delete_agent_at`, conditional on both:
+    another writer's stream, or a write since, is never deleted). What became of each
+    is noted on ``failed`` (``add_note``: the CLI prints it); it is raised either
+    way. A process killed there leaves such a stream (not detected: see
+    ``docs/retention-and-backup.md``)."""
+    backend = store.backend
+    for agent_id, (head, checksum) in wrote.items():
+        plan = plans[agent_id]
+        # (at the end of one of the backup's parts: found and refused by .partway)
+        if head >= plan.head or head in plan.ends:
+            continue
+        try:
+            if await backend.delete_agent_at(agent_id, head, checksum):
+                failed.add_note(
+                    f"agent {agent_id!r}, written up to seq {head} of the backup's"
+                    f" {plan.head}, was deleted again"
+                )
+        except Exception as exc:
+            failed.add_note(
+                f"agent {agent_id!r} is left short of the backup ({exc}): delete it before"
+                " restoring again"
+            )
+
+
 async def write_all(
     store: StateStore,
     parts: Sequence[_Part],
@@ -173,7 +228,12 @@ async def write_all(
             tag = tags[agent_id] if head == plan.head else None
             last += head == plan.head
             writes.append((agent_id, item, here, tag))
-        await _write_batch(store, writes, concurrency)
+        wrote: dict[str, tuple[int, bytes]] = {}
+        try:
+            await _write_batch(store, writes, concurrency, wrote)
+        except Exception as exc:
+            await _unwind(store, wrote, plans, exc)
+            raise
         for _ in range(last):
             finished += 1
             if progress is not None and finished % 256 == 0:
