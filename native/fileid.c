@@ -9,7 +9,7 @@
  * Why native: the SQLite engine checks both the store file and its WAL by this
  * identity before every commit (a file deleted or replaced while open: StoreLost), two
  * calls a commit; through ``os.stat`` each was ~5 k instructions, ~20 k of a LangGraph
- * saver's ``put`` + ``put_writes`` pair (docs/benchmarks.md, "lgsmall"). The stat
+ * saver's ``put`` + ``put_writes`` pair (docs/benchmarks.md, "lgonepath"). The stat
  * runs without the GIL, as ``os.stat``'s does.
  */
 #define PY_SSIZE_T_CLEAN

@@ -1,5 +1,5 @@
 """What a sync call on :class:`SharedLoop` pays besides its coroutine (issue 12, the
-small graph's writes; docs/benchmarks.md, "lgsmall"): off the main thread no
+small graph's writes; docs/benchmarks.md, "lgonepath"): off the main thread no
 :class:`Sigint` is made (Python runs signal handlers on the main thread only, so it had
 nothing to do there), the loop's async generator hooks are set for the call and the
 caller's put back after it, and a call that hands the loop over with nobody waiting

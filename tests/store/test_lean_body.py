@@ -1,6 +1,6 @@
 """The lean append's body made around the ops the caller encoded already
 (``store/lean.py: body_around``; the LangGraph saver encodes a write's ops for its
-snapshot estimate and hands them over: docs/benchmarks.md, "lgsmall"): the same bytes
+snapshot estimate and hands them over: docs/benchmarks.md, "lgonepath"): the same bytes
 as encoding ``{"ops": ops, "key": key}`` whole, so the same record is stored."""
 
 from __future__ import annotations

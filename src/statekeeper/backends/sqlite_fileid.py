@@ -8,7 +8,7 @@ installed) when it was built, else the reference; ``STATEKEEPER_PURE=1`` in the
 environment (read at import) forces the reference. Why native: ``os.stat`` builds an
 ``os.stat_result`` (ten fields, its times as floats and as nanoseconds) for the two
 fields read here, ~5 k instructions a call, and a commit makes two — ~20 k of a
-LangGraph saver's ``put`` + ``put_writes`` pair (docs/benchmarks.md, "lgsmall").
+LangGraph saver's ``put`` + ``put_writes`` pair (docs/benchmarks.md, "lgonepath").
 ``tests/backends/test_sqlite_fileid.py`` holds the two to the same answers.
 """
 

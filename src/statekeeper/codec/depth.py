@@ -81,7 +81,7 @@ def bounded(body: bytes) -> bool:
     :func:`depth` counts as a typed one, two at most, at the end of a path) can be more
     than the body's ``/``, ``{`` and ``[`` bytes. False says nothing: :func:`too_deep`
     walks the ops then. The three counted in one pass in C (the body with them left
-    out: 3.4x faster than three ``count`` passes, docs/benchmarks.md, "lgsmall"), and
+    out: 3.4x faster than three ``count`` passes, docs/benchmarks.md, "lgonepath"), and
     none for a body too short to hold that many; the walk of a checkpoint's six ops
     is ~74 k instructions ("lgwrite2")."""
     size = len(body)
