@@ -216,7 +216,8 @@ class _SaverCommits(_SaverStreams):
                     st.heads[made[2]] = made[3]
             else:
                 _update_heads(st, ops)
-        st.seq = result.last_seq
+        st.seq = seq = result.last_seq
+        st.tag = store._tag_at(st.agent_id, seq)  # (the record just written: no read)
         st.bytes_since += self._event_cost(st, event_type, orjson.dumps(ops))
         if snapshot:
             await self._snapshot_if_due(st)
