@@ -49,9 +49,7 @@ async def wait_queued(backend: PostgresBackend, gate: Gate, n: int) -> None:
     """Until ``n`` more head reads wait for the next statement (or, not coalesced,
     sent statements of their own)."""
     heads = getattr(backend, "_heads", None)
-    await passes(
-        lambda: (len(heads._queue) if heads is not None else 0) + len(gate.names) - 1 >= n
-    )
+    await passes(lambda: (len(heads._queue) if heads is not None else 0) + len(gate.names) - 1 >= n)
 
 
 async def passes(check: Callable[[], bool], bound: int = 100_000) -> None:
