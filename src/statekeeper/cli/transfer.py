@@ -51,6 +51,7 @@ from ..errors import (
     HistoryCompacted,
     IntegrityError,
 )
+from . import import_undo as _undo
 from . import render
 from ._markup import escape
 from .app import (
@@ -73,9 +74,6 @@ from .export_listing import every_agent_id
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import creatable
 from .import_lines import parse_lines as _parse
-from .import_undo import shredded as _shredded
-from .import_undo import undo as _undo
-from .import_undo import written as _written
 from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
@@ -375,7 +373,7 @@ async def import_agents(
                         "nothing was imported (--skip-existing imports the others)"
                     )
                 skipped.append(agent.agent_id)
-            elif _shredded(store, stored_id(store, agent.agent_id)):
+            elif _undo.shredded(store, stored_id(store, agent.agent_id)):
                 if forgotten is not None:
                     forgotten.append(agent.agent_id)
             else:
@@ -399,12 +397,13 @@ async def import_agents(
                 getattr(source, "name", "stdin"),
             )
         for agent, stored in todo:
-            await _written(_write(store, agent, stamp, stored), store, agent, stored)
+            await _undo.written(_write(store, agent, stamp, stored), store, agent, stored)
             await store.flush()
+            wrote = None if stored else await _undo.written_identity(store, agent)
             try:
                 await _check(store, agent)
             except IntegrityError as exc:
-                raise await _undo(store, agent, stored, exc) from None
+                raise await _undo.undo(store, agent, stored, exc, wrote) from None
             events += len(agent.events) - (stored - agent.base_seq if stored else 0)
             if progress is not None:
                 progress.advance(task)

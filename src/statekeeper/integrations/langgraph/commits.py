@@ -221,7 +221,8 @@ class _SaverCommits(_SaverStreams):
                     st.heads[made[2]] = made[3]
             else:
                 _update_heads(st, ops)
-        st.seq = result.last_seq
+        st.seq = seq = result.last_seq
+        st.tag = store._tag_at(st.agent_id, seq)  # (the record just written: no read)
         if blob is None:
             blob = orjson.dumps(ops)
         st.bytes_since += self._event_cost(st, event_type, blob)
