@@ -14,6 +14,7 @@ main's code)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -22,15 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper import StateStore
+from statekeeper import StateStore, SyncStateStore
 from statekeeper.codec.datakeys import KeyVault, MemoryKeyVault, SqliteKeyVault
-from statekeeper.codec.keys import Keyring
+from statekeeper.codec.keys import Keyring, generate_key
 from statekeeper.errors import AgentForgotten
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.shredding import forget
 from statekeeper.security import rekey
+from tests.keyfiles import write_key_file
 
 from ..backends._services import fresh_url
+from ..cli._subprocess import cli_env, cli_in_process
 
 ENGINES = ["memory", "sqlite", "postgresql", "redis"]
 KEY = bytes(range(32))
@@ -87,6 +90,28 @@ async def test_a_forget_in_one_store_leaves_the_same_id_in_another_store_of_the_
             async with StateStore(billing_url, keyring=again) as billing:
                 with pytest.raises(AgentForgotten):
                     await billing.load("user-1")
+
+
+def test_the_command_line_with_one_key_file_in_the_environment(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    write_key_file(keys, {"active": "k1", "keys": {"k1": generate_key()}, "data_keys": "v.db"})
+    for name in ("billing", "support"):
+        with SyncStateStore(
+            f"sqlite:///{tmp_path / name}.db", keyring=Keyring.from_file(keys)
+        ) as store:
+            store.save("user-1", {"email": f"user-1@{name}"})
+    env = {**cli_env(), "STATEKEEPER_KEY_FILE": str(keys)}
+    gone = cli_in_process(
+        "forget", "user-1", "--yes", "--json", "--db", f"{tmp_path}/billing.db", env=env
+    )
+    assert gone.code == 0, str(gone)
+    shown = cli_in_process("show", "user-1", "--json", "--db", f"{tmp_path}/support.db", env=env)
+    assert shown.code == 0, str(shown)  # was: "agent 'user-1' was forgotten", exit 2
+    assert "user-1@support" in shown.stdout
+    out = json.loads(gone.stdout)
+    assert out["key_destroyed"] and len(out["key_scopes"]) == 1
+    refused = cli_in_process("show", "user-1", "--db", f"{tmp_path}/billing.db", env=env)
+    assert refused.code != 0 and "forgotten" in refused.stderr
 
 
 async def test_a_restore_is_shredded_with_the_store_it_was_copied_from(tmp_path: Path) -> None:
