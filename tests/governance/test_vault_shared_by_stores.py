@@ -188,3 +188,18 @@ async def test_a_vault_and_stores_written_before_key_families_keep_working(
         assert (await support.load("user-1")).data == {"email": "bob@support"}
         await support.save("user-1", {"email": "bob@support", "n": 2})
         assert (await support.verify()).ok
+
+
+def test_a_read_finds_an_agents_keys_in_the_vault_without_scanning_it(tmp_path: Path) -> None:
+    # (keyed by family first, every read of a key scanned every store's keys: +7 us a
+    # cold load at 300 agents, growing with the vault)
+    vault = SqliteKeyVault(tmp_path / "vault.db")
+    for family in ("f1", "f2"):
+        vault.create_in(family, "user-1", "k1", b"w" * 60)
+    statements: list[str] = []
+    vault._db.set_trace_callback(statements.append)
+    assert [e.family for e in vault.entries("user-1")] == ["f1", "f2"]
+    vault._db.set_trace_callback(None)
+    with closing(sqlite3.connect(tmp_path / "vault.db")) as db:
+        plan = [str(row) for s in statements for row in db.execute("EXPLAIN QUERY PLAN " + s)]
+    assert plan and not [p for p in plan if "SCAN" in p], plan

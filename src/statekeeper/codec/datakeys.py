@@ -297,6 +297,7 @@ CREATE TABLE IF NOT EXISTS data_key_lineage (
 ) WITHOUT ROWID
 """
 
+#: keyed by agent id first: a read finds every entry of an agent in one range
 _SCOPED = """
 CREATE TABLE IF NOT EXISTS family_data_keys (
     family TEXT NOT NULL,
@@ -305,7 +306,7 @@ CREATE TABLE IF NOT EXISTS family_data_keys (
     wrapped BLOB,
     created_at REAL NOT NULL,
     forgotten_at REAL,
-    PRIMARY KEY (family, agent_id)
+    PRIMARY KEY (agent_id, family)
 ) WITHOUT ROWID
 """
 
@@ -482,14 +483,17 @@ class SqliteKeyVault:
         )
 
     def entries(self, agent_id: str) -> list[VaultEntry]:
-        legacy = self.load(agent_id)
-        rows = self._run(
-            "SELECT master_id, wrapped, forgotten_at, family FROM family_data_keys"
-            " WHERE agent_id = ? ORDER BY family",
-            (agent_id,),
+        rows = self._run(  # (one query: a read of an agent's key asks only this)
+            "SELECT NULL, master_id, wrapped, forgotten_at FROM data_keys"
+            " WHERE agent_id = ? UNION ALL SELECT family, master_id, wrapped,"
+            " forgotten_at FROM family_data_keys WHERE agent_id = ?",
+            (agent_id, agent_id),
         )
-        scoped = [_entry(agent_id, str(row[3]), row[:3]) for row in rows]
-        return ([legacy] if legacy is not None else []) + scoped
+        if len(rows) > 1:  # the legacy entry first, then by family
+            rows.sort(key=lambda row: (row[0] is not None, str(row[0])))
+        return [
+            _entry(agent_id, None if row[0] is None else str(row[0]), row[1:]) for row in rows
+        ]
 
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:
@@ -527,7 +531,7 @@ class SqliteKeyVault:
             self._db.close()
 
 
-def _entry(agent_id: str, family: str, row: tuple[object, ...]) -> VaultEntry:
+def _entry(agent_id: str, family: str | None, row: tuple[object, ...]) -> VaultEntry:
     master_id, wrapped, forgotten_at = row
     return VaultEntry(
         agent_id,

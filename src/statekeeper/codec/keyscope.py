@@ -49,10 +49,21 @@ def _open(ring: Keyring, entry: VaultEntry) -> DerivedKey:
 
 
 def write_key(ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str) -> DerivedKey:
-    """The key ``family``'s store writes ``agent_id``'s records with (made when none)."""
-    families = vault.families(family)
+    """The key ``family``'s store writes ``agent_id``'s records with (made when none).
+
+    One vault query for an agent that has its key (or none at all, anywhere: a new
+    agent, then its key is made), as before families; the family's lineage is read only
+    when another family holds the agent id."""
+    entries = vault.entries(agent_id)
+    for entry in entries:
+        if entry.family == family:
+            if not _live(entry):
+                raise AgentForgotten(agent_id, entry.forgotten_at)
+            return _open(ring, entry)
     own: VaultEntry | None = None
-    for entry in vault.entries(agent_id):
+    others = [e for e in entries if e.family is not None]
+    families = vault.families(family) if others else {family}
+    for entry in entries:
         if entry.family is None:
             if not _live(entry):  # a forget made before families: the id stays refused
                 raise AgentForgotten(agent_id, entry.forgotten_at)
@@ -61,8 +72,7 @@ def write_key(ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str) 
             continue  # another store's key of the same agent id
         if not _live(entry):
             raise AgentForgotten(agent_id, entry.forgotten_at)
-        if own is None or entry.family == family:
-            own = entry
+        own = own or entry  # a family this store's family continues (a restore)
     if own is None:
         master = ring.active
         wrapped = master.wrap(agent_id, os.urandom(32), family)
