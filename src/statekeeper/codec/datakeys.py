@@ -491,9 +491,7 @@ class SqliteKeyVault:
         )
         if len(rows) > 1:  # the legacy entry first, then by family
             rows.sort(key=lambda row: (row[0] is not None, str(row[0])))
-        return [
-            _entry(agent_id, None if row[0] is None else str(row[0]), row[1:]) for row in rows
-        ]
+        return [_entry(agent_id, None if row[0] is None else str(row[0]), row[1:]) for row in rows]
 
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:
