@@ -486,7 +486,12 @@ class Keyring:
         id cannot be given a new key and its old records stay unreadable).
 
         The keys of the ids the vault links to ``agent_id`` (:meth:`link`: a
-        LangGraph thread's generations) are destroyed too, the linked ones first."""
+        LangGraph thread's generations) are destroyed too, the linked ones first.
+
+        This is the agent's legacy key, keyed by its id alone: in a vault with key
+        families its tombstone refuses the id in every store of the vault. A store's
+        ``forget`` (:func:`statekeeper.governance.shredding.forget`) uses
+        :meth:`forget_in`, which leaves other stores' keys of the id alone."""
         import time
 
         vault = self.data_keys
