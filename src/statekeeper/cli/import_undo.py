@@ -112,10 +112,13 @@ async def undo(
     return IntegrityError(failed.agent_id, failed.seq, f"{failed.reason}; {said}")
 
 
-def shredded(store: StateStore, agent_id: str) -> bool:
+def shredded(store: StateStore, agent_id: str, source: str | None = None) -> bool:
     """Whether the store's key vault holds a tombstone for ``agent_id`` (its data key was
-    destroyed: a write of it would raise ``AgentForgotten``)."""
+    destroyed: a write of it would raise ``AgentForgotten``), in the store's key family
+    or in ``source``, the key family of the store an export came from."""
     keyring = store.codec.keyring
-    vault = keyring.data_keys if keyring is not None else None
-    entry = vault.load(agent_id) if vault is not None else None
-    return entry is not None and entry.wrapped is None
+    if keyring is None:
+        return False
+    if keyring.forgotten_in(store.codec.key_family, agent_id) is not None:
+        return True
+    return source is not None and keyring.forgotten_in(source, agent_id) is not None

@@ -316,7 +316,12 @@ class StateStore:
         except NotAStore as exc:
             raise vanished(exc, witness, codec) from exc
         self._witness = open_witness(self.backend, witness, codec, witness_interval)
-        self._gate = WitnessGate(self._witness, KeyGuard(codec.encrypted))
+        keyring = codec.keyring
+        self._gate = WitnessGate(
+            self._witness,
+            KeyGuard(codec.encrypted),
+            family=keyring is not None and keyring.scoped is not None,
+        )
         # the options, as given (read-only: the parts below were built with them)
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
