@@ -40,6 +40,11 @@ setup(
             depends=["native/xxhash/xxhash.h", "native/headscan.h"],
             optional=True,
         ),
+        Extension(
+            "statekeeper.backends._fileid",
+            sources=["native/fileid.c"],
+            optional=True,
+        ),
         *(
             [
                 Extension(

@@ -223,6 +223,7 @@ CROSS_AGENT = {
     "rw_many",
     "read_many",
     "head_many",
+    "head_tag_many",
     "read_latest_many",
     "read_heads",
     "list",

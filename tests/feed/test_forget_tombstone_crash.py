@@ -103,7 +103,7 @@ async def test_a_crash_before_the_key_is_destroyed_forgets_nothing(
         def crash(*args: Any, **kwargs: Any) -> Any:
             raise _Crash("forget")
 
-        keyring.forget = crash  # type: ignore[method-assign]
+        keyring.forget_in = crash  # type: ignore[method-assign]
         with pytest.raises(_Crash):
             await forget(store, "acme/alice")
     async with opened(engine, tmp_path) as store:

@@ -279,9 +279,9 @@ async def test_a_backup_holds_no_key_material_of_the_vault(tmp_path: Path) -> No
     master = Keyring({"k1": STORE_KEY}).get("k1")
     assert master is not None
     for name in ("acme/alice", "acme/bob"):
-        entry = vault.load(name)
-        assert entry is not None and entry.wrapped is not None
-        secrets += [entry.wrapped, master.unwrap(name, entry.wrapped)]
+        [entry] = vault.entries(name)  # (the store's key family's)
+        assert entry.wrapped is not None
+        secrets += [entry.wrapped, master.unwrap(name, entry.wrapped, entry.family)]
     vault.close()
     reader = FrameReader(file, bkey)
     try:

@@ -52,8 +52,7 @@ async def _generations(store: StateStore, thread: str) -> list[str]:
 
 
 def _live(vault: MemoryKeyVault | SqliteKeyVault, agent_id: str) -> bool:
-    entry = vault.load(agent_id)
-    return entry is not None and entry.wrapped is not None
+    return any(entry.wrapped is not None for entry in vault.entries(agent_id))
 
 
 @pytest.mark.parametrize("vault_kind", ["memory", "sqlite"])

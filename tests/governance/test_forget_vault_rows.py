@@ -23,7 +23,12 @@ from statekeeper.store import feed_intents
 def _rows(path: Path) -> list[str]:
     db = sqlite3.connect(path)
     try:
-        return sorted(str(r[0]) for r in db.execute("SELECT agent_id FROM data_keys"))
+        return sorted(
+            str(r[0])
+            for r in db.execute(
+                "SELECT agent_id FROM data_keys UNION ALL SELECT agent_id FROM family_data_keys"
+            )
+        )
     finally:
         db.close()
 

@@ -65,7 +65,10 @@ def renewal_tasks(saver: StatekeeperSaver) -> list[str]:
     async def tasks() -> list[str]:
         me = asyncio.current_task()
         others = [t for t in asyncio.all_tasks() if t is not me]
-        names = [t.get_coro().__qualname__ for t in others]  # type: ignore[union-attr]
+        # (a bare saver call that waited goes on as a task running a ``steps.Rest``
+        # around its coroutine: its name is the coroutine's)
+        coros = [getattr(t.get_coro(), "_coro", t.get_coro()) for t in others]
+        names = [getattr(c, "__qualname__", type(c).__name__) for c in coros]
         return [n for n in names if "renew" in n.lower()]
 
     return saver._portal.call(tasks())

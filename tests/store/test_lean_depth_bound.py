@@ -162,3 +162,23 @@ async def test_a_shallow_change_is_appended_without_walking_its_values(
         assert done is not None and done.last_seq == 2
         assert walks == []  # (before: each op's nested value walked)
         assert (await store.load("a")).data == {"a": value}
+
+
+def _three_counts(body: bytes) -> bool:
+    """The bound as h/lgwrite2 wrote it: three ``count`` passes over the body."""
+    return body.count(b"/") + body.count(b"{") + body.count(b"[") + 2 <= MAX_DEPTH
+
+
+@pytest.mark.parametrize("size", [0, 1, MAX_DEPTH - 3, MAX_DEPTH - 2, MAX_DEPTH - 1, 4096])
+@pytest.mark.parametrize("fill", [b"/", b"{", b"[", b"a", b"/{[a", b'"x":1,'])
+def test_the_one_pass_bound_answers_as_three_counts(size: int, fill: bytes) -> None:
+    """``bounded`` counts the three bytes in one pass (and none for a body too short
+    to hold ``MAX_DEPTH`` of them): the same answer as the three counts, at the limit
+    and either side of it, whatever the body's mix of bytes."""
+    body = (fill * (size // len(fill) + 1))[:size]
+    assert bounded(body) == _three_counts(body)
+    # the limit's neighbourhood, wherever the counted bytes fall in a long body
+    for counted in range(MAX_DEPTH - 4, MAX_DEPTH + 2):
+        mixed = b"a" * size + b"/" * counted
+        assert bounded(mixed) == _three_counts(mixed)
+        assert bounded(mixed[::-1]) == _three_counts(mixed[::-1])

@@ -106,6 +106,7 @@ from .base import (
 from .sqlite_admin import SQLiteAdmin
 from .sqlite_base import LENGTH_LIMITS, Synchronous
 from .sqlite_base import translated as _translated
+from .sqlite_fileid import file_id as _file_id
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
 from .sqlite_import import KEY_MADE, KEY_MADE_LATER
 from .sqlite_leases import SQLiteLeases
@@ -233,15 +234,6 @@ _TABLES = frozenset(
     {"sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency", "sk_leases", "sk_feed"}
 )
 _HEADER = b"SQLite format 3\x00"
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    """``path``'s (device, inode); None when nothing is there."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return (st.st_dev, st.st_ino)
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

@@ -29,26 +29,52 @@ read as before: the target's tokens then start as they do for a new agent.
 from __future__ import annotations
 
 import hashlib
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["FORMAT", "VERSION", "Ending", "Sealed", "completion_line", "header_line"]
+if TYPE_CHECKING:
+    from ..store import StateStore
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Ending",
+    "Sealed",
+    "completion_line",
+    "header_line",
+    "store_header",
+]
 
 FORMAT = "statekeeper-export"
 VERSION = 3
 _READABLE = (1, 2, 3)
 
 
-def header_line(exported_at: str, *, encrypted: bool = False) -> dict[str, Any]:
+def header_line(
+    exported_at: str, *, encrypted: bool = False, key_family: str | None = None
+) -> dict[str, Any]:
     """The first line; ``"encrypted": true`` when the source store is encrypted (its
     records are in the file decrypted: ``import`` warns when it stores them in a store
-    that is not). A reader that does not know the key ignores it: the version is
-    unchanged."""
+    that is not); ``"key_family"``: the source store's key family (its data keys in the
+    key vault, :mod:`statekeeper.codec.keyscope`: ``import`` passes over an agent the
+    source's ``forget`` shredded since). A reader that does not know a key ignores it:
+    the version is unchanged."""
     line: dict[str, Any] = {"format": FORMAT, "version": VERSION, "exported_at": exported_at}
     if encrypted:
         line["encrypted"] = True
+    if key_family is not None:
+        line["key_family"] = key_family
     return line
+
+
+async def store_header(store: StateStore, exported_at: str) -> dict[str, Any]:
+    """:func:`header_line` of an export of ``store``: whether it is encrypted, its key
+    family (import honours the forgets made in it since)."""
+    from ..store.keyguard import key_family
+
+    family = await key_family(store.backend, store.codec)
+    return header_line(exported_at, encrypted=store.codec.encrypted, key_family=family)
 
 
 def completion_line(agents: int, events: int, sha256: str) -> dict[str, Any]:
@@ -84,6 +110,8 @@ class Ending:
         self.version = 0  # no header yet
         #: the header says the source store was encrypted
         self.encrypted = False
+        #: the source store's key family (None: not named)
+        self.key_family: str | None = None
         self.complete: dict[str, Any] | None = None
         self._hash = hashlib.sha256()
         #: the completion line's number when the lines before it do not digest to its sha256
@@ -101,6 +129,8 @@ class Ending:
             )
         self.version = line["version"]
         self.encrypted = line.get("encrypted") is True
+        family = line.get("key_family")
+        self.key_family = family if isinstance(family, str) and family else None
 
     def line(self, number: int, line: dict[str, Any], open_agent: str | None) -> bool:
         """Whether ``line`` is the completion line (checked); any line after it is

@@ -376,12 +376,15 @@ def forget_cmd(
                 "key_destroyed": result.destroyed,
                 "records_purged": result.purged,
                 "head": result.head,
+                "key_scopes": list(result.scopes),
             }
         )
         return
     if result.destroyed:
+        scopes = ", ".join(result.scopes)  # (the store's key family, "legacy"...)
         out_console().print(
             f"[green]✓[/] {escape(repr(agent_id))} forgotten: its data key is destroyed"
+            + f" (key family {escape(scopes)})"
             + (", its records deleted" if result.purged else "")
         )
     else:

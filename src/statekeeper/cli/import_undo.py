@@ -9,13 +9,13 @@ import shlex
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ..errors import IntegrityError, StatekeeperError, StateTooLarge
+from ..errors import ConflictError, IntegrityError, StatekeeperError, StateTooLarge
 
 if TYPE_CHECKING:
     from ..store import StateStore
     from .import_lines import ImportedAgent as _Agent
 
-__all__ = ["shredded", "undo", "written"]
+__all__ = ["shredded", "undo", "written", "written_identity"]
 
 
 async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stored: int) -> None:
@@ -31,14 +31,17 @@ async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stor
     try:
         await write
     except StateTooLarge as refused:
+        from ..store.delete_shown import identity_at
+
         head = await store.head(agent.agent_id)
         of = f"agent {agent.agent_id!r} written up to seq {head} of the file's"
         of += f" {agent.base_seq + len(agent.events)}"
         if stored and head:
             refused.add_note(f"{of} (an interrupted import had started it)")
         elif head:
-            try:
-                with delete_only_at(head):
+            found = await identity_at(store, agent.agent_id, head)
+            try:  # (at the head event read: never a stream made again to that seq)
+                with delete_only_at(head, found[2] if found is not None else None):
                     await store.delete(agent.agent_id)
             except StatekeeperError as exc:  # written since, on hold, not permitted...
                 undo = f"statekeeper delete {shlex.quote(agent.agent_id)} --yes"
@@ -48,14 +51,38 @@ async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stor
         raise
 
 
+async def written_identity(store: StateStore, agent: _Agent) -> bytes | None:
+    """The stored checksum of the head event the import just wrote of ``agent`` (all
+    its events: it created the agent): the identity :func:`undo` deletes at, never a
+    stream deleted and made again to the same seq by another process since. From the
+    record the store wrote (no read); read when the store keeps none (its cache off,
+    or evicted). None: no event at that head (nothing of this import's to delete)."""
+    from ..store.delete_shown import identity_at
+    from ..store.namespaced import stored_id
+
+    agent_id, head = agent.agent_id, agent.base_seq + len(agent.events)
+    full = stored_id(store, agent_id)
+    record = store._unflushed.get(full) or store._cache.peek(full)
+    if record is not None and record.seq == head and record.checksum is not None:
+        return record.checksum
+    found = await identity_at(store, agent_id, head)
+    return found[2] if found is not None else None
+
+
 async def undo(
-    store: StateStore, agent: _Agent, stored: int, failed: IntegrityError
+    store: StateStore,
+    agent: _Agent,
+    stored: int,
+    failed: IntegrityError,
+    checksum: bytes | None = None,
 ) -> IntegrityError:
     """``failed`` (the agent's read-back), saying what became of the agent: one this
-    import created is deleted again — only while its head is the one this import
-    wrote (a write since is never lost) — so the failed import leaves it absent, as
-    it found it; one it completed (an interrupted import had stored its first
-    ``stored`` events) keeps them: a stream cannot be cut back to a seq."""
+    import created is deleted again — only while its head is the very event this
+    import wrote (its seq and, given, its stored ``checksum`` from :func:`written_identity`):
+    a write since is never lost, nor another process's stream deleted and made again
+    up to the same seq meanwhile — so the failed import leaves it absent, as it found
+    it; one it completed (an interrupted import had stored its first ``stored``
+    events) keeps them: a stream cannot be cut back to a seq."""
     from ..store.conditional import delete_only_at
 
     agent_id = agent.agent_id
@@ -67,9 +94,15 @@ async def undo(
         )
     else:
         try:
-            with delete_only_at(agent.base_seq + len(agent.events)):
+            with delete_only_at(agent.base_seq + len(agent.events), checksum):
                 await store.delete(agent_id)
-        except StatekeeperError as exc:  # written since, on hold, not permitted...
+        except ConflictError as exc:  # (not the file's agent now: no undo to offer)
+            said = (
+                "the agent was not deleted again: it was written since the import wrote it"
+                f" (or deleted and made again by another up to the same seq: {exc}), and"
+                " what is stored now is kept; check it before deleting it"
+            )
+        except StatekeeperError as exc:  # on hold, not permitted...
             said = (
                 f"the agent is stored as the file's events say: deleting it again failed"
                 f" ({exc}) {undo}"
@@ -79,10 +112,13 @@ async def undo(
     return IntegrityError(failed.agent_id, failed.seq, f"{failed.reason}; {said}")
 
 
-def shredded(store: StateStore, agent_id: str) -> bool:
+def shredded(store: StateStore, agent_id: str, source: str | None = None) -> bool:
     """Whether the store's key vault holds a tombstone for ``agent_id`` (its data key was
-    destroyed: a write of it would raise ``AgentForgotten``)."""
+    destroyed: a write of it would raise ``AgentForgotten``), in the store's key family
+    or in ``source``, the key family of the store an export came from."""
     keyring = store.codec.keyring
-    vault = keyring.data_keys if keyring is not None else None
-    entry = vault.load(agent_id) if vault is not None else None
-    return entry is not None and entry.wrapped is None
+    if keyring is None:
+        return False
+    if keyring.forgotten_in(store.codec.key_family, agent_id) is not None:
+        return True
+    return source is not None and keyring.forgotten_in(source, agent_id) is not None

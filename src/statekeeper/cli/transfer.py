@@ -51,6 +51,7 @@ from ..errors import (
     HistoryCompacted,
     IntegrityError,
 )
+from . import import_undo as _undo
 from . import render
 from ._markup import escape
 from .app import (
@@ -67,15 +68,12 @@ from .app import (
 )
 from .export_base import base_line, state_of
 from .export_base import event_line as _event_line
-from .export_file import FORMAT, Ending, Sealed, completion_line, header_line
+from .export_file import FORMAT, Ending, Sealed, completion_line, store_header
 from .export_holds import HeldLines, place_holds
 from .export_listing import every_agent_id
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import creatable
 from .import_lines import parse_lines as _parse
-from .import_undo import shredded as _shredded
-from .import_undo import undo as _undo
-from .import_undo import written as _written
 from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
@@ -110,8 +108,7 @@ async def export_agents(
     from ..governance.holds import list_holds
 
     dumps = store.codec.copy_dumps
-    encrypted = store.codec.encrypted
-    out.write(dumps(header_line(str(render.iso(_now())), encrypted=encrypted)) + b"\n")
+    out.write(dumps(await store_header(store, str(render.iso(_now())))) + b"\n")
     sealed = Sealed(out)  # every line after the header digested, for the completion line
     ids: Any = agent_ids if agent_ids is not None else None
     total = len(agent_ids) if agent_ids is not None else await store.count_agents()
@@ -320,9 +317,11 @@ async def import_agents(
     events, skipped ids)``.
 
     An agent the target's key vault shredded (``forget``: its id keeps a tombstone and
-    can never be written again) is passed over, its id appended to ``forgotten``, as
-    every store-wide job passes over a forgotten agent; one the target still stores is
-    an existing agent (refused, or skipped with ``skip_existing``).
+    can never be written again), in the target store or in the store the file was
+    exported from (its header names that store's key family), is passed over, its id
+    appended to ``forgotten``, as every store-wide job passes over a forgotten agent;
+    one the target still stores is an existing agent (refused, or skipped with
+    ``skip_existing``).
 
     Under ``--as`` the store is opened as that principal, and every agent of the file
     needs ``admin`` on its namespace (an import writes history as others wrote it,
@@ -375,7 +374,7 @@ async def import_agents(
                         "nothing was imported (--skip-existing imports the others)"
                     )
                 skipped.append(agent.agent_id)
-            elif _shredded(store, stored_id(store, agent.agent_id)):
+            elif _undo.shredded(store, stored_id(store, agent.agent_id), header.key_family):
                 if forgotten is not None:
                     forgotten.append(agent.agent_id)
             else:
@@ -399,12 +398,13 @@ async def import_agents(
                 getattr(source, "name", "stdin"),
             )
         for agent, stored in todo:
-            await _written(_write(store, agent, stamp, stored), store, agent, stored)
+            await _undo.written(_write(store, agent, stamp, stored), store, agent, stored)
             await store.flush()
+            wrote = None if stored else await _undo.written_identity(store, agent)
             try:
                 await _check(store, agent)
             except IntegrityError as exc:
-                raise await _undo(store, agent, stored, exc) from None
+                raise await _undo.undo(store, agent, stored, exc, wrote) from None
             events += len(agent.events) - (stored - agent.base_seq if stored else 0)
             if progress is not None:
                 progress.advance(task)

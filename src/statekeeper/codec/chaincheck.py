@@ -152,7 +152,7 @@ def _learn(
     key_id = payload[3 : 3 + kid_len].decode("ascii")
     key: DerivedKey | None
     if flags & FLAG_DATA_KEY:
-        key = codec._data_key(agent_id, seq, key_id)
+        key = codec._data_key(agent_id, seq, key_id, payload[cut - _FP : cut])
     else:
         key = codec.keyring.get(key_id) if codec.keyring is not None else None
     if key is None:  # pragma: no cover - open found it a moment ago

@@ -25,6 +25,26 @@ stream is deleted but its key stays, because a backup taken before the prune nee
 :meth:`Keyring.forget` destroys the key of every id linked to the one forgotten, either
 way, so forgetting a thread destroys every generation's key. A vault without ``link``
 and ``lineage`` (a custom one) keeps no lineage: forget then destroys only the id named.
+
+**Key families.** One vault serves any number of stores (one key file, one
+``$STATEKEEPER_KEY_FILE``, for several services), so an agent id alone does not name a
+data key: ``user-1`` of a billing store and ``user-1`` of a support store are different
+people. A vault with families (:class:`ScopedKeyVault`: both vaults here) keys each data
+key by ``(family, agent id)``; a store's family is its store id (its change feed's id,
+:meth:`~statekeeper.backends.base.Backend.feed_id`), so each store gets its own keys
+and ``forget`` in one store leaves the other's ``user-1`` alone. A copy of a store (a
+backup, a restore, a replica, a tiered store's cold tier, a ``move``) holds the same
+records, and a record names its key by the key's fingerprint in its clear header: the
+copy is read with, and shredded with, the key that sealed it, whatever store holds it
+(:mod:`statekeeper.codec.keyscope`).
+
+Entries written before families (``data_keys`` table, keyed by agent id alone) are
+*legacy*: they stay readable in every store of the vault; a store writes new records
+under its own family's key; ``forget`` destroys the legacy key too (any store of the
+vault may have used it: the behaviour before families, kept for those keys only) and
+a legacy tombstone (a ``forget`` made before the upgrade) still refuses the id in every
+store. A destroyed legacy key is removed (its bytes overwritten), not left as such a
+tombstone: the forgetting store's own family keeps the tombstone.
 """
 
 from __future__ import annotations
@@ -45,6 +65,7 @@ __all__ = [
     "VAULT_TABLES",
     "KeyVault",
     "MemoryKeyVault",
+    "ScopedKeyVault",
     "SqliteKeyVault",
     "VaultEntry",
     "open_vault",
@@ -75,6 +96,8 @@ class VaultEntry:
     master_id: str | None
     wrapped: bytes | None
     forgotten_at: float | None = None
+    #: the key family (see the module docs); None: a legacy entry, keyed by agent id alone
+    family: str | None = None
 
 
 @runtime_checkable
@@ -104,12 +127,54 @@ class KeyVault(Protocol):
         ...
 
 
+@runtime_checkable
+class ScopedKeyVault(KeyVault, Protocol):
+    """A vault that keys data keys by ``(family, agent id)`` besides its legacy entries
+    (keyed by agent id alone: :class:`KeyVault`'s methods). See the module docs."""
+
+    def load_in(self, family: str, agent_id: str) -> VaultEntry | None:
+        """The agent's entry in ``family``, or None."""
+        ...
+
+    def create_in(self, family: str, agent_id: str, master_id: str, wrapped: bytes) -> VaultEntry:
+        """:meth:`KeyVault.create` in ``family`` (the first writer wins)."""
+        ...
+
+    def destroy_in(self, family: str, agent_id: str, at: float) -> bool:
+        """:meth:`KeyVault.destroy` in ``family`` (a tombstone is left either way)."""
+        ...
+
+    def rewrap_in(self, family: str, agent_id: str, master_id: str, wrapped: bytes) -> None:
+        """:meth:`KeyVault.rewrap` in ``family``."""
+        ...
+
+    def entries(self, agent_id: str) -> list[VaultEntry]:
+        """Every entry of ``agent_id``: the legacy one first (if any), then each family's."""
+        ...
+
+    def remove_legacy(self, agent_id: str) -> bool:
+        """Remove the agent's live legacy key (its bytes overwritten); True when there
+        was one. A legacy tombstone stays."""
+        ...
+
+    def link_family(self, family: str, predecessor: str) -> None:
+        """Record that the store of ``family`` was the store of ``predecessor`` before
+        (its id was renewed: a restore into it)."""
+        ...
+
+    def families(self, family: str) -> set[str]:
+        """``family`` and every family linked to it, directly or not, either way."""
+        ...
+
+
 class MemoryKeyVault:
     """A vault in a dict (tests, demos): gone with the process."""
 
     def __init__(self) -> None:
         self._entries: dict[str, VaultEntry] = {}
+        self._scoped: dict[tuple[str, str], VaultEntry] = {}
         self._links: set[tuple[str, str]] = set()
+        self._family_links: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -151,6 +216,55 @@ class MemoryKeyVault:
             lambda ids: {b for a, b in links if a in ids} | {a for a, b in links if b in ids},
         )
 
+    def load_in(self, family: str, agent_id: str) -> VaultEntry | None:
+        return self._scoped.get((family, agent_id))
+
+    def create_in(self, family: str, agent_id: str, master_id: str, wrapped: bytes) -> VaultEntry:
+        with self._lock:
+            entry = VaultEntry(agent_id, master_id, wrapped, None, family)
+            return self._scoped.setdefault((family, agent_id), entry)
+
+    def destroy_in(self, family: str, agent_id: str, at: float) -> bool:
+        with self._lock:
+            entry = self._scoped.get((family, agent_id))
+            when = entry.forgotten_at if entry and entry.forgotten_at else at
+            self._scoped[(family, agent_id)] = VaultEntry(agent_id, None, None, when, family)
+            return entry is not None and entry.wrapped is not None
+
+    def rewrap_in(self, family: str, agent_id: str, master_id: str, wrapped: bytes) -> None:
+        with self._lock:
+            entry = self._scoped.get((family, agent_id))
+            if entry is not None and entry.wrapped is not None:
+                self._scoped[(family, agent_id)] = VaultEntry(
+                    agent_id, master_id, wrapped, None, family
+                )
+
+    def entries(self, agent_id: str) -> list[VaultEntry]:
+        with self._lock:
+            legacy = self._entries.get(agent_id)
+            scoped = [e for (_, a), e in sorted(self._scoped.items()) if a == agent_id]
+        return ([legacy] if legacy is not None else []) + scoped
+
+    def remove_legacy(self, agent_id: str) -> bool:
+        with self._lock:
+            entry = self._entries.get(agent_id)
+            if entry is None or entry.wrapped is None:
+                return False
+            del self._entries[agent_id]
+            return True
+
+    def link_family(self, family: str, predecessor: str) -> None:
+        with self._lock:
+            self._family_links.add((family, predecessor))
+
+    def families(self, family: str) -> set[str]:
+        with self._lock:
+            links = list(self._family_links)
+        return {family} | _connected(
+            family,
+            lambda ids: {b for a, b in links if a in ids} | {a for a, b in links if b in ids},
+        )
+
     def close(self) -> None:
         pass
 
@@ -183,8 +297,30 @@ CREATE TABLE IF NOT EXISTS data_key_lineage (
 ) WITHOUT ROWID
 """
 
-#: the tables of a vault file (``data_key_lineage`` added to vaults written before it)
-VAULT_TABLES = frozenset({"data_keys", "data_key_lineage"})
+#: keyed by agent id first: a read finds every entry of an agent in one range
+_SCOPED = """
+CREATE TABLE IF NOT EXISTS family_data_keys (
+    family TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    master_id TEXT,
+    wrapped BLOB,
+    created_at REAL NOT NULL,
+    forgotten_at REAL,
+    PRIMARY KEY (agent_id, family)
+) WITHOUT ROWID
+"""
+
+_FAMILY_LINKS = """
+CREATE TABLE IF NOT EXISTS family_lineage (
+    family TEXT NOT NULL,
+    predecessor TEXT NOT NULL,
+    PRIMARY KEY (family, predecessor)
+) WITHOUT ROWID
+"""
+
+#: the tables of a vault file (``data_key_lineage``, ``family_data_keys`` and
+#: ``family_lineage`` added to vaults written before them)
+VAULT_TABLES = frozenset({"data_keys", "data_key_lineage", "family_data_keys", "family_lineage"})
 
 
 class SqliteKeyVault:
@@ -209,6 +345,8 @@ class SqliteKeyVault:
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.execute(_SCHEMA)
             self._db.execute(_LINEAGE)
+            self._db.execute(_SCOPED)
+            self._db.execute(_FAMILY_LINKS)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigurationError(f"cannot open the key vault {self.path}: {exc}") from None
 
@@ -297,9 +435,109 @@ class SqliteKeyVault:
 
         return _connected(agent_id, neighbours)
 
+    # -- key families (see the module docs) -------------------------------------------
+
+    def load_in(self, family: str, agent_id: str) -> VaultEntry | None:
+        rows = self._run(
+            "SELECT master_id, wrapped, forgotten_at FROM family_data_keys"
+            " WHERE family = ? AND agent_id = ?",
+            (family, agent_id),
+        )
+        return _entry(agent_id, family, rows[0]) if rows else None
+
+    def create_in(self, family: str, agent_id: str, master_id: str, wrapped: bytes) -> VaultEntry:
+        self._run(
+            "INSERT OR IGNORE INTO family_data_keys"
+            " (family, agent_id, master_id, wrapped, created_at) VALUES (?, ?, ?, ?, ?)",
+            (family, agent_id, master_id, wrapped, time.time()),
+        )
+        entry = self.load_in(family, agent_id)
+        assert entry is not None
+        return entry
+
+    def destroy_in(self, family: str, agent_id: str, at: float) -> bool:
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "UPDATE family_data_keys SET master_id = NULL, wrapped = NULL,"
+                    " forgotten_at = ? WHERE family = ? AND agent_id = ?"
+                    " AND wrapped IS NOT NULL",
+                    (at, family, agent_id),
+                )
+                destroyed = cur.rowcount > 0
+                if not destroyed:
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO family_data_keys"
+                        " (family, agent_id, created_at, forgotten_at) VALUES (?, ?, ?, ?)",
+                        (family, agent_id, at, at),
+                    )
+            except sqlite3.Error as exc:
+                raise BackendError(f"key vault {self.path}: {exc}") from None
+        return destroyed
+
+    def rewrap_in(self, family: str, agent_id: str, master_id: str, wrapped: bytes) -> None:
+        self._run(
+            "UPDATE family_data_keys SET master_id = ?, wrapped = ? WHERE family = ?"
+            " AND agent_id = ? AND wrapped IS NOT NULL",
+            (master_id, wrapped, family, agent_id),
+        )
+
+    def entries(self, agent_id: str) -> list[VaultEntry]:
+        rows = self._run(  # (one query: a read of an agent's key asks only this)
+            "SELECT NULL, master_id, wrapped, forgotten_at FROM data_keys"
+            " WHERE agent_id = ? UNION ALL SELECT family, master_id, wrapped,"
+            " forgotten_at FROM family_data_keys WHERE agent_id = ?",
+            (agent_id, agent_id),
+        )
+        if len(rows) > 1:  # the legacy entry first, then by family
+            rows.sort(key=lambda row: (row[0] is not None, str(row[0])))
+        return [_entry(agent_id, None if row[0] is None else str(row[0]), row[1:]) for row in rows]
+
+    def remove_legacy(self, agent_id: str) -> bool:
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "DELETE FROM data_keys WHERE agent_id = ? AND wrapped IS NOT NULL",
+                    (agent_id,),
+                )
+            except sqlite3.Error as exc:
+                raise BackendError(f"key vault {self.path}: {exc}") from None
+            return cur.rowcount > 0
+
+    def link_family(self, family: str, predecessor: str) -> None:
+        self._run(
+            "INSERT OR IGNORE INTO family_lineage (family, predecessor) VALUES (?, ?)",
+            (family, predecessor),
+        )
+
+    def families(self, family: str) -> set[str]:
+        def neighbours(ids: set[str]) -> set[str]:
+            found: set[str] = set()
+            for one in ids:
+                rows = self._run(
+                    "SELECT predecessor FROM family_lineage WHERE family = ?"
+                    " UNION SELECT family FROM family_lineage WHERE predecessor = ?",
+                    (one, one),
+                )
+                found.update(str(r[0]) for r in rows)
+            return found
+
+        return {family} | _connected(family, neighbours)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _entry(agent_id: str, family: str | None, row: tuple[object, ...]) -> VaultEntry:
+    master_id, wrapped, forgotten_at = row
+    return VaultEntry(
+        agent_id,
+        master_id if isinstance(master_id, str) else None,
+        bytes(wrapped) if isinstance(wrapped, bytes) else None,
+        float(forgotten_at) if isinstance(forgotten_at, int | float) else None,
+        family,
+    )
 
 
 def open_vault(spec: str | os.PathLike[str] | KeyVault | None) -> KeyVault | None:

@@ -26,6 +26,9 @@ records are encrypted with a data key of its own, wrapped by the active master k
 kept in the vault: :meth:`Keyring.forget` destroys it (crypto-shredding, see
 :mod:`statekeeper.codec.datakeys`).
 
+Over 600 lines because a keyring is one object with its master keys, its sources and
+its vault's data keys (their family rules live in :mod:`.keyscope`).
+
 >>> ring = Keyring({"k1": bytes(32)}, active="k1")
 >>> ring
 Keyring(active='k1', keys=['k1'])
@@ -47,7 +50,8 @@ from typing import Any
 
 from .._files import folder_locked, warn_if_open_to_others, write_atomically
 from ..errors import AgentForgotten, BackendUnavailable, ConfigurationError, DecryptionError
-from .datakeys import KeyVault, open_vault
+from . import keyscope
+from .datakeys import KeyVault, ScopedKeyVault, VaultEntry, open_vault
 
 __all__ = ["KEY_BYTES", "DerivedKey", "Keyring", "add_key_to_file", "generate_key"]
 
@@ -102,8 +106,11 @@ def _material(key_id: str, value: object) -> bytes:
     return raw
 
 
-def _wrap_aad(agent_id: str) -> bytes:
-    return b"sk-data-key/1" + agent_id.encode("utf-8", "surrogatepass")
+def _wrap_aad(agent_id: str, family: str | None = None) -> bytes:
+    if family is None:  # a legacy entry (keyed by agent id alone)
+        return b"sk-data-key/1" + agent_id.encode("utf-8", "surrogatepass")
+    name = (family, agent_id)
+    return b"sk-data-key/2" + "\x00".join(name).encode("utf-8", "surrogatepass")
 
 
 def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
@@ -153,18 +160,21 @@ class DerivedKey:
         self.fingerprint = _derive(master, b"key fingerprint", 4)
         self._wrap = _aesgcm(_derive(master, b"data key wrapping"))
 
-    def wrap(self, agent_id: str, data_key: bytes) -> bytes:
-        """``data_key`` wrapped for ``agent_id`` (nonce + AES-256-GCM ciphertext)."""
+    def wrap(self, agent_id: str, data_key: bytes, family: str | None = None) -> bytes:
+        """``data_key`` wrapped for ``agent_id`` (of key family ``family``; None: a
+        legacy entry) (nonce + AES-256-GCM ciphertext)."""
         nonce = os.urandom(12)
-        return nonce + bytes(self._wrap.encrypt(nonce, data_key, _wrap_aad(agent_id)))
+        aad = _wrap_aad(agent_id, family)
+        return nonce + bytes(self._wrap.encrypt(nonce, data_key, aad))
 
-    def unwrap(self, agent_id: str, wrapped: bytes) -> bytes:
-        """The data key :meth:`wrap` wrapped for ``agent_id``; raises
+    def unwrap(self, agent_id: str, wrapped: bytes, family: str | None = None) -> bytes:
+        """The data key :meth:`wrap` wrapped for ``agent_id`` (and ``family``); raises
         :class:`~statekeeper.errors.DecryptionError` when it does not authenticate."""
         from cryptography.exceptions import InvalidTag
 
+        aad = _wrap_aad(agent_id, family)
         try:
-            return bytes(self._wrap.decrypt(wrapped[:12], wrapped[12:], _wrap_aad(agent_id)))
+            return bytes(self._wrap.decrypt(wrapped[:12], wrapped[12:], aad))
         except (InvalidTag, ValueError):
             raise DecryptionError(
                 agent_id,
@@ -226,6 +236,7 @@ class Keyring:
         self._keys: dict[str, DerivedKey] = {}
         self.data_keys: KeyVault | None = open_vault(data_keys)
         self._data: dict[str, DerivedKey] = {}
+        self._scoped_caches()
         self._fetch = fetch
         self._lock = threading.Lock()
         for key_id, value in (keys or {}).items():
@@ -282,15 +293,54 @@ class Keyring:
 
     # -- per-agent data keys (crypto-shredding) ----------------------------------------
 
-    def data_key(self, agent_id: str, *, create: bool = False) -> DerivedKey:
+    def _scoped_caches(self) -> None:
+        vault = self.data_keys
+        #: the vault keys data keys by family (:mod:`.keyscope`)
+        self.scoped: ScopedKeyVault | None = vault if isinstance(vault, ScopedKeyVault) else None
+        #: (family, agent id) → the key that family's store writes the agent with
+        self._writing: dict[tuple[str, str], DerivedKey] = {}
+        #: (agent id, key fingerprint) → a data key that opened (reads)
+        self._by_fp: dict[tuple[str, bytes], DerivedKey] = {}
+
+    def data_key(
+        self,
+        agent_id: str,
+        *,
+        create: bool = False,
+        family: str | None = None,
+        fingerprint: bytes | None = None,
+    ) -> DerivedKey:
         """The agent's data key (created, wrapped and stored in the vault when
         ``create`` and the agent has none yet).
+
+        With a vault that keys by family (:mod:`.keyscope`): a write (``create``) of
+        a store of key family ``family`` gets that family's key; a read names the
+        record's key ``fingerprint`` and gets the key that sealed it. Without
+        ``family`` (a codec of no store), the legacy key of the agent id alone.
 
         Raises :class:`~statekeeper.errors.AgentForgotten` when the key was destroyed,
         :class:`~statekeeper.errors.DecryptionError` when (without ``create``) the vault
         never held one for the agent, and
         :class:`~statekeeper.errors.ConfigurationError` when the keyring has no vault.
         """
+        scoped = self.scoped
+        if scoped is not None:
+            if create and family is not None:
+                key = self._writing.get((family, agent_id))
+                if key is None:
+                    key = keyscope.write_key(self, scoped, family, agent_id)
+                    with self._lock:
+                        self._writing[(family, agent_id)] = key
+                        self._by_fp[(agent_id, key.fingerprint)] = key
+                return key
+            if fingerprint is not None and not create:
+                key = self._by_fp.get((agent_id, fingerprint))
+                if key is None:
+                    key, opened = keyscope.read_key(self, scoped, agent_id, fingerprint)
+                    with self._lock:
+                        for one in opened:
+                            self._by_fp[(agent_id, one.fingerprint)] = one
+                return key
         key = self._data.get(agent_id)
         if key is not None:
             return key
@@ -333,6 +383,8 @@ class Keyring:
         vault = self.data_keys
         if vault is None:
             return False
+        if self.scoped is not None:
+            return self._rewrap_families(self.scoped, agent_id)
         entry = vault.load(agent_id)
         if entry is None or entry.wrapped is None or entry.master_id is None:
             return False
@@ -350,6 +402,83 @@ class Keyring:
             self._data[agent_id] = DerivedKey(master.id, material)
         return True
 
+    def _rewrap_families(self, vault: ScopedKeyVault, agent_id: str) -> bool:
+        """:meth:`rewrap` of every live entry of the agent (legacy or any family) that
+        this keyring opens (another key file's entries are left as they are)."""
+        done = False
+        master = self.active
+        for entry in vault.entries(agent_id):
+            if entry.wrapped is None or entry.master_id in (None, self.active_id):
+                continue
+            old = self.get(entry.master_id) if entry.master_id is not None else None
+            if old is None:
+                continue
+            try:
+                material = old.unwrap(agent_id, entry.wrapped, entry.family)
+            except DecryptionError:
+                continue
+            wrapped = master.wrap(agent_id, material, entry.family)
+            if entry.family is None:
+                vault.rewrap(agent_id, master.id, wrapped)
+            else:
+                vault.rewrap_in(entry.family, agent_id, master.id, wrapped)
+            done = True
+        with self._lock:
+            self._data.pop(agent_id, None)
+            self._forget_cached(agent_id)
+        return done
+
+    def _forget_cached(self, agent_id: str) -> None:
+        for pair in [p for p in self._writing if p[1] == agent_id]:
+            del self._writing[pair]
+        for held in [p for p in self._by_fp if p[0] == agent_id]:
+            del self._by_fp[held]
+
+    def forget_in(
+        self,
+        family: str | None,
+        agent_id: str,
+        *,
+        fingerprints: frozenset[bytes] = frozenset(),
+        at: float | None = None,
+    ) -> list[str]:
+        """:meth:`forget` as a store of key family ``family`` does it (see
+        :mod:`.keyscope`): the keys of the agent (and its lineage) that family's store
+        uses, those whose fingerprint is in ``fingerprints`` (its records'), and its
+        legacy key. Returns the families (``"legacy"``) whose key was destroyed. Without
+        a family, or a vault without families: :meth:`forget` (``["legacy"]`` when it
+        destroyed a key)."""
+        import time
+
+        scoped = self.scoped
+        if family is None or scoped is None:
+            return [keyscope.LEGACY] if self.forget(agent_id, at=at) else []
+        when = time.time() if at is None else at
+        lineage = getattr(scoped, "lineage", None)
+        linked: set[str] = lineage(agent_id) if lineage is not None else set()
+        ids = [*sorted(linked), agent_id]
+        with self._lock:
+            for one in ids:
+                self._data.pop(one, None)
+                self._forget_cached(one)
+        return keyscope.family_forget(self, scoped, family, ids, fingerprints, when)
+
+    def forgotten_in(self, family: str | None, agent_id: str) -> VaultEntry | None:
+        """The tombstone that refuses ``agent_id`` in ``family``'s store (its own, a
+        family it continues, or a legacy one), or None when it is not forgotten there."""
+        vault = self.data_keys
+        if vault is None:
+            return None
+        scoped = self.scoped
+        if family is None or scoped is None:
+            entry = vault.load(agent_id)
+            return entry if entry is not None and entry.wrapped is None else None
+        families = scoped.families(family)
+        for entry in scoped.entries(agent_id):
+            if entry.wrapped is None and (entry.family is None or entry.family in families):
+                return entry
+        return None
+
     def forget(self, agent_id: str, *, at: float | None = None) -> bool:
         """Destroy the agent's data key (crypto-shredding): every record encrypted
         with it becomes unreadable, everywhere, for good. True when a key was
@@ -357,7 +486,12 @@ class Keyring:
         id cannot be given a new key and its old records stay unreadable).
 
         The keys of the ids the vault links to ``agent_id`` (:meth:`link`: a
-        LangGraph thread's generations) are destroyed too, the linked ones first."""
+        LangGraph thread's generations) are destroyed too, the linked ones first.
+
+        This is the agent's legacy key, keyed by its id alone: in a vault with key
+        families its tombstone refuses the id in every store of the vault. A store's
+        ``forget`` (:func:`statekeeper.governance.shredding.forget`) uses
+        :meth:`forget_in`, which leaves other stores' keys of the id alone."""
         import time
 
         vault = self.data_keys
@@ -369,6 +503,7 @@ class Keyring:
         with self._lock:
             for one in (*sorted(linked), agent_id):
                 self._data.pop(one, None)
+                self._forget_cached(one)
         for one in sorted(linked):
             vault.destroy(one, when)
         return vault.destroy(agent_id, when)
@@ -391,6 +526,7 @@ class Keyring:
         ring._lock = threading.Lock()
         ring.data_keys = self.data_keys
         ring._data = {}
+        ring._scoped_caches()
         ring.active_id = self.active_id
         if ring.active_id not in ring._keys:
             raise ConfigurationError(f"cannot remove the active key {self.active_id!r}")

@@ -384,6 +384,10 @@ class Codec:
         #: idle compressors, taken for one ``compress`` and put back (see _compress)
         self._compressors: list[Any] = []
         self.keyring = keyring
+        #: the key family of the store this codec seals for (its store id: a data key
+        #: per family and agent, see :mod:`.keyscope`); None until the store sets it
+        #: (then, and for a codec of no store, an agent's data key is keyed by its id)
+        self.key_family: str | None = None
         # with a key, records (and heads) that are not encrypted are refused
         self._strict = keyring is not None
         self.checksum = checksum
@@ -571,7 +575,8 @@ class Codec:
                 return Sealed(payload, _stored_checksum(link, payload, algo), link)
             return Sealed(payload, link, link)
         if self.keyring.data_keys is not None and uses_data_key(agent_id):
-            key = self.keyring.data_key(agent_id, create=True)  # AgentForgotten if shredded
+            # the key of the store's family (AgentForgotten if shredded)
+            key = self.keyring.data_key(agent_id, create=True, family=self.key_family)
             flags |= FLAG_DATA_KEY
         else:
             key = self.keyring.active
@@ -735,7 +740,7 @@ class Codec:
             ) from None
         key: DerivedKey | None
         if flags & FLAG_DATA_KEY:
-            key = self._data_key(agent_id, seq, key_id)
+            key = self._data_key(agent_id, seq, key_id, payload[end : end + _FP])
         else:
             key = self.keyring.get(key_id) if self.keyring is not None else None
         if key is None:
@@ -771,8 +776,11 @@ class Codec:
         link = _link(ident, fmt | algo, prev, body)
         return Opened(body, prev, link, fmt, key_id, VERSION, algorithm)
 
-    def _data_key(self, agent_id: str, seq: int, key_id: str) -> DerivedKey:
-        """The agent's data key for opening a record (AgentForgotten when destroyed)."""
+    def _data_key(
+        self, agent_id: str, seq: int, key_id: str, fingerprint: bytes | None = None
+    ) -> DerivedKey:
+        """The agent's data key for opening a record whose key has ``fingerprint``
+        (AgentForgotten when destroyed)."""
         if self.keyring is None:
             raise KeyNotFound(agent_id, seq, key_id, no_keyring=True)
         if self.keyring.data_keys is None:
@@ -784,7 +792,7 @@ class Codec:
                 ' key vault (set "data_keys" in the key file)',
             )
         try:
-            return self.keyring.data_key(agent_id)
+            return self.keyring.data_key(agent_id, fingerprint=fingerprint)
         except DecryptionError as exc:
             if exc.seq is not None:
                 raise

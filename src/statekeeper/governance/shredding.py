@@ -19,7 +19,6 @@ they derived from its events, which are copies too.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sqlite3
@@ -31,11 +30,13 @@ from typing import TYPE_CHECKING
 from ..arguments import check_agent_id
 from ..errors import AgentNotFound, ConfigurationError, StatekeeperError
 from ..store import feed_deletes, feed_intents
+from ..store.keyguard import key_family
 from ..store.namespaced import NamespacedStateStore
 from .holds import refuse_if_held
 from .hooks import AuditSink, GovernanceEvent, announce, emit, require, store_sink
 
 if TYPE_CHECKING:
+    from ..codec.keys import Keyring
     from ..store import StateStore
 
 __all__ = ["ForgetResult", "forget", "init_vault"]
@@ -54,6 +55,9 @@ class ForgetResult:
     purged: bool
     head: int
     at: float
+    #: the key families whose data key of the agent was destroyed (``"legacy"``: its key
+    #: from before key families); see :mod:`statekeeper.codec.keyscope`
+    scopes: tuple[str, ...] = ()
 
 
 async def forget(
@@ -99,10 +103,12 @@ async def _forget(
             ' add "data_keys": "FILE" to the key file'
         )
     await store.flush()
+    family = await key_family(store.backend, store.codec)
     head = await store.backend.head(agent_id)
-    if head == 0 and keyring.data_keys.load(agent_id) is None:
+    if head == 0 and not _has_key(keyring, family, agent_id):
         raise AgentNotFound(agent_id)  # a typo must not leave a tombstone
-    readable = await _without_data_key(store, agent_id) if head else 0
+    fingerprints: set[bytes] = set()
+    readable = await _without_data_key(store, agent_id, fingerprints) if head else 0
     if readable:
         # destroying a data key leaves them as readable as before: refused, nothing done
         # (it reported "forgotten" and exit 0 while every such record still opened)
@@ -138,20 +144,23 @@ async def _forget(
             finally:
                 feed_deletes.forgetting.reset(token)
 
+        scopes: list[str] = []
+
+        def shred() -> bool:
+            scopes.extend(
+                keyring.forget_in(family, agent_id, fingerprints=frozenset(fingerprints), at=at)
+            )
+            return bool(scopes)
+
         destroyed, purged_it = await feed_intents.forget_with_intent(
-            store.backend,
-            store.codec,
-            agent_id,
-            head,
-            functools.partial(keyring.forget, agent_id, at=at),
-            purged,
+            store.backend, store.codec, agent_id, head, shred, purged
         )
     except BaseException as exc:
         if announced is not None:
             await announced.failed(exc)
         raise
     if announced is not None:
-        return ForgetResult(listed, destroyed, purged_it, head, at)
+        return ForgetResult(listed, destroyed, purged_it, head, at, tuple(scopes))
     await emit(
         audit,
         GovernanceEvent(
@@ -160,23 +169,39 @@ async def _forget(
             "ok",
             1 if head else None,
             head or None,
-            {"key_destroyed": destroyed, "records_purged": purged_it},
+            {"key_destroyed": destroyed, "records_purged": purged_it, "key_scopes": scopes},
             at,
         ),
     )
-    return ForgetResult(listed, destroyed, purged_it, head, at)
+    return ForgetResult(listed, destroyed, purged_it, head, at, tuple(scopes))
 
 
-async def _without_data_key(store: StateStore, agent_id: str) -> int:
+def _has_key(keyring: Keyring, family: str | None, agent_id: str) -> bool:
+    """Whether the vault holds a key or tombstone of ``agent_id`` for the store of key
+    family ``family`` (its own, a family it continues, or a legacy one)."""
+    scoped = keyring.scoped
+    if family is None or scoped is None:
+        assert keyring.data_keys is not None
+        return keyring.data_keys.load(agent_id) is not None
+    families = scoped.families(family)
+    return any(e.family is None or e.family in families for e in scoped.entries(agent_id))
+
+
+async def _without_data_key(store: StateStore, agent_id: str, fingerprints: set[bytes]) -> int:
     """How many of the agent's stored records (events, snapshots) are not encrypted with
-    its data key (master-key, clear or version-0 records), read from the clear headers."""
-    from ..codec.pipeline import Codec
+    its data key (master-key, clear or version-0 records), read from the clear headers;
+    the fingerprints of the data keys the others name are added to ``fingerprints``."""
+    from ..codec.pipeline import _FP, Codec
 
     backend = store.backend
 
     def readable(payload: bytes) -> bool:
         header = Codec.header(payload)
-        return header is None or not header.data_key
+        if header is None or not header.data_key:
+            return True
+        end = 3 + payload[2]
+        fingerprints.add(bytes(payload[end : end + _FP]))
+        return False
 
     count = 0
     cursor = 0

@@ -51,6 +51,9 @@ async def key_usage(store: StateStore) -> dict[str, int]:
     counts: dict[str, int] = {}
     keyring = store.codec.keyring
     vault = keyring.data_keys if keyring is not None else None
+    from ..store.keyguard import key_family
+
+    await key_family(store.backend, store.codec)  # (whose tombstones count here)
     shredded = False  # the stream counted is a forgotten agent's
 
     def count(key_id: str | None) -> None:
@@ -122,6 +125,9 @@ async def idempotency_usage(store: StateStore) -> dict[str, int]:
         return {}
     keyring = store.codec.keyring
     vault = keyring.data_keys if keyring is not None else None
+    from ..store.keyguard import key_family
+
+    await key_family(store.backend, store.codec)  # (whose tombstones count here)
     qualify = getattr(store, "qualify", None)
     counts: dict[str, int] = {}
     async for info in store.iter_agents():

@@ -37,6 +37,7 @@ from ..arguments import AUDIT_STREAM, HOLDS_STREAM
 from ..backends.identity import store_identity
 from ..codec import ZERO_LINK, Codec
 from ..codec.datakeys import uses_data_key
+from ..codec.keys import DerivedKey
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     ConfigurationError,
@@ -103,9 +104,10 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
         await governance.require(agent_id, "admin", "rekey")
     # the store is encrypted from now on: its store-level marker is set before any
     # record is rewritten (one small read per agent once it is)
-    from ..store.keyguard import mark_encrypted
+    from ..store.keyguard import key_family, mark_encrypted
 
     await mark_encrypted(store.backend)
+    await key_family(store.backend, store.codec)  # what it writes with: the store's keys
     stats = RekeyStats(agents=1)
     # its idempotency records first, under the active key: a retry is one after it
     stats.keys, stats.keys_left = await rekey_keys(store, agent_id, store.codec)
@@ -255,6 +257,7 @@ async def _rekey_stream(
         # the records re-sealed below name it (and the old master key can retire)
         codec.keyring.rewrap(agent_id)
         own_keys = True
+    legacy = _legacy_fingerprint(codec, agent_id) if own_keys else None
 
     backend = store.backend
     link: bytes = ZERO_LINK
@@ -339,7 +342,8 @@ async def _rekey_stream(
                 walked = (raw.checksum,)
                 if raw.seq in wanted:
                     links[raw.seq] = link
-                if sealed_now(opened, raw.payload, active, own_keys and uses_data_key(agent_id)):
+                own = own_keys and uses_data_key(agent_id)
+                if sealed_now(opened, raw.payload, active, own, legacy):
                     stats.skipped += 1
                     continue
                 sealed = codec.seal(
@@ -388,7 +392,9 @@ async def _rekey_stream(
                 raise IntegrityError(
                     agent_id, raw_snap.seq, "snapshot does not belong to the chain"
                 )
-            if sealed_now(opened, raw_snap.payload, active, own_keys and uses_data_key(agent_id)):
+            if sealed_now(
+                opened, raw_snap.payload, active, own_keys and uses_data_key(agent_id), legacy
+            ):
                 stats.skipped += 1
                 continue
             sealed = codec.seal(
@@ -467,6 +473,9 @@ async def rekey(
     total = RekeyStats()
     after = progress.after
     vault = codec.keyring.data_keys if codec.keyring is not None else None
+    from ..store.keyguard import key_family
+
+    await key_family(store.backend, store.codec)  # (whose tombstones count here)
     witness = store.witness
     if witness is not None:  # its marks under older keys are made again under the active
         try:
@@ -561,3 +570,24 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
     detail = {"audit_log": True}
     await _rekey_audited(store, AUDIT_STREAM, batch, stats, governance, entry, None, detail, codec)
     return stats
+
+
+def _legacy_fingerprint(codec: Codec, agent_id: str) -> bytes | None:
+    """The fingerprint of ``agent_id``'s live legacy data key (keyed by its id alone,
+    from before key families: :mod:`statekeeper.codec.keyscope`), in a store with a
+    key family (its records under it are re-sealed under the family's key); None
+    without one, or when the agent has no legacy key this keyring opens."""
+    keyring = codec.keyring
+    scoped = keyring.scoped if keyring is not None else None
+    if keyring is None or scoped is None or codec.key_family is None:
+        return None
+    entry = scoped.load(agent_id) if uses_data_key(agent_id) else None
+    if entry is None or entry.wrapped is None or entry.master_id is None:
+        return None
+    master = keyring.get(entry.master_id)
+    if master is None:
+        return None
+    try:
+        return DerivedKey(entry.master_id, master.unwrap(agent_id, entry.wrapped)).fingerprint
+    except StatekeeperError:
+        return None

@@ -16,11 +16,12 @@ again up to the same head by another process is another stream, never deleted.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 from contextvars import ContextVar
 
 from ..backends.base import Backend
-from ..errors import ConflictError
+from ..errors import CapabilityUnsupported, ConflictError
 
 _DELETE_AT: ContextVar[tuple[int, bytes | None] | None] = ContextVar(
     "statekeeper_delete_at", default=None
@@ -69,6 +70,35 @@ async def delete_at(
         if exc.agent_id == agent_id and exc.current_seq == 0:
             return False
         raise
+    except TypeError as exc:  # (raised by the call itself: nothing was deleted)
+        old = _without_checksum(backend)
+        if old is None:
+            raise
+        raise CapabilityUnsupported(
+            f"{old.__module__}.{old.__qualname__}",
+            "a delete conditional on the head record's identity",
+            "its delete_agent_at(agent_id, head) override takes no checksum (the head"
+            " event's stored checksum, Backend.delete_agent_at's third argument): add"
+            " 'checksum: bytes | None = None' and compare it in the delete's atomic step"
+            " (statekeeper.testing.BackendConformance checks it). Nothing was deleted",
+        ) from exc
+
+
+def _without_checksum(backend: object) -> type | None:
+    """The engine class (``backend`` or one it wraps: an instrumented backend's inner
+    engine, a tiered one's durable tier) whose ``delete_agent_at`` cannot take a
+    checksum (an override written before it was added), else None."""
+    seen: set[int] = set()
+    while backend is not None and id(backend) not in seen:
+        seen.add(id(backend))
+        method = getattr(type(backend), "delete_agent_at", None)
+        if method is not None:
+            try:
+                inspect.signature(method).bind(backend, "", 1, b"")
+            except TypeError:
+                return type(backend)
+        backend = getattr(backend, "inner", None) or getattr(backend, "durable", None)
+    return None
 
 
 async def erase(backend: Backend, agent_id: str) -> bool:

@@ -189,11 +189,9 @@ async def _write_intent(
 def _key_destroyed(codec: Codec, agent_id: str) -> bool:
     """Whether ``agent_id``'s data key is destroyed (a tombstone in the key vault)."""
     keyring = codec.keyring
-    vault = keyring.data_keys if keyring is not None else None
-    if vault is None:
+    if keyring is None or keyring.data_keys is None:
         return False
-    entry = vault.load(agent_id)
-    return entry is not None and getattr(entry, "forgotten_at", None) is not None
+    return keyring.forgotten_in(codec.key_family, agent_id) is not None
 
 
 async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
@@ -202,6 +200,9 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     from .feed_deletes import record
 
     finished: list[str] = []
+    from .keyguard import key_family
+
+    await key_family(backend, codec)  # (whose tombstones count: _key_destroyed)
     async for stream, body in _intents(backend, codec):
         if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
             agent_id, head = body["agent_id"], body["head"]

@@ -504,6 +504,10 @@ class GovernedStateStore(StateStore):
         await self._check_read(agent_id, "head")
         return await super().head(agent_id)
 
+    async def _head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        await self._check_read(agent_id, "head")
+        return await super()._head_tag(agent_id)
+
     async def head_state(self, agent_id: str) -> AgentHead | None:
         await self._check_read(agent_id, "head")
         return await super().head_state(agent_id)

@@ -29,12 +29,20 @@ from __future__ import annotations
 import contextlib
 
 from ..backends.base import Backend
-from ..codec.pipeline import VERSION
+from ..codec.pipeline import VERSION, Codec
 from ..errors import AgentLost, IntegrityError, KeyRequired
 from ..records import AgentInfo, RawEvent
 from .listing import agents_past_lost
 
-__all__ = ["ENCRYPTED", "SAMPLE", "KeyGuard", "is_encrypted", "mark_encrypted", "newest_heads"]
+__all__ = [
+    "ENCRYPTED",
+    "SAMPLE",
+    "KeyGuard",
+    "is_encrypted",
+    "key_family",
+    "mark_encrypted",
+    "newest_heads",
+]
 
 #: how many of the newest agents' heads are looked at
 SAMPLE = 8
@@ -47,6 +55,19 @@ async def mark_encrypted(backend: Backend) -> None:
     it is set: before the first encrypted write, and by ``rekey``."""
     if await backend.read_marker(ENCRYPTED) is False:
         await backend.set_marker(ENCRYPTED)
+
+
+async def key_family(backend: Backend, codec: Codec) -> str | None:
+    """The key family ``codec`` seals the store's agents with (its keyring's vault keys
+    data keys by family: :mod:`statekeeper.codec.keyscope`): the store's id, its feed id
+    (:meth:`Backend.feed_id`), set on the codec by the store's first use; None without
+    such a vault, or on an engine that keeps no id (data keys then by agent id alone)."""
+    keyring = codec.keyring
+    if keyring is None or keyring.scoped is None:
+        return None
+    if codec.key_family is None:
+        codec.key_family = await backend.feed_id()
+    return codec.key_family
 
 
 def is_encrypted(payload: bytes) -> bool:

@@ -35,8 +35,8 @@ Why a copy of the builder's steps: the instructions per append, docs/benchmarks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -52,16 +52,38 @@ from .state import AgentRecord
 if TYPE_CHECKING:
     from .writes import WritePipeline
 
-__all__ = ["LeanAppend", "bind_lean"]
+__all__ = ["LeanAppend", "bind_lean", "body_around"]
 
-#: ``lean(agent_id, event_type, ops, expected_seq, key, after)``: the result, a
-#: coroutine to await for it (the engine's append of the built event, a duplicate key's
-#: confirmation; None from it: a conflict, make the append another way), or None
-#: (nothing done: make the append another way)
-LeanAppend = Callable[
-    [str, str, list[dict[str, Any]], int, "str | None", Any],
-    "AppendResult | Awaitable[AppendResult | None] | None",
-]
+
+class LeanAppend(Protocol):
+    """``lean(agent_id, event_type, ops, expected_seq, key, after, ops_json=None)``: the
+    result, a coroutine to await for it (the engine's append of the built event, a
+    duplicate key's confirmation; None from it: a conflict, make the append another
+    way), or None (nothing done: make the append another way). ``ops_json``:
+    ``orjson.dumps(ops)``, when the caller has it (the LangGraph saver encodes the ops
+    for its snapshot estimate anyway): the body is made around it, not encoded again."""
+
+    def __call__(
+        self,
+        agent_id: str,
+        event_type: str,
+        ops: list[dict[str, Any]],
+        expected_seq: int,
+        key: str | None,
+        after: Any,
+        ops_json: bytes | None = None,
+        /,
+    ) -> AppendResult | Awaitable[AppendResult | None] | None: ...
+
+
+def body_around(ops_json: bytes, key: str | None) -> bytes:
+    """The body ``orjson.dumps({"ops": ops, "key": key})`` (``{"ops": ops}`` when
+    ``key`` is None) made around ``ops_json``, ``orjson.dumps(ops)``: the same bytes
+    (orjson writes no whitespace, and the keys in that order) without encoding the ops
+    twice (``tests/store/test_lean_body.py``)."""
+    if key is None:
+        return b"".join((b'{"ops":', ops_json, b"}"))
+    return b"".join((b'{"ops":', ops_json, b',"key":', orjson.dumps(key), b"}"))
 
 
 def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
@@ -109,6 +131,7 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
         expected_seq: int,
         key: str | None,
         after: Any,
+        ops_json: bytes | None = None,
     ) -> AppendResult | Awaitable[AppendResult | None] | None:
         if agent_id in held or after is None:
             return None
@@ -122,10 +145,13 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             or needs_prepare(record)
         ):
             return None
-        try:
-            body_bytes = dumps({"ops": ops, "key": key} if key is not None else {"ops": ops})
-        except TypeError:  # not plain JSON after all (or nested past orjson's limit): the
-            return None  # builder says what is wrong
+        if ops_json is not None:
+            body_bytes = body_around(ops_json, key)
+        else:
+            try:
+                body_bytes = dumps({"ops": ops, "key": key} if key is not None else {"ops": ops})
+            except TypeError:  # not plain JSON after all (or nested past orjson's limit):
+                return None  # the builder says what is wrong
         if 0x24 in body_bytes and b'"$t"' in body_bytes:
             return None  # a tag-like key in the values: the builder reads it back
         if not bounded(body_bytes) and too_deep(ops) is not None:

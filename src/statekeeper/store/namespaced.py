@@ -97,6 +97,9 @@ class NamespacedStateStore(StateStore):
     def _link_at(self, agent_id: str, seq: int) -> bytes | None:
         return super()._link_at(self._prefix + agent_id, seq)
 
+    def _tag_at(self, agent_id: str, seq: int) -> bytes | None:
+        return super()._tag_at(self._prefix + agent_id, seq)
+
     def _rel(self, full: str) -> str:
         return full[len(self._prefix) :] if full.startswith(self._prefix) else full
 
@@ -159,6 +162,9 @@ class NamespacedStateStore(StateStore):
 
     async def head(self, agent_id: str) -> int:
         return await super().head(self._full(agent_id))
+
+    async def _head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        return await super()._head_tag(self._full(agent_id))
 
     async def head_state(self, agent_id: str) -> AgentHead | None:
         return self._out(await super().head_state(self._full(agent_id)))

@@ -316,7 +316,12 @@ class StateStore:
         except NotAStore as exc:
             raise vanished(exc, witness, codec) from exc
         self._witness = open_witness(self.backend, witness, codec, witness_interval)
-        self._gate = WitnessGate(self._witness, KeyGuard(codec.encrypted))
+        keyring = codec.keyring
+        self._gate = WitnessGate(
+            self._witness,
+            KeyGuard(codec.encrypted),
+            family=keyring is not None and keyring.scoped is not None,
+        )
         # the options, as given (read-only: the parts below were built with them)
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
@@ -1060,6 +1065,28 @@ class StateStore:
         :class:`DurableAgent` remembers to tell its stream from a re-created one."""
         record = self._unflushed.get(agent_id) or self._cache.peek(agent_id)
         return record.link if record is not None and record.seq == seq else None
+
+    def _tag_at(self, agent_id: str, seq: int) -> bytes | None:
+        """The head tag stored with seq ``seq`` of ``agent_id``'s stream as this store
+        last read or wrote it (its pinned or cached record, the tag known: no read),
+        None when not known. What the LangGraph saver remembers of a thread's stream to
+        tell it from one deleted and made again up to the same seq (:meth:`_head_tag`
+        gives the stored one): a head seq alone cannot."""
+        record = self._unflushed.get(agent_id) or self._cache.peek(agent_id)
+        if record is None or record.seq != seq or not record.tag_known:
+            return None
+        return record.tag
+
+    async def _head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
+        """:meth:`head` with the head tag stored with it (one read, the same row or
+        key: ``Backend.head_tag``); while a write of the agent is buffered, its seq and
+        tag (no read, as :meth:`head` counts it). A wrapper store checks and maps it as
+        it does :meth:`head` (a governed store: read permission; a namespace: the id)."""
+        await self._ready(agent_id)
+        pinned = self._unflushed.get(agent_id)
+        if pinned is not None:
+            return pinned.seq, pinned.tag if pinned.tag_known else None
+        return await self.backend.head_tag(agent_id)
 
     @overload
     async def agent(

@@ -17,7 +17,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
-from .keyguard import KeyGuard
+from .keyguard import KeyGuard, key_family
 from .seen import Ask
 from .verification import Problem
 
@@ -73,9 +73,14 @@ class WitnessGate:
     :class:`KeyGuard` (a store without a key), the store's newest records are looked at
     then too: a write into an encrypted store raises :class:`KeyRequired`."""
 
-    def __init__(self, witness: HighWater | None, guard: KeyGuard | None = None) -> None:
+    def __init__(
+        self, witness: HighWater | None, guard: KeyGuard | None = None, *, family: bool = False
+    ) -> None:
         self.witness = witness
         self.guard = guard
+        #: the store's key family (:func:`.keyguard.key_family`) is set on its codec, or
+        #: needs none (``family`` False: its keyring has no vault that keys by family)
+        self._family = not family
         #: False until the witness was checked and writes are known to be allowed
         self.ok = witness is None and (guard is None or guard.ok)
         self._witnessed = witness is None
@@ -90,6 +95,9 @@ class WitnessGate:
         async with self._lock:
             if self.ok:
                 return
+            if not self._family:  # before the store's first use (its tools read it too)
+                await key_family(store.backend, store.codec)
+                self._family = True
             if not self._witnessed:
                 if self.witness is not None:  # (before the first write: see guard())
                     self.witness.guard()
@@ -102,8 +110,9 @@ class WitnessGate:
 
     @property
     def readable(self) -> bool:
-        """True once reads need no check (the witness checked; a guard looks on writes)."""
-        return self._witnessed
+        """True once reads need no check (the witness checked, the key family known; a
+        guard looks on writes)."""
+        return self._witnessed and self._family
 
     async def _check_witness(self, store: StateStore) -> bool:
         if self._error is None:

@@ -5,6 +5,7 @@ close, agent ids, and a peer on the same storage. Run through
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,26 @@ class LifecycleConformance(Contract):
         assert await backend.head("a") == 0
         await backend.append(request("b", 0, 1))
         assert await backend.delete_agent_at("b", 1) is True  # (without one: the head alone)
+
+    async def test_delete_at_takes_a_checksum(self, backend: Backend) -> None:
+        """``delete_agent_at`` takes the head event's checksum as its third argument,
+        by position or by name: an override written before it was added
+        (``delete_agent_at(self, agent_id, head)``) fails every delete made at a head
+        record's identity (``statekeeper delete``, the inspector, retention, the
+        LangGraph saver) with ``CapabilityUnsupported`` naming the engine."""
+        method = type(backend).delete_agent_at
+        try:
+            inspect.signature(method).bind(backend, "a", 1, b"sum")
+            inspect.signature(method).bind(backend, "a", 1, checksum=b"sum")
+        except TypeError as exc:
+            pytest.fail(
+                f"{type(backend).__qualname__}.delete_agent_at must take"
+                f" (agent_id, head, checksum: bytes | None = None): {exc}"
+            )
+        await backend.append(request("a", 0, 1))
+        checksum = (await backend.read("a"))[0].checksum
+        assert await backend.delete_agent_at("a", 1, checksum=checksum) is True
+        assert await backend.head("a") == 0
 
     # -- read_latest: the latest snapshot and the events after it, in one read -------
 

@@ -319,7 +319,9 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self._reading = False
         self._read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]] = []
         self._read_runner: asyncio.Task[None] | None = None
-        self._heads: Coalesced[str, int] = Coalesced(self._head_one, self._head_many)
+        self._heads: Coalesced[tuple[str, bool], tuple[int, bytes | None]] = Coalesced(
+            self._head_one, self._head_many
+        )
 
     @classmethod
     def from_url(cls, url: str, **overrides: Any) -> PostgresBackend:

@@ -38,7 +38,7 @@ class PostgresPart(Backend):
         _reading: bool
         _read_queue: list[tuple[tuple[Any, ...], asyncio.Future[list[RawEvent]]]]
         _read_runner: asyncio.Task[None] | None
-        _heads: Coalesced[str, int]
+        _heads: Coalesced[tuple[str, bool], tuple[int, bytes | None]]
         _lease_floor: int
 
         def _check_open(self) -> None: ...

@@ -108,7 +108,7 @@ from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreaudit import restore_entry
 from .restoreholds import carry_holds, holds_of
-from .restoretarget import check_namespace, check_target_takes
+from .restoretarget import check_namespace, check_target_takes, renew_store_id
 from .wholesnaps import is_delta, left_as_delta, rebuild_whole
 from .writepass import write_all as _write_all
 
@@ -533,7 +533,7 @@ async def restore(
                 # (FeedChanged) instead of resuming at them. Renewed before the first write:
                 # a restore stopped after its writes (SIGKILL) and run again finds every
                 # agent there, writes nothing, and would renew nothing
-                await store.backend.renew_feed_id()
+                await renew_store_id(store)
             await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
             if holds:  # placed before the agents they protect are written
                 carried = await carry_holds(store, holds, ids[-1], given)

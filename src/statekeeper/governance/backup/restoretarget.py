@@ -1,7 +1,8 @@
 """What a restore's target must take before anything is written: a stream compacted
 by retention needs an engine that holds one, a target opened in a namespace takes only
 the streams inside it. Each refusal is a :class:`~statekeeper.errors.BackupError`
-naming the first stream it refuses."""
+naming the first stream it refuses. And the target's store id, renewed by the restore,
+keeps its key family's data keys (:func:`renew_store_id`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import TYPE_CHECKING
 
 from ...backends.base import Capability
 from ...errors import BackupError
+from ...store.keyguard import key_family
 from ...store.namespaced import NamespacedStateStore
 
 if TYPE_CHECKING:
     from ...store import StateStore
     from .restore import _Plan
 
-__all__ = ["check_namespace", "check_target_takes"]
+__all__ = ["check_namespace", "check_target_takes", "renew_store_id"]
 
 
 def check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
@@ -49,3 +51,17 @@ def check_namespace(store: StateStore, listed: set[str]) -> None:
             f" {store.namespace!r} (e.g. {shown}); a target opened in a namespace takes"
             " only its own agents: restore into the whole store (no namespace) instead"
         )
+
+
+async def renew_store_id(store: StateStore) -> None:
+    """Renew the target's feed id, which is also its key family
+    (:mod:`statekeeper.codec.keyscope`): the new family is linked to the old one in
+    the key vault, so the target keeps writing, and ``forget`` keeps destroying, the
+    data keys of its agents from before the restore."""
+    old = await key_family(store.backend, store.codec)
+    new = await store.backend.renew_feed_id()
+    keyring = store.codec.keyring
+    scoped = keyring.scoped if keyring is not None else None
+    if scoped is not None and old is not None and new is not None:
+        scoped.link_family(new, old)
+        store.codec.key_family = new

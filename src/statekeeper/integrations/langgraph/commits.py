@@ -186,6 +186,7 @@ class _SaverCommits(_SaverStreams):
         store = self.store
         fast = self._fast
         result = None
+        blob = None  # the ops as JSON: for the snapshot estimate (and the lean append's body)
         if (
             fast is not None
             and fast.fast
@@ -195,7 +196,11 @@ class _SaverCommits(_SaverStreams):
         ):
             lean = fast.lean
             if lean is not None and plain:  # one call, one statement (store/lean.py)
-                done = lean(st.agent_id, event_type, ops, st.seq, key, after)
+                try:  # (encoded once: the append's body is made around it)
+                    blob = orjson.dumps(ops)
+                except TypeError:  # not JSON after all (nested past orjson's limit):
+                    blob = None  # the lean append declines it, the store's append says why
+                done = lean(st.agent_id, event_type, ops, st.seq, key, after, blob)
                 if done is not None:
                     result = done if isinstance(done, AppendResult) else await done
             if result is None:
@@ -216,8 +221,11 @@ class _SaverCommits(_SaverStreams):
                     st.heads[made[2]] = made[3]
             else:
                 _update_heads(st, ops)
-        st.seq = result.last_seq
-        st.bytes_since += self._event_cost(st, event_type, orjson.dumps(ops))
+        st.seq = seq = result.last_seq
+        st.tag = store._tag_at(st.agent_id, seq)  # (the record just written: no read)
+        if blob is None:
+            blob = orjson.dumps(ops)
+        st.bytes_since += self._event_cost(st, event_type, blob)
         if snapshot:
             await self._snapshot_if_due(st)
 

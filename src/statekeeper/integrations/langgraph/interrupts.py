@@ -23,9 +23,10 @@ import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
 
-__all__ = ["Sigint"]
+__all__ = ["MAIN_THREAD", "Sigint"]
 
-_MAIN = threading.main_thread().ident
+#: the main thread's ident: the only thread Python runs signal handlers on
+MAIN_THREAD = threading.main_thread().ident
 
 #: ``signal.signal`` without its wrapper, which maps what it returns to the ``Handlers``
 #: enum: for a handler that is a function that lookup raises and catches a
@@ -53,7 +54,7 @@ class Sigint:
         self.count = 0
 
     def __enter__(self) -> Sigint:
-        if threading.get_ident() != _MAIN:
+        if threading.get_ident() != MAIN_THREAD:
             return self
         try:
             prev = _set_handler(signal.SIGINT, self._on_sigint)

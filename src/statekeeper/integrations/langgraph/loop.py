@@ -32,12 +32,16 @@ from ...security.highwater import WAITING as WITNESS_WAITING
 from ...store import forks
 from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
-from .interrupts import Sigint
+from .interrupts import MAIN_THREAD, Sigint
 from .steps import Rest, end_interrupted, nothing, run_ready, run_rounds
 
 __all__ = ["BoundLoop", "SharedLoop"]
 
 T = TypeVar("T")
+
+_get_ident = threading.get_ident
+_get_hooks, _set_hooks = sys.get_asyncgen_hooks, sys.set_asyncgen_hooks
+_get_running_loop, _set_running_loop = asyncio._get_running_loop, asyncio._set_running_loop
 
 _CLOSED = "the saver has been closed"
 
@@ -142,7 +146,8 @@ class SharedLoop(_Faces):
     """
 
     def __init__(self, name: str = "statekeeper-langgraph") -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = loop = asyncio.new_event_loop()
+        self._hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]  # (its async generator hooks: _step)
         self._mutex = threading.Lock()
         #: the thread running the loop now (None: nobody)
         self._driver: int | None = None
@@ -214,10 +219,11 @@ class SharedLoop(_Faces):
     def _release(self, me: int) -> None:
         """(In a ``finally``, after ``_driver`` was set back to None inline when it was
         ``me``: no function call comes before, where an interrupt could land.) Wake
-        the next waiter."""
-        with self._mutex:
-            if self._driver is None:
-                self._wake_next()
+        the next waiter (none registered: no mutex; one registering later tries again)."""
+        if self._waiters:
+            with self._mutex:
+                if self._driver is None:
+                    self._wake_next()
 
     def _wake_next(self) -> None:
         """(Under the mutex.) Wake the first waiter whose work is not done: it takes the
@@ -273,28 +279,30 @@ class SharedLoop(_Faces):
         that neither asks for its task nor sets a timeout before it first waits (the
         saver's writes and reads on a SQLite or memory store: ``asyncio.timeout``, used
         by the network backends, needs a task)."""
-        if not self.running:
+        if self._closed or self._loop.is_closed():  # (``running``, inline)
             coro.close()
             raise StoreClosed(self._closed_why)
-        if self._driver == threading.get_ident():
+        me = _get_ident()
+        if self._driver == me:
             coro.close()
             raise RuntimeError("a blocking saver call from inside the saver's loop would deadlock")
         # (``_get_running_loop``, exported by asyncio for this: None instead of the
         # RuntimeError ``get_running_loop`` raises and this call caught every time)
-        if asyncio._get_running_loop() is not None:
+        if _get_running_loop() is not None:
             # this thread runs another loop, which cannot run ours: hand it over
             return self._handed(coro).result()
-        # Ctrl-C cancels the call and is raised once it has ended (see .interrupts)
         try:
+            if me != MAIN_THREAD:  # (signal handlers run there only: no Sigint needed)
+                return self._call(coro, None, bare, me)
+            # Ctrl-C cancels the call and is raised once it has ended (see .interrupts)
             with Sigint(self._loop) as sigint:
-                return self._call(coro, sigint, bare)
+                return self._call(coro, sigint, bare, me)
         except BaseException:
             if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:  # (never run)
                 coro.close()
             raise
 
-    def _call(self, coro: Coroutine[Any, Any, T], sigint: Sigint, bare: bool = False) -> T:
-        me = threading.get_ident()
+    def _call(self, coro: Coroutine[Any, Any, T], sigint: Sigint | None, bare: bool, me: int) -> T:
         try:
             if self._take():
                 return self._step(coro, sigint, bare)
@@ -305,7 +313,8 @@ class SharedLoop(_Faces):
             if not self._started:
                 self._wanted()
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        sigint.aim(future.cancel)
+        if sigint is not None:
+            sigint.aim(future.cancel)
         event = threading.Event()
         future.add_done_callback(lambda _: event.set())
         self._drive(future.done, lambda: asyncio.wrap_future(future, loop=self._loop), event)
@@ -339,15 +348,12 @@ class SharedLoop(_Faces):
         ready: Any = getattr(loop, "_ready", None)
         if ready is None:  # a loop without asyncio's internals (uvloop's policy set)
             return loop.run_until_complete(coro)
-        hooks = sys.get_asyncgen_hooks()
-        # as run_forever: the loop's async generator hooks, the running loop (its
-        # thread: ``is_running()``)
-        sys.set_asyncgen_hooks(
-            firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
-            finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
-        )
-        loop._thread_id = threading.get_ident()  # type: ignore[attr-defined]
-        asyncio._set_running_loop(loop)
+        hooks = _get_hooks()
+        # as run_forever: the loop's async generator hooks (bound once, set by
+        # position), the running loop (its thread: ``is_running()``)
+        _set_hooks(*self._hooks)
+        loop._thread_id = _get_ident()  # type: ignore[attr-defined]
+        _set_running_loop(loop)
         task: asyncio.Task[T] | None = None
         interrupted: BaseException | None = None
         try:
@@ -376,9 +382,9 @@ class SharedLoop(_Faces):
                 raise
             interrupted = exc
         finally:
-            asyncio._set_running_loop(None)
+            _set_running_loop(None)
             loop._thread_id = None  # type: ignore[attr-defined]
-            sys.set_asyncgen_hooks(*hooks)
+            _set_hooks(*hooks)
         if interrupted is not None:
             end_interrupted(loop, task)
             raise interrupted

@@ -31,6 +31,10 @@ class _Stream:
     doc: dict[str, Any]
     seq: int
     heads: dict[str, str | None]
+    #: the head tag stored with ``seq`` when this view was read or written (None: not
+    #: known): what tells this stream from one deleted and made again up to the same
+    #: seq by another process (see ``_SaverStreams._checked_head``)
+    tag: bytes | None = None
     #: what the thread's last snapshot costs in storage (its bytes after the store's
     #: compression, estimated: see ``StatekeeperSaver._snapshot_cost``); 0: not known
     #: (a stream read from storage: worked out when a snapshot may be due)

@@ -100,7 +100,8 @@ class _SaverStreams(_SaverState):
         wrong = self._foreign(thread_id, agent, doc)
         if wrong is not None:
             raise wrong
-        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc))
+        # (the record the read just used, no await since: the tag of this very state)
+        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc), store._tag_at(agent, snap.seq))
 
     def _foreign(self, thread_id: str, agent: str, doc: Any) -> ConfigurationError | None:
         """The refusal of a stream that holds another saver's thread: one whose prefix
@@ -171,10 +172,13 @@ class _SaverStreams(_SaverState):
         """The stored head seq of ``st``'s stream, or -1 when the stream there is not
         the one ``st`` holds: deleted and made again up to the same seq by another
         saver (a head seq alone cannot tell them apart — ``get_tuple`` served the
-        deleted checkpoint). On a plain store whose record cache still holds ``st``'s
-        very document (``data is st.doc``, at ``st.seq``, its head tag known) the head
-        is read with its tag — the same row, one more column (SQLite, PostgreSQL), the
-        same ``HMGET`` (Redis) — and the tags compared; else the seq only, as before."""
+        deleted checkpoint). The head is read with its tag — the same row, one more
+        column (SQLite, PostgreSQL), the same ``HMGET`` (Redis) — and the tag compared
+        with the one of ``st``'s document: on a plain store whose record cache still
+        holds that very document (``data is st.doc``, at ``st.seq``, its tag known),
+        the record's; else (a governed or namespaced store, buffered writes, the
+        record evicted) the one ``st`` remembers from when it was read or written. The
+        seq alone only when neither is known (a stream stored without head tags)."""
         store = self.store
         agent = st.agent_id
         if self._fast is not None and agent not in store._reads.pinned:
@@ -188,6 +192,9 @@ class _SaverStreams(_SaverState):
             ):
                 head, tag = await store.backend.head_tag(agent)
                 return head if head != st.seq or tag == record.tag else -1
+        if st.tag is not None:  # (the store's wrapper, if any, checks and maps the read)
+            head, tag = await store._head_tag(agent)
+            return head if head != st.seq or tag == st.tag else -1
         return await store.head(agent)
 
     async def _open(
@@ -236,7 +243,10 @@ class _SaverStreams(_SaverState):
             # listing and load again (a new thread's first write cost 2 store reads
             # more). Another writer moving or deleting it meanwhile makes the write's
             # compare-and-append fail, and the plan runs again on a fresh resolve.
-            fresh = _Stream(thread_id, agent, m.new_doc(thread_id), created.last_seq, {})
+            seq = created.last_seq
+            fresh = _Stream(
+                thread_id, agent, m.new_doc(thread_id), seq, {}, self.store._tag_at(agent, seq)
+            )
             self._remember(fresh)
             return fresh
         raise ConflictError(m.agent_id(self.prefix, thread_id), 0, -1)

@@ -119,6 +119,9 @@ SELECT agent_id, head_seq FROM {s}.sk_agents WHERE agent_id = ANY(%s::text[])
 -- name: head_tag
 SELECT head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = %s
 
+-- name: head_tag_many
+SELECT agent_id, head_seq, head_tag FROM {s}.sk_agents WHERE agent_id = ANY(%s::text[])
+
 -- name: read
 SELECT seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE agent_id = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s
 
