@@ -85,7 +85,7 @@ def test_a_write_by_another_process_meanwhile_is_not_deleted_with_the_agent(
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LIMIT)
         return conn
 
-    write = transfer._write
+    write = vars(transfer)["_write"]
 
     async def then_another_process(store: StateStore, agent: object, *args: object) -> None:
         try:
