@@ -79,11 +79,12 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from ..arguments import INTERNAL_PREFIX
+from ..arguments import INTERNAL_PREFIX, MAX_ID_BYTES
 from ..errors import (
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    InvalidAgentId,
     ReadOnlyStore,
     StatekeeperError,
     StoreClosed,
@@ -259,6 +260,12 @@ class TieredBackend(Backend):
             setattr(hot, "evictable", True)  # noqa: B010
         self.hot = hot
         self.cold = cold
+        limits = [t.max_id_bytes for t in (hot, durable, cold) if t is not None]
+        if cold is not None and durable.max_id_bytes < MAX_ID_BYTES:
+            # (an engine of shorter keys holds no longer internal id: a cold marker's)
+            limits.append(durable.max_id_bytes - len(COLD_MARKER.encode()))
+        #: the longest agent id every tier holds (a demoted agent's marker too)
+        self.max_id_bytes = min(limits)
         self.idle_after = idle_after
         self.demote_interval = demote_interval
         self.hot_timeout = hot_timeout
@@ -572,9 +579,28 @@ class TieredBackend(Backend):
 
     # -- writes --------------------------------------------------------------------
 
+    def _too_long(self, agent_id: str) -> InvalidAgentId | None:
+        """The refusal of an id longer than :attr:`max_id_bytes` (a tier's keys cannot
+        hold it), or None: checked before anything is written to any tier."""
+        limit = self.max_id_bytes
+        if limit >= MAX_ID_BYTES or len(agent_id) * 4 <= limit:
+            return None
+        size = len(agent_id.encode("utf-8", "surrogatepass"))
+        if size <= limit:
+            return None
+        shown = repr(agent_id if len(agent_id) <= 40 else agent_id[:40] + "…")
+        return InvalidAgentId(
+            f"agent_id {shown} is {size:,} bytes in UTF-8, over the limit of {limit:,} of"
+            " this tiered store (the longest id each of its tiers, and a demoted agent's"
+            " marker, holds)"
+        )
+
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_can_write()
         validate_request(request)
+        refused = self._too_long(request.agent_id)
+        if refused is not None:
+            raise refused
         agent_id = request.agent_id
         self._touch(agent_id)
         await self._check_hot(agent_id)
@@ -649,6 +675,11 @@ class TieredBackend(Backend):
         self._check_can_write()
         if not requests:
             return []
+        refusals = {i: self._too_long(r.agent_id) for i, r in enumerate(requests)}
+        if any(refusals.values()):  # (each refused on its own, the others made)
+            rest = [r for i, r in enumerate(requests) if refusals[i] is None]
+            made = iter(await self.append_batch(rest))
+            return [refusals[i] or next(made) for i in range(len(requests))]
         agents = sorted({r.agent_id for r in requests})
         await self._check_hot(agents[0])
         for agent_id in agents:
@@ -860,6 +891,9 @@ class TieredBackend(Backend):
         self._check_can_write()
         self.require(Capability.BASE_IMPORT)
         validate_from_base(request, base, kept_keys)
+        refused = self._too_long(request.agent_id)
+        if refused is not None:
+            raise refused
         agent_id = request.agent_id
         self._touch(agent_id)
         await self._check_hot(agent_id)
