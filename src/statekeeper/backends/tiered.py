@@ -81,6 +81,7 @@ import orjson
 
 from ..arguments import INTERNAL_PREFIX, MAX_ID_BYTES
 from ..errors import (
+    BackendError,
     ConfigurationError,
     ConflictError,
     IntegrityError,
@@ -747,7 +748,7 @@ class TieredBackend(Backend):
             existed = await self.durable.delete_agent(agent_id)
             if self.cold is not None:
                 existed = await self.durable.delete_agent(COLD_MARKER + agent_id) or existed
-                await self.cold.delete_agent(agent_id)
+                await self._delete_cold_copy(self.cold, agent_id)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return existed
@@ -774,10 +775,27 @@ class TieredBackend(Backend):
             self._last_used.pop(agent_id, None)
             if self.cold is not None:
                 await self.durable.delete_agent(COLD_MARKER + agent_id)
-                await self.cold.delete_agent(agent_id)
+                await self._delete_cold_copy(self.cold, agent_id)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return True
+
+    @staticmethod
+    async def _delete_cold_copy(cold: Backend, agent_id: str) -> None:
+        """The last step of a delete: the agent's copy in the cold tier. Failing, it is
+        left there (its marker gone: no longer this store's agent), and a demotion of a
+        new agent of that id would take it for another store's: the error says so."""
+        try:
+            await cold.delete_agent(agent_id)
+        except StatekeeperError as exc:
+            raise BackendError(
+                f"agent {agent_id!r} was deleted from the durable tier, but deleting its"
+                f" copy in the cold tier {cold!r} failed ({type(exc).__name__}: {exc}); that"
+                f" copy is left there: delete the agent again to delete it, before an agent"
+                " of that id is created again (its demotion is refused while the copy is"
+                " there)",
+                maybe_applied=True,
+            ) from exc
 
     # -- reads ---------------------------------------------------------------------
 
@@ -1386,8 +1404,11 @@ class TieredBackend(Backend):
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
             " copy of this store's stream: another store sharing the cold tier demoted an"
             " agent of that id, and replacing it would delete that store's only copy; give"
-            " each tiered store a cold tier of its own (another bucket prefix). Nothing was"
-            " demoted"
+            " each tiered store a cold tier of its own (another bucket prefix). Or it is the"
+            " copy of an agent of that id this store deleted, left there when deleting it"
+            " from the cold tier failed (that delete said so): if no other store shares the"
+            " cold tier, delete it from the cold tier alone (`statekeeper delete <the cold"
+            f" tier's URL> {agent_id!r}`) and demote again. Nothing was demoted"
         )
 
     async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
