@@ -6,6 +6,9 @@ was half deleted), and a later demotion of a new agent of that id was refused as
 "another store sharing the cold tier" had demoted it — with no word of the leftover,
 nor how to clear it. Now the delete's error says the copy is left and that deleting
 the agent again clears it, and the demotion's refusal names both causes and the fix.
+
+And ``expire_keys(None, count_only=True)`` counted such a leftover's idempotency keys
+(every record the cold tier holds) with the durable tier's: the agent's keys twice.
 """
 
 from __future__ import annotations
@@ -89,3 +92,14 @@ async def test_a_demotion_refused_over_the_leftover_says_what_it_may_be() -> Non
     await cold.delete_agent("user-1")  # the fix it names
     assert await tiered.demote("user-1")
     assert [e.seq for e in await tiered.read("user-1")] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("count_only", [True, False])
+async def test_expire_keys_counts_a_leftovers_keys_once(count_only: bool) -> None:
+    tiered, _ = await _deleted_with_a_leftover()
+    await tiered.append(_new_agent())  # the durable agent: one key
+    await tiered.append(request("user-2", 0, 1, key="two"))
+    assert await tiered.demote("user-2")  # a demoted agent's key: counted in the cold tier
+    assert await tiered.expire_keys(None, 1e12, count_only=True) == 2  # (was 3)
+    assert await tiered.expire_keys(None, 1e12, count_only=count_only) == 2
+    assert await tiered.expire_keys("user-1", 1e12, count_only=True) == (1 if count_only else 0)

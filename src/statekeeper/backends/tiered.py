@@ -1040,6 +1040,16 @@ class TieredBackend(Backend):
 
         async def each() -> int:
             total = 0
+            cold = self.cold
+            if cold is not None:  # (a leftover's records are not an agent's: not counted)
+                if agent_id is None:
+                    leftovers = await self._cold_leftovers(cold)
+                elif await cold.head(agent_id):
+                    leftovers = await self._leftovers([agent_id])
+                else:
+                    leftovers = []
+                for leftover in leftovers:
+                    total -= await cold.expire_keys(leftover, before, count_only=True)
             for tier in tiers:
                 total += await tier.expire_keys(agent_id, before, count_only=count_only)
             hot = self.hot
@@ -1052,6 +1062,35 @@ class TieredBackend(Backend):
             return await each()
         async with self._locks.hold(agent_id):
             return await each()
+
+    async def _cold_leftovers(self, cold: Backend) -> list[str]:
+        """The agents the cold tier holds that are not this store's demoted agents (see
+        :meth:`_leftovers`), a page of the cold tier's agents at a time."""
+        out: list[str] = []
+        after: str | None = None
+        while True:
+            page = await cold.list_agents(after=after, limit=_PAGE)
+            out += await self._leftovers([info.agent_id for info in page])
+            if len(page) < _PAGE:
+                return out
+            after = page[-1].agent_id
+
+    async def _leftovers(self, agent_ids: Sequence[str]) -> list[str]:
+        """Those of ``agent_ids`` (held by the cold tier) whose cold copy is a leftover,
+        not the agent: no marker in the durable tier (a delete that failed to delete
+        it there, another store's), or the whole stream beside the marker (a demotion
+        that died before its last step: the durable stream is the agent)."""
+        if not agent_ids:
+            return []
+        markers = await self.durable.read_heads([COLD_MARKER + a for a in agent_ids])
+        streams = await self.durable.read_heads(agent_ids)
+        out = []
+        for agent_id, marker, stream in zip(agent_ids, markers, streams, strict=True):
+            body = marker_body([marker]) if marker is not None else None
+            head = body.get("head") if body is not None else None
+            if not isinstance(head, int) or (stream is not None and stream.seq >= head):
+                out.append(agent_id)
+        return out
 
     async def read_marker(self, name: str) -> bool | None:
         """The durable tier's store-level marker (the store's truth)."""
