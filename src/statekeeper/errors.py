@@ -249,7 +249,10 @@ class InvalidAgentId(InvalidArgument):
     """An agent id that not every backend can store: not a non-empty ``str``, not valid
     UTF-8 (a lone surrogate), containing NUL, or longer than 1,024 bytes in UTF-8.
 
-    Every backend refuses the same ids, so an agent can always be moved between them.
+    Every backend refuses the same ids, so an agent can always be moved between them —
+    except where an engine's keys cannot hold the longest (``Backend.max_id_bytes``: an
+    S3 store's 1,024-byte object keys hold ids up to about 475 bytes), which refuses a
+    longer one naming its length and the limit, before anything is written.
     """
 
     def __init__(self, message: str, argument: str = "agent_id") -> None:

@@ -16,6 +16,7 @@ import pytest
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.errors import IntegrityError, StateTooLarge
+from statekeeper.records import AppendRequest, RawEvent, RawSnapshot, RewriteRequest
 
 LIMIT = 1_000_000
 
@@ -50,6 +51,9 @@ async def test_a_record_over_the_length_limit_is_refused_typed_and_nothing_is_lo
         assert refused.value.engine == "SQLite SQLITE_LIMIT_LENGTH"
         assert "SQLITE_LIMIT_LENGTH" in str(refused.value)
         assert "unreadable" not in str(refused.value)
+        # the agent named (was "a write: record is over ...")
+        assert refused.value.agent_id == "big"
+        assert str(refused.value).startswith("agent 'big': record is over")
         assert await store.backend.head("big") == head  # nothing written
         del agent.data["blob"]
         agent.data["after"] = 1
@@ -63,7 +67,41 @@ async def test_a_record_over_the_length_limit_is_refused_typed_and_nothing_is_lo
 
 def test_the_sync_store_raises_the_same(tmp_path: Path, lowered: None) -> None:
     with SyncStateStore(f"sqlite:///{tmp_path / 'a.db'}") as store:
-        with pytest.raises(StateTooLarge, match="SQLITE_LIMIT_LENGTH limit of 1,000,000"):
+        with pytest.raises(StateTooLarge, match=r"agent 'big': .*LENGTH limit of 1,000,000"):
             store.save("big", {"blob": "z" * (2 * LIMIT)})
         store.save("big", {"blob": "small"})
         assert store.load("big").data == {"blob": "small"}
+
+
+def _big(seq: int, size: int = 2 * LIMIT) -> RawEvent:
+    return RawEvent(seq, "patch", float(seq), b"p" * size, b"c")
+
+
+async def test_each_write_names_the_agent_whose_record_is_too_large(
+    tmp_path: Path, lowered: None
+) -> None:
+    """A batch of several agents names the one whose record is over the limit; a
+    snapshot, a rewrite name theirs (was "a write" for each)."""
+    backend = SQLiteBackend(tmp_path / "a.db")
+    try:
+        await backend.append(AppendRequest("small", 0, (_big(1, 10),)))
+        await backend.append(AppendRequest("other", 0, (_big(1, 10),)))
+        with pytest.raises(StateTooLarge, match=r"^agent 'huge': record") as refused:
+            await backend.append_batch(  # (one transaction: refused whole)
+                [
+                    AppendRequest("small", 1, (_big(2, 10),)),
+                    AppendRequest("huge", 0, (_big(1),)),
+                ]
+            )
+        assert refused.value.agent_id == "huge"
+        big_snapshot = RawSnapshot(1, 1.0, b"s" * (2 * LIMIT), b"c")
+        with pytest.raises(StateTooLarge, match=r"^agent 'small': record"):
+            await backend.save_snapshot("small", big_snapshot)
+        head = await backend.head("small")
+        rewrite = RewriteRequest("small", head, None, (_big(1),))
+        with pytest.raises(StateTooLarge, match=r"^agent 'small': record"):
+            await backend.rewrite_many([RewriteRequest("other", 1, None, (_big(1, 5),)), rewrite])
+        assert await backend.head("huge") == 0
+        assert [len(e.payload) for e in await backend.read("small")][:1] == [10]
+    finally:
+        await backend.close()

@@ -269,6 +269,12 @@ class Backend(abc.ABC):
     #: True when :meth:`copy_out` streams a bulk copy (PostgreSQL); a backup asks it
     #: only then (no target file opened for an engine without one)
     copies_out: bool = False
+    #: the longest agent id this engine stores, in UTF-8 bytes: :data:`MAX_ID_BYTES`
+    #: (the rule of every engine), or less where the engine's own keys cannot hold more
+    #: (S3: its 1,024-byte object keys hold the id hex-encoded and a suffix); a longer
+    #: valid id is refused with :class:`~statekeeper.errors.InvalidAgentId` before
+    #: anything is written. The conformance suite's longest ids are this long.
+    max_id_bytes: int = MAX_ID_BYTES
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -100,6 +100,7 @@ from ..errors import (
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    InvalidAgentId,
     NotAStore,
     ReadOnlyStore,
     StoreClosed,
@@ -178,6 +179,9 @@ _STRAY = "stray"
 _MARK = "h/mark"
 #: conditional PUTs of a high-water mark other writers keep moving, before giving up
 _MARK_TRIES = 16
+#: the longest object key S3 takes, in UTF-8 bytes (AWS answers KeyTooLongError above;
+#: MinIO, Ceph and moto may take more, but a store must move to AWS unchanged)
+MAX_KEY_BYTES = 1024
 #: the parts of an agent's root that are the store's: commits, mark, snapshots, keys
 _AGENT_PARTS = ("e/", "h/", "s/", "k/")
 #: the type of the record at the base seq in the first commit of a stream made by
@@ -423,6 +427,10 @@ class S3Backend(Backend):
         self._marker = f"{self.prefix}/statekeeper.meta" if self.prefix else "statekeeper.meta"
         #: the store-level markers (one empty-bodied object each; see read_marker)
         self._markers = f"{self.prefix}/m/" if self.prefix else "m/"
+        #: the longest agent id (any id stored, an internal record's too) this store
+        #: takes, in UTF-8 bytes: its hex form and the longest key written under it must
+        #: fit in :data:`MAX_KEY_BYTES` (see :meth:`longest_key`)
+        self.max_id_bytes = max(0, (MAX_KEY_BYTES - len(self.longest_key("").encode())) // 2)
         options = dict(client_options)
         ours = Config(
             retries={"max_attempts": 4, "mode": "standard"},
@@ -541,7 +549,37 @@ class S3Backend(Backend):
     # -- keys --------------------------------------------------------------------------
 
     def _agent_root(self, agent_id: str) -> str:
-        return self._root + agent_id.encode().hex() + "/"
+        """Every key of the agent's objects starts with this: an id too long for S3's
+        key limit is refused here, before anything is written under it."""
+        hexid = agent_id.encode().hex()
+        if len(hexid) > 2 * self.max_id_bytes:
+            shown = repr(agent_id if len(agent_id) <= 40 else agent_id[:40] + "…")
+            longest = len(self.longest_key(agent_id).encode())
+            raise InvalidAgentId(
+                f"agent_id {shown} is {len(hexid) // 2:,} bytes in UTF-8, over the limit"
+                f" of {self.max_id_bytes:,} of this S3 store: its longest object key would"
+                f" be {longest:,} bytes, over S3's"
+                f" {MAX_KEY_BYTES:,} (prefix {self.prefix!r}, the id hex-encoded)"
+            )
+        return self._root + hexid + "/"
+
+    def agent_keys(self, agent_id: str) -> list[str]:
+        """The longest key of each kind this backend ever writes for ``agent_id``:
+        a commit, a compacted stream's base, a snapshot (at the largest seq), an
+        idempotency key (its hash: every key is as long) and the high-water mark."""
+        root = self._root + agent_id.encode().hex() + "/"
+        seq = self._seq_name(10**_WIDTH - 1)
+        return [
+            root + "e/" + seq,
+            root + "e/b" + seq,
+            root + "s/" + seq,
+            root + "k/" + self._key_hash(""),
+            root + _MARK,
+        ]
+
+    def longest_key(self, agent_id: str) -> str:
+        """The longest object key written for ``agent_id`` (see :meth:`agent_keys`)."""
+        return max(self.agent_keys(agent_id), key=lambda k: len(k.encode()))
 
     @staticmethod
     def _seq_name(seq: int) -> str:

@@ -642,6 +642,34 @@ _INSERT_ROWS = (
 #: an append in a commit queue: a request, or :meth:`SQLiteBackend.append_next`'s
 #: arguments as they are
 _Queued: TypeAlias = AppendRequest | NextRow
+
+
+def _agent_of(path: str, requests: Sequence[_Queued]) -> str:
+    """The agent a failed write of ``requests`` names (its refusal as too large: a
+    :class:`~statekeeper.errors.StateTooLarge` is about it): the one with a record over
+    the file's length limit, else the only one written to; ``"*"`` when several are."""
+    limit = LENGTH_LIMITS.get(path)
+    agents: list[str] = []
+    for queued in requests:
+        if isinstance(queued, AppendRequest):
+            agent_id, snapshot = queued.agent_id, queued.snapshot
+            sizes = [len(e.payload) for e in queued.events]
+        else:  # (an append_next's row)
+            agent_id, snapshot, sizes = queued[0], queued[7], [len(queued[3])]
+        if snapshot is not None:
+            sizes.append(len(snapshot.payload))
+        if limit is not None and max(sizes) > limit:
+            return agent_id
+        agents.append(agent_id)
+    return agents[0] if len(set(agents)) == 1 else "*"
+
+
+def _lone(args: tuple[Any, ...]) -> _Queued:
+    """The append of :meth:`SQLiteBackend._commit_lone`'s ``args`` (after the cursor:
+    a request, or an ``append_next``'s row)."""
+    return args[1] if isinstance(args[1], AppendRequest) else args[1:]
+
+
 #: what a queued append comes back with (None: an ``append_next`` that landed)
 _Outcome: TypeAlias = AppendResult | BaseException | None
 #: the entry of a commit queue while its first append lets the loop run once
@@ -1728,7 +1756,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 raise
             self.append_commits += 1
         except sqlite3.Error:
-            with _translated(self.path):
+            with _translated(self.path, _agent_of(self.path, requests)):
                 raise
         self._wrote(_pages(requests), held=True)  # (every caller holds _writer_busy)
         return results
@@ -1761,7 +1789,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         except sqlite3.IntegrityError as exc:
             raise self._failure(exc) from None
         except sqlite3.Error:
-            with _translated(self.path):
+            with _translated(self.path, _agent_of(self.path, requests)):
                 raise
         self._wrote(_pages(requests), held=True)  # (its caller, _write, holds _writer_busy)
         return results
@@ -2160,7 +2188,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error:
-                with _translated(self.path):
+                with _translated(self.path, agent_id):
                     raise
         except _Busy:
             return False  # nothing written: wait for the lock on the writer thread
@@ -2405,7 +2433,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 conn.execute("ROLLBACK")
             raise exc
         except sqlite3.Error:
-            with _translated(self.path):
+            with _translated(self.path, agent_id):
                 raise
 
     def commit_keyed(self, row: KeyedRow) -> AppendResult | None:
@@ -2484,7 +2512,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     raise
                 self.append_commits += 1
             except sqlite3.Error:
-                with _translated(self.path):
+                with _translated(self.path, _agent_of(self.path, [_lone(args)])):
                     raise
         except _Busy:
             return _BUSY  # nothing written: wait for the lock on the writer thread
@@ -2652,7 +2680,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error:
-                with _translated(self.path):
+                with _translated(self.path, _agent_of(self.path, requests)):
                     raise
         except _Busy:
             local.inline = False
@@ -2720,7 +2748,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                             conn.execute("ROLLBACK")
                         raise
                 except sqlite3.Error:
-                    with _translated(self.path):
+                    with _translated(self.path, _agent_of(self.path, requests)):
                         raise
                 self.append_commits += 1
             finally:
@@ -2783,7 +2811,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         return [errors[i] if i in errors else next(it) for i in range(len(requests))]
 
     def _save_snapshot_sync(self, agent_id: str, snapshot: RawSnapshot) -> None:
-        with self._writing() as conn:
+        with self._writing(agent_id) as conn:
             row = conn.execute(
                 "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
             ).fetchone()

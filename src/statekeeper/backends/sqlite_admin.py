@@ -29,7 +29,7 @@ from ..records import (
 )
 from . import sqlite_feed
 from .base import Health, check_expiry, check_prune, validate_rewrite
-from .sqlite_base import Executes, SQLitePart, translated
+from .sqlite_base import LENGTH_LIMITS, Executes, SQLitePart, translated
 from .sqlite_export import copy_file, export_slices, export_whole
 from .sqlite_files import read_only_uri
 from .sqlite_import import Counts, import_image
@@ -40,6 +40,20 @@ __all__ = ["SQLiteAdmin"]
 
 #: ``expire_keys`` leaves a durable step's record (see ``Backend.expire_keys``)
 _NOT_STEP = f"substr(key, 1, {len(STEP_KEY_PREFIX)}) <> '{STEP_KEY_PREFIX}'"
+
+
+def _rewritten_agent(path: str, requests: Sequence[RewriteRequest]) -> str:
+    """The agent a failed rewrite of ``requests`` names (a refusal as too large is
+    about it): the one with a record over the file's length limit, else the only one
+    rewritten; ``"*"`` when several are."""
+    limit = LENGTH_LIMITS.get(path)
+    for request in requests:
+        sizes = [len(e.payload) for e in request.events]
+        sizes += [len(snapshot.payload) for snapshot in request.snapshots]
+        if limit is not None and sizes and max(sizes) > limit:
+            return request.agent_id
+    agents = {request.agent_id for request in requests}
+    return agents.pop() if len(agents) == 1 else "*"
 
 
 class SQLiteAdmin(SQLitePart):
@@ -94,7 +108,7 @@ class SQLiteAdmin(SQLitePart):
                 raise ConflictError(agent_id, request.expected_seq, row[0] if row else 0)
 
     def _rewrite_many_sync(self, requests: list[RewriteRequest]) -> list[bool]:
-        with self._writing() as conn:
+        with self._writing(_rewritten_agent(self.path, requests)) as conn:
             if len({r.agent_id for r in requests}) == len(requests):
                 done = self._rewrite_page(conn, requests)
             else:  # one agent twice: each request sees the one before it
@@ -201,7 +215,7 @@ class SQLiteAdmin(SQLitePart):
         await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
 
     def _delete_sync(self, agent_id: str) -> bool:
-        with self._writing() as conn:
+        with self._writing(agent_id) as conn:
             existed = self._delete_rows(conn, agent_id)
         return existed
 
@@ -211,7 +225,7 @@ class SQLiteAdmin(SQLitePart):
 
     def _rename_keys_sync(self, agent_id: str, renames: list[tuple[str, str]]) -> int:
         done = 0
-        with self._writing() as conn:  # one transaction: each record under one form
+        with self._writing(agent_id) as conn:  # one transaction: each record under one form
             for old, new in renames:
                 done += conn.execute(
                     "UPDATE OR IGNORE sk_idempotency SET key = ? WHERE agent_id = ? AND key = ?",

@@ -79,11 +79,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from ..arguments import INTERNAL_PREFIX
+from ..arguments import INTERNAL_PREFIX, MAX_ID_BYTES
 from ..errors import (
+    BackendError,
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    InvalidAgentId,
     ReadOnlyStore,
     StatekeeperError,
     StoreClosed,
@@ -259,6 +261,12 @@ class TieredBackend(Backend):
             setattr(hot, "evictable", True)  # noqa: B010
         self.hot = hot
         self.cold = cold
+        limits = [t.max_id_bytes for t in (hot, durable, cold) if t is not None]
+        if cold is not None and durable.max_id_bytes < MAX_ID_BYTES:
+            # (an engine of shorter keys holds no longer internal id: a cold marker's)
+            limits.append(durable.max_id_bytes - len(COLD_MARKER.encode()))
+        #: the longest agent id every tier holds (a demoted agent's marker too)
+        self.max_id_bytes = min(limits)
         self.idle_after = idle_after
         self.demote_interval = demote_interval
         self.hot_timeout = hot_timeout
@@ -572,9 +580,28 @@ class TieredBackend(Backend):
 
     # -- writes --------------------------------------------------------------------
 
+    def _too_long(self, agent_id: str) -> InvalidAgentId | None:
+        """The refusal of an id longer than :attr:`max_id_bytes` (a tier's keys cannot
+        hold it), or None: checked before anything is written to any tier."""
+        limit = self.max_id_bytes
+        if limit >= MAX_ID_BYTES or len(agent_id) * 4 <= limit:
+            return None
+        size = len(agent_id.encode("utf-8", "surrogatepass"))
+        if size <= limit:
+            return None
+        shown = repr(agent_id if len(agent_id) <= 40 else agent_id[:40] + "…")
+        return InvalidAgentId(
+            f"agent_id {shown} is {size:,} bytes in UTF-8, over the limit of {limit:,} of"
+            " this tiered store (the longest id each of its tiers, and a demoted agent's"
+            " marker, holds)"
+        )
+
     async def append(self, request: AppendRequest) -> AppendResult:
         self._check_can_write()
         validate_request(request)
+        refused = self._too_long(request.agent_id)
+        if refused is not None:
+            raise refused
         agent_id = request.agent_id
         self._touch(agent_id)
         await self._check_hot(agent_id)
@@ -649,6 +676,11 @@ class TieredBackend(Backend):
         self._check_can_write()
         if not requests:
             return []
+        refusals = {i: self._too_long(r.agent_id) for i, r in enumerate(requests)}
+        if any(refusals.values()):  # (each refused on its own, the others made)
+            rest = [r for i, r in enumerate(requests) if refusals[i] is None]
+            made = iter(await self.append_batch(rest))
+            return [refusals[i] or next(made) for i in range(len(requests))]
         agents = sorted({r.agent_id for r in requests})
         await self._check_hot(agents[0])
         for agent_id in agents:
@@ -716,7 +748,7 @@ class TieredBackend(Backend):
             existed = await self.durable.delete_agent(agent_id)
             if self.cold is not None:
                 existed = await self.durable.delete_agent(COLD_MARKER + agent_id) or existed
-                await self.cold.delete_agent(agent_id)
+                await self._delete_cold_copy(self.cold, agent_id)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return existed
@@ -743,10 +775,27 @@ class TieredBackend(Backend):
             self._last_used.pop(agent_id, None)
             if self.cold is not None:
                 await self.durable.delete_agent(COLD_MARKER + agent_id)
-                await self.cold.delete_agent(agent_id)
+                await self._delete_cold_copy(self.cold, agent_id)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return True
+
+    @staticmethod
+    async def _delete_cold_copy(cold: Backend, agent_id: str) -> None:
+        """The last step of a delete: the agent's copy in the cold tier. Failing, it is
+        left there (its marker gone: no longer this store's agent), and a demotion of a
+        new agent of that id would take it for another store's: the error says so."""
+        try:
+            await cold.delete_agent(agent_id)
+        except StatekeeperError as exc:
+            raise BackendError(
+                f"agent {agent_id!r} was deleted from the durable tier, but deleting its"
+                f" copy in the cold tier {cold!r} failed ({type(exc).__name__}: {exc}); that"
+                f" copy is left there: delete the agent again to delete it, before an agent"
+                " of that id is created again (its demotion is refused while the copy is"
+                " there)",
+                maybe_applied=True,
+            ) from exc
 
     # -- reads ---------------------------------------------------------------------
 
@@ -860,6 +909,9 @@ class TieredBackend(Backend):
         self._check_can_write()
         self.require(Capability.BASE_IMPORT)
         validate_from_base(request, base, kept_keys)
+        refused = self._too_long(request.agent_id)
+        if refused is not None:
+            raise refused
         agent_id = request.agent_id
         self._touch(agent_id)
         await self._check_hot(agent_id)
@@ -988,6 +1040,16 @@ class TieredBackend(Backend):
 
         async def each() -> int:
             total = 0
+            cold = self.cold
+            if cold is not None:  # (a leftover's records are not an agent's: not counted)
+                if agent_id is None:
+                    leftovers = await self._cold_leftovers(cold)
+                elif await cold.head(agent_id):
+                    leftovers = await self._leftovers([agent_id])
+                else:
+                    leftovers = []
+                for leftover in leftovers:
+                    total -= await cold.expire_keys(leftover, before, count_only=True)
             for tier in tiers:
                 total += await tier.expire_keys(agent_id, before, count_only=count_only)
             hot = self.hot
@@ -1000,6 +1062,35 @@ class TieredBackend(Backend):
             return await each()
         async with self._locks.hold(agent_id):
             return await each()
+
+    async def _cold_leftovers(self, cold: Backend) -> list[str]:
+        """The agents the cold tier holds that are not this store's demoted agents (see
+        :meth:`_leftovers`), a page of the cold tier's agents at a time."""
+        out: list[str] = []
+        after: str | None = None
+        while True:
+            page = await cold.list_agents(after=after, limit=_PAGE)
+            out += await self._leftovers([info.agent_id for info in page])
+            if len(page) < _PAGE:
+                return out
+            after = page[-1].agent_id
+
+    async def _leftovers(self, agent_ids: Sequence[str]) -> list[str]:
+        """Those of ``agent_ids`` (held by the cold tier) whose cold copy is a leftover,
+        not the agent: no marker in the durable tier (a delete that failed to delete
+        it there, another store's), or the whole stream beside the marker (a demotion
+        that died before its last step: the durable stream is the agent)."""
+        if not agent_ids:
+            return []
+        markers = await self.durable.read_heads([COLD_MARKER + a for a in agent_ids])
+        streams = await self.durable.read_heads(agent_ids)
+        out = []
+        for agent_id, marker, stream in zip(agent_ids, markers, streams, strict=True):
+            body = marker_body([marker]) if marker is not None else None
+            head = body.get("head") if body is not None else None
+            if not isinstance(head, int) or (stream is not None and stream.seq >= head):
+                out.append(agent_id)
+        return out
 
     async def read_marker(self, name: str) -> bool | None:
         """The durable tier's store-level marker (the store's truth)."""
@@ -1352,8 +1443,11 @@ class TieredBackend(Backend):
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
             " copy of this store's stream: another store sharing the cold tier demoted an"
             " agent of that id, and replacing it would delete that store's only copy; give"
-            " each tiered store a cold tier of its own (another bucket prefix). Nothing was"
-            " demoted"
+            " each tiered store a cold tier of its own (another bucket prefix). Or it is the"
+            " copy of an agent of that id this store deleted, left there when deleting it"
+            " from the cold tier failed (that delete said so): if no other store shares the"
+            " cold tier, delete it from the cold tier alone (`statekeeper delete <the cold"
+            f" tier's URL> {agent_id!r}`) and demote again. Nothing was demoted"
         )
 
     async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:

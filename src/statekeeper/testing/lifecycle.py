@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from statekeeper.arguments import MAX_ID_BYTES
 from statekeeper.backends.base import Backend, Health
 from statekeeper.errors import (
     ConflictError,
@@ -261,14 +262,16 @@ class LifecycleConformance(Contract):
     @pytest.mark.parametrize(
         "good",
         [
-            pytest.param("x" * 1024, id="1024-ascii"),
-            pytest.param("\u00e9" * 512, id="1024-bytes-latin"),
-            pytest.param("\U0001f642" * 256, id="1024-bytes-emoji"),
+            pytest.param("x", id="longest-ascii"),
+            pytest.param("\u00e9", id="longest-latin"),
+            pytest.param("\U0001f642", id="longest-emoji"),
             pytest.param("a b/c:d*?[]{}%\\\n\t'\"#", id="punctuation"),
             pytest.param("\u65e5\u672c-\u00fc", id="non-ascii"),
         ],
     )
     async def test_every_valid_agent_id_works_the_same(self, backend: Backend, good: str) -> None:
+        if len(good) == 1:  # the longest id of that character this engine holds
+            good *= backend.max_id_bytes // len(good.encode())
         assert await backend.append(request(good, 0, 2, key="k", snap_at=2)) == AppendResult(
             good, 1, 2
         )
@@ -285,6 +288,23 @@ class LifecycleConformance(Contract):
             assert (await backend.get_lease(good)) == lease
         assert await backend.delete_agent(good) is True
         assert await backend.head(good) == 0
+
+    async def test_an_id_over_the_engines_limit_is_refused_before_anything_is_written(
+        self, backend: Backend
+    ) -> None:
+        """An engine holding shorter ids than every engine's rule (``max_id_bytes``:
+        S3's object keys) refuses a longer one, naming its length and the limit."""
+        limit = backend.max_id_bytes
+        assert 0 < limit <= MAX_ID_BYTES
+        if limit == MAX_ID_BYTES:
+            pytest.skip("the engine holds every valid id")
+        over = "x" * (limit + 1)
+        with pytest.raises(InvalidAgentId, match=f"{limit + 1:,} bytes.*limit of {limit:,}"):
+            await backend.append(request(over, 0, 2, key="k", snap_at=2))
+        results = await backend.append_batch([request(over, 0), request("ok", 0)])
+        assert isinstance(results[0], InvalidAgentId)
+        assert results[1] == AppendResult("ok", 1, 1)
+        assert [info.agent_id for info in await backend.list_agents()] == ["ok"]
 
     # -- shared storage (engines with a peer) ------------------------------------------
 
