@@ -131,3 +131,19 @@ def test_unknown_agent_and_help(tmp_path: Path) -> None:
         assert _cli("repair", "--db", _url(env), "a-1").returncode == 0
     helped = _cli("repair", "--help")
     assert helped.returncode == 0 and "--apply" in helped.stdout
+
+
+def test_a_dry_run_finding_only_damage_does_not_send_to_apply(tmp_path: Path) -> None:
+    """A dry run that found nothing to rebuild, only damage repair cannot fix, said "0
+    snapshot(s) to rebuild ...; run again with --apply to write" — an --apply that
+    writes nothing — beside "1 problem(s) repair cannot fix"."""
+    with raw_env("sqlite", tmp_path) as env:
+        _populate(env)
+        env.raw._run(  # type: ignore[attr-defined]
+            "UPDATE sk_events SET payload = CAST('x' AS BLOB) WHERE agent_id='a-2' AND seq=5"
+        )
+        result = _cli("repair", "--db", _url(env))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "nothing to rebuild" in result.stdout
+    assert "--apply" not in result.stdout
+    assert "1 problem(s) repair cannot fix" in result.stdout

@@ -6,7 +6,7 @@ stored), one with an event the target refuses as too large (deleted again, see
 from __future__ import annotations
 
 import shlex
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ConflictError, IntegrityError, StatekeeperError, StateTooLarge
@@ -15,11 +15,18 @@ if TYPE_CHECKING:
     from ..store import StateStore
     from .import_lines import ImportedAgent as _Agent
 
-__all__ = ["shredded", "undo", "written", "written_identity"]
+__all__ = ["last_written", "shredded", "undo", "written", "written_identity"]
 
 
-async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stored: int) -> None:
-    """``write`` (the agent's events, written one by one), and when the target refuses
+async def written(
+    write: Awaitable[None],
+    store: StateStore,
+    agent: _Agent,
+    stored: int,
+    last: Sequence[tuple[int, bytes | None] | None] = (),
+) -> None:
+    """``write`` (the agent's events, written one by one; ``last``: the last one it
+    wrote, as the store kept it, set as it goes), and when the target refuses
     one as too large (:class:`StateTooLarge`: over the engine's limit, a record another
     engine held) the agent this import created deleted again — only while its head is
     the one this import wrote — before the error is raised: the events before the
@@ -33,15 +40,21 @@ async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stor
     except StateTooLarge as refused:
         from ..store.delete_shown import identity_at
 
-        head = await store.head(agent.agent_id)
+        # the last event this import wrote, as the store kept it: read back, the head
+        # could be an event another process appended since the refusal, deleted with
+        # the agent (acknowledged to that process, then gone)
+        mine = last[-1] if last else None
+        head = mine[0] if mine is not None else await store.head(agent.agent_id)
         of = f"agent {agent.agent_id!r} written up to seq {head} of the file's"
         of += f" {agent.base_seq + len(agent.events)}"
         if stored and head:
             refused.add_note(f"{of} (an interrupted import had started it)")
         elif head:
-            found = await identity_at(store, agent.agent_id, head)
-            try:  # (at the head event read: never a stream made again to that seq)
-                with delete_only_at(head, found[2] if found is not None else None):
+            if mine is None:
+                found = await identity_at(store, agent.agent_id, head)
+                mine = (head, found[2] if found is not None else None)
+            try:  # (at that head event: never a write since, nor a stream made again)
+                with delete_only_at(*mine):
                     await store.delete(agent.agent_id)
             except StatekeeperError as exc:  # written since, on hold, not permitted...
                 undo = f"statekeeper delete {shlex.quote(agent.agent_id)} --yes"
@@ -49,6 +62,18 @@ async def written(write: Awaitable[None], store: StateStore, agent: _Agent, stor
             else:
                 refused.add_note(f"{of} was deleted again: the import left it absent")
         raise
+
+
+def last_written(store: StateStore, agent_id: str) -> tuple[int, bytes | None] | None:
+    """The seq and stored checksum of the last record of ``agent_id`` the store wrote
+    and keeps (not yet flushed, or cached); None when it keeps none."""
+    from ..store.namespaced import stored_id
+
+    full = stored_id(store, agent_id)
+    record = store._unflushed.get(full) or store._cache.peek(full)
+    if record is None or record.checksum is None:
+        return None
+    return record.seq, record.checksum
 
 
 async def written_identity(store: StateStore, agent: _Agent) -> bytes | None:

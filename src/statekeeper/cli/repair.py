@@ -180,6 +180,8 @@ def _print(report: RepairReport, *, no_key: bool = False) -> None:
         console.print(f"[green]✓ nothing to repair[/] — {summary}")
     elif report.applied and not n:  # (not "✓ rebuilt 0": every one unwritten, or unfixable)
         console.print(f"[yellow]nothing rebuilt[/] — {summary}")
+    elif not n:  # a dry run finding only what repair cannot fix: --apply would do nothing
+        console.print(f"[yellow]nothing to rebuild[/] — {summary}")
     elif report.applied:
         console.print(f"[green]✓ rebuilt {n} snapshot(s)[/] — {summary}")
     else:

@@ -74,6 +74,7 @@ from .export_listing import every_agent_id
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import creatable
 from .import_lines import parse_lines as _parse
+from .import_write import write_agent as _write
 from .stores import refuse_in_memory
 
 if TYPE_CHECKING:
@@ -184,50 +185,6 @@ async def _lease_token(store: StateStore, agent_id: str) -> int:
         return 0
     lease = await store.backend.get_lease(stored_id(store, agent_id))
     return lease.token if lease is not None else 0
-
-
-async def _write(store: StateStore, agent: _Agent, stamp: list[float], stored: int) -> None:
-    """Write the agent's events after the ``stored`` first ones (0: create it)."""
-    if not stored and agent.base is not None:  # compacted at its base, as the source
-        from ..store.based import create_from_base
-
-        first = agent.events[0]
-        stamp[0] = float(first["ts"])
-        await create_from_base(
-            store,
-            agent.agent_id,
-            agent.base,
-            first["type"],
-            first["info"],
-            first["ops"],
-            fsm_state=first.get("fsm"),
-            idempotency_key=first.get("key"),
-            actor=first.get("actor"),
-            schema_version=first.get("v"),
-        )
-    elif not stored:
-        first = agent.events[0]
-        stamp[0] = float(first["ts"])
-        await store.create(
-            agent.agent_id,
-            first["ops"][0]["value"],
-            fsm_state=first.get("fsm"),
-            schema_version=first.get("v", 1),
-            idempotency_key=first.get("key"),
-            actor=first.get("actor"),
-        )
-    for line in agent.events[stored - agent.base_seq if stored else 1 :]:
-        stamp[0] = float(line["ts"])
-        await store.append(
-            agent.agent_id,
-            line["type"],
-            line["info"],
-            ops=line["ops"],
-            fsm_state=line.get("fsm"),
-            idempotency_key=line.get("key"),
-            actor=line.get("actor"),
-            schema_version=line.get("v"),
-        )
 
 
 async def _interrupted(store: StateStore, agent: _Agent, head: int) -> bool:
@@ -398,7 +355,10 @@ async def import_agents(
                 getattr(source, "name", "stdin"),
             )
         for agent, stored in todo:
-            await _undo.written(_write(store, agent, stamp, stored), store, agent, stored)
+            last: list[tuple[int, bytes | None] | None] = []
+            await _undo.written(
+                _write(store, agent, stamp, stored, last), store, agent, stored, last
+            )
             await store.flush()
             wrote = None if stored else await _undo.written_identity(store, agent)
             try:

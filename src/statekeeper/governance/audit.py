@@ -972,13 +972,13 @@ class _Ahead:
         if type(voided) is int:
             self.pending.pop(voided, None)
             self.restores.pop(voided, None)
+            if agent is not None and self.rekeyed.get(agent, (0,))[0] == voided:
+                del self.rekeyed[agent]
         if entry.operation == "restore":  # (governance/backup/restoreaudit.py)
             if entry.outcome == "started" and "ahead" in detail:
                 self.restores[entry.seq] = detail.get("backups")
             if type(detail.get("finishes")) is int:
                 self.restores.pop(detail["finishes"], None)
-            if agent is not None and self.rekeyed.get(agent, (0,))[0] == voided:
-                del self.rekeyed[agent]
         if agent is None:
             return
         if entry.operation in _ERASING and entry.outcome.startswith(("ok", "done")):

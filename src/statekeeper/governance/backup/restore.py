@@ -526,7 +526,7 @@ async def restore(
             )
         check_target_takes(store, plans, tags)
         # entry first (.restoreaudit): a restore killed from here on leaves it open
-        async with restore_entry(store, given, audit, ids, tags, resumed=bool(present)) as entry:
+        async with restore_entry(store, given, audit, ids, tags) as entry:
             if tags:
                 # the events are numbered anew in the target's feed: a cursor taken before
                 # (on the source, or on the target) names other events then, and is refused

@@ -12,7 +12,8 @@ and, once every write is made, a ``restore`` entry with outcome ``ok`` naming it
 ``started`` entry (``error:<Type>``); one killed leaves it open, and ``audit verify``
 lists it as not applied until a rerun of the same backups finishes it — the rerun
 finds it and writes no second ``started`` entry, only the ``ok`` one: a restore killed
-and run again leaves one pair, as one that was never stopped.
+and run again leaves one pair, as one that was never stopped. A rerun that fails
+leaves the entry it took over open (the restore is still not finished).
 
 Only the store's own audit log is written ahead; an ``audit`` sink given by the caller
 receives one event after the restore, as before (it has no entry to name), and so does
@@ -41,11 +42,13 @@ STARTED = "started"
 
 @dataclass(frozen=True, slots=True)
 class Begun:
-    """A restore's ``started`` entry in the store's audit log (``entry``: its seq)."""
+    """A restore's ``started`` entry in the store's audit log (``entry``: its seq;
+    ``taken_over``: written by an earlier run, left open)."""
 
     log: Any
     principal: str | None
     entry: int
+    taken_over: bool = False
 
     async def finished(self, details: dict[str, Any]) -> None:
         await self.log.record(
@@ -57,8 +60,12 @@ class Begun:
 
     async def failed(self, exc: BaseException) -> None:
         """Void the ``started`` entry (an error: not all was written). A SIGKILL or a
-        Ctrl-C leaves it open for the rerun that finishes it."""
-        if isinstance(exc, Exception):
+        Ctrl-C leaves it open for the rerun that finishes it; so does an error of a
+        rerun that took it over: the restore it records is still not finished (and
+        its run may still be going: two restores of one backup at once, the second
+        failing on the first's agents, voided the first's entry, which then ended
+        "ok" on a voided entry, or, killed, open with nothing listing it)."""
+        if isinstance(exc, Exception) and not self.taken_over:
             await self.log.void(
                 self.entry, "restore", principal=self.principal, agent_id=None, exc=exc
             )
@@ -86,8 +93,6 @@ async def restore_entry(
     sink: AuditSink | None,
     backups: Sequence[str],
     streams: Iterable[str],
-    *,
-    resumed: bool,
 ) -> AsyncIterator[RestoreEntry]:
     """Around a restore's writes (of ``streams``: the agents, and the store's own
     streams): its ``started`` entry first (:func:`begin`), voided when they
@@ -97,7 +102,7 @@ async def restore_entry(
     # (the backup's own log becoming the target's: recorded after it, as before)
     ahead = given is None and AUDIT_STREAM not in streams
     details = {"backups": list(backups), "agents": agents}
-    begun = await begin(store, backups, details, resumed=resumed) if ahead else None
+    begun = await begin(store, backups, details) if ahead else None
     try:
         yield RestoreEntry(begun, sink)
     except BaseException as exc:
@@ -110,25 +115,27 @@ async def begin(
     store: StateStore,
     backups: Sequence[str],
     details: dict[str, Any],
-    *,
-    resumed: bool,
 ) -> Begun | None:
     """Announce the restore of ``backups`` in ``store``'s audit log before its first
-    write; None when the store keeps no log. ``resumed`` (agents of the backups
-    already there, skipped): a ``started`` entry of the same backups left open by a
-    stopped run is taken over instead."""
+    write; None when the store keeps no log. A ``started`` entry of the same backups
+    left open by a stopped run is taken over instead, whether or not that run wrote
+    an agent: one killed before its first agent (carrying the leases or the holds),
+    or one whose partly restored agents were deleted before the rerun, is finished
+    by a rerun that writes them all (a second ``started`` entry left the first open
+    for good: ``audit verify`` said "not finished, run it again" after every rerun).
+    The log is read for it (~2 s per 100,000 entries on SQLite)."""
     found = await store_log(store)
     if found is None or not callable(getattr(found[0], "record_ahead", None)):
         return None
     log, principal = found
-    if resumed and callable(getattr(log, "entries", None)):
+    if callable(getattr(log, "entries", None)):
         try:
             open_ = await pending_restores(log)
         except StatekeeperError:  # a log this role cannot read (row-level security)
             open_ = {}
         same = [seq for seq, named in open_.items() if named == list(backups)]
         if same:
-            return Begun(log, principal, same[-1])
+            return Begun(log, principal, same[-1], taken_over=True)
     entry = await log.record_ahead(
         "restore", principal=principal, agent_id=None, detail=details, outcome=STARTED
     )
