@@ -55,15 +55,15 @@ def test_a_store_whose_loop_was_closed_unended_refuses_at_once(pg_url: str) -> N
     dial (a ``BackendError`` blaming the server)."""
     store = StateStore(f"{pg_url}&pool_timeout=1&retry_timeout=1")
 
-    async def save(n: int) -> None:
-        await asyncio.gather(*(store.save(f"a-{k}", {"n": n}) for k in range(4)))
+    async def save(into: StateStore, n: int) -> None:
+        await asyncio.gather(*(into.save(f"a-{k}", {"n": n}) for k in range(4)))
 
-    _in_a_loop_closed_after(save(1))
+    _in_a_loop_closed_after(save(store, 1))
     for _ in range(2):
         with pytest.raises(StoreClosed, match="event loop it ran on was closed"):
-            _in_a_loop_closed_after(save(2))
+            _in_a_loop_closed_after(save(store, 2))
     asyncio.run(store.close())  # (idempotent)
-    del store, save
+    del store
     gc.collect()  # (the dead loop's pool coroutines, closed here: under this filter)
 
     async def fresh() -> list[dict[str, object]]:

@@ -120,6 +120,9 @@ T = TypeVar("T")
 COLD_MARKER = "\x01sk-cold/"
 _MARKER_CEIL = "\x01sk-cold0"  # sorts right after every marker id
 _PAGE = 1000
+#: the most agents :attr:`TieredBackend._settled` remembers (a memo: one forgotten costs
+#: one marker read at its next use)
+_SETTLED_MAX = 65536
 #: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
 _IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
     "statekeeper_tiered_in_place", default=frozenset()
@@ -359,6 +362,16 @@ class TieredBackend(Backend):
         ):
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
 
+    def _settled_now(self, agent_id: str) -> None:
+        """Remember ``agent_id`` as found without a cold marker. Bounded: forgotten
+        when full (each then reads its marker once more). Was: one entry per agent a
+        process ever touched, dropped only by a demotion — 50k agents written once,
+        50k entries, for the life of the worker."""
+        settled = self._settled
+        if len(settled) >= _SETTLED_MAX:
+            settled.clear()
+        settled.add(agent_id)
+
     def _touch(self, agent_id: str) -> None:
         if self.idle_after is not None:
             self._last_used[agent_id] = self.clock()
@@ -408,7 +421,7 @@ class TieredBackend(Backend):
         marker = await self._marker(agent_id)
         if marker is None:
             if head > 0:
-                self._settled.add(agent_id)
+                self._settled_now(agent_id)
             return self.durable
         # (a durable stream below the marker's head: what a rehydration copied so far)
         return cold if head < marker.head_seq else self.durable
@@ -730,7 +743,7 @@ class TieredBackend(Backend):
             return await self._rehydrate(agent_id, locked=locked)
         marker = await self._marker(agent_id)
         if marker is None:
-            self._settled.add(agent_id)
+            self._settled_now(agent_id)
         elif head < marker.head_seq:
             return await self._rehydrate(agent_id, locked=locked)
         return head
@@ -1305,14 +1318,14 @@ class TieredBackend(Backend):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
-            self._settled.add(agent_id)
+            self._settled_now(agent_id)
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
         try:
             marker = await self._marker(agent_id)
             if marker is None:  # rehydrated meanwhile
-                self._settled.add(agent_id)
+                self._settled_now(agent_id)
                 return await self.durable.head(agent_id)
             head = await self.durable.head(agent_id)
             if 0 < head < marker.head_seq:
@@ -1341,7 +1354,7 @@ class TieredBackend(Backend):
                 )
             await self.durable.delete_agent(marker_id)
             await cold.delete_agent(agent_id)
-            self._settled.add(agent_id)
+            self._settled_now(agent_id)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head
