@@ -122,6 +122,9 @@ T = TypeVar("T")
 COLD_MARKER = "\x01sk-cold/"
 _MARKER_CEIL = "\x01sk-cold0"  # sorts right after every marker id
 _PAGE = 1000
+#: the most agents :attr:`TieredBackend._settled` remembers: a memo, one forgotten
+#: costs one marker read at its next use (it is a first use again)
+_SETTLED_MAX = 65536
 #: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
 _IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
     "statekeeper_tiered_in_place", default=frozenset()
@@ -814,7 +817,17 @@ class TieredBackend(Backend):
 
     def _settle_at(self, agent_id: str, head: int) -> None:
         """``agent_id`` is settled here, its durable head seen at ``head``."""
-        self._settled[agent_id] = max(head, self._settled.get(agent_id, 0))
+        self._set_settled(agent_id, max(head, self._settled.get(agent_id, 0)))
+
+    def _set_settled(self, agent_id: str, head: int) -> None:
+        """Remember ``agent_id`` settled at ``head``. Bounded: all forgotten when full,
+        each then a first use again (its marker read once more). Was: one entry per
+        agent a process ever touched, for the life of the worker (h/trialsoak: 50k
+        agents written once, 50k entries)."""
+        settled = self._settled
+        if agent_id not in settled and len(settled) >= _SETTLED_MAX:
+            settled.clear()
+        settled[agent_id] = head
 
     async def _settle(self, agent_id: str) -> None:
         """Before this process first reads ``agent_id``: its cold marker is looked at (see
@@ -832,7 +845,7 @@ class TieredBackend(Backend):
             return await self._rehydrate(agent_id, locked=locked)
         marker = await self._marker(agent_id)
         if marker is None:
-            self._settled[agent_id] = head  # (a stream deleted and written again: lower)
+            self._set_settled(agent_id, head)  # (a stream deleted and written again: lower)
         elif head < marker.head_seq:
             return await self._rehydrate(agent_id, locked=locked)
         return head
@@ -1460,7 +1473,8 @@ class TieredBackend(Backend):
             return 0
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) == 0:
-            self._settled.setdefault(agent_id, 0)
+            if agent_id not in self._settled:
+                self._set_settled(agent_id, 0)
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
@@ -1468,7 +1482,7 @@ class TieredBackend(Backend):
             entry = await self._marker_entry(agent_id)
             if entry is None:  # rehydrated meanwhile
                 head = await self.durable.head(agent_id)
-                self._settled[agent_id] = head
+                self._set_settled(agent_id, head)
                 return head
             marker, body = entry
             head = await self.durable.head(agent_id)
@@ -1495,7 +1509,7 @@ class TieredBackend(Backend):
                         # another process brought it back meanwhile (and deleted the
                         # cold copy read here): the agent is its copy, nothing is wrong
                         head = await self.durable.head(agent_id)
-                        self._settled[agent_id] = head
+                        self._set_settled(agent_id, head)
                         return head
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
@@ -1514,7 +1528,7 @@ class TieredBackend(Backend):
             # claims (a deleted agent's data kept, and a later demotion of the id refused)
             await cold.delete_agent(agent_id)
             await self.durable.delete_agent(marker_id)
-            self._settled[agent_id] = head
+            self._set_settled(agent_id, head)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head

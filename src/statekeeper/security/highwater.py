@@ -188,6 +188,7 @@ class HighWater:
         loop = asyncio.get_running_loop()
         if self._guard is not None and self._guard.get_loop() is loop:
             return  # (one per loop: a second would drop the first, collected pending)
+        _drop_closed()
         self._released = released = loop.create_future()
         self._guard = guard = loop.create_task(
             _guard_run(weakref.ref(self), released), name=WAITING
@@ -207,7 +208,7 @@ class HighWater:
             try:
                 guard.cancel()
             except RuntimeError:  # (its loop closed: nothing will run it)
-                _GUARDS.discard(guard)
+                _abandon(guard)
 
     async def _write_at_shutdown(self) -> None:
         with contextlib.suppress(Exception):  # (close() logs what is still left)
@@ -252,6 +253,27 @@ class HighWater:
                 if agent_id not in self._dirty or self._dirty[agent_id][2] < mark[2]:
                     self._dirty[agent_id] = mark
             raise
+
+    async def flush_at_loop_end(self) -> None:
+        """The flush of a write-behind buffer's appends at its loop's shutdown (see
+        :meth:`.WriteBehind._write_out`): writes the marks, then ends this loop's guard
+        when those appends started it. A store used from one ``asyncio.run`` after
+        another starts its guard on a new loop with the first mark noted there — in a
+        ``durability="async"`` store, that of the shutdown's flush, after
+        ``asyncio.run`` cancelled the tasks it found: nothing cancelled the guard. Was:
+        every such ``asyncio.run`` waited 10 s for it (the flush waits for the tasks
+        its writes started), then closed its loop with the guard pending, kept in
+        ``_GUARDS`` (one more per run) and reported destroyed at the interpreter's
+        exit."""
+        await self.flush()
+        guard, released = self._guard, self._released
+        if (
+            guard is not None
+            and released is not None
+            and not released.done()  # (cancelled with its task by asyncio.run: it ends)
+            and guard.get_loop() is asyncio.get_running_loop()
+        ):
+            released.set_result(None)  # (the marks are written: nothing left for it)
 
     async def deleting(self, agent_id: str) -> None:
         """Before ``agent_id`` is deleted: write a deletion of it to the file now, so no
@@ -308,7 +330,7 @@ class HighWater:
                 try:
                     guard.cancel()
                 except RuntimeError:  # (closed: nothing will run it)
-                    _GUARDS.discard(guard)
+                    _abandon(guard)
         task = self._task
         if task is not None:
             with contextlib.suppress(Exception):
@@ -527,6 +549,23 @@ class HighWater:
             f"the record at seq {seq} is not the one acknowledged (by {when}): the store "
             "was rolled back and written again, or the stream was replaced",
         )
+
+
+def _drop_closed() -> None:
+    """Forget the guards whose loop was closed before they ended (a loop closed without
+    ``asyncio.run``'s cancellation of its tasks: ``run_until_complete`` then ``close``):
+    nothing will ever run them, the marks they held were left to the store's next use
+    or close. Was: ``_GUARDS`` kept every one, a worker starting a loop per job grew by
+    one task (and its loop) per job, each reported destroyed at the interpreter's exit."""
+    for guard in [g for g in _GUARDS if g.get_loop().is_closed()]:
+        _abandon(guard)
+
+
+def _abandon(guard: asyncio.Task[None]) -> None:
+    """Forget a guard whose loop is closed, without the "Task was destroyed but it is
+    pending!" its collection would log (it can never run: nothing to report)."""
+    guard._log_destroy_pending = False  # type: ignore[attr-defined]
+    _GUARDS.discard(guard)
 
 
 async def _guard_run(witness: weakref.ref[HighWater], released: asyncio.Future[None]) -> None:

@@ -35,6 +35,7 @@ from ..backends.base import Backend, NextRow, next_request
 from ..errors import BackendError, ConfigurationError, WriteBufferError
 from ..records import AppendRequest, AppendResult
 from . import unflushed
+from .coalescing import merge, mergeable
 
 __all__ = [
     "GUARD",
@@ -364,6 +365,8 @@ class WriteBehind:
         self._buffer.append(request)
         if self._guard is None:
             self._watch()
+        elif self._guard.get_loop().is_closed():
+            self._rewatch()
         if self.auditor is not None:
             label = self.auditor.label(request)
             if label:
@@ -383,11 +386,24 @@ class WriteBehind:
         self._emptied = emptied = loop.create_future()
         self._guard = loop.create_task(self._guard_run(emptied), name=GUARD)
 
+    def _rewatch(self) -> None:
+        """The buffer's guard and timer are a loop's closed without ``asyncio.run``
+        (a worker's loop per job): both start again on this one. Was: no flush by
+        interval ever again, appends unstored until ``flush_size`` of them."""
+        guard, self._guard, self._emptied = self._guard, None, None
+        if guard is not None:
+            guard._log_destroy_pending = False  # type: ignore[attr-defined]  # (never runs)
+        self._timer = None  # (its loop is closed: it never fires)
+        self._watch()
+
     def _settle_guard(self) -> None:
         """The buffer is empty: the guard ends (a later append starts another)."""
-        emptied, self._emptied, self._guard = self._emptied, None, None
+        guard, emptied, self._emptied, self._guard = self._guard, self._emptied, None, None
         if emptied is not None and not emptied.done():
-            emptied.set_result(None)
+            if not emptied.get_loop().is_closed():
+                emptied.set_result(None)
+            elif guard is not None:  # (flushed from another loop: the guard never runs)
+                guard._log_destroy_pending = False  # type: ignore[attr-defined]
 
     async def _guard_run(self, emptied: asyncio.Future[None]) -> None:
         """Wait until the buffer is empty; if cancelled before, flush it first.
@@ -482,8 +498,8 @@ class WriteBehind:
         weights: dict[int, int] = {}  # buffered appends a merged one stands for, by id
         for request in batch:
             links = chains.setdefault(request.agent_id, [])
-            if links and _mergeable(links[-1], request):
-                merged = _merge(links[-1], request)
+            if links and mergeable(links[-1], request):
+                merged = merge(links[-1], request)
                 weights[id(merged)] = weights.pop(id(links[-1]), 1) + weights.pop(id(request), 1)
                 if self._labels:  # the merged append carries both appends' entries
                     labels = self._labels.pop(id(links[-1]), []) + self._labels.pop(id(request), [])
@@ -570,31 +586,3 @@ class WriteBehind:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-def _mergeable(first: AppendRequest, then: AppendRequest) -> bool:
-    """Two consecutive keyless appends of one agent, made under the same lease (or
-    none), can be stored as one — unless both carry a snapshot: one append stores one
-    snapshot, and the first may be the base a later (tail) snapshot is a delta on."""
-    return (
-        first.idempotency_key is None
-        and then.idempotency_key is None
-        and (first.snapshot is None or then.snapshot is None)
-        and first.fence == then.fence
-        and then.expected_seq == first.events[-1].seq
-    )
-
-
-def _merge(first: AppendRequest, then: AppendRequest) -> AppendRequest:
-    # the merged append ends where ``then`` ends: its head tag is the stream's new head
-    return AppendRequest(
-        first.agent_id,
-        first.expected_seq,
-        (*first.events, *then.events),
-        then.snapshot if then.snapshot is not None else first.snapshot,
-        None,
-        first.fence,
-        then.head_tag,
-        first.expected_tag,
-        first.check_tag,
-    )

@@ -372,7 +372,7 @@ class StateStore:
         if self._writes.behind is not None:
             self._writes.behind.on_lost = self._machines.lost
             if self._witness is not None:  # its marks of a flush at the loop's shutdown
-                self._writes.behind.at_shutdown = self._witness.flush
+                self._writes.behind.at_shutdown = self._witness.flush_at_loop_end
         self._closed = False
         self._closed_why = _CLOSED  # (or why a forked child's copy is closed: .forks)
         forks.watch(self)

@@ -521,6 +521,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             async with self._end.connection() as conn:
                 yield conn
             return
+        self._end.check_loop()  # (the pool's loop closed under it: StoreClosed)
         conn = await self._pool.getconn(timeout=self._wait)
         for _ in range(self._pool.max_size):
             try:

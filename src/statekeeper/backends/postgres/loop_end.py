@@ -147,6 +147,29 @@ class LoopEnd:
         self._task = task = loop.create_task(self._run(stop), name=WATCHER)
         _OWN.add(task)
 
+    def check_loop(self) -> None:
+        """Raise :class:`StoreClosed` when the loop the backend's pool runs on was closed
+        without being ended (``run_until_complete`` then ``close``, a loop per job: no
+        cancellation, so :meth:`_run` never ran). Was: an operation from the next loop
+        took the dead loop's idle connection (working by luck), or raised an untyped
+        ``RuntimeError: Event loop is closed`` (the pool growing), or waited
+        ``retry_timeout`` for a connection the dead loop's workers would never make
+        (30 s, then a ``BackendError`` blaming the server)."""
+        stop = self._stop
+        if stop is None or stop.done() or not stop.get_loop().is_closed():
+            return
+        dead = stop.get_loop()
+        for task in [t for t in _OWN if t.get_loop() is dead]:  # (they never run again:
+            task._log_destroy_pending = False  # type: ignore[attr-defined]  # no report)
+        backend = self._backend
+        backend._closed = True
+        backend._closed_why = (
+            "was closed when the event loop it ran on was closed, with its connections "
+            "(a loop closed without asyncio.run's end). A store serves one event loop: "
+            "open a new store in this one"
+        )
+        backend._check_open()  # (raises)
+
     async def stop(self) -> None:
         """The backend was closed: the watcher ends (on its loop, when that is running)."""
         stop, task = self._stop, self._task
