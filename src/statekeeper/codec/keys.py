@@ -357,13 +357,7 @@ class Keyring:
         if entry is None:
             # no tombstone either: not a forgotten agent but a record that does not
             # belong here (moved from another agent) or a vault that did not write it
-            raise DecryptionError(
-                agent_id,
-                None,
-                "data key",
-                "the key vault holds no data key for this agent (a record moved from"
-                " another agent, or a vault other than the one that wrote it)",
-            )
+            raise keyscope.no_data_key(agent_id)
         if entry.wrapped is None or entry.master_id is None:
             raise AgentForgotten(agent_id, entry.forgotten_at)
         master_key = self.get(entry.master_id)

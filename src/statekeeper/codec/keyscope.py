@@ -27,7 +27,7 @@ from .datakeys import ScopedKeyVault, VaultEntry
 if TYPE_CHECKING:
     from .keys import DerivedKey, Keyring
 
-__all__ = ["LEGACY", "family_forget", "read_key", "write_key"]
+__all__ = ["LEGACY", "family_forget", "no_data_key", "read_key", "write_key"]
 
 #: how a forget's audit entry names a legacy key it destroyed
 LEGACY = "legacy"
@@ -117,7 +117,13 @@ def read_key(
         return opened[0], opened
     if problem is not None:
         raise problem
-    raise DecryptionError(
+    raise no_data_key(agent_id)
+
+
+def no_data_key(agent_id: str) -> DecryptionError:
+    """The error of a record whose agent has no data key in the vault, and no
+    tombstone either: not a forgotten agent but a record that does not belong here."""
+    return DecryptionError(
         agent_id,
         None,
         "data key",
