@@ -282,3 +282,57 @@ def test_the_prune_command_spares_a_thread_made_again(
         assert snap is not None and snap.data.get("moved") is None
     finally:
         other.close()
+
+
+async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str) -> None:
+    """A compaction that stopped between its fence and its seal leaves the old
+    generation fenced and the new one unsealed; the next saver to resolve the thread
+    seals it and deletes the old generation (``_finish_cutover``). That delete was
+    unconditional: a thread deleted and written again by another process meanwhile (at
+    the base id) was deleted, its acknowledged checkpoint lost."""
+    thread = new_thread()
+    first = await StatekeeperSaver.afrom_url(fs_url)
+    try:
+        await _write(first, thread, "run-old", 3)
+        append = first.store.append
+
+        async def stopped(agent_id: str, event_type: str, *a: Any, **kw: Any) -> Any:
+            if event_type == m.EV_SEALED:
+                raise RuntimeError("stopped before the seal")
+            return await append(agent_id, event_type, *a, **kw)
+
+        first.store.append = stopped  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            await first.aprune([thread])
+    finally:
+        await first.aclose()
+    saver = await StatekeeperSaver.afrom_url(fs_url)
+    other = StatekeeperSaver.from_url(fs_url)  # another process
+    base = m.agent_id(saver.prefix, thread)
+    acked: list[str] = []
+    try:
+        assert len(await saver._generations(thread)) == 2  # fenced, and not sealed
+
+        def remake() -> None:
+            other.delete_thread(thread)
+            cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
+            acked.append(cfg["configurable"]["checkpoint_id"])
+
+        store = saver.store
+        delete = store.delete
+
+        async def hooked_delete(agent_id: str) -> bool:
+            if agent_id == base and not acked:
+                await _off_context(remake)
+            return await delete(agent_id)
+
+        store.delete = hooked_delete  # type: ignore[method-assign]
+        await saver.aget_tuple(_cfg(thread))  # resolves it: finishes the cut-over
+        assert acked, "the hook never ran: the cut-over was not finished"
+        found = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        assert [t.checkpoint["id"] for t in found] == acked, (
+            "the thread made again was deleted: its checkpoint lost"
+        )
+    finally:
+        other.close()
+        await saver.aclose()
