@@ -100,7 +100,7 @@ from .keyexpiry import apply_key_expiry, expires_keys_after
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
-from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated
+from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated, head_seen
 from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
@@ -282,6 +282,8 @@ async def _plan_and_apply(
         return purge
     if rule.keep_last is None and rule.snapshot_every is None:
         return None
+    # the stream as planned on: checked again just before the change (below)
+    seen = await head_seen(store, agent_id, head)
     first = await store.backend.read(agent_id, 0, None, limit=1)
     base = first[0].seq - 1 if first else 0
     target = base
@@ -332,6 +334,11 @@ async def _plan_and_apply(
         )
     dropped = sorted(drop)
     full = await _full_snapshot_at(store, agent_id, head, target) if target > base else None
+    # still the stream planned on (ConflictError, nothing changed): one deleted and
+    # written again by another process up to (or past) the same head meanwhile is
+    # another stream — before, its history up to the target was removed and the old
+    # stream's state stored as its base (its acknowledged writes lost, its chain broken)
+    await check_unchanged(store, agent_id, head, seen)
     named = sorted(s for s in drop if s >= target)
     if together is not None:
         event = _event(action, dropped)
@@ -351,6 +358,7 @@ async def _plan_and_apply(
 
 _WRITTEN_SINCE = "written since it was listed: no longer idle, not deleted"
 _DELETED_SINCE = "deleted since it was listed (by another process): nothing to do"
+_REMADE_SINCE = "deleted and written again since it was listed (by another process): unchanged"
 _NO_FLOOR = (
     "the change feed's floor not raised (the database role may not trim the feed, shared"
     " by every tenant): a subscriber behind passes over the events removed"
@@ -533,7 +541,12 @@ async def apply_retention(
                         reason = str(_caller_error(store, exc))
                         action = RetentionAction(agent_id, kind, "refused", reason=reason)
                     except ConflictError as exc:
-                        if not idle:
+                        if not idle and exc.expected_seq == exc.current_seq:  # (made again)
+                            action = RetentionAction(
+                                agent_id, kind, "skipped", reason=_REMADE_SINCE
+                            )
+                            recorded = True  # nothing changed: no entry (an announced one voided)
+                        elif not idle:
                             reason = str(_caller_error(store, exc))
                             action = RetentionAction(agent_id, kind, "failed", reason=reason)
                         else:  # the purge's delete found the agent written since it was listed

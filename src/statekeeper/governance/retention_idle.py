@@ -112,6 +112,11 @@ def _seen(record: RawEvent | RawSnapshot) -> Seen:
     return (record.timestamp, record.checksum, event)
 
 
+async def head_seen(store: StateStore, agent_id: str, head: int) -> Seen:
+    """Which record stands at ``head`` now (for :func:`check_unchanged`)."""
+    return _seen(await _head_record(store, agent_id, head))
+
+
 async def check_idle(
     store: StateStore, rule: Rule, agent_id: str, head: int, listed: float, now: float
 ) -> Seen:

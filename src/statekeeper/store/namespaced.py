@@ -100,6 +100,9 @@ class NamespacedStateStore(StateStore):
     def _tag_at(self, agent_id: str, seq: int) -> bytes | None:
         return super()._tag_at(self._prefix + agent_id, seq)
 
+    def _checksum_at(self, agent_id: str, seq: int) -> bytes | None:
+        return super()._checksum_at(self._prefix + agent_id, seq)
+
     def _rel(self, full: str) -> str:
         return full[len(self._prefix) :] if full.startswith(self._prefix) else full
 

@@ -1066,6 +1066,14 @@ class StateStore:
         record = self._unflushed.get(agent_id) or self._cache.peek(agent_id)
         return record.link if record is not None and record.seq == seq else None
 
+    def _checksum_at(self, agent_id: str, seq: int) -> bytes | None:
+        """The stored checksum of the event at ``seq`` of ``agent_id``'s stream as this
+        store last read or wrote it (its pinned or cached record at ``seq``: no read),
+        None when not known: what a delete conditional on that head event compares
+        (:func:`~statekeeper.store.conditional.delete_only_at`)."""
+        record = self._unflushed.get(agent_id) or self._cache.peek(agent_id)
+        return record.checksum if record is not None and record.seq == seq else None
+
     def _tag_at(self, agent_id: str, seq: int) -> bytes | None:
         """The head tag stored with seq ``seq`` of ``agent_id``'s stream as this store
         last read or wrote it (its pinned or cached record, the tag known: no read),

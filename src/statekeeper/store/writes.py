@@ -92,13 +92,16 @@ class Seen:
     known), and ``adopted``, set by the store: the chain link of the state the call
     returned (a ``get`` / ``load`` of the latest state) or made (a write; None when not
     made or not known). The agent takes its link from there rather than from the
-    store's cache, which may not hold the record (cache off, or evicted)."""
+    store's cache, which may not hold the record (cache off, or evicted). ``tag``:
+    the head tag stored with ``seq`` of that stream, when the caller knows it rather
+    than the link (the LangGraph saver's compaction fence): compared the same way."""
 
-    __slots__ = ("adopted", "link", "seq")
+    __slots__ = ("adopted", "link", "seq", "tag")
 
-    def __init__(self, seq: int, link: bytes | None) -> None:
+    def __init__(self, seq: int, link: bytes | None, tag: bytes | None = None) -> None:
         self.seq = seq
         self.link = link
+        self.tag = tag
         self.adopted: bytes | None = None
 
 
@@ -402,9 +405,18 @@ class WritePipeline:
                     if (
                         seen is not None
                         and seen.seq == expected_seq
-                        and seen.link is not None
-                        and record.link is not None
-                        and record.link != seen.link
+                        and (
+                            (
+                                seen.link is not None
+                                and record.link is not None
+                                and record.link != seen.link
+                            )
+                            # (the tag is the engine's: the append below sends the
+                            # record's as its expected tag, compared in its commit)
+                            or (
+                                seen.tag is not None and record.tag_known and record.tag != seen.tag
+                            )
+                        )
                     ):
                         if trusting:  # the cache may be stale: ask the backend
                             trusting = False

@@ -16,6 +16,7 @@ import zstandard
 
 from ...errors import AgentNotFound, ConflictError, SerializationError
 from ...records import AppendResult
+from ...store.writes import SEEN, Seen
 from . import mapping as m
 from .stream import Op, Plan, _Pending, _Stream, _update_heads
 from .streams import _SaverStreams
@@ -208,9 +209,27 @@ class _SaverCommits(_SaverStreams):
                     st.agent_id, event_type, ops, st.seq, key, after, plain
                 )
         if result is None:
-            result = await store.append(
-                st.agent_id, event_type, None, ops=ops, expected_seq=st.seq, idempotency_key=key
-            )
+            # at the identity of the stream the ops were planned on, not its seq alone:
+            # after the cached head's conflict the store reads the head again, and a
+            # stream deleted and made again up to the same seq by another process
+            # passed — the ops applied onto its document (a checkpoint's values then
+            # named that stream's pooled values: another process's data served as this
+            # one's, without an error). Its head tag differs: the store refuses it (a
+            # conflict: the plan is made again on a fresh read) and the engine compares
+            # the tag in the append's own commit.
+            token = SEEN.set(Seen(st.seq, None, st.tag)) if st.tag is not None else None
+            try:
+                result = await store.append(
+                    st.agent_id,
+                    event_type,
+                    None,
+                    ops=ops,
+                    expected_seq=st.seq,
+                    idempotency_key=key,
+                )
+            finally:
+                if token is not None:
+                    SEEN.reset(token)
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
             return

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import time
 from collections.abc import (
     Awaitable,
@@ -14,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
+from ...store.conditional import delete_only_at
+from ...store.delete_shown import head_identity
+from ...store.writes import SEEN, Seen
 from . import history as h
 from . import mapping as m
 from .faults import ThreadBusyError
@@ -122,6 +126,9 @@ class _SaverPruning(_SaverWrites):
         report = RetentionReport(dry_run=dry_run)
         async with self._lock(thread_id):
             for _ in range(3):
+                # (a look again counts what it finds: not what the one before found)
+                report.checkpoints_deleted = report.writes_deleted = 0
+                report.threads_compacted = report.threads_deleted = 0
                 st = await self._open(thread_id, create=False)
                 if st is None:
                     return report
@@ -159,10 +166,9 @@ class _SaverPruning(_SaverWrites):
                 report.checkpoints_deleted, report.writes_deleted = dropped_cps, dropped_writes
                 if not any(keep.values()):
                     report.threads_deleted = 1
-                    if not dry_run:
+                    if not dry_run and not await self._delete_read(st):
                         self._forget(thread_id)
-                        for agent in await self._generations(thread_id):
-                            await self.store.delete(agent)
+                        continue  # written (or made again) since it was read: look again
                     return report
                 report.threads_compacted = 1
                 if dry_run:
@@ -189,23 +195,80 @@ class _SaverPruning(_SaverWrites):
                 planned = plan(dst)
                 if planned is not None:
                     await self._append(dst, planned[0], planned[1], planned[2])
-            await self.store.append(
-                st.agent_id,
-                m.EV_MOVED,
-                ops=[{"op": "add", "path": "/moved", "value": dst.generation}],
-                expected_seq=fence_seq,
-            )
+            # the fence at the identity of the stream read, not its seq alone: one
+            # deleted and made again up to the same seq by another process meanwhile
+            # has another head tag (the store refuses it, and the engine compares the
+            # tag in the append's own commit); before, the store read the head again
+            # after the cached one's conflict and fenced the other process's stream
+            token = SEEN.set(Seen(fence_seq, None, st.tag))
+            try:
+                fence = await self.store.append(
+                    st.agent_id,
+                    m.EV_MOVED,
+                    ops=[{"op": "add", "path": "/moved", "value": dst.generation}],
+                    expected_seq=fence_seq,
+                )
+            finally:
+                SEEN.reset(token)
+            fenced = self.store._checksum_at(st.agent_id, fence.last_seq)  # (no await since)
         except ConflictError:
             await self.store.delete(new_agent)
             return False
         except BaseException:
             await self.store.delete(new_agent)
             raise
+        self._forget(st.thread_id)
         await self.store.append(
             new_agent, m.EV_SEALED, ops=[{"op": "replace", "path": "/sealed", "value": True}]
         )
-        await self.store.delete(st.agent_id)
+        # the old generation deleted only while its head is the fence just written (its
+        # seq and stored checksum, compared by the engine in the delete's commit): once
+        # another process deleted the thread and made it again, that id is its stream
+        with contextlib.suppress(ConflictError), delete_only_at(fence.last_seq, fenced):
+            await self.store.delete(st.agent_id)
+        return True
+
+    async def _delete_read(self, st: _Stream) -> bool:
+        """Delete the thread whose live stream ``st`` is, as read: that stream only at
+        its identity (its head seq and stored checksum, compared by the engine in the
+        delete's commit), its older generations (fenced, left by a cut-over that did
+        not finish) at the identities of their heads read before. False, with nothing
+        deleted, when the live stream was written since, or deleted and made again by
+        another process (before, every generation listed was deleted whatever it held:
+        a thread made again meanwhile lost its acknowledged checkpoints)."""
+        store = self.store
         self._forget(st.thread_id)
+        older = [
+            (agent, await head_identity(store, agent))
+            for agent in await self._generations(st.thread_id)
+            if agent != st.agent_id
+        ]
+        checksum = store._checksum_at(st.agent_id, st.seq)
+        if checksum is None and st.tag is not None:  # (the store's cache let it go)
+            # the head event's identity, then the tag stored with the head: a stream
+            # made again before the tag's read has another tag (nothing deleted), one
+            # made again after the identity's read another checksum (the engine refuses)
+            head = await head_identity(store, st.agent_id)
+            if (
+                head is None
+                or head[0] != st.seq
+                or await store._head_tag(st.agent_id)
+                != (
+                    st.seq,
+                    st.tag,
+                )
+            ):
+                return False
+            checksum = head[2]
+        try:
+            with delete_only_at(st.seq, checksum):
+                await store.delete(st.agent_id)
+        except ConflictError:
+            return False
+        for agent, head in older:
+            if head is not None:
+                with contextlib.suppress(ConflictError), delete_only_at(head[0], head[2]):
+                    await store.delete(agent)
         return True
 
     def _link_generation(self, new_agent: str, old_agent: str) -> None:

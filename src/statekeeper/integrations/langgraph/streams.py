@@ -10,6 +10,7 @@ from typing import Any
 
 from ...errors import AgentNotFound, AgentOnHold, ConfigurationError, ConflictError
 from ...namespaces import namespace_of
+from ...store.conditional import delete_only_at
 from ...store.governed import governance_of
 from ...store.holds import list_holds
 from ...store.namespaced import stored_id
@@ -158,15 +159,24 @@ class _SaverStreams(_SaverState):
                 await self._finish_cutover(
                     st, [s for s in loaded.values() if s.doc.get("moved") == gen]
                 )
-                return await self._load(thread_id, st.agent_id)
+                try:
+                    return await self._load(thread_id, st.agent_id)
+                except AgentNotFound:  # the thread deleted meanwhile (maybe made again)
+                    return await self._resolve(thread_id, base_first=base_first)
         return None
 
     async def _finish_cutover(self, st: _Stream, old: builtins.list[_Stream]) -> None:
         await self.store.append(
             st.agent_id, m.EV_SEALED, ops=[{"op": "replace", "path": "/sealed", "value": True}]
         )
+        store = self.store
         for prev in old:
-            await self.store.delete(prev.agent_id)
+            # only the fenced stream read: at its head's identity (its seq and stored
+            # checksum, compared by the engine in the delete's commit) — a thread
+            # deleted and made again by another process meanwhile is not deleted
+            checksum = store._checksum_at(prev.agent_id, prev.seq)
+            with contextlib.suppress(ConflictError), delete_only_at(prev.seq, checksum):
+                await store.delete(prev.agent_id)
 
     async def _checked_head(self, st: _Stream) -> int:
         """The stored head seq of ``st``'s stream, or -1 when the stream there is not
