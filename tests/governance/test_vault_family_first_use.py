@@ -5,10 +5,14 @@ a schema migration's rewritten head — sealed them with a data key made with no
 the agent's *legacy* key, keyed by its id alone, shared by every store of the key vault.
 A ``forget`` of the same id in another, unrelated store of the vault then destroyed it
 (it destroys the legacy key: any store may have used it), and the first store's agent —
-never asked to be forgotten — became unreadable (``AgentForgotten``) for good."""
+never asked to be forgotten — became unreadable (``AgentForgotten``) for good. One
+``Codec`` given to two stores did the same (it held the first store's family). And a
+restored copy of a store, whose records are sealed with the source's keys, could no
+longer be rekeyed once the source forgot one of them (the tombstone is the source's)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -20,11 +24,13 @@ from statekeeper.codec import Codec
 from statekeeper.codec.datakeys import SqliteKeyVault
 from statekeeper.codec.keys import Keyring
 from statekeeper.errors import AgentForgotten, ConfigurationError
+from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.retention import apply_retention
 from statekeeper.governance.retention_policy import RetentionPolicy, Rule
 from statekeeper.governance.shredding import forget
 from statekeeper.schema import TypedStates
 from statekeeper.schema.migrate import migrate
+from statekeeper.security import rekey
 
 from ..schema.apps import SupportV1, support_v1, support_v2
 
@@ -110,3 +116,35 @@ async def test_one_codec_given_to_two_stores_seals_each_with_its_own_keys(
     async with StateStore(a_url, codec=codec, cache_size=0) as a:  # (reopened with it)
         with pytest.raises(AgentForgotten):
             await a.load("user-1")
+
+
+async def test_rekey_of_a_restored_copy_passes_over_an_agent_its_source_forgot(
+    tmp_path: Path,
+) -> None:
+    # the copy's records of user-1 are sealed with the source's key, which the source's
+    # forget destroyed: the tombstone is the source's family's, so rekey of the copy did
+    # not see user-1 as forgotten and failed whole with AgentForgotten (no rotation of
+    # the copy's master key possible, ever)
+    bkey = BackupKey(os.urandom(32))
+    file = tmp_path / "a.skb"
+    a_url, c_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'c.db'}"
+    async with StateStore(a_url, keyring=_keys(tmp_path)) as a:
+        await a.save("user-1", {"email": "alice@a"})
+        await a.save("user-2", {"email": "dave@a"})
+        await backup(a, file, bkey)
+    async with StateStore(c_url, keyring=_keys(tmp_path)) as c:
+        assert (await restore(c, [file], bkey)).agents == 2
+    async with StateStore(a_url, keyring=_keys(tmp_path)) as a:
+        await forget(a, "user-1")
+    rotated = Keyring(
+        {"k1": KEY, "k2": bytes(range(1, 33))},
+        active="k2",
+        data_keys=SqliteKeyVault(tmp_path / "vault.db"),
+    )
+    async with StateStore(c_url, keyring=rotated, cache_size=0) as c:
+        stats = await rekey(c)
+        assert (stats.agents, stats.forgotten) == (1, 1)
+        assert (await c.load("user-2")).data == {"email": "dave@a"}
+        with pytest.raises(AgentForgotten):
+            await c.load("user-1")
+        assert (await c.verify()).ok

@@ -40,6 +40,7 @@ from ..codec.datakeys import uses_data_key
 from ..codec.keys import DerivedKey
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
+    AgentForgotten,
     ConfigurationError,
     ConflictError,
     IntegrityError,
@@ -492,9 +493,17 @@ async def rekey(
                     # (it failed the whole run with AgentForgotten: no rotation possible)
                     result = RekeyStats(forgotten=1)
                 else:
-                    result = await rekey_agent(store, info.agent_id, batch=batch)
-                    if witness is not None:
-                        await witness.rekeyed(store, info.agent_id)
+                    try:
+                        result = await rekey_agent(store, info.agent_id, batch=batch)
+                    except AgentForgotten:
+                        # a copy's (a restore's) records, sealed with the key of the store
+                        # they were copied from, which that store's forget destroyed: the
+                        # tombstone is that store's family's, not this one's (it failed
+                        # the whole run: no rotation of this store possible)
+                        result = RekeyStats(forgotten=1)
+                    else:
+                        if witness is not None:
+                            await witness.rekeyed(store, info.agent_id)
                 total.add(result)
                 # (only now: every rewrite of the agent has returned, committed)
                 progress.stats.add(result)
