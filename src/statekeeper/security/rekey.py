@@ -495,12 +495,8 @@ async def rekey(
                 else:
                     try:
                         result = await rekey_agent(store, info.agent_id, batch=batch)
-                    except AgentForgotten:
-                        # a copy's (a restore's) records, sealed with the key of the store
-                        # they were copied from, which that store's forget destroyed: the
-                        # tombstone is that store's family's, not this one's (it failed
-                        # the whole run: no rotation of this store possible)
-                        result = RekeyStats(forgotten=1)
+                    except AgentForgotten:  # a restored copy's: its source forgot it
+                        result = RekeyStats(forgotten=1)  # (the tombstone is the source's)
                     else:
                         if witness is not None:
                             await witness.rekeyed(store, info.agent_id)
