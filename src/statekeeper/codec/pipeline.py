@@ -388,6 +388,12 @@ class Codec:
         #: per family and agent, see :mod:`.keyscope`); None until the store sets it
         #: (then, and for a codec of no store, an agent's data key is keyed by its id)
         self.key_family: str | None = None
+        #: True from the moment a store with a vault that keys by family takes this codec
+        #: until it set :attr:`key_family` (:func:`statekeeper.store.keyguard.key_family`):
+        #: a data key made in between would be the agent's legacy key (keyed by its id
+        #: alone), which a ``forget`` of the same id in any other store of the vault
+        #: destroys: refused instead (see :meth:`seal`)
+        self.family_pending = False
         # with a key, records (and heads) that are not encrypted are refused
         self._strict = keyring is not None
         self.checksum = checksum
@@ -575,6 +581,12 @@ class Codec:
                 return Sealed(payload, _stored_checksum(link, payload, algo), link)
             return Sealed(payload, link, link)
         if self.keyring.data_keys is not None and uses_data_key(agent_id):
+            if self.family_pending and self.key_family is None:
+                raise ConfigurationError(
+                    f"sealing a record of {agent_id!r} before its store's key family was"
+                    " read (statekeeper.store.keyguard.key_family): its data key would be"
+                    " one every store of the key vault shares"
+                )
             # the key of the store's family (AgentForgotten if shredded)
             key = self.keyring.data_key(agent_id, create=True, family=self.key_family)
             flags |= FLAG_DATA_KEY

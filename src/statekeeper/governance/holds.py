@@ -55,6 +55,7 @@ from ..records import AppendRequest, RawEvent
 from ..store.holds import HOLD_ADD, HOLD_REMOVE, HOLDS_MARKER, Hold, check_pattern, find_hold
 from ..store.holds import list_holds as _in_force
 from ..store.holds import read_holds as _read
+from ..store.keyguard import key_family
 from ..store.namespaced import NamespacedStateStore
 from .hooks import (
     AuditSink,
@@ -264,6 +265,7 @@ async def _append(
     from ..codec.pipeline import ZERO_LINK
 
     codec = store.codec
+    await key_family(store.backend, codec)  # (a store's first use may be a hold)
     sealed = codec.seal(HOLDS_STREAM, seq + 1, kind, at, codec.serialize(doc), link or ZERO_LINK)
     backend = store.backend
     await backend.append(

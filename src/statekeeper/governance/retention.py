@@ -82,6 +82,7 @@ from ..store.feed_retention import LookedAhead, raised, removed_through, trim_re
 from ..store.governed import entries_before_delete
 from ..store.holds import list_holds, refuse_if_held
 from ..store.incarnation import snapshot_in_stream
+from ..store.keyguard import key_family
 from ..store.namespaced import NamespacedStateStore, stored_id
 from .hooks import (
     Announced,
@@ -450,6 +451,9 @@ async def apply_retention(
         # it (a dry run only reads), else nothing is scanned
         await require_namespace(store, "read" if dry_run else "admin", "retention")
     await store.flush()
+    # a compaction's base snapshot is sealed with the store family's data key (this may
+    # be the store's first use: its reads below pass its gate by)
+    await key_family(store.backend, store.codec)
     given = audit
     report = RetentionReport() if report is None else report
     # the policy's holds become the store's own (one rule: every purge reads the store's

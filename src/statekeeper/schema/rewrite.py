@@ -157,6 +157,11 @@ async def read_page(
     a store without one reads the states with :meth:`StateStore.get_many`).
     ``agent_ids`` are stored ids (:func:`stored`): so are those of the states."""
     backend = store.backend
+    from ..store.keyguard import key_family
+
+    # before a rewrite is sealed from what is read here (past the store's first-use
+    # gate): its data keys are the store's family's, never a legacy key of the id alone
+    await key_family(backend, store.codec)
     reads = await backend.read_latest_many(agent_ids)
     heads: list[Head | None] = []
     missing: list[int] = []

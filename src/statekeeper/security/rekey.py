@@ -40,6 +40,7 @@ from ..codec.datakeys import uses_data_key
 from ..codec.keys import DerivedKey
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
+    AgentForgotten,
     ConfigurationError,
     ConflictError,
     IntegrityError,
@@ -492,9 +493,13 @@ async def rekey(
                     # (it failed the whole run with AgentForgotten: no rotation possible)
                     result = RekeyStats(forgotten=1)
                 else:
-                    result = await rekey_agent(store, info.agent_id, batch=batch)
-                    if witness is not None:
-                        await witness.rekeyed(store, info.agent_id)
+                    try:
+                        result = await rekey_agent(store, info.agent_id, batch=batch)
+                    except AgentForgotten:  # a restored copy's: its source forgot it
+                        result = RekeyStats(forgotten=1)  # (the tombstone is the source's)
+                    else:
+                        if witness is not None:
+                            await witness.rekeyed(store, info.agent_id)
                 total.add(result)
                 # (only now: every rewrite of the agent has returned, committed)
                 progress.stats.add(result)

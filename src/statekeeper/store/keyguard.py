@@ -27,6 +27,7 @@ Reads go on as before: an encrypted record still raises
 from __future__ import annotations
 
 import contextlib
+import copy
 
 from ..backends.base import Backend
 from ..codec.pipeline import VERSION, Codec
@@ -42,6 +43,7 @@ __all__ = [
     "key_family",
     "mark_encrypted",
     "newest_heads",
+    "own_codec",
 ]
 
 #: how many of the newest agents' heads are looked at
@@ -67,7 +69,24 @@ async def key_family(backend: Backend, codec: Codec) -> str | None:
         return None
     if codec.key_family is None:
         codec.key_family = await backend.feed_id()
+        codec.family_pending = False  # (None: an engine that keeps no id, legacy keys)
     return codec.key_family
+
+
+def own_codec(codec: Codec) -> Codec:
+    """The codec a new store seals with: ``codec`` itself, or, when its keyring's vault
+    keys data keys by family and another store took ``codec`` already, a copy of it. A
+    codec holds the key family of its store (:func:`key_family`): one shared by two
+    stores sealed both stores' agents with the first store's keys, and a ``forget`` in
+    one shredded the same agent id in the other."""
+    keyring = codec.keyring
+    if keyring is None or keyring.scoped is None:
+        return codec
+    if codec.family_pending or codec.key_family is not None:
+        codec = copy.copy(codec)  # (its formats, compressors and caches shared as before)
+        codec.key_family = None
+    codec.family_pending = True  # (no data key made until the family is read)
+    return codec
 
 
 def is_encrypted(payload: bytes) -> bool:

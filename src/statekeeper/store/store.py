@@ -71,7 +71,7 @@ from .feed_cursor import FeedBounds, FeedCursor
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .history import read_history
 from .holds import refuse_if_held
-from .keyguard import KeyGuard
+from .keyguard import KeyGuard, own_codec
 from .machines import Machines
 from .observing import FOLD_AT
 from .options import check_options, state_values
@@ -309,6 +309,7 @@ class StateStore:
             witness=witness,
             witness_interval=witness_interval,
         )
+        codec = own_codec(codec)  # (a codec another store took: its copy, see own_codec)
         if backend is None:
             backend = os.environ.get("STATEKEEPER_URL", DEFAULT_URL)
         try:
@@ -317,11 +318,8 @@ class StateStore:
             raise vanished(exc, witness, codec) from exc
         self._witness = open_witness(self.backend, witness, codec, witness_interval)
         keyring = codec.keyring
-        self._gate = WitnessGate(
-            self._witness,
-            KeyGuard(codec.encrypted),
-            family=keyring is not None and keyring.scoped is not None,
-        )
+        family = keyring is not None and keyring.scoped is not None
+        self._gate = WitnessGate(self._witness, KeyGuard(codec.encrypted), family=family)
         # the options, as given (read-only: the parts below were built with them)
         self.durability: Durability = mode
         self.snapshot_every = snapshot_every
