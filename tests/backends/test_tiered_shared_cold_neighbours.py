@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from statekeeper.backends import MemoryBackend
 from statekeeper.backends.tiered import TieredBackend
+from statekeeper.errors import IntegrityError
 from statekeeper.records import AppendRequest, RawEvent
 
 
@@ -129,3 +132,17 @@ async def test_deleting_an_id_it_never_had_leaves_the_other_stores_demoted_agent
     assert not await b.delete_agent("a-agent")  # not B's: nothing to delete
     assert await cold.head("a-agent") == 1  # (before: 0, A's only copy deleted)
     assert await a.head("a-agent") == 1
+
+
+async def test_a_marker_whose_copy_is_now_another_stores_expires_nothing_there() -> None:
+    a, b, cold = await _pair()
+    await _step(a, "user-1", "pay-1")
+    assert await a.demote("user-1")
+    await cold.delete_agent("user-1")  # A's copy gone (by hand, an older version) ...
+    await _step(b, "user-1", "pay-1")
+    assert await b.demote("user-1")  # ... and B's user-1 demoted in its place
+    assert await a.expire_keys(None, 1e12) == 0  # A's marker names it: still not A's
+    with pytest.raises(IntegrityError, match="not the stream this store demoted"):
+        await a.expire_keys("user-1", 1e12)
+    assert await cold.lookup_key("user-1", "pay-1") is not None
+    assert not await _step(b, "user-1", "pay-1")

@@ -110,7 +110,13 @@ from .base import (
     validate_request,
 )
 from .keyed_locks import KeyedLock
-from .tiered_cold import check_demoted_copy, marker_body, record_digest, same_record
+from .tiered_cold import (
+    check_demoted_copy,
+    head_is_demoted,
+    marker_body,
+    record_digest,
+    same_record,
+)
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
 
@@ -1076,8 +1082,11 @@ class TieredBackend(Backend):
             total = await self.durable.expire_keys(agent_id, before, count_only=count_only)
             cold = self.cold
             if cold is not None:  # only its own demoted agents' copies (a shared cold tier)
-                named = [agent_id] if agent_id is not None else await self._demoted_ids()
-                for own in await self._own_copies(cold, named, strict=agent_id is not None):
+                if agent_id is None:
+                    owns = await self._own_demoted_copies(cold)
+                else:
+                    owns = await self._own_copies(cold, [agent_id], strict=True)
+                for own in owns:
                     total += await cold.expire_keys(own, before, count_only=count_only)
             hot = self.hot
             if not count_only and hot is not None and hot.supports(Capability.KEY_EXPIRY):
@@ -1097,6 +1106,42 @@ class TieredBackend(Backend):
         while True:
             page = await self.durable.list_agents(after=after, limit=_PAGE)
             out += [i.agent_id[len(COLD_MARKER) :] for i in page if _is_marker(i.agent_id)]
+            if len(page) < _PAGE or not _is_marker(page[-1].agent_id):
+                return out
+            after = page[-1].agent_id
+
+    async def _own_demoted_copies(self, cold: Backend) -> list[str]:
+        """:meth:`_own_copies` of every agent this store demoted, a page of markers at a
+        time (three batched head reads a page: the markers, the durable streams, the
+        cold copies); a copy that fails the check is passed over with a warning."""
+        out: list[str] = []
+        after = COLD_MARKER
+        while True:
+            page = await self.durable.list_agents(after=after, limit=_PAGE)
+            markers = [i.agent_id for i in page if _is_marker(i.agent_id)]
+            ids = [m[len(COLD_MARKER) :] for m in markers]
+            if ids:
+                bodies = await self.durable.read_heads(markers)
+                streams = await self.durable.read_heads(ids)
+                copies = await cold.read_heads(ids)
+                for agent_id, mark, stream, copy in zip(ids, bodies, streams, copies, strict=True):
+                    body = marker_body([mark]) if mark is not None else None
+                    head = body.get("head") if body is not None else None
+                    if body is None or not isinstance(head, int):
+                        continue
+                    if stream is not None and stream.seq >= head:
+                        continue  # (the durable stream is the agent)
+                    ours = head_is_demoted(copy, body)
+                    if ours is None:  # a marker of an earlier version: the whole check
+                        ours = bool(await self._own_copies(cold, [agent_id], strict=False))
+                    elif not ours:
+                        logger.warning(
+                            "the cold tier's copy of agent %r is not the one this store"
+                            " demoted (another store's sharing the cold tier?): passed over",
+                            agent_id,
+                        )
+                    if ours:
+                        out.append(agent_id)
             if len(page) < _PAGE or not _is_marker(page[-1].agent_id):
                 return out
             after = page[-1].agent_id
