@@ -110,7 +110,13 @@ from .base import (
     validate_request,
 )
 from .keyed_locks import KeyedLock
-from .tiered_cold import check_demoted_copy, marker_body, record_digest, same_record
+from .tiered_cold import (
+    check_demoted_copy,
+    head_is_demoted,
+    marker_body,
+    record_digest,
+    same_record,
+)
 
 __all__ = ["COLD_MARKER", "TieredBackend"]
 
@@ -744,14 +750,23 @@ class TieredBackend(Backend):
                     await self._drop_hot(agent_id)
 
     async def delete_agent(self, agent_id: str) -> bool:
+        """Delete the agent from every tier: its cold copy first (a demoted agent's, or
+        what a demotion cut short left of this stream), then its marker, then the durable
+        stream — a failure on the way leaves the agent whole, and deleting again
+        finishes. A cold copy that is not this store's (another store's sharing the cold
+        tier: no marker here, or not the copy the marker says) is never touched."""
         self._check_can_write()
         self._last_used.pop(agent_id, None)
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
-            existed = await self.durable.delete_agent(agent_id)
+            existed = False
             if self.cold is not None:
-                existed = await self.durable.delete_agent(COLD_MARKER + agent_id) or existed
-                await self._delete_cold_copy(self.cold, agent_id)
+                existed, ours = await self._own_cold(self.cold, agent_id)
+                if ours:
+                    await self.cold.delete_agent(agent_id)
+                if existed:
+                    await self.durable.delete_agent(COLD_MARKER + agent_id)
+            existed = await self.durable.delete_agent(agent_id) or existed
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return existed
@@ -766,39 +781,65 @@ class TieredBackend(Backend):
         the durable tier — makes it a :class:`~statekeeper.errors.ConflictError` with
         nothing deleted. (The default compared the head, then deleted whatever was there:
         such an append was deleted with the agent, without an error.) A demoted agent is
-        brought back first; the hot copy and any cold leftover go after the delete."""
+        brought back first; the hot copy, and a cold copy of this store's own that a
+        demotion cut short left (never another store's), go after the delete."""
         self._check_can_write()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
+            marker, ours = False, False
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
+                marker, ours = await self._own_cold(self.cold, agent_id)
             await self.durable.delete_agent_at(agent_id, head, checksum)
             self._last_used.pop(agent_id, None)
-            if self.cold is not None:
+            if self.cold is not None and ours:
+                try:
+                    await self.cold.delete_agent(agent_id)
+                except StatekeeperError as exc:
+                    raise BackendError(
+                        f"agent {agent_id!r} was deleted from the durable tier, but deleting"
+                        f" what a demotion cut short left of it in the cold tier"
+                        f" {self.cold!r} failed ({type(exc).__name__}: {exc}); that copy is"
+                        " left there (not the agent: nothing reads it), and a demotion of a"
+                        " new agent of that id is refused while it is",
+                        maybe_applied=True,
+                    ) from exc
+            if marker:
                 await self.durable.delete_agent(COLD_MARKER + agent_id)
-                await self._delete_cold_copy(self.cold, agent_id)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return True
 
-    @staticmethod
-    async def _delete_cold_copy(cold: Backend, agent_id: str) -> None:
-        """The last step of a delete: the agent's copy in the cold tier. Failing, it is
-        left there (its marker gone: no longer this store's agent), and a demotion of a
-        new agent of that id would take it for another store's: the error says so."""
-        try:
-            await cold.delete_agent(agent_id)
-        except StatekeeperError as exc:
-            raise BackendError(
-                f"agent {agent_id!r} was deleted from the durable tier, but deleting its"
-                f" copy in the cold tier {cold!r} failed ({type(exc).__name__}: {exc}); that"
-                f" copy is left there: delete the agent again to delete it, before an agent"
-                " of that id is created again (its demotion is refused while the copy is"
-                " there)",
-                maybe_applied=True,
-            ) from exc
+    async def _own_cold(self, cold: Backend, agent_id: str) -> tuple[bool, bool]:
+        """Has this store a marker of ``agent_id``, and is the cold tier's copy of it
+        this store's — the copy the marker says it demoted, or (no marker) this
+        stream up to the copy's head, what a demotion cut short left? A copy that is
+        neither is another store's sharing the cold tier, never to be deleted here."""
+        entry = await self._marker_entry(agent_id)
+        if entry is not None:
+            ours = await self._own_leftover(cold, agent_id, entry)
+            if not ours and await cold.head(agent_id):
+                logger.warning(
+                    "the cold tier's copy of agent %r is not the one this store demoted"
+                    " (another store's sharing the cold tier?): left there",
+                    agent_id,
+                )
+            return True, ours
+        held = await cold.head(agent_id)
+        if held == 0:
+            return False, False
+        return False, await self._copy_of_stream(cold, agent_id, held)
+
+    async def _copy_of_stream(self, cold: Backend, agent_id: str, held: int) -> bool:
+        """Is the cold tier's copy of ``agent_id`` (head ``held``) this store's durable
+        stream up to that head (the same record there)?"""
+        if held > await self.durable.head(agent_id):
+            return False
+        theirs = await cold.read(agent_id, held - 1, held)
+        ours = await self.durable.read(agent_id, held - 1, held)
+        return bool(theirs and ours and same_record(theirs[0], ours[0]))
 
     # -- reads ---------------------------------------------------------------------
 
@@ -1049,22 +1090,17 @@ class TieredBackend(Backend):
         before = check_expiry(agent_id, before)
         if not count_only:
             self._check_can_write()
-        tiers = [t for t in (self.durable, self.cold) if t is not None]
 
         async def each() -> int:
-            total = 0
+            total = await self.durable.expire_keys(agent_id, before, count_only=count_only)
             cold = self.cold
-            if cold is not None:  # (a leftover's records are not an agent's: not counted)
+            if cold is not None:  # only its own demoted agents' copies (a shared cold tier)
                 if agent_id is None:
-                    leftovers = await self._cold_leftovers(cold)
-                elif await cold.head(agent_id):
-                    leftovers = await self._leftovers([agent_id])
+                    owns = await self._own_demoted_copies(cold)
                 else:
-                    leftovers = []
-                for leftover in leftovers:
-                    total -= await cold.expire_keys(leftover, before, count_only=True)
-            for tier in tiers:
-                total += await tier.expire_keys(agent_id, before, count_only=count_only)
+                    owns = await self._own_copies(cold, [agent_id], strict=True)
+                for own in owns:
+                    total += await cold.expire_keys(own, before, count_only=count_only)
             hot = self.hot
             if not count_only and hot is not None and hot.supports(Capability.KEY_EXPIRY):
                 with contextlib.suppress(StatekeeperError):  # (a cache: best effort)
@@ -1076,33 +1112,75 @@ class TieredBackend(Backend):
         async with self._locks.hold(agent_id):
             return await each()
 
-    async def _cold_leftovers(self, cold: Backend) -> list[str]:
-        """The agents the cold tier holds that are not this store's demoted agents (see
-        :meth:`_leftovers`), a page of the cold tier's agents at a time."""
+    async def _demoted_ids(self) -> list[str]:
+        """The ids of every agent this store's durable markers say it demoted."""
         out: list[str] = []
-        after: str | None = None
+        after = COLD_MARKER
         while True:
-            page = await cold.list_agents(after=after, limit=_PAGE)
-            out += await self._leftovers([info.agent_id for info in page])
-            if len(page) < _PAGE:
+            page = await self.durable.list_agents(after=after, limit=_PAGE)
+            out += [i.agent_id[len(COLD_MARKER) :] for i in page if _is_marker(i.agent_id)]
+            if len(page) < _PAGE or not _is_marker(page[-1].agent_id):
                 return out
             after = page[-1].agent_id
 
-    async def _leftovers(self, agent_ids: Sequence[str]) -> list[str]:
-        """Those of ``agent_ids`` (held by the cold tier) whose cold copy is a leftover,
-        not the agent: no marker in the durable tier (a delete that failed to delete
-        it there, another store's), or the whole stream beside the marker (a demotion
-        that died before its last step: the durable stream is the agent)."""
-        if not agent_ids:
-            return []
-        markers = await self.durable.read_heads([COLD_MARKER + a for a in agent_ids])
-        streams = await self.durable.read_heads(agent_ids)
+    async def _own_demoted_copies(self, cold: Backend) -> list[str]:
+        """:meth:`_own_copies` of every agent this store demoted, a page of markers at a
+        time (three batched head reads a page: the markers, the durable streams, the
+        cold copies); a copy that fails the check is passed over with a warning."""
+        out: list[str] = []
+        after = COLD_MARKER
+        while True:
+            page = await self.durable.list_agents(after=after, limit=_PAGE)
+            markers = [i.agent_id for i in page if _is_marker(i.agent_id)]
+            ids = [m[len(COLD_MARKER) :] for m in markers]
+            if ids:
+                bodies = await self.durable.read_heads(markers)
+                streams = await self.durable.read_heads(ids)
+                copies = await cold.read_heads(ids)
+                for agent_id, mark, stream, copy in zip(ids, bodies, streams, copies, strict=True):
+                    body = marker_body([mark]) if mark is not None else None
+                    head = body.get("head") if body is not None else None
+                    if body is None or not isinstance(head, int):
+                        continue
+                    if stream is not None and stream.seq >= head:
+                        continue  # (the durable stream is the agent)
+                    ours = head_is_demoted(copy, body)
+                    if ours is None:  # a marker of an earlier version: the whole check
+                        ours = bool(await self._own_copies(cold, [agent_id], strict=False))
+                    elif not ours:
+                        logger.warning(
+                            "the cold tier's copy of agent %r is not the one this store"
+                            " demoted (another store's sharing the cold tier?): passed over",
+                            agent_id,
+                        )
+                    if ours:
+                        out.append(agent_id)
+            if len(page) < _PAGE or not _is_marker(page[-1].agent_id):
+                return out
+            after = page[-1].agent_id
+
+    async def _own_copies(
+        self, cold: Backend, agent_ids: Sequence[str], *, strict: bool
+    ) -> list[str]:
+        """Those of ``agent_ids`` whose cold copy is this store's demoted agent: a marker
+        here, no whole stream beside it (a demotion that died before its last step: the
+        durable stream is the agent), and the copy the marker says (not another store's
+        sharing the cold tier: :func:`check_demoted_copy`). A copy that fails the check
+        raises its :class:`~statekeeper.errors.IntegrityError` when ``strict``, else is
+        passed over with a warning."""
         out = []
-        for agent_id, marker, stream in zip(agent_ids, markers, streams, strict=True):
-            body = marker_body([marker]) if marker is not None else None
-            head = body.get("head") if body is not None else None
-            if not isinstance(head, int) or (stream is not None and stream.seq >= head):
-                out.append(agent_id)
+        for agent_id in agent_ids:
+            entry = await self._marker_entry(agent_id)
+            if entry is None or await self.durable.head(agent_id) >= entry[0].head_seq:
+                continue
+            try:
+                await check_demoted_copy(cold, agent_id, entry[1], "nothing was expired")
+            except IntegrityError as exc:
+                if strict:
+                    raise
+                logger.warning("%s", exc)
+                continue
+            out.append(agent_id)
         return out
 
     async def read_marker(self, name: str) -> bool | None:
@@ -1164,13 +1242,20 @@ class TieredBackend(Backend):
         await self.durable.wait_feed(after, max_wait)
 
     async def drop_all(self) -> int | None:
-        """``drop_all`` on every tier (hot first, the tier of record, then cold)."""
+        """``drop_all`` on the hot and durable tiers; in the cold tier, only the copies of
+        this store's demoted agents (a cold tier may be shared with other stores: theirs
+        are left), before the durable tier's markers that name them go."""
         self._check_open()
         self.require(Capability.DROP_ALL)
         self._check_writable()
-        tiers = [t for t in (self.hot, self.durable, self.cold) if t is not None]
-        for tier in tiers:
-            await tier.drop_all()
+        if self.hot is not None:
+            await self.hot.drop_all()
+        cold = self.cold
+        if cold is not None:  # its own copies only: a cold tier may be shared
+            for agent_id in await self._demoted_ids():
+                if await self._own_leftover(cold, agent_id, await self._marker_entry(agent_id)):
+                    await cold.delete_agent(agent_id)
+        await self.durable.drop_all()
         self._dirty.clear()
         self._last_used.clear()
         self._settled.clear()
@@ -1446,11 +1531,7 @@ class TieredBackend(Backend):
         stores sharing one cold tier) is not: replacing it deleted that store's only
         copy of its agent, and that store's next load served this one's."""
         held = await cold.head(agent_id)
-        if held == 0:
-            return
-        theirs = await cold.read(agent_id, held - 1, held)
-        ours = await self.durable.read(agent_id, held - 1, held) if held <= head else []
-        if theirs and ours and same_record(theirs[0], ours[0]):
+        if held == 0 or (held <= head and await self._copy_of_stream(cold, agent_id, held)):
             return
         raise ConfigurationError(
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"

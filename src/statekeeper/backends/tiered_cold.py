@@ -36,7 +36,7 @@ from ..errors import IntegrityError
 from ..records import RawEvent
 from .base import Backend
 
-__all__ = ["check_demoted_copy", "marker_body", "record_digest", "same_record"]
+__all__ = ["check_demoted_copy", "head_is_demoted", "marker_body", "record_digest", "same_record"]
 
 _NOT_OURS = (
     "the cold copy is not the stream this store demoted (altered, or replaced by another"
@@ -60,6 +60,17 @@ def marker_body(events: list[RawEvent]) -> dict[str, Any] | None:
         return None
     body = orjson.loads(events[0].payload)
     return body if isinstance(body, dict) else None
+
+
+def head_is_demoted(held: RawEvent | None, marker: dict[str, Any]) -> bool | None:
+    """Is ``held``, the cold copy's head record, the head a demotion that wrote
+    ``marker`` (a marker with a digest) demoted — :func:`check_demoted_copy` from a
+    batch of head reads? None for a marker of an earlier version (no digest): only
+    :func:`check_demoted_copy` can tell."""
+    kept = marker.get("last")
+    if not isinstance(kept, str) or not kept:
+        return None
+    return held is not None and held.seq == marker.get("head") and record_digest(held) == kept
 
 
 def _same_time(stored: float, kept: Any) -> bool:
