@@ -15,28 +15,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper import SyncStateStore
 from statekeeper.governance import retention
 
-from ..cli._subprocess import Run, cli_in_process
-
-AGENTS = ("acme/a1", "acme/a2", "acme/a3")
-
-
-def _store(path: Path) -> str:
-    url = f"sqlite:///{path}"
-    with SyncStateStore(url) as store:
-        for agent in AGENTS:
-            for n in range(3):
-                store.save(agent, {"n": n})
-    return url
-
-
-def _apply(url: str, progress: Path, *more: str) -> Run:
-    return cli_in_process(
-        "retention", "apply", "--db", url, "--rule", "acme keep_last=1",
-        "--progress-file", str(progress), *more,
-    )  # fmt: skip
+from ._retention_resume import apply_keep_last, store_of_three
 
 
 def _stopped_after_two(url: str, progress: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,7 +33,7 @@ def _stopped_after_two(url: str, progress: Path, monkeypatch: pytest.MonkeyPatch
 
     with monkeypatch.context() as patched:
         patched.setattr(retention, "apply_retention", stopping)
-        stopped = _apply(url, progress)
+        stopped = apply_keep_last(url, progress)
     assert stopped.code == 130 and progress.exists(), str(stopped)
 
 
@@ -60,10 +41,10 @@ def _stopped_after_two(url: str, progress: Path, monkeypatch: pytest.MonkeyPatch
 def test_the_resumed_run_counts_the_whole_operation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_out: bool
 ) -> None:
-    url = _store(tmp_path / "a.db")
+    url = store_of_three(tmp_path / "a.db")
     progress = tmp_path / "retention.json"
     _stopped_after_two(url, progress, monkeypatch)
-    run = _apply(url, progress, *(["--json"] if json_out else []))
+    run = apply_keep_last(url, progress, *(["--json"] if json_out else []))
     assert run.code == 0, str(run)
     if json_out:
         doc = json.loads(run.stdout)
@@ -82,15 +63,15 @@ def test_the_resumed_run_counts_the_whole_operation(
 def test_an_older_progress_file_says_the_counts_are_this_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = _store(tmp_path / "a.db")
+    url = store_of_three(tmp_path / "a.db")
     progress = tmp_path / "retention.json"
     _stopped_after_two(url, progress, monkeypatch)
     doc = json.loads(progress.read_text(encoding="utf-8"))
     del doc["statekeeper_retention"]["done"]  # as written before the counts were kept
     progress.write_text(json.dumps(doc), encoding="utf-8")
-    run = _apply(url, progress)
+    run = apply_keep_last(url, progress)
     assert run.code == 0, str(run)
     shown = " ".join(run.stdout.split())
     assert "1 agent(s) scanned, 0 on legal hold, 1 action(s) (this run's only: the" in shown
-    run_json = _apply(url, progress, "--json")  # (finished: the file is gone, a new run)
+    run_json = apply_keep_last(url, progress, "--json")  # (finished: the file is gone, a new run)
     assert "whole_run" not in json.loads(run_json.stdout)

@@ -13,36 +13,17 @@ from typing import Any
 
 import pytest
 
-from statekeeper import SyncStateStore
 from statekeeper.errors import BackendError
 from statekeeper.governance import retention
 
-from ..cli._subprocess import Run, cli_in_process
-
-AGENTS = ("acme/a1", "acme/a2", "acme/a3")
-
-
-def _store(path: Path) -> str:
-    url = f"sqlite:///{path}"
-    with SyncStateStore(url) as store:
-        for agent in AGENTS:
-            for n in range(3):
-                store.save(agent, {"n": n})
-    return url
-
-
-def _apply(url: str, progress: Path, *more: str) -> Run:
-    return cli_in_process(
-        "retention", "apply", "--db", url, "--rule", "acme keep_last=1",
-        "--progress-file", str(progress), *more,
-    )  # fmt: skip
+from ._retention_resume import apply_keep_last, store_of_three
 
 
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
 def test_a_failure_before_the_stop_is_reported_by_the_resumed_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_out: bool
 ) -> None:
-    url = _store(tmp_path / "a.db")
+    url = store_of_three(tmp_path / "a.db")
     progress = tmp_path / "retention.json"
     real_run, real_plan = retention.apply_retention, retention._plan_and_apply
 
@@ -62,10 +43,10 @@ def test_a_failure_before_the_stop_is_reported_by_the_resumed_run(
     with monkeypatch.context() as patched:
         patched.setattr(retention, "_plan_and_apply", failing_a1)
         patched.setattr(retention, "apply_retention", stopping)
-        stopped = _apply(url, progress)
+        stopped = apply_keep_last(url, progress)
     assert stopped.code == 130 and progress.exists(), str(stopped)
 
-    run = _apply(url, progress, *(["--json"] if json_out else []))
+    run = apply_keep_last(url, progress, *(["--json"] if json_out else []))
     assert run.code == 1, str(run)  # an action failed: the run as a whole did not succeed
     if json_out:
         doc = json.loads(run.stdout)
