@@ -139,8 +139,9 @@ async def _race(
         assert hold.reached.is_set(), f"{held_op} made fewer than {k} writes"
         other = await other_op(b)
         hold.go.set()
-        (held,) = await asyncio.gather(task, return_exceptions=True)  # (checked after
-        return held, other  # the agent: what was lost shows first)
+        # (an error is returned, checked after the agent: what was lost shows first)
+        results = await asyncio.gather(task, return_exceptions=True)
+        return results[0], other
     finally:
         hold.go.set()
         await a.close()

@@ -1542,8 +1542,9 @@ class TieredBackend(Backend):
             marker, body = entry
             head = await self.durable.head(agent_id)
             if head >= marker.head_seq:
-                # a demotion's marker beside the whole stream: under way in another process
-                # (its conditional delete of the stream comes next) or dead before it. Not
+                # a demotion's marker beside the whole stream: its claim, the demotion under
+                # way in another process (its copy, then its conditional delete of the
+                # stream) or dead before its end. Not
                 # a rehydration's to end: deleting the marker and the cold copy here while
                 # the demotion went on deleted the stream too — the agent lost everywhere
                 # (another process's create of it, conflicting, did that)
