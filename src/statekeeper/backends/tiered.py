@@ -48,9 +48,11 @@ Multi-process rules
     Several processes may share the durable and a Redis hot tier: every tiered writer
     updates the shared hot copy, so it keeps serving hits; a copy that another
     process (or a process-local ``memory://`` hot tier) missed fails the head check
-    and is dropped and refilled. Demotion of an agent must not race with writes to it
-    from other processes (run ``demote_idle`` in one process, or hold the agent's
-    lease).
+    and is dropped and refilled. Demotion may run in every process: its marker is its
+    claim (a conditional insert with a token of its own, before the cold tier is
+    touched), so of concurrent demotions of one agent exactly one goes on and the
+    others write nothing; a write during a demotion is kept (its delete of the stream
+    is conditional on the head record it copied) and the demotion ends its own claim.
 
 Read-only (``readonly=True``)
     Every write (appends, snapshots, deletes, rewrites, leases, demotion,
@@ -71,6 +73,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -819,7 +822,7 @@ class TieredBackend(Backend):
         neither is another store's sharing the cold tier, never to be deleted here."""
         entry = await self._marker_entry(agent_id)
         if entry is not None:
-            ours = await self._own_leftover(cold, agent_id, entry)
+            ours = await self._own_marked(cold, agent_id, entry)
             if not ours and await cold.head(agent_id):
                 logger.warning(
                     "the cold tier's copy of agent %r is not the one this store demoted"
@@ -831,6 +834,22 @@ class TieredBackend(Backend):
         if held == 0:
             return False, False
         return False, await self._copy_of_stream(cold, agent_id, held)
+
+    async def _own_marked(
+        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]]
+    ) -> bool:
+        """Is the cold copy of ``agent_id``, which this store's marker (``entry``) names,
+        this store's? The whole copy the marker says it demoted (a demoted agent, or a
+        demotion's copy finished before its last step), or this store's stream up to the
+        copy's head: what a demotion holding the marker as its claim (h/tiereddemote:
+        written before the cold tier is touched) copied so far, or left when it died.
+        Anything else is another store's sharing the cold tier, never touched here."""
+        try:
+            await check_demoted_copy(cold, agent_id, entry[1])
+        except IntegrityError:
+            held = await cold.head(agent_id)
+            return held > 0 and await self._copy_of_stream(cold, agent_id, held)
+        return True
 
     async def _copy_of_stream(self, cold: Backend, agent_id: str, held: int) -> bool:
         """Is the cold tier's copy of ``agent_id`` (head ``held``) this store's durable
@@ -1253,7 +1272,8 @@ class TieredBackend(Backend):
         cold = self.cold
         if cold is not None:  # its own copies only: a cold tier may be shared
             for agent_id in await self._demoted_ids():
-                if await self._own_leftover(cold, agent_id, await self._marker_entry(agent_id)):
+                entry = await self._marker_entry(agent_id)
+                if entry is not None and await self._own_marked(cold, agent_id, entry):
                     await cold.delete_agent(agent_id)
         await self.durable.drop_all()
         self._dirty.clear()
@@ -1455,7 +1475,17 @@ class TieredBackend(Backend):
         return demoted
 
     async def demote(self, agent_id: str) -> bool:
-        """Move one agent to the cold tier now. False if it has no durable stream."""
+        """Move one agent to the cold tier now. False if it has no durable stream, if
+        another demotion of it holds the claim (its marker), or if it was written to
+        meanwhile (the write is kept).
+
+        The marker's creation is the claim: a conditional insert (expected seq 0) whose
+        record carries a token of this demotion's own, made before the cold tier is
+        touched. Another demotion of the agent (another process's: every process's
+        demotion loop finds the same idle agents) that finds a marker backs off without
+        a write; a demotion deletes only the cold copy and the marker it wrote itself,
+        and its delete of the durable stream is conditional on the head record it copied.
+        """
         self._check_can_write()
         cold = self.cold
         if cold is None:
@@ -1465,41 +1495,39 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
-            entry = await self._marker_entry(agent_id)
-            if entry is not None and head < entry[0].head_seq:
-                # the part a rehydration copied so far (under way in another process, or
-                # interrupted): the cold copy is the agent, never to be replaced by it
-                return False
+            if await self._marker_entry(agent_id) is not None:
+                return self._claimed(agent_id)
             first = await self.durable.read(agent_id, 0, None, limit=1)
             last = await self.durable.read(agent_id, head - 1, head)
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
-            created, updated = first[0].timestamp, last[0].timestamp
-            if not await self._own_leftover(cold, agent_id, entry):
-                await self._check_cold_copy(cold, agent_id, head)
-            await cold.delete_agent(agent_id)  # an older archive copy
-            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
-            if await cold.head(agent_id) != head:
-                raise IntegrityError(agent_id, head, "cold copy is incomplete")
-            marker_id = COLD_MARKER + agent_id
-            await self.durable.delete_agent(marker_id)  # a leftover of a crashed run
+            token = secrets.token_bytes(16)
             body = orjson.dumps(
                 {
                     "head": head,
-                    "created": created,
-                    "updated": updated,
+                    "created": first[0].timestamp,
+                    "updated": last[0].timestamp,
                     "last": record_digest(last[0]),
                 }
             )  # ("last": the demoted head's digest, checked again by a rehydration)
-            await self.durable.append(
-                AppendRequest(marker_id, 0, (RawEvent(1, "cold", self.clock(), body, b""),))
-            )
+            try:
+                await self.durable.append(
+                    AppendRequest(
+                        COLD_MARKER + agent_id,
+                        0,
+                        (RawEvent(1, "cold", self.clock(), body, token),),
+                    )
+                )
+            except ConflictError:
+                return self._claimed(agent_id)  # another demotion claimed it first
+            if not await self._copy_claimed(cold, agent_id, head, (first[0], last[0]), token):
+                return False
             try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
                 # and so is a rewrite (a migration, a rekey) to the same head
                 await self.durable.delete_agent_at(agent_id, head, last[0].checksum)
             except ConflictError:
-                await cold.delete_agent(agent_id)  # (first: a marker alone is harmless)
-                await self.durable.delete_agent(marker_id)
+                if await self.durable.head(agent_id) > 0:
+                    await self._release(cold, agent_id, token, (head, last[0].checksum))
                 return False
             if self.hot is not None:
                 await self._drop_hot(agent_id)
@@ -1509,19 +1537,102 @@ class TieredBackend(Backend):
             logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
             return True
 
-    async def _own_leftover(
-        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]] | None
+    @staticmethod
+    def _claimed(agent_id: str) -> bool:
+        """A demotion that found the agent's marker: False, nothing written. (A marker
+        beside the whole stream that stays there is a demotion that died after its
+        claim: nothing is lost — the durable stream is the agent, read there — but the
+        agent is not demoted again until it is deleted.)"""
+        logger.info(
+            "agent %r not demoted: its cold marker is there (another demotion's claim, a"
+            " rehydration under way, or a demotion that died after its claim)",
+            agent_id,
+        )
+        return False
+
+    async def _copy_claimed(
+        self,
+        cold: Backend,
+        agent_id: str,
+        head: int,
+        ends: tuple[RawEvent, RawEvent],
+        token: bytes,
     ) -> bool:
-        """Is the cold copy the one this store's marker (``entry``, beside the durable
-        stream: a demotion that died before its last step) says it demoted? Then it is
-        replaced, even if the stream was rewritten since (a migration)."""
-        if entry is None:
-            return False
+        """Copy the claimed agent (at ``head``, its first and head records ``ends``) into
+        the cold tier: True; or release the claim (:meth:`_release`) and return False if
+        the stream was written to (or deleted) meanwhile, else raise."""
+        first, last = ends
         try:
-            await check_demoted_copy(cold, agent_id, entry[1])
-        except IntegrityError:
-            return False
+            await self._check_cold_copy(cold, agent_id, head)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._release(None, agent_id, token)  # (not its copy: left alone)
+            raise
+        try:
+            await cold.delete_agent(agent_id)  # an older archive copy of this stream
+            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
+            if await cold.head(agent_id) != head:
+                raise IntegrityError(agent_id, head, "cold copy is incomplete")
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await self._release(cold, agent_id, token)
+                await self._drop_orphan(cold, agent_id, head, first)
+            if isinstance(exc, ConflictError | IntegrityError) and await self._moved(
+                agent_id, head, last
+            ):
+                return False  # written or deleted meanwhile: not demoted, nothing lost
+            raise
         return True
+
+    async def _drop_orphan(self, cold: Backend, agent_id: str, head: int, first: RawEvent) -> None:
+        """After a demotion's copy failed: if the agent was deleted meanwhile (its marker,
+        the claim, and its stream gone — the delete took the part copied by then), delete
+        what this demotion copied after that delete, no marker naming it: a cold copy
+        of at most ``head`` records that starts with this stream's ``first`` record (the
+        same record, seq and time: not another store's agent of that id)."""
+        marker_id = COLD_MARKER + agent_id
+        if await self.durable.head(marker_id) or await self.durable.head(agent_id):
+            return
+        held = await cold.head(agent_id)
+        if not 0 < held <= head:
+            return
+        copied = await cold.read(agent_id, 0, None, limit=1)
+        if not copied or not same_record(copied[0], first):
+            return
+        if (copied[0].seq, copied[0].timestamp) == (first.seq, first.timestamp):
+            await cold.delete_agent(agent_id)
+
+    async def _moved(self, agent_id: str, head: int, last: RawEvent) -> bool:
+        """Is the durable stream no longer the one a demotion read (``head``, its head
+        record ``last``)?"""
+        if await self.durable.head(agent_id) != head:
+            return True
+        return await self.durable.head_checksum(agent_id, head) != last.checksum
+
+    async def _release(
+        self,
+        cold: Backend | None,
+        agent_id: str,
+        token: bytes,
+        copied: tuple[int, bytes] | None = None,
+    ) -> None:
+        """End a demotion's claim if the marker is still its own (``token``): its copy
+        in ``cold`` first (None: it wrote none; ``copied``: only while the copy is the
+        whole one it wrote, that head and head checksum), then its marker, by a delete
+        conditional on the token. A marker that is not its own (its claim ended by a
+        delete of the agent, another demotion's since) and that demotion's cold copy
+        are never touched."""
+        marker_id = COLD_MARKER + agent_id
+        held = await self.durable.read(marker_id, 0, 1)
+        if not held or held[0].checksum != token:
+            return
+        if cold is not None and copied is None:
+            await cold.delete_agent(agent_id)
+        elif cold is not None and copied is not None:
+            with contextlib.suppress(ConflictError):
+                await cold.delete_agent_at(agent_id, *copied)
+        with contextlib.suppress(ConflictError):
+            await self.durable.delete_agent_at(marker_id, 1, token)
 
     async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
         """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
@@ -1568,8 +1679,9 @@ class TieredBackend(Backend):
             marker, body = entry
             head = await self.durable.head(agent_id)
             if head >= marker.head_seq:
-                # a demotion's marker beside the whole stream: under way in another process
-                # (its conditional delete of the stream comes next) or dead before it. Not
+                # a demotion's marker beside the whole stream: its claim, the demotion under
+                # way in another process (its copy, then its conditional delete of the
+                # stream) or dead before its end. Not
                 # a rehydration's to end: deleting the marker and the cold copy here while
                 # the demotion went on deleted the stream too — the agent lost everywhere
                 # (another process's create of it, conflicting, did that)
