@@ -8,9 +8,11 @@ it matters, through both the sync and the async API (:class:`Api`).
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,24 @@ def fs_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"{REDIS_URL}?prefix={prefix}"
     finally:
         delete_prefix(prefix)
+
+
+async def off_context(fn: Callable[[], None]) -> None:
+    """Run ``fn`` on a new thread: another process's calls, outside this task's context
+    (a conditional delete's context variable is not theirs); what it raises, raised."""
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # re-raised below, in the test
+            failed.append(exc)
+
+    t = threading.Thread(target=target)
+    t.start()
+    await asyncio.to_thread(t.join)
+    if failed:
+        raise failed[0]
 
 
 def reply_graph() -> StateGraph[Any]:

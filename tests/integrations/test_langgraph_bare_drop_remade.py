@@ -14,8 +14,6 @@ moments it can: after this saver cached its bare document and before the drop lo
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,25 +23,7 @@ from langgraph.errors import EmptyInputError
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from .conftest import new_thread, reply_graph
-
-
-async def _off_context(fn: Callable[[], None]) -> None:
-    """Run ``fn`` on a new thread: another process's calls, outside this task's context
-    (a conditional delete's context variable is not theirs)."""
-    failed: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            fn()
-        except BaseException as exc:  # re-raised below, in the test
-            failed.append(exc)
-
-    t = threading.Thread(target=target)
-    t.start()
-    await asyncio.to_thread(t.join)
-    if failed:
-        raise failed[0]
+from .conftest import new_thread, off_context, reply_graph
 
 
 @pytest.mark.parametrize("moment", ["before_drop", "at_delete"])
@@ -70,7 +50,7 @@ async def test_a_bare_drop_spares_a_thread_made_again_to_the_same_seq(
             drop = saver._drop_bare
 
             async def hooked_drop(run: Any) -> bool:
-                await _off_context(remake)
+                await off_context(remake)
                 return await drop(run)
 
             saver._drop_bare = hooked_drop  # type: ignore[method-assign]
@@ -80,7 +60,7 @@ async def test_a_bare_drop_spares_a_thread_made_again_to_the_same_seq(
 
             async def hooked_delete(agent_id: str) -> bool:
                 if agent_id == agent and not acked:
-                    await _off_context(remake)
+                    await off_context(remake)
                 return await delete(agent_id)
 
             store.delete = hooked_delete  # type: ignore[method-assign]

@@ -17,7 +17,6 @@ at any seq.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,24 +27,7 @@ from langgraph.checkpoint.base.id import uuid6
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from .conftest import new_thread
-
-
-async def _off_context(fn: Callable[[], None]) -> None:
-    """Run ``fn`` on a new thread: another process's calls, outside this task's context."""
-    failed: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            fn()
-        except BaseException as exc:  # re-raised below, in the test
-            failed.append(exc)
-
-    t = threading.Thread(target=target)
-    t.start()
-    await asyncio.to_thread(t.join)
-    if failed:
-        raise failed[0]
+from .conftest import new_thread, off_context
 
 
 def _cfg(thread: str) -> dict[str, Any]:
@@ -111,7 +93,7 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
 
             async def hooked_append(agent_id: str, event_type: str, *a: Any, **kw: Any) -> Any:
                 if agent_id == base and event_type == m.EV_MOVED and not acked:
-                    await _off_context(remake)
+                    await off_context(remake)
                     if moment == "at_fence_evicted":  # the store's cache let it go
                         store._cache._data.pop(base, None)
                 return await append(agent_id, event_type, *a, **kw)
@@ -122,7 +104,7 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
 
             async def hooked_delete(agent_id: str) -> bool:
                 if agent_id == base and not acked:
-                    await _off_context(remake)
+                    await off_context(remake)
                 return await delete(agent_id)
 
             store.delete = hooked_delete  # type: ignore[method-assign]
@@ -195,7 +177,7 @@ async def test_an_expired_thread_is_deleted_only_as_read(fs_url: str, evicted: b
 
         async def hooked_delete(agent_id: str) -> bool:
             if agent_id == base and not acked:
-                await _off_context(remake)
+                await off_context(remake)
             return await delete(agent_id)
 
         store.delete = hooked_delete  # type: ignore[method-assign]
@@ -323,7 +305,7 @@ async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str) -> N
 
         async def hooked_delete(agent_id: str) -> bool:
             if agent_id == base and not acked:
-                await _off_context(remake)
+                await off_context(remake)
             return await delete(agent_id)
 
         store.delete = hooked_delete  # type: ignore[method-assign]
