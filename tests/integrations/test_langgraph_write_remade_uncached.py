@@ -6,7 +6,9 @@ stream deleted and made again up to the same seq by another process: see
 On a store opened with ``cache_size=0`` there is none: the tag was never known, the
 write was made at the seq alone, and an acknowledged checkpoint read back with the
 other process's values. The store now tells the saver the tag of the state a read
-returned or a write made (``Seen.adopted_tag``).
+returned or a write made (``Seen.adopted_tag``). A compaction's fence
+(``test_langgraph_prune_remade``) had the same hole: with the cache off it fenced, and
+its delete then deleted, the other process's stream.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 from statekeeper.integrations.langgraph.loop import BoundLoop
 
+from . import test_langgraph_prune_remade as prune_remade
 from .conftest import new_thread
 from .test_langgraph_write_remade import MINE, THEIRS, _cfg, _checkpoint
 
@@ -67,3 +70,18 @@ async def test_a_write_onto_a_thread_made_again_with_the_cache_off(fs_url: str, 
         other.close()
         await saver.aclose()
         await store.close()
+
+
+async def _uncached(url: str) -> StatekeeperSaver:
+    """A saver (as ``afrom_url`` makes one) on a store whose record cache is off."""
+    store = StateStore(url, cache_size=0)
+    return StatekeeperSaver(store, _portal=BoundLoop(asyncio.get_running_loop()), _owns_store=True)
+
+
+@pytest.mark.parametrize("moment", ["at_fence", "at_delete"])
+@pytest.mark.parametrize("op", sorted(prune_remade.OPS))
+async def test_a_compaction_spares_a_thread_made_again_with_the_cache_off(
+    fs_url: str, op: str, moment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(StatekeeperSaver, "afrom_url", staticmethod(_uncached))
+    await prune_remade.test_a_compaction_spares_a_thread_made_again(fs_url, op, moment)
