@@ -48,3 +48,30 @@ def test_a_loop_per_job_still_flushes_by_interval_and_closes(tmp_path: Path) -> 
     with SyncStateStore(url, witness=False) as other:
         assert other.head("a") == 3
         assert other.load("a").data == {"n": 2}
+
+
+def test_a_flush_its_loop_never_ran_is_made_on_the_next_loop(tmp_path: Path) -> None:
+    """The interval's timer fired in a job's last loop iteration: its flush task was
+    made and the loop closed before it ran. The next flush (or ``close()``) awaited that
+    task, never to run: ``RuntimeError: ... attached to a different loop`` and every
+    acknowledged append buffered lost (the store dropped with them unwritten)."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    store = StateStore(url, durability="async", flush_interval=3600.0, witness=False)
+    behind = store._writes.behind
+    assert behind is not None
+
+    async def job(n: int, fire: bool) -> None:
+        await store.save(f"a{n}", {"n": n})  # acknowledged, buffered
+        if fire:  # the timer's callback, run as the loop's last step
+            (timer,) = _flush_timers(asyncio.get_running_loop(), behind)
+            timer._run()  # type: ignore[attr-defined]
+
+    for n in range(3):
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(job(n, fire=n == 1))
+        finally:
+            loop.close()  # (the flush task the timer made never ran)
+    asyncio.run(store.close())  # was: RuntimeError ('attached to a different loop')
+    with SyncStateStore(url, witness=False) as other:
+        assert [other.head(f"a{n}") for n in range(3)] == [1, 1, 1]

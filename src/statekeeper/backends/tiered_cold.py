@@ -90,11 +90,19 @@ async def check_demoted_copy(
     held = await cold.head(agent_id)
     if held != head:
         found = "missing" if held == 0 else f"at seq {held}, not {head}"
+        # (a delete removes the cold copy first, then the marker: one cut short between
+        # the two — a killed process — leaves exactly this; the delete is to be finished)
+        cut = (
+            "; a delete of the agent cut short after its cold copy was deleted leaves"
+            " this — if it was being deleted, deleting it again finishes the delete"
+            if held == 0
+            else ""
+        )
         raise IntegrityError(
             agent_id,
             head,
             f"the cold copy of a demoted agent is {found} (the demotion's marker says"
-            f" {head}): {what}",
+            f" {head}): {what}{cut}",
         )
     last = await cold.read(agent_id, head - 1, head)
     kept = marker.get("last")

@@ -1,5 +1,8 @@
 """Durability modes: how an append travels from ``save()`` to the backend.
 
+Over 600 lines because the write-behind buffer's flush, its guard and its loop
+hand-overs share its state (split: coalescing.py, unflushed.py).
+
 ``sync``
     Each append is committed on its own before the call returns. RPO = 0.
 ``group``
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -333,6 +337,8 @@ class WriteBehind:
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._failures: dict[str, BaseException] = {}
+        self._dead: list[asyncio.Task[None]] = []  # flushes a closed loop cut short
+        self._cut: list[AppendRequest] = []  # their batches, maybe stored
         #: a governed store: each flush is committed with the buffered appends' audit
         #: entries (taken when they were buffered), by id of the buffered request
         self.auditor: BatchAuditor | None = None
@@ -455,7 +461,7 @@ class WriteBehind:
     def __del__(self) -> None:
         # a store collected (or its loop closed) with appends it acknowledged but never
         # stored: they are lost, and that is never silent
-        pending = (*self._buffer, *self._in_flight)
+        pending = (*self._buffer, *self._in_flight, *self._cut)
         if pending and os.getpid() == self._pid:  # (a fork's copy: the parent's writes)
             unflushed.dropped(pending)
 
@@ -471,7 +477,19 @@ class WriteBehind:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._flushing is None or self._flushing.done():
+        flushing = self._flushing
+        if flushing is not None and not flushing.done() and flushing.get_loop().is_closed():
+            # a flush its loop, closed since, never ends (awaited: 'attached to a
+            # different loop' at close(), every buffered append lost): made again here
+            flushing._log_destroy_pending = False  # type: ignore[attr-defined]
+            if _unstarted(flushing):
+                flushing.get_coro().close()  # (nothing taken from the buffer)
+            else:  # its batch taken, maybe stored: checked by the flush, the rest written
+                self._dead.append(flushing)  # (its 'finally' must not run: kept)
+                self._cut.extend(self._in_flight)
+                self._in_flight = []
+            flushing = self._flushing = None
+        if flushing is None or flushing.done():
             self._flushing = asyncio.get_running_loop().create_task(self._flush_all())
 
     async def _flush_all(self) -> None:
@@ -577,12 +595,30 @@ class WriteBehind:
             # more may have been buffered after that flush task took its last batch
             if not self._buffer:
                 break
+        if self._cut:
+            await self._check_cut()
         if self._failures:
             failures, self._failures = self._failures, {}
             raise WriteBufferError(failures)
+
+    async def _check_cut(self) -> None:
+        """The appends of a flush its closed loop cut short not stored: failures."""
+        cut, self._cut = self._cut, []
+        lost = []
+        for request in cut:
+            last = request.events[-1]
+            rows = await self._backend.read(request.agent_id, last.seq - 1, last.seq)
+            if not rows or rows[0].seq != last.seq or rows[0].checksum != last.checksum:
+                lost.append(request)
+        self._failures = {**unflushed.cut_short(lost), **self._failures} if lost else self._failures
 
     def cancel_timer(self) -> None:
         """Stop the interval timer (used on close, after a final flush)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+def _unstarted(task: asyncio.Task[None]) -> bool:
+    state = inspect.getcoroutinestate(task.get_coro())  # type: ignore[arg-type]
+    return state == inspect.CORO_CREATED

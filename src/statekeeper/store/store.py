@@ -525,6 +525,7 @@ class StateStore:
             result = self._reads.public(record, shared=shared) if record is not None else None
             if record is not None and (seen := SEEN.get()) is not None:  # a DurableAgent's
                 seen.adopted = record.link
+                seen.adopted_tag = record.tag if record.tag_known else None
         except BaseException as exc:
             if obs is not None:
                 obs.failed("load", mark, exc)
@@ -580,6 +581,7 @@ class StateStore:
                     result = reads.public(record)
                     if seen is not None:
                         seen.adopted = record.link
+                        seen.adopted_tag = record.tag if record.tag_known else None
             else:
                 if at_seq is not None and at_time is not None:
                     raise ConfigurationError("give at_seq or at_time, not both")

@@ -11,7 +11,7 @@ import logging
 import warnings
 from collections.abc import Sequence
 
-from ..errors import UnflushedWritesWarning
+from ..errors import BackendError, UnflushedWritesWarning
 from ..records import AppendRequest
 
 __all__ = ["dropped", "interrupted", "lost_at_exit", "lost_at_loop_end"]
@@ -77,3 +77,24 @@ def interrupted(batch: list[AppendRequest]) -> None:
         len(batch),
         agents,
     )
+
+
+def cut_short(batch: list[AppendRequest]) -> dict[str, BaseException]:
+    """A flush whose event loop closed while it wrote ``batch`` (a worker's loop ended
+    without the store's flush or close) never ends; ``batch``: its appends not found
+    stored after. Said here, and the failures the next flush raises
+    (``WriteBufferError``) name each agent (a later buffered append of one is stored
+    only where the engine's compare-and-append finds the head it expects)."""
+    logger.error(
+        "a write-behind flush cut short by its event loop's close left %d buffered"
+        " append(s) unstored (flush or close the store before its event loop ends)",
+        len(batch),
+    )
+    return {
+        r.agent_id: BackendError(
+            "a write-behind flush writing this agent's buffered append(s) was cut short:"
+            " its event loop was closed (flush or close the store before its loop ends);"
+            " not stored",
+        )
+        for r in batch
+    }

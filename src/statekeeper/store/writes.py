@@ -94,15 +94,20 @@ class Seen:
     made or not known). The agent takes its link from there rather than from the
     store's cache, which may not hold the record (cache off, or evicted). ``tag``:
     the head tag stored with ``seq`` of that stream, when the caller knows it rather
-    than the link (the LangGraph saver's compaction fence): compared the same way."""
+    than the link (the LangGraph saver's compaction fence): compared the same way.
+    ``adopted_tag``, set with ``adopted``: the head tag stored with that state (None:
+    not known), which the saver remembers where the store's cache does not hold the
+    record (``cache_size=0``, or evicted) — without it, its writes were made at the
+    seq alone."""
 
-    __slots__ = ("adopted", "link", "seq", "tag")
+    __slots__ = ("adopted", "adopted_tag", "link", "seq", "tag")
 
     def __init__(self, seq: int, link: bytes | None, tag: bytes | None = None) -> None:
         self.seq = seq
         self.link = link
         self.tag = tag
         self.adopted: bytes | None = None
+        self.adopted_tag: bytes | None = None
 
 
 #: a :class:`Seen`, set by a :class:`~.agent.DurableAgent` around the ``StateStore``
@@ -455,7 +460,7 @@ class WritePipeline:
                     reads.cache.put(agent_id, new_record)
                     # (counted once stored: WriteBehind.stored, or lost: .lost)
                     if (seen := SEEN.get()) is not None:
-                        seen.adopted = new_record.link
+                        seen.adopted, seen.adopted_tag = new_record.link, new_record.tag
                     if self.witness is not None and new_record.link is not None:
                         self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self.behind.add(request)  # waits when the buffer is full
@@ -515,7 +520,7 @@ class WritePipeline:
                     if self.witness is not None and new_record.link is not None:
                         self.witness.acked(agent_id, result.last_seq, new_record.link)
                     if (seen := SEEN.get()) is not None:  # (an agent's write: its link)
-                        seen.adopted = new_record.link
+                        seen.adopted, seen.adopted_tag = new_record.link, new_record.tag
                 return result
         finally:
             locks.release(agent_id)

@@ -187,6 +187,7 @@ class _SaverCommits(_SaverStreams):
         store = self.store
         fast = self._fast
         result = None
+        seen: Seen | None = None
         blob = None  # the ops as JSON: for the snapshot estimate (and the lean append's body)
         if (
             fast is not None
@@ -217,7 +218,8 @@ class _SaverCommits(_SaverStreams):
             # one's, without an error). Its head tag differs: the store refuses it (a
             # conflict: the plan is made again on a fresh read) and the engine compares
             # the tag in the append's own commit.
-            token = SEEN.set(Seen(st.seq, None, st.tag)) if st.tag is not None else None
+            seen = Seen(st.seq, None, st.tag)  # (None: no check; told the new tag)
+            token = SEEN.set(seen)
             try:
                 result = await store.append(
                     st.agent_id,
@@ -228,8 +230,7 @@ class _SaverCommits(_SaverStreams):
                     idempotency_key=key,
                 )
             finally:
-                if token is not None:
-                    SEEN.reset(token)
+                SEEN.reset(token)
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
             return
@@ -242,6 +243,8 @@ class _SaverCommits(_SaverStreams):
                 _update_heads(st, ops)
         st.seq = seq = result.last_seq
         st.tag = store._tag_at(st.agent_id, seq)  # (the record just written: no read)
+        if st.tag is None and seen is not None and not result.duplicate:
+            st.tag = seen.adopted_tag  # (the store's cache did not keep it)
         if blob is None:
             blob = orjson.dumps(ops)
         st.bytes_since += self._event_cost(st, event_type, blob)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import AgentNotFound, AgentOnHold, ConfigurationError, ConflictError
 from ...namespaces import namespace_of
@@ -14,10 +14,14 @@ from ...store.conditional import delete_only_at
 from ...store.governed import governance_of
 from ...store.holds import list_holds
 from ...store.namespaced import stored_id
+from ...store.writes import SEEN, Seen
 from . import mapping as m
 from .serde import ValueCodec
 from .state import _SaverState
 from .stream import _heads, _Stream
+
+if TYPE_CHECKING:
+    from ...store.store import StateStore
 
 
 class _SaverStreams(_SaverState):
@@ -93,7 +97,12 @@ class _SaverStreams(_SaverState):
         # documents copy-on-write only (as the one it hands to ``append_applied``), so
         # the store neither copies nor serialises one for it (see ``Reads.public``)
         store = self.store
-        snap = await (store.get(agent) if self._fast is None else store._get_shared(agent))
+        seen = Seen(0, None)  # (told the tag of the state read: see _tag_of)
+        token = SEEN.set(seen)
+        try:
+            snap = await (store.get(agent) if self._fast is None else store._get_shared(agent))
+        finally:
+            SEEN.reset(token)
         if snap is None:
             raise AgentNotFound(agent)
         doc = snap.data
@@ -102,7 +111,9 @@ class _SaverStreams(_SaverState):
         if wrong is not None:
             raise wrong
         # (the record the read just used, no await since: the tag of this very state)
-        return _Stream(thread_id, agent, doc, snap.seq, _heads(doc), store._tag_at(agent, snap.seq))
+        return _Stream(
+            thread_id, agent, doc, snap.seq, _heads(doc), _tag_of(store, agent, snap.seq, seen)
+        )
 
     def _foreign(self, thread_id: str, agent: str, doc: Any) -> ConfigurationError | None:
         """The refusal of a stream that holds another saver's thread: one whose prefix
@@ -245,18 +256,38 @@ class _SaverStreams(_SaverState):
             if not create:
                 return None
             agent = m.agent_id(self.prefix, thread_id)
+            seen = Seen(0, None)
+            token = SEEN.set(seen)
             try:
                 created = await self.store.create(agent, m.new_doc(thread_id))
             except ConflictError:
                 continue  # created concurrently (or a stale base generation): resolve again
+            finally:
+                SEEN.reset(token)
             # the document is the one just created, at the seq the store gave it: no
             # listing and load again (a new thread's first write cost 2 store reads
             # more). Another writer moving or deleting it meanwhile makes the write's
             # compare-and-append fail, and the plan runs again on a fresh resolve.
             seq = created.last_seq
             fresh = _Stream(
-                thread_id, agent, m.new_doc(thread_id), seq, {}, self.store._tag_at(agent, seq)
+                thread_id,
+                agent,
+                m.new_doc(thread_id),
+                seq,
+                {},
+                _tag_of(self.store, agent, seq, seen),
             )
             self._remember(fresh)
             return fresh
         raise ConflictError(m.agent_id(self.prefix, thread_id), 0, -1)
+
+
+def _tag_of(store: StateStore, agent: str, seq: int, seen: Seen) -> bytes | None:
+    """The head tag stored with ``seq`` of ``agent``'s stream, as the store last read or
+    wrote it: from its cached record, else as the call just made told it (``seen``) —
+    with the store's cache off (``cache_size=0``) or the record evicted, the saver
+    otherwise knew no tag, and a write onto a thread deleted and made again up to the
+    same seq by another process was made at the seq alone (its ops applied onto the
+    other stream's document: a checkpoint read back with the other process's values)."""
+    tag = store._tag_at(agent, seq)
+    return tag if tag is not None else seen.adopted_tag
