@@ -32,6 +32,8 @@ from ..backends._services import drop_bucket, fresh_url, namespace, s3_url
 KEY = bytes(range(32))
 DATA = Path(__file__).parents[1] / "data"
 
+pytestmark = pytest.mark.slow  # (moto S3)
+
 
 @contextmanager
 def _bucket(tmp_path: Path) -> Iterator[str]:
