@@ -9,6 +9,7 @@ lexicographic key order equal to the ids' code point order)::
     <prefix>/a/<hex id>/e/b<seq, 20 digits>        the base of a compacted stream (empty)
     <prefix>/a/<hex id>/h/mark                     the high-water mark: incarnation, head
     <prefix>/m/<hex name>                          a store-level marker (Backend.read_marker)
+    <prefix>/statekeeper.id                        the store's id (Backend.feed_id): 16 hex
 
 * Commits are immutable and created with a conditional write
   (``PutObject(IfNoneMatch='*')``, honoured by AWS S3 since 2024, MinIO, Ceph RGW and
@@ -427,6 +428,8 @@ class S3Backend(Backend):
         self._marker = f"{self.prefix}/statekeeper.meta" if self.prefix else "statekeeper.meta"
         #: the store-level markers (one empty-bodied object each; see read_marker)
         self._markers = f"{self.prefix}/m/" if self.prefix else "m/"
+        #: the store's id (:meth:`feed_id`): its key family in a shared key vault
+        self._id_key = f"{self.prefix}/statekeeper.id" if self.prefix else "statekeeper.id"
         #: the longest agent id (any id stored, an internal record's too) this store
         #: takes, in UTF-8 bytes: its hex form and the longest key written under it must
         #: fit in :data:`MAX_KEY_BYTES` (see :meth:`longest_key`)
@@ -545,6 +548,60 @@ class S3Backend(Backend):
         """Create the marker object (a conditional PUT: one that exists stays as it is)."""
         self._check_writable()
         await self._run(self._put_new, self._marker_key(name), b"1")
+
+    # -- the store's id -------------------------------------------------------------
+
+    async def feed_id(self) -> str | None:
+        """The store's id, 16 hex digits in ``<prefix>/statekeeper.id``: the key family of
+        its agents' data keys in a key vault shared with other stores
+        (:mod:`statekeeper.codec.keyscope`; without it an S3 store used the id-only key,
+        and a ``forget`` in any store of the vault shredded the same id here). Made by
+        the first call (a conditional PUT: two processes opening a new store agree on
+        it); a read-only store without one has none (None). S3 keeps no change feed
+        (no capability ``FEED``): nothing else reads it here."""
+        return await self._run(self._store_id_sync, False)
+
+    async def renew_feed_id(self) -> str | None:
+        """Give the store a fresh id (a restore into it), durably; returns it."""
+        self._check_writable()
+        return await self._run(self._store_id_sync, True)
+
+    def _store_id_sync(self, renew: bool) -> str | None:
+        with _commit_lock(self.bucket, self.prefix, "statekeeper.id"):
+            for _ in range(_MARK_TRIES):
+                obj = self._object(self._s3.get_object, self._id_key)
+                if obj is not None and not renew:
+                    return self._id_of(obj["Body"].read())
+                if obj is None and self.readonly:
+                    return None
+                made = secrets.token_hex(8)
+                if obj is None:
+                    if not self._put_new(self._id_key, made.encode()):
+                        continue  # another process made it first: read it
+                else:
+                    try:
+                        self._s3.put_object(
+                            Bucket=self.bucket,
+                            Key=self._id_key,
+                            Body=made.encode(),
+                            IfMatch=obj["ETag"],
+                        )
+                    except ClientError as exc:
+                        if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
+                            raise
+                        continue  # renewed by another meanwhile: again
+                # read back (a server checking If-None-Match loosely: the stored one)
+                found = self._object(self._s3.get_object, self._id_key)
+                return made if found is None else self._id_of(found["Body"].read())
+        raise BackendError(
+            f"{self._where()}: the store's id ({self._id_key}) kept changing", maybe_applied=True
+        )
+
+    def _id_of(self, body: bytes) -> str:
+        text = body.decode("ascii", "replace").strip()
+        if len(text) != 16 or any(c not in "0123456789abcdef" for c in text):
+            raise BackendError(f"{self._where()}: {self._id_key} is not a store id (16 hex digits)")
+        return text
 
     # -- keys --------------------------------------------------------------------------
 
