@@ -243,13 +243,30 @@ EXPECTED: dict[tuple[str, str], int] = {
 }
 
 
+#: run last, one at a time, in this order: the delete removes an agent, the import
+#: writes it again under the wrong key, and the exporter then reads that one agent
+_IN_ORDER = [
+    ("delete", "--key-file: the wrong key"),
+    ("import", "--key-file: the wrong key"),
+    ("metrics serve", "--key-file: the wrong key"),
+]
+
+
 @pytest.mark.slow  # one process per case, every command: minutes on a loaded machine
 @pytest.mark.timeout(2400)  # 30 min at load 18 on 2 cores (seen); the default 300 s is too short
 def test_every_command_with_bad_arguments(tmp_path: Path) -> None:
     corpus = _make_corpus(tmp_path)
     cases = [case for name, cmd in commands().items() for case in cases_for(name, cmd, corpus)]
     assert {c.command for c in cases} == set(commands())  # every command is exercised
+    # the cases that change what the store holds, and the one whose outcome depends on it,
+    # run after the others, one at a time, in this order: run among them four at a time,
+    # "metrics serve" found the imported agent (exit 0) or not (exit 2) by which process
+    # happened to finish first (CI of 2026-12-06: exit 2)
+    last = [next(c for c in cases if (c.command, c.what) == pair) for pair in _IN_ORDER]
+    cases = [c for c in cases if c not in last]
     runs = cli_many([list(c.args) for c in cases], cwd=tmp_path / "out")
+    runs += [cli_many([list(c.args)], cwd=tmp_path / "out")[0] for c in last]
+    cases += last
     failures = []
     for case, run in zip(cases, runs, strict=True):
         expected = EXPECTED.get((case.command, case.what), case.code)

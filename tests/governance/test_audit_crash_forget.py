@@ -40,7 +40,12 @@ CHILD = textwrap.dedent(
     url, vault_path, master, policy = sys.argv[1:5]
 
     class Dying(SqliteKeyVault):
-        def destroy(self, agent_id, at):  # the entry is written: die before the key goes
+        # the entry is written: die before any key goes (the store's family key, or
+        # the legacy id-only one, whichever forget destroys first)
+        def destroy(self, agent_id, at):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        def destroy_in(self, family, agent_id, at):
             os.kill(os.getpid(), signal.SIGKILL)
 
     async def main() -> None:
