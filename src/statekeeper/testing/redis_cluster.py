@@ -208,10 +208,21 @@ class LocalRedisCluster:
     def masters(self) -> list[int]:
         return sorted(n.port for n in self.nodes() if n.master and not n.failed and n.has_slots)
 
-    def replica_of(self, master_port: int) -> int:
-        nodes = self.nodes()
-        master = next(n for n in nodes if n.port == master_port)
-        return next(n.port for n in nodes if n.master_id == master.node_id)
+    def replica_of(self, master_port: int, timeout: float = 60) -> int:
+        """The port of a replica of ``master_port``, once the node asked lists one: a
+        replica's ``CLUSTER REPLICATE`` reaches the other nodes' tables by gossip, so
+        right after :meth:`start` a node may not list it yet (CI of 2026-12-06: a
+        bare ``next`` raised StopIteration there)."""
+        found: list[int] = []
+
+        def listed() -> bool:
+            nodes = self.nodes()
+            master = next((n for n in nodes if n.port == master_port), None)
+            found[:] = [n.port for n in nodes if master and n.master_id == master.node_id]
+            return bool(found)
+
+        self.wait_until(f"a replica of node {master_port} listed", listed, timeout)
+        return found[0]
 
     def kill(self, port: int) -> None:
         proc = self.procs[port]
