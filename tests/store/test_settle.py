@@ -267,3 +267,13 @@ async def test_a_backup_chain_across_settles_restores_every_state(
             for seq in range(1, 15):
                 assert (await dst.load("a", at_seq=seq)).data == _doc(seq)
             assert (await dst.verify()).problems == []
+
+
+async def test_a_namespaced_store_settles_its_own_agent(tmp_path: Path) -> None:
+    """Was (before the namespaced override): ``settle("a")`` in namespace ``acme``
+    looked for the stored id ``a`` (AgentNotFound) instead of ``acme/a``."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), namespace="acme", snapshot_every=10) as store:
+        await _chat(store, "a", 0, 12)
+        assert await store.settle("a") == 12
+    assert _snapshots(path, "acme/a") == [10, 12]
