@@ -17,9 +17,12 @@ Each load side is measured against ``SqliteSaver.get_tuple`` interleaved load by
 ``--bytes`` instead writes a chat of 200 turns (a user and an assistant message a turn,
 two saves) three ways — never settled, settled after every turn, and the peer — and
 reports the stored bytes (the rows' payloads, and the file after a checkpoint).
+``--cost``: the CPU of a save and of a settle (150 messages, then 40 turns of two saves
+and a settle), at ``synchronous=OFF`` and FULL.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py
     PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py --bytes
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py --cost
 """
 
 from __future__ import annotations
@@ -191,15 +194,46 @@ async def chat_bytes(tmp: Path, turns: int) -> dict[str, Any]:
     return out
 
 
+async def settle_cost(tmp: Path, sync: str, turns: int = 40) -> dict[str, float]:
+    """CPU (whole process) and wall time of a save and of a settle: a chat of 150
+    messages, then ``turns`` turns of two saves and a settle."""
+    msgs = make_messages(150 + 2 * turns, seed=3, chars=CHARS)
+    async with StateStore(sk_url(tmp / f"cost-{sync}.db", sync), durability="sync") as store:
+        n = 0
+        for n in range(1, 151):
+            await store.save("a", {"messages": msgs[:n]})
+        save_cpu = settle_cpu = settle_wall = 0.0
+        for _ in range(turns):
+            t0 = time.process_time()
+            for _ in range(2):
+                n += 1
+                await store.save("a", {"messages": msgs[:n]})
+            save_cpu += time.process_time() - t0
+            t0, w0 = time.process_time(), time.perf_counter()
+            await store.settle("a")
+            settle_cpu += time.process_time() - t0
+            settle_wall += time.perf_counter() - w0
+    return {
+        "save_cpu_us": save_cpu / (2 * turns) * 1e6,
+        "settle_cpu_us": settle_cpu / turns * 1e6,
+        "settle_wall_us": settle_wall / turns * 1e6,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bytes", action="store_true")
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--cost", action="store_true", help="CPU of a save and of a settle")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        if args.cost:
+            res = {sync: asyncio.run(settle_cost(tmp, sync)) for sync in ("OFF", "FULL")}
+            print(json.dumps(res, indent=1))
+            return res
         if args.bytes:
             res = asyncio.run(chat_bytes(tmp, args.turns))
             print(json.dumps(res, indent=1))

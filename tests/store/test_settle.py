@@ -277,3 +277,21 @@ async def test_a_namespaced_store_settles_its_own_agent(tmp_path: Path) -> None:
         await _chat(store, "a", 0, 12)
         assert await store.settle("a") == 12
     assert _snapshots(path, "acme/a") == [10, 12]
+
+
+async def test_retention_after_settles_keeps_every_state_it_promises(tmp_path: Path) -> None:
+    """A settled row is a snapshot like any other to retention: a compaction at or
+    below it, or past it, leaves the kept states loading and the store verifying."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=10) as store:
+        await _chat(store, "a", 0, 25)
+        assert await store.settle("a") == 25
+        await _chat(store, "a", 25, 27)
+        assert await store.settle("a") == 27
+        await apply_retention(store, RetentionPolicy.parse("* keep_last=4\n"))
+        await _chat(store, "a", 27, 29)
+        assert await store.settle("a") == 29
+    async with StateStore(_url(path), cache_size=0) as store:
+        for seq in range(24, 30):
+            assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+        assert (await store.verify()).problems == []
