@@ -295,3 +295,21 @@ async def test_retention_after_settles_keeps_every_state_it_promises(tmp_path: P
         for seq in range(24, 30):
             assert (await store.load("a", at_seq=seq)).data == _doc(seq)
         assert (await store.verify()).problems == []
+
+
+async def test_a_snapshot_the_byte_bound_needs_is_kept(tmp_path: Path) -> None:
+    """Under the default policy (by replay cost) large events make snapshots due after
+    few events: the settled row before the head is kept when a load below the head
+    would replay more than that bound without it (was, counting events alone: removed,
+    a load at seq 15 replaying 14 events of ~100 KB)."""
+    path = tmp_path / "s.db"
+    big = "y" * 100_000
+    async with StateStore(_url(path)) as store:  # snapshot_every="bounded"
+        for n in range(1, 3):
+            await store.save("a", {"n": n, f"k{n}": big + str(n)})
+        assert await store.settle("a") == 2
+        for n in range(3, 6):
+            await store.save("a", {**{f"k{i}": big + str(i) for i in range(1, n + 1)}, "n": n})
+        kept = _snapshots(path)
+        assert await store.settle("a") == 5
+        assert set(kept) | {5} == set(_snapshots(path))  # nothing removed

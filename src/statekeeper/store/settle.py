@@ -15,8 +15,8 @@ snapshot), and becomes the base of the agent's next snapshots as an explicit
 when that one is no longer needed — the latest snapshot below the head (nothing
 stored after it is made on it: a tail names a base below itself) is removed, in a
 second write after the new row is stored, when a load of any seq between it and the
-head still replays no more than the policy's event bound without it (the snapshot
-before it, or the start of a whole stream, is near enough). So settling every turn of
+head still replays no more than the policy's bound without it, in events and in bytes
+(the snapshot before it, or the start of a whole stream, is near enough). So settling every turn of
 a chat keeps one whole state per ~``snapshot_every`` events, not one per turn. A crash
 between the two writes leaves both rows (bytes, nothing wrong); a crash before the
 first leaves today's chain.
@@ -92,14 +92,27 @@ async def _replaceable(writes: WritePipeline, agent_id: str, seq: int, head: int
     """The snapshot at ``seq`` (the latest below ``head``, where a whole one is now
     stored) may go: a load of a seq between them replays at most the policy's event
     bound from the snapshot before it — or from the start of a stream with no base
-    (a compacted stream's base is never removed)."""
+    (a compacted stream's base is never removed), and no more bytes than its bound."""
     backend = writes.backend
+    policy = writes.snapshots
     before = await backend.latest_snapshot(agent_id, seq - 1) if seq > 1 else None
     if before is not None:
-        start = before.seq
+        start, start_bytes = before.seq, len(before.payload)
     else:
         base = (await backend.stream_bases([agent_id]))[0]
         if base != 0:
             return False
-        start = 0
-    return head - start <= writes.snapshots.every
+        start, start_bytes = 0, 0
+    events = head - start
+    if events > policy.every:
+        return False
+    if not policy.by_cost and policy.max_replay_bytes is None:
+        return True
+    # the policy's bound in bytes too (snapshots.SnapshotPolicy.due): the replay a load
+    # just below the head would do from ``start`` must not have made a snapshot due
+    replay = sum(len(e.payload) for e in await backend.read(agent_id, start, head - 1))
+    if policy.max_replay_bytes is not None and replay >= policy.max_replay_bytes:
+        return False
+    return not policy.by_cost or replay + policy.event_cost * (events - 1) < max(
+        start_bytes + policy.cost_base, policy.min_cost
+    )
