@@ -313,3 +313,25 @@ async def test_a_snapshot_the_byte_bound_needs_is_kept(tmp_path: Path) -> None:
         kept = _snapshots(path)
         assert await store.settle("a") == 5
         assert set(kept) | {5} == set(_snapshots(path))  # nothing removed
+
+
+async def test_a_settled_agent_demoted_and_settled_again_on_a_tiered_store(
+    tmp_path: Path,
+) -> None:
+    """Tiered demotion copies the settled row to the cold tier with the rest; a settle
+    of the demoted agent reads it back first (as any write) and settles there."""
+    from statekeeper.backends import MemoryBackend
+    from statekeeper.backends.tiered import TieredBackend
+
+    backend = TieredBackend(SQLiteBackend(str(tmp_path / "d.db")), cold=MemoryBackend())
+    async with StateStore(backend, snapshot_every=10, cache_size=0) as store:
+        await _chat(store, "a", 0, 12)
+        assert await store.settle("a") == 12
+        assert await backend.demote("a")
+        assert (await store.load("a")).data == _doc(12)
+        await _chat(store, "a", 12, 14)
+        assert await store.settle("a") == 14
+        assert await backend.demote("a")
+        for seq in range(1, 15):
+            assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+        assert (await store.verify()).problems == []
