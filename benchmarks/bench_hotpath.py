@@ -373,9 +373,11 @@ async def whole_snapshot_seq(store: StateStore, agent: str) -> int:
         below = snap.seq - 1
 
 
-async def build_loads(tmp: Path) -> tuple[str, Path, dict[int, int]]:
+async def build_loads(tmp: Path, settle: bool = False) -> tuple[str, Path, dict[int, int]]:
     """One agent per distance k: 100 + k saves of a chat growing by one message (its
-    head k events past the whole snapshot at 100, with the tails the store wrote)."""
+    head k events past the whole snapshot at 100, with the tails the store wrote);
+    ``settle``: then each agent settled (``StateStore.settle``: its head stored whole,
+    the k rows then say where the head sat before the settle)."""
     url = sk_url(tmp / "load-sk.db", "OFF")  # build only; loads reopen it at FULL
     saver = lg_open(tmp / "load-lg.db", "OFF")
     msgs = make_messages(SNAPSHOT_EVERY + max(PAST_SNAPSHOT), seed=7, chars=CHARS)
@@ -393,6 +395,9 @@ async def build_loads(tmp: Path) -> tuple[str, Path, dict[int, int]]:
                 head = await store.backend.head(agent)
                 whole = await whole_snapshot_seq(store, agent)
                 assert head - whole == k, (head, whole)
+                if settle:
+                    await store.settle(agent)
+                    assert await whole_snapshot_seq(store, agent) == head
                 sizes[k] = len(docs[-1]["messages"])
     finally:
         saver.conn.close()
@@ -1016,7 +1021,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             print(f"({time.perf_counter() - t_start:.0f} s)")
 
         if only & {"load", "fresh"}:
-            url, lg_path, sizes = await build_loads(tmp)
+            url, lg_path, sizes = await build_loads(tmp, args.settle)
         # 3. cold loads
         if "load" in only:
             lrounds = [
@@ -1087,6 +1092,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=list(CURVE),
         metavar="AGENTS",
         help=f"agent counts of section 2 (default {' '.join(map(str, CURVE))})",
+    )
+    parser.add_argument(
+        "--settle",
+        action="store_true",
+        help="sections 3-4: each agent settled after its saves (StateStore.settle)",
     )
     parser.add_argument(
         "--dsn", default="postgresql://postgres@127.0.0.1:5432/test", help="for --postgres"

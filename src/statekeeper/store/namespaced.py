@@ -321,6 +321,9 @@ class NamespacedStateStore(StateStore):
     async def snapshot(self, agent_id: str) -> int:
         return await super().snapshot(self._full(agent_id))
 
+    async def settle(self, agent_id: str) -> int | None:
+        return await super().settle(self._full(agent_id))
+
     async def delete(self, agent_id: str) -> bool:
         return await super().delete(self._full(agent_id))
 

@@ -76,6 +76,7 @@ from .machines import Machines
 from .observing import FOLD_AT
 from .options import check_options, state_values
 from .reads import PAGE, ReadPath
+from .settle import settle
 from .snapshots import AUTO_MAX_EVENTS, COST_MAX_EVENTS, SnapshotPolicy
 from .state import AgentRecord
 from .verification import Problem, VerifyReport
@@ -1029,6 +1030,19 @@ class StateStore:
     async def snapshot(self, agent_id: str) -> int:
         """Store a snapshot of the latest state now; returns its seq."""
         return await self._after_flush("snapshot", agent_id, self._writes.snapshot, write=True)
+
+    async def settle(self, agent_id: str) -> int | None:
+        """Store the agent's head as one whole snapshot, off the save's path: a cold load
+        of it then reads one row. Call it once the agent has gone quiet (a turn ended,
+        the agent is put away); the snapshot it replaces is removed when no load needs
+        it (:mod:`statekeeper.store.settle`). The seq stored, or None: the head is a
+        whole snapshot already, or the store does not settle (a governed store, deltas
+        by ``full_snapshot_every``, an engine without ``PRUNE``). Observed as
+        ``snapshot``."""
+        return await self._after_flush("snapshot", agent_id, self._settle, write=True)
+
+    async def _settle(self, agent_id: str) -> int | None:
+        return await settle(self._writes, agent_id)
 
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed.

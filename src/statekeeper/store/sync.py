@@ -354,6 +354,10 @@ class SyncStateStore:
         """See :meth:`StateStore.snapshot`."""
         return self._portal.call(self.store.snapshot(agent_id))
 
+    def settle(self, agent_id: str) -> int | None:
+        """See :meth:`StateStore.settle`."""
+        return self._portal.call(self.store.settle(agent_id))
+
     def flush(self) -> None:
         """See :meth:`StateStore.flush`."""
         self._portal.call(self.store.flush())

@@ -1,0 +1,118 @@
+"""Settling an agent: its head stored as one whole snapshot, off the save's path.
+
+A cold load of the latest state reads the latest snapshot and the events after it. At
+a whole snapshot that is one row; past it, the chain of a whole snapshot, tails and
+events (:mod:`.tails`), which costs a load more per record than per byte
+(docs/benchmarks.md, "cold7": a head stored whole loads at 0.95-1.03x of LangGraph's
+``get_tuple``, the chain at 1.2-1.7x). Writing the whole head with every save would
+cost each save the whole state (ibid.); *settling* writes it once the agent has gone
+quiet instead — when the caller says so (:meth:`StateStore.settle`), never on a save.
+
+The row is an ordinary whole snapshot at the head (sealed and chained like one:
+verified on every load, a damaged one passed over for the chain before it, as any
+snapshot), and becomes the base of the agent's next snapshots as an explicit
+:meth:`StateStore.snapshot` does. What it adds: it *replaces* the snapshot before it
+when that one is no longer needed — the latest snapshot below the head (nothing
+stored after it is made on it: a tail names a base below itself) is removed, in a
+second write after the new row is stored, when a load of any seq between it and the
+head still replays no more than the policy's bound without it, in events and in bytes
+(the snapshot before it, or the start of a whole stream, is near enough). So settling every turn of
+a chat keeps one whole state per ~``snapshot_every`` events, not one per turn. A crash
+between the two writes leaves both rows (bytes, nothing wrong); a crash before the
+first leaves today's chain.
+
+Settled only where it is one whole row and its removal is a plain engine op: a store
+with ``full_snapshot_every=1`` on an engine with ``PRUNE``, not governed (a governed
+store's snapshots and removals carry audit entries of their own: there ``settle``
+stores nothing and says so with None).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..backends.base import Capability
+from ..errors import AgentNotFound
+from .snapshots import mark_snapshot
+
+if TYPE_CHECKING:
+    from .writes import WritePipeline
+
+__all__ = ["settle", "settles"]
+
+
+def settles(writes: WritePipeline) -> bool:
+    """``writes``' store can settle an agent (see the module's last paragraph)."""
+    return (
+        writes.snapshots.full_every == 1
+        and writes.snapshot_saver is None
+        and writes.backend.supports(Capability.PRUNE)
+    )
+
+
+async def settle(writes: WritePipeline, agent_id: str) -> int | None:
+    """Store the head of ``agent_id`` as one whole snapshot unless one is there, and
+    remove the snapshot it replaces (module doc); the seq of the row written, or None
+    (nothing written: the head is a whole snapshot already, or the store does not
+    settle). :class:`~statekeeper.errors.AgentNotFound` for an unknown agent. Under the
+    agent's write lock: no save of this store runs between the read and the writes."""
+    if not settles(writes):
+        return None
+    backend = writes.backend
+    policy = writes.snapshots
+    reads = writes.reads
+    async with writes.lock(agent_id):
+        record = await reads.current(agent_id)
+        if record is None:
+            raise AgentNotFound(agent_id)
+        head = record.seq
+        if head == 0:
+            return None
+        below = await backend.latest_snapshot(agent_id, head)
+        if below is not None and below.seq == head and record.full_seq == head:
+            return None  # (the head is a whole snapshot already)
+        if below is not None and below.seq == head:
+            below = await backend.latest_snapshot(agent_id, head - 1)
+        try:
+            await policy.prepare(record)
+            policy.next_tail = False  # (whole: full_every is 1, no tail)
+            raw, marks = policy.encode(record)
+            await backend.save_snapshot(agent_id, raw)
+        except BaseException:
+            reads.cache.discard(agent_id)
+            raise
+        mark_snapshot(record, marks)
+        writes.snapshots_written += 1
+        if below is not None and await _replaceable(writes, agent_id, below.seq, head):
+            await backend.prune(agent_id, 0, (below.seq,))
+        return head
+
+
+async def _replaceable(writes: WritePipeline, agent_id: str, seq: int, head: int) -> bool:
+    """The snapshot at ``seq`` (the latest below ``head``, where a whole one is now
+    stored) may go: a load of a seq between them replays at most the policy's event
+    bound from the snapshot before it — or from the start of a stream with no base
+    (a compacted stream's base is never removed), and no more bytes than its bound."""
+    backend = writes.backend
+    policy = writes.snapshots
+    before = await backend.latest_snapshot(agent_id, seq - 1) if seq > 1 else None
+    if before is not None:
+        start, start_bytes = before.seq, len(before.payload)
+    else:
+        base = (await backend.stream_bases([agent_id]))[0]
+        if base != 0:
+            return False
+        start, start_bytes = 0, 0
+    events = head - start
+    if events > policy.every:
+        return False
+    if not policy.by_cost and policy.max_replay_bytes is None:
+        return True
+    # the policy's bound in bytes too (snapshots.SnapshotPolicy.due): the replay a load
+    # just below the head would do from ``start`` must not have made a snapshot due
+    replay = sum(len(e.payload) for e in await backend.read(agent_id, start, head - 1))
+    if policy.max_replay_bytes is not None and replay >= policy.max_replay_bytes:
+        return False
+    return not policy.by_cost or replay + policy.event_cost * (events - 1) < max(
+        start_bytes + policy.cost_base, policy.min_cost
+    )

@@ -1,0 +1,337 @@
+"""Settling an agent (store/settle.py): its head stored as one whole snapshot off the
+save's path, replacing the snapshot before it when no load needs that one.
+
+Was: nothing stored the head whole but a save on which a snapshot fell due; a cold
+load past a whole snapshot read the chain (whole snapshot, tails, events) — 1.2-1.7x
+``get_tuple`` (docs/benchmarks.md, "cold7"). ``settle`` did not exist."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore, SyncStateStore
+from statekeeper.backends.base import Capability
+from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.errors import AgentNotFound
+from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+from ..backends._services import fresh_url
+
+
+def _msg(i: int) -> dict[str, Any]:
+    return {"role": "user" if i % 2 else "assistant", "content": f"message {i} " + "x" * 200}
+
+
+def _doc(n: int) -> dict[str, Any]:
+    return {"messages": [_msg(i) for i in range(n)]}
+
+
+async def _chat(store: StateStore, agent: str, start: int, stop: int) -> None:
+    for n in range(start + 1, stop + 1):
+        await store.save(agent, _doc(n))
+
+
+def _snapshots(path: Path, agent: str = "a") -> list[int]:
+    with sqlite3.connect(path) as conn:
+        return [
+            s
+            for (s,) in conn.execute(
+                "SELECT seq FROM sk_snapshots WHERE agent_id = ? ORDER BY seq", (agent,)
+            )
+        ]
+
+
+def _url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+async def test_settle_stores_the_head_whole_and_a_cold_load_reads_that_one_row(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100) as store:
+        await _chat(store, "a", 0, 150)  # whole at 100, tails every 8 after it
+        before = _snapshots(path)
+        assert 150 not in before and before[0] == 100
+        assert await store.settle("a") == 150
+        assert await store.settle("a") is None  # the head is whole already
+    assert _snapshots(path)[-1] == 150
+    async with StateStore(_url(path), cache_size=0) as store:
+        head, _, snapshot, events = await store.backend.read_state("a")
+        assert (head, snapshot is not None and snapshot.seq, events) == (150, 150, [])
+        body, _ = store._reads.open_snapshot("a", snapshot)
+        assert "base" not in body and len(body["data"]["messages"]) == 150  # whole
+        assert (await store.load("a")).data == _doc(150)
+        assert (await store.verify()).problems == []
+
+
+async def test_a_settle_replaces_the_row_of_the_settle_before(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100) as store:
+        await _chat(store, "a", 0, 120)
+        assert await store.settle("a") == 120
+        kept = _snapshots(path)
+        for turn in range(5):  # a chat settled every turn: two saves, then quiet
+            top = 120 + 2 * (turn + 1)
+            await _chat(store, "a", top - 2, top)
+            assert await store.settle("a") == top
+            assert _snapshots(path) == [*kept[:-1], top]  # one head row, replaced
+        for seq in (101, 119, 121, 125, 130):  # every older state still loads
+            assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+        assert (await store.verify()).problems == []
+
+
+async def test_a_snapshot_a_load_needs_is_kept(tmp_path: Path) -> None:
+    """The snapshot before the head is removed only when a load of a seq between it
+    and the head replays no more than the policy's bound without it."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=10) as store:
+        await _chat(store, "a", 0, 12)  # a whole snapshot at 10
+        assert await store.settle("a") == 12
+        assert _snapshots(path) == [10, 12]  # 12 - 0 > 10 events without the one at 10
+        await _chat(store, "a", 12, 14)
+        assert await store.settle("a") == 14
+        assert _snapshots(path) == [10, 14]  # 14 - 10 <= 10: the row at 12 replaced
+
+
+async def test_a_compacted_streams_base_is_never_removed(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100) as store:
+        await _chat(store, "a", 0, 5)
+        await store.snapshot("a")
+        await _chat(store, "a", 5, 6)
+        await apply_retention(store, RetentionPolicy.parse("* keep_last=1\n"))
+        assert await store.backend.stream_bases(["a"]) == [5]  # the snapshot at 5: the base
+        await _chat(store, "a", 6, 8)
+        assert await store.settle("a") == 8  # (8 events from seq 0: within the bound)
+        assert _snapshots(path) == [5, 8]
+    async with StateStore(_url(path), cache_size=0) as store:
+        assert (await store.load("a", at_seq=7)).data == _doc(7)
+        assert (await store.verify()).problems == []
+
+
+def _tamper(path: Path, seq: int, payload: bytes | None = None) -> None:
+    with sqlite3.connect(path) as conn:
+        if payload is None:
+            (old,) = conn.execute(
+                "SELECT payload FROM sk_snapshots WHERE agent_id = 'a' AND seq = ?", (seq,)
+            ).fetchone()
+            payload = bytes(old[:-40]) + bytes([old[-40] ^ 1]) + bytes(old[-39:])
+        conn.execute(
+            "UPDATE sk_snapshots SET payload = ? WHERE agent_id = 'a' AND seq = ?",
+            (payload, seq),
+        )
+
+
+@pytest.mark.parametrize("how", ["edited", "stale"])
+async def test_a_tampered_or_stale_head_row_is_never_served(tmp_path: Path, how: str) -> None:
+    """An edited head row, or the payload of an older state put at the head's seq, is
+    passed over: the load folds the chain before it (as for any damaged snapshot), and
+    verify names the row."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100) as store:
+        await _chat(store, "a", 0, 130)
+        assert await store.settle("a") == 130
+    with sqlite3.connect(path) as conn:
+        (older,) = conn.execute(
+            "SELECT payload FROM sk_snapshots WHERE agent_id = 'a' AND seq = 100"
+        ).fetchone()
+    _tamper(path, 130, older if how == "stale" else None)
+    async with StateStore(_url(path), cache_size=0) as store:
+        assert (await store.load("a")).data == _doc(130)
+        problems = (await store.verify()).problems
+        assert [(p.seq, p.kind) for p in problems] == [(130, "snapshot")]
+
+
+async def test_a_crash_between_the_two_writes_leaves_both_rows(tmp_path: Path) -> None:
+    """The new row is stored before the old one is removed: a failure in between leaves
+    both (bytes, nothing wrong), every state loading."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100) as store:
+        await _chat(store, "a", 0, 120)
+        assert await store.settle("a") == 120
+        await _chat(store, "a", 120, 122)
+
+        async def dies(*args: object) -> None:
+            raise OSError("the process died here")
+
+        store.backend.prune = dies  # type: ignore[method-assign]
+        with pytest.raises(OSError):
+            await store.settle("a")
+    assert _snapshots(path)[-2:] == [120, 122]
+    async with StateStore(_url(path), cache_size=0) as store:
+        assert (await store.load("a")).data == _doc(122)
+        assert (await store.load("a", at_seq=121)).data == _doc(121)
+        assert (await store.verify()).problems == []
+
+
+async def test_saves_after_a_settle_build_on_it(tmp_path: Path) -> None:
+    """The settled row is the base of the next snapshots (tails on it); a cold store
+    settles too."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100) as store:
+        await _chat(store, "a", 0, 110)
+        await store.settle("a")
+        await _chat(store, "a", 110, 130)  # tails at 118, 126 on the row at 110
+    assert {110, 118, 126} <= set(_snapshots(path))
+    async with StateStore(_url(path), snapshot_every=100, cache_size=0) as store:
+        assert await store.settle("a") == 130
+        for seq in (111, 118, 127, 130):
+            assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+        assert (await store.verify()).problems == []
+
+
+async def test_what_does_not_settle(tmp_path: Path) -> None:
+    async with StateStore(_url(tmp_path / "s.db")) as store:
+        with pytest.raises(AgentNotFound):
+            await store.settle("nobody")
+    async with StateStore(_url(tmp_path / "d.db"), full_snapshot_every=3) as store:
+        await _chat(store, "a", 0, 3)
+        assert await store.settle("a") is None  # deltas: not one whole row
+    assert _snapshots(tmp_path / "d.db") == []
+
+
+async def test_write_behind_is_flushed_before_the_head_is_settled(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), durability="async", snapshot_every=100) as store:
+        await _chat(store, "a", 0, 105)
+        assert await store.settle("a") == 105
+    assert _snapshots(path) == [100, 105]
+    backend = SQLiteBackend(str(path))
+    try:
+        assert (await backend.head("a")) == 105
+    finally:
+        await backend.close()
+
+
+def test_the_sync_twin_settles(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with SyncStateStore(_url(path), snapshot_every=10) as store:
+        for n in range(1, 14):
+            store.save("a", _doc(n))
+        assert store.settle("a") == 13
+    assert _snapshots(path)[-1] == 13
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis", "tiered"])
+async def test_every_engine_with_prune_settles_and_replaces(tmp_path: Path, engine: str) -> None:
+    """The same backend ops on every engine that prunes: the head stored whole, the row
+    before it replaced, every state loading and verifying."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, snapshot_every=10) as store:
+            if not store.backend.supports(Capability.PRUNE):
+                await _chat(store, "a", 0, 12)
+                assert await store.settle("a") is None
+                pytest.skip(f"{engine}: no PRUNE")
+            await _chat(store, "a", 0, 12)
+            assert await store.settle("a") == 12
+            await _chat(store, "a", 12, 14)
+            assert await store.settle("a") == 14
+            seqs = [s.seq for s in [await store.backend.latest_snapshot("a", 13)] if s]
+            assert seqs == [10]  # the row at 12 replaced by the one at 14
+            store._cache.clear()  # (a cold load: memory:// is this store's own)
+            head, _, snapshot, events = await store.backend.read_state("a")
+            assert (head, snapshot is not None and snapshot.seq, events) == (14, 14, [])
+            for seq in range(1, 15):
+                assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+            assert (await store.verify()).problems == []
+
+
+@pytest.mark.parametrize("source", ["sqlite", "memory"])
+async def test_a_backup_chain_across_settles_restores_every_state(
+    tmp_path: Path, source: str
+) -> None:
+    """A full backup holding a settled row, a settle that replaces it, an incremental:
+    the restored store loads every state and verifies."""
+    bkey = BackupKey(os.urandom(32))
+    full, inc = tmp_path / "full.skb", tmp_path / "inc.skb"
+    src_dir, dst_dir = tmp_path / "src", tmp_path / "dst"
+    src_dir.mkdir()
+    dst_dir.mkdir()
+    with fresh_url(source, src_dir) as src_url, fresh_url("sqlite", dst_dir) as dst_url:
+        async with StateStore(src_url, snapshot_every=10) as src:
+            await _chat(src, "a", 0, 12)
+            assert await src.settle("a") == 12
+            await backup(src, full, bkey)
+            await _chat(src, "a", 12, 14)
+            assert await src.settle("a") == 14  # the row at 12 replaced
+            await backup(src, inc, bkey, since=full)
+        async with StateStore(dst_url, cache_size=0) as dst:
+            await restore(dst, [full, inc], bkey)
+            for seq in range(1, 15):
+                assert (await dst.load("a", at_seq=seq)).data == _doc(seq)
+            assert (await dst.verify()).problems == []
+
+
+async def test_a_namespaced_store_settles_its_own_agent(tmp_path: Path) -> None:
+    """Was (before the namespaced override): ``settle("a")`` in namespace ``acme``
+    looked for the stored id ``a`` (AgentNotFound) instead of ``acme/a``."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), namespace="acme", snapshot_every=10) as store:
+        await _chat(store, "a", 0, 12)
+        assert await store.settle("a") == 12
+    assert _snapshots(path, "acme/a") == [10, 12]
+
+
+async def test_retention_after_settles_keeps_every_state_it_promises(tmp_path: Path) -> None:
+    """A settled row is a snapshot like any other to retention: a compaction at or
+    below it, or past it, leaves the kept states loading and the store verifying."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=10) as store:
+        await _chat(store, "a", 0, 25)
+        assert await store.settle("a") == 25
+        await _chat(store, "a", 25, 27)
+        assert await store.settle("a") == 27
+        await apply_retention(store, RetentionPolicy.parse("* keep_last=4\n"))
+        await _chat(store, "a", 27, 29)
+        assert await store.settle("a") == 29
+    async with StateStore(_url(path), cache_size=0) as store:
+        for seq in range(24, 30):
+            assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+        assert (await store.verify()).problems == []
+
+
+async def test_a_snapshot_the_byte_bound_needs_is_kept(tmp_path: Path) -> None:
+    """Under the default policy (by replay cost) large events make snapshots due after
+    few events: the settled row before the head is kept when a load below the head
+    would replay more than that bound without it (was, counting events alone: removed,
+    a load at seq 15 replaying 14 events of ~100 KB)."""
+    path = tmp_path / "s.db"
+    big = "y" * 100_000
+    async with StateStore(_url(path)) as store:  # snapshot_every="bounded"
+        for n in range(1, 3):
+            await store.save("a", {"n": n, f"k{n}": big + str(n)})
+        assert await store.settle("a") == 2
+        for n in range(3, 6):
+            await store.save("a", {**{f"k{i}": big + str(i) for i in range(1, n + 1)}, "n": n})
+        kept = _snapshots(path)
+        assert await store.settle("a") == 5
+        assert set(kept) | {5} == set(_snapshots(path))  # nothing removed
+
+
+async def test_a_settled_agent_demoted_and_settled_again_on_a_tiered_store(
+    tmp_path: Path,
+) -> None:
+    """Tiered demotion copies the settled row to the cold tier with the rest; a settle
+    of the demoted agent reads it back first (as any write) and settles there."""
+    from statekeeper.backends import MemoryBackend
+    from statekeeper.backends.tiered import TieredBackend
+
+    backend = TieredBackend(SQLiteBackend(str(tmp_path / "d.db")), cold=MemoryBackend())
+    async with StateStore(backend, snapshot_every=10, cache_size=0) as store:
+        await _chat(store, "a", 0, 12)
+        assert await store.settle("a") == 12
+        assert await backend.demote("a")
+        assert (await store.load("a")).data == _doc(12)
+        await _chat(store, "a", 12, 14)
+        assert await store.settle("a") == 14
+        assert await backend.demote("a")
+        for seq in range(1, 15):
+            assert (await store.load("a", at_seq=seq)).data == _doc(seq)
+        assert (await store.verify()).problems == []
