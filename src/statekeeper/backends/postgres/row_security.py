@@ -159,6 +159,17 @@ async def install_row_security(
     )
     async with connection as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
+        cur = await conn.execute(
+            "SELECT r FROM unnest(%s::text[]) r WHERE NOT EXISTS"
+            " (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) ORDER BY r",
+            (roles,),
+        )
+        missing = [str(row[0]) for row in await cur.fetchall()]
+        if missing:  # before any change: a grant to no one would fail half-way
+            raise ConfigurationError(
+                f"database role {missing[0]!r} does not exist (of {len(missing)} missing):"
+                " create each principal's role (CREATE ROLE ... LOGIN) before enforcing"
+            )
         await conn.execute(sql.SQL(blocks["setup"]).format(s=s))
         for table in TABLES:
             await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))
