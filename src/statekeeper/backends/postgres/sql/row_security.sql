@@ -200,7 +200,7 @@ ALTER TABLE {s}.sk_snapshots ENABLE ALWAYS TRIGGER sk_audit_link_kept;
 -- namespaces it may read); none clears one (only the owner's drop_all). Each is set
 -- by the roles whose work sets it, as the store's other rows are, and every other name
 -- only by the roles of admins of every namespace: a marker is the whole store's, and
--- one set by a tenant changes every tenant's store —
+-- one set by a tenant changes every tenant's store:
 --   "audit-log": every role (set with the log's first entry, which every role may
 --     append: statekeeper.governance.audit);
 --   "encrypted": a role that may write some namespace (its first write with a key);
