@@ -252,6 +252,11 @@ class Backend(abc.ABC):
     #: not read the log's entries: PostgreSQL under row-level security
     #: (:mod:`statekeeper.backends.postgres.row_security`), set as the backend opens
     audit_links: bool = False
+    #: False when this connection may append to the audit log but not read its entries
+    #: (PostgreSQL row-level security, a tenant's role): listing or verifying the log
+    #: through it is refused (:class:`~statekeeper.errors.AccessDenied`) rather than
+    #: reported empty or truncated. Set as the backend opens
+    reads_audit_log: bool = True
     #: True when opening the backend created its store (a new SQLite file, empty then):
     #: a store over it takes an agent it has not written, read nor lost from its cache
     #: for a new one, and creates it without reading its head first, the create's

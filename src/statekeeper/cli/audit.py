@@ -74,6 +74,9 @@ async def _log(store: StateStore) -> AuditLog | None:
             "the audit log is sealed with the store's key: pass --key-file or set "
             "$STATEKEEPER_KEY_FILE / $STATEKEEPER_KEYS"
         )
+    # a tenant's database role appends entries it may not read (PostgreSQL row
+    # security): refused (exit 4), not listed empty or verified as truncated
+    await AuditLog(store.backend, keyring).check_readable()
     if await store.backend.head(AUDIT_ID) == 0:
         # an empty log proves nothing about the key: check it opens the store's records
         # (a wrong key is an error, not "no entries"), on the first agent that is not

@@ -56,6 +56,7 @@ public for the split's sake.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -69,6 +70,7 @@ import orjson
 from ..arguments import AUDIT_STREAM
 from ..codec import Codec
 from ..errors import (
+    AccessDenied,
     ConfigurationError,
     ConflictError,
     IntegrityError,
@@ -845,10 +847,32 @@ class AuditLog:
         key_id, digest = self.codec.witness_digest(AUDIT_ID, seq, link)
         return AuditHead(seq, key_id, digest)
 
+    async def check_readable(self) -> None:
+        """Raise :class:`~statekeeper.errors.AccessDenied` when this connection may
+        append to the log but not read its entries (PostgreSQL row-level security, a
+        tenant's role: ``Backend.reads_audit_log``): through it the log would list as
+        empty and verify as truncated. :meth:`verify` and ``statekeeper audit`` check it."""
+        with contextlib.suppress(StatekeeperError):  # (a read that fails: verify says so)
+            await self.backend.head(AUDIT_ID)  # (opens the engine: the flag is set then)
+        if getattr(self.backend, "reads_audit_log", True):
+            return
+        from urllib.parse import urlsplit
+
+        dsn = str(getattr(self.backend, "dsn", ""))
+        role = (urlsplit(dsn).username if "://" in dsn else None) or "(the database role)"
+        raise AccessDenied(
+            role, "admin", "audit", None,
+            "this database role appends to the audit log but may not read its entries"
+            " (PostgreSQL row-level security): list and verify it connected as the"
+            " schema's owner or as the role of an admin of every namespace",
+        )  # fmt: skip
+
     async def verify(self, witness: AuditHead | None = None) -> AuditReport:
         """Check every entry (authentication, chain, gap-free seqs), the authenticated
         head, and, given the ``witness`` of an earlier head, that the log still holds
-        it (else it was rolled back, truncated or rewritten since)."""
+        it (else it was rolled back, truncated or rewritten since). A connection that
+        may not read the entries is refused (:meth:`check_readable`)."""
+        await self.check_readable()
         report = AuditReport()
         ahead = _Ahead()
         checks = StoreChecks(self.codec.keyring.data_keys if self.codec.keyring else None)

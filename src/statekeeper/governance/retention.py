@@ -78,7 +78,7 @@ from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.compaction import COMPACTED, marked
 from ..store.conditional import delete_only_at
 from ..store.feed_cursor import FeedCursor
-from ..store.feed_retention import LookedAhead, raised, removed_through, trim_removed
+from ..store.feed_retention import LookedAhead, raised, trim_removed
 from ..store.governed import entries_before_delete
 from ..store.holds import list_holds, refuse_if_held
 from ..store.incarnation import snapshot_in_stream
@@ -98,6 +98,7 @@ from .hooks import (
     store_sink,
 )
 from .keyexpiry import apply_key_expiry, expires_keys_after
+from .retention_ahead import floor_through
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
@@ -252,9 +253,10 @@ async def _plan_and_apply(
     if _idle(rule, updated_at, now):
         assert rule.ttl is not None
         seen = await check_idle(store, rule, agent_id, head, updated_at, now)  # (authenticated)
-        through = await removed_through(store, agent_id, head, ahead)
+        through, why = await floor_through(store, agent_id, head, ahead)
         purge = RetentionAction(
-            agent_id, "purge", done, head, 0, 0, f"not written for {duration_text(rule.ttl)}",
+            agent_id, "purge", done, head, 0, 0,
+            "; ".join(r for r in (f"not written for {duration_text(rule.ttl)}", why) if r),
             feed_position=max(through.positions) if through is not None else 0,
         )  # fmt: skip
         if not dry_run:
@@ -319,7 +321,10 @@ async def _plan_and_apply(
     kind = "compact" if target > base else "thin"
     if not can_prune:
         return RetentionAction(agent_id, kind, "unsupported", 0, 0, base, "the engine cannot prune")
-    through = await removed_through(store, agent_id, target, ahead) if target > base else None
+    through = None
+    if target > base:  # (a tenant's admin's run says it leaves the shared floor alone)
+        through, why = await floor_through(store, agent_id, target, ahead)
+        kept_for = "; ".join(r for r in (kept_for, why) if r)
     action = RetentionAction(
         agent_id, kind, done, target - base, len(drop), target, kept_for,
         feed_position=max(through.positions) if through is not None else 0,

@@ -11,6 +11,12 @@ last events of the agents it will purge, and the targets of those it will compac
 (``keep_last``), in ONE pass (:func:`look_ahead`). Every
 position is read before any of the page's agents is removed, so the floor is still
 raised through each agent's events before they go.
+
+Only a run that may trim the feed every tenant shares raises it (:func:`floor_through`):
+one on a plain store, or opened as an admin of every namespace (``trim_feed``'s rule;
+PostgreSQL row security enforces the same). A tenant's administrator's run would
+otherwise make every other tenant's subscriber behind it rebuild its read model: its
+actions say the floor was not raised, and it looks up no position.
 """
 
 from __future__ import annotations
@@ -20,16 +26,35 @@ from typing import TYPE_CHECKING
 
 from ..errors import AgentLost
 from ..records import AgentInfo
-from ..store.feed_retention import LookedAhead
+from ..store.feed_cursor import FeedCursor
+from ..store.feed_retention import LookedAhead, has_feed, removed_through
 from ..store.feed_retention import look_ahead as _positions
 from ..store.holds import Hold
 from ..store.namespaced import stored_id
+from .hooks import is_store_admin
 from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["idle", "look_ahead", "pages"]
+__all__ = ["NOT_SHARED", "floor_through", "idle", "look_ahead", "pages"]
+
+NOT_SHARED = (
+    "the change feed's floor not raised (only an admin of every namespace may trim the feed,"
+    " shared by every tenant): a subscriber behind passes over the events removed"
+)
+
+
+async def floor_through(
+    store: StateStore, agent_id: str, seq: int, ahead: LookedAhead | None
+) -> tuple[FeedCursor | None, str]:
+    """``(cursor, "")``: where the feed is trimmed before ``agent_id``'s events up to
+    ``seq`` go (:func:`~statekeeper.store.feed_retention.removed_through`), for a run
+    that may trim the feed every tenant shares; ``(None, why)`` for any other
+    principal's run (``""`` on a store without a feed)."""
+    if not is_store_admin(store):
+        return None, NOT_SHARED if has_feed(store.backend) else ""
+    return await removed_through(store, agent_id, seq, ahead), ""
 
 
 def idle(rule: Rule, updated_at: float, now: float) -> bool:
@@ -63,7 +88,9 @@ async def look_ahead(
     compaction's likely target, the event ``keep_last`` before the listed head (a
     compaction planned to another target — a durable step kept, nothing left to
     remove — looks its own up, as :func:`~statekeeper.store.feed_retention.removed_through`
-    does for any event not asked here)."""
+    does for any event not asked here). None for a run that may not trim the feed."""
+    if not is_store_admin(store):
+        return None
     wanted: list[tuple[str, int]] = []
     for info in page:
         if isinstance(info, AgentLost) or info.head_seq < 1:

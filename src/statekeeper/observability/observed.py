@@ -61,7 +61,7 @@ FLAGS = tuple(
     if not name.startswith("_")
     and not callable(value)
     and not isinstance(value, (property, staticmethod, classmethod))
-    and name not in ("audit_links",)  # set by the engine as it opens: read through
+    and name not in ("audit_links", "reads_audit_log")  # set by the engine as it opens
 )
 
 
@@ -103,6 +103,11 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         """The engine's, as it is now: PostgreSQL learns it when it opens (row-level
         security on), which may come after the store was instrumented."""
         return self.inner.audit_links
+
+    @property
+    def reads_audit_log(self) -> bool:  # type: ignore[override]
+        """The engine's, as it is now (see :attr:`audit_links`)."""
+        return self.inner.reads_audit_log
 
     # -- the hot calls ---------------------------------------------------------------
 

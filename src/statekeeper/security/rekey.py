@@ -539,7 +539,7 @@ async def _rekey_feed_streams(store: StateStore, batch: int, total: RekeyStats) 
     from ..store.governed import governance_of
 
     governance = governance_of(store)
-    if governance is not None and not governance.store_admin():
+    if not (store.backend.reads_audit_log and (governance is None or governance.store_admin())):
         return
     for stream in await sealed_streams(store.backend):
         await _rekey_walking_again(store, stream, batch, total)
@@ -557,8 +557,8 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
 
     stats = RekeyStats()
     governance = governance_of(store)
-    if governance is not None and not governance.store_admin():
-        return stats
+    if not (store.backend.reads_audit_log and (governance is None or governance.store_admin())):
+        return stats  # (reads_audit_log False: a tenant's database role, row security)
     if await store.backend.head(AUDIT_STREAM) == 0:
         return stats
     audit = governance.audit if governance is not None else None

@@ -628,7 +628,9 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     async def set_marker(self, name: str) -> None:
         """Set the marker ``name`` (committed when this returns; setting it again is
-        nothing). Under row-level security, a role that may write some namespace."""
+        nothing). Under row-level security only the roles whose work sets it (a writer
+        "encrypted", an admin of every namespace "legal-holds": sql/row_security.sql);
+        another role's is refused (:class:`~statekeeper.errors.AccessDenied`)."""
         self._check_writable()
         self._check_open()
         query = self._sql["marker_set"]

@@ -17,7 +17,10 @@ link sealed under the audit key: ``Backend.audit_links``, which a backend opened
 schema under row-level security sets), all a writer needs to chain its entries on the
 log. The store-level markers
 (``sk_markers``; the "encrypted" marker of :mod:`statekeeper.store.keyguard`) are
-readable by every role, set by a role that may write some namespace, cleared by none.
+readable by every role, cleared by none, and set only by the roles whose work sets
+them (sql/row_security.sql, "markers": "encrypted" and the store's first id by a
+writer, a renewed id by an admin of some namespace, "legal-holds" and any other name by
+the admins of every namespace alone: a marker is every tenant's).
 
 Run it as the owner of the schema (the role that created the store), after the store
 exists; run it again after a policy change (it replaces the grants) or after an upgrade
@@ -156,6 +159,17 @@ async def install_row_security(
     )
     async with connection as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"statekeeper:{schema}",))
+        cur = await conn.execute(
+            "SELECT r FROM unnest(%s::text[]) r WHERE NOT EXISTS"
+            " (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = r) ORDER BY r",
+            (roles,),
+        )
+        missing = [str(row[0]) for row in await cur.fetchall()]
+        if missing:  # before any change: a grant to no one would fail half-way
+            raise ConfigurationError(
+                f"database role {missing[0]!r} does not exist (of {len(missing)} missing):"
+                " create each principal's role (CREATE ROLE ... LOGIN) before enforcing"
+            )
         await conn.execute(sql.SQL(blocks["setup"]).format(s=s))
         for table in TABLES:
             await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))

@@ -104,7 +104,8 @@ async def opened(backend: PostgresBackend) -> None:
     """Once the schema is in place, as the backend opens: its layout is checked
     (:func:`check_layout`) and whether row-level security is installed on it
     (:mod:`.row_security`) is read: its audit appends then carry their link
-    (``Backend.audit_links``), and its feed tombstones go to one stream per namespace
+    (``Backend.audit_links``; ``Backend.reads_audit_log`` for a role of an admin of
+    every namespace only), and its feed tombstones go to one stream per namespace
     when the policy installed knows them (``tombstones_by_namespace``: see
     :mod:`statekeeper.store.feed_deletes`)."""
     await check_layout(backend)
@@ -112,11 +113,14 @@ async def opened(backend: PostgresBackend) -> None:
         schema = _quoted(backend.schema)
         await _check_home(backend, conn, schema)
         cur = await conn.execute(
-            backend._sql["row_security"], (f"{schema}.sk_tombstones(text)", f"{schema}.sk_events")
-        )
+            backend._sql["row_security"],
+            (f"{schema}.sk_tombstones(text)", f"{schema}.sk_agents", f"{schema}.sk_feed_floor",
+             f"{schema}.sk_events"),
+        )  # fmt: skip
         row = await cur.fetchone()
     backend.audit_links = bool(row and row[0])
     backend.tombstones_by_namespace = bool(row and row[0] and row[1])
+    backend.reads_audit_log = not (row and row[0]) or bool(row[2])
 
 
 async def _check_home(backend: PostgresBackend, conn: Any, schema: str) -> None:

@@ -197,16 +197,35 @@ ALTER TABLE {s}.sk_snapshots ENABLE ALWAYS TRIGGER sk_audit_link_kept;
 -- name: markers
 -- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
 -- role reads them (a store without a key must see that the store is encrypted, whatever
--- namespaces it may read); a role that may write some namespace sets one, and every
--- role the "audit-log" marker (set with the audit log's first entry, which every role
--- may append: statekeeper.governance.audit); none clears one (only the owner's drop_all)
+-- namespaces it may read); none clears one (only the owner's drop_all). Each is set
+-- by the roles whose work sets it, as the store's other rows are, and every other name
+-- only by the roles of admins of every namespace: a marker is the whole store's, and
+-- one set by a tenant changes every tenant's store:
+--   "audit-log": every role (set with the log's first entry, which every role may
+--     append: statekeeper.governance.audit);
+--   "encrypted": a role that may write some namespace (its first write with a key);
+--   "feed-id:<generation>:<id>", the store's id (its change feed's, its key family:
+--     postgres/feed_id.py): the first by a role that may write some namespace (the
+--     store's first use), a new generation (a restore's renewal: every subscriber's
+--     cursor is refused from then on) by one that may administer some namespace;
+--   "legal-holds" (statekeeper.store.holds: set with the holds' first record, which
+--     only the admins of every namespace write; set without them, every purge of
+--     every tenant is refused as "the legal holds are missing") and any other name:
+--     the admins of every namespace only (sk_log_admin)
 ALTER TABLE {s}.sk_markers ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_read ON {s}.sk_markers;
 CREATE POLICY sk_read ON {s}.sk_markers FOR SELECT USING (true);
 DROP POLICY IF EXISTS sk_set ON {s}.sk_markers;
 CREATE POLICY sk_set ON {s}.sk_markers FOR INSERT WITH CHECK (
     name = 'audit-log'
-    OR EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2));
+    OR {s}.sk_log_admin()
+    OR (name = 'encrypted'
+        AND EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2))
+    OR (pg_catalog."left"(name, 8) = 'feed-id:'
+        AND EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user
+                     AND g.perm >= (CASE WHEN EXISTS (SELECT 1 FROM {s}.sk_markers m
+                                         WHERE pg_catalog."left"(m.name, 8) = 'feed-id:')
+                                    THEN 3 ELSE 2 END))));
 
 -- name: marker_role
 GRANT SELECT, INSERT ON {s}.sk_markers TO {r};
