@@ -45,6 +45,7 @@ __all__ = [
     "FeedPositionCompacted",
     "FeedRewound",
     "FutureStampRefused",
+    "HeadMoved",
     "HistoryCompacted",
     "IntegrityError",
     "InvalidAgentId",
@@ -549,6 +550,32 @@ class ConflictError(StorageError):
             return
         super().__init__(
             f"agent {agent_id!r}: expected head seq {expected_seq}, stored head is {current_seq}"
+        )
+
+
+class HeadMoved(ConflictError):
+    """A delete named the head it may delete (``statekeeper delete AGENT --at
+    SEQ:MARK``: the head event's seq and :func:`identity mark
+    <statekeeper.store.delete_shown.identity_mark>`, what a failed ``statekeeper
+    import`` suggests as its undo) and the agent's head is another record now: written
+    since (``current_seq`` its head now), or deleted and made again by another process
+    up to the same seq (``remade``). Nothing was deleted: that stream is not the one
+    named, and its writes were acknowledged to whoever made them."""
+
+    def __init__(self, agent_id: str, seq: int, mark: str, current_seq: int, remade: bool) -> None:
+        super().__init__(agent_id, seq, current_seq)
+        self.mark = mark
+        self.remade = remade
+        now = (
+            f"deleted and made again since, up to the same seq (another stream, head seq"
+            f" {current_seq})"
+            if remade
+            else f"written since (head seq {current_seq})"
+        )
+        StatekeeperError.__init__(
+            self,
+            f"agent {agent_id!r}: not deleted — its head is no longer the one named (seq"
+            f" {seq}, {mark}): {now}; check what it holds before deleting it",
         )
 
 

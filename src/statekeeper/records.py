@@ -427,7 +427,13 @@ class StreamChange:
     ``prune_to`` removed, 0: none; the snapshots ``drop_snapshots`` removed), so a
     retention run's compaction or thinning commits with its entry. A prune whose
     preconditions fail (``check_prune``) raises
-    :class:`~statekeeper.errors.ConfigurationError` and nothing is written.
+    :class:`~statekeeper.errors.ConfigurationError` and nothing is written. With
+    ``prune_head`` (and ``prune_checksum``), the snapshot and the prune are made only
+    while the head is still that seq (and its event's stored checksum that one: the
+    head record's identity, as ``Backend.prune`` takes them), else
+    :class:`~statekeeper.errors.ConflictError` and nothing is written — a stream
+    deleted and written again up to the same seq since the prune was planned is
+    another stream.
 
     Or ``lease`` alone (engines with leases): the agent's lease granted or released
     as :class:`LeaseChange` says, so a lease and its audit entry are one commit. Or
@@ -444,6 +450,8 @@ class StreamChange:
     lease: LeaseChange | None = None
     rewrite: RewriteRequest | None = None
     delete_checksum: bytes | None = None
+    prune_head: int | None = None
+    prune_checksum: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,8 @@ def test_an_agent_that_cannot_be_deleted_again_is_said_to_be_kept(
     assert result.exit_code == 2
     said = " ".join(result.stderr.split())
     assert "the agent is stored as the file's events say: deleting it again failed" in said
-    assert "statekeeper delete alpha --yes" in said
+    assert (
+        "statekeeper delete alpha --at 4:" in said
+    )  # (at the head it wrote: test_cli_import_undo_at)
     shown = runner.invoke(app, ["show", "alpha", "--db", target, "--json"])
     assert json.loads(shown.stdout)["state"] == "processing"  # as the message says

@@ -11,7 +11,8 @@ lost without an error (and the thread served the compacted copy of the deleted o
 The hooks make the other process act at the two moments it can: just before the fence
 (``at_fence``), and after the fence and the new generation's seal, just before the old
 generation's delete (``at_delete``) — there the thread made again is at the base id,
-at any seq.
+at any seq; ``at_delete_same_seq``: up to the fence's own seq (which a delete at the
+seq alone took: on a store with ``cache_size=0`` the fence's checksum was not known).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ OPS: dict[str, Callable[[StatekeeperSaver, str], Awaitable[Any]]] = {
 }
 
 
-@pytest.mark.parametrize("moment", ["at_fence", "at_fence_evicted", "at_delete"])
+@pytest.mark.parametrize(
+    "moment", ["at_fence", "at_fence_evicted", "at_delete", "at_delete_same_seq"]
+)
 @pytest.mark.parametrize("op", sorted(OPS))
 async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, moment: str) -> None:
     saver = await StatekeeperSaver.afrom_url(fs_url)
@@ -71,8 +74,11 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
         await _write(saver, thread, "run-new", 1)
         head = await saver.store.head(base)
 
+        # (at the delete: the fence's seq, one past the head the compaction read)
+        target = head + 1 if moment == "at_delete_same_seq" else head
+
         def remake() -> None:
-            if moment == "at_delete":
+            if moment.startswith("at_delete"):
                 other.delete_thread(thread)
             else:
                 # its delete_thread listed the thread's generations before this
@@ -82,13 +88,13 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
             # the head read (at the fence: the same seq again, which a seq alone passes)
             cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
             acked.append(cfg["configurable"]["checkpoint_id"])
-            while other._portal.call(other.store.head(base)) < head:
+            while other._portal.call(other.store.head(base)) < target:
                 other.put_writes(cfg, [("messages", len(writes))], f"task-{len(writes)}")
                 writes.append(len(writes))
-            assert other._portal.call(other.store.head(base)) == head
+            assert other._portal.call(other.store.head(base)) == target
 
         store = saver.store
-        if moment != "at_delete":
+        if not moment.startswith("at_delete"):
             append = store.append
 
             async def hooked_append(agent_id: str, event_type: str, *a: Any, **kw: Any) -> Any:
@@ -266,12 +272,15 @@ def test_the_prune_command_spares_a_thread_made_again(
         other.close()
 
 
-async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str) -> None:
+@pytest.mark.parametrize("same_seq", [False, True], ids=["any_seq", "same_seq"])
+async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str, same_seq: bool) -> None:
     """A compaction that stopped between its fence and its seal leaves the old
     generation fenced and the new one unsealed; the next saver to resolve the thread
     seals it and deletes the old generation (``_finish_cutover``). That delete was
     unconditional: a thread deleted and written again by another process meanwhile (at
-    the base id) was deleted, its acknowledged checkpoint lost."""
+    the base id) was deleted, its acknowledged checkpoint lost. ``same_seq``: made again
+    up to the fence's seq (on a store with ``cache_size=0`` the delete was made at that
+    seq alone: test_langgraph_write_remade_uncached)."""
     thread = new_thread()
     first = await StatekeeperSaver.afrom_url(fs_url)
     try:
@@ -294,11 +303,17 @@ async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str) -> N
     acked: list[str] = []
     try:
         assert len(await saver._generations(thread)) == 2  # fenced, and not sealed
+        fenced = await saver.store.head(base)
 
         def remake() -> None:
             other.delete_thread(thread)
             cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
             acked.append(cfg["configurable"]["checkpoint_id"])
+            n = 0
+            while same_seq and other._portal.call(other.store.head(base)) < fenced:
+                other.put_writes(cfg, [("messages", n)], f"task-{n}")
+                n += 1
+            assert not same_seq or other._portal.call(other.store.head(base)) == fenced
 
         store = saver.store
         delete = store.delete

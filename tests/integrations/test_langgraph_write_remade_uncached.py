@@ -78,10 +78,25 @@ async def _uncached(url: str) -> StatekeeperSaver:
     return StatekeeperSaver(store, _portal=BoundLoop(asyncio.get_running_loop()), _owns_store=True)
 
 
-@pytest.mark.parametrize("moment", ["at_fence", "at_delete"])
+@pytest.mark.parametrize("moment", ["at_fence", "at_delete", "at_delete_same_seq"])
 @pytest.mark.parametrize("op", sorted(prune_remade.OPS))
 async def test_a_compaction_spares_a_thread_made_again_with_the_cache_off(
     fs_url: str, op: str, moment: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(StatekeeperSaver, "afrom_url", staticmethod(_uncached))
     await prune_remade.test_a_compaction_spares_a_thread_made_again(fs_url, op, moment)
+
+
+@pytest.mark.parametrize("same_seq", [False, True], ids=["any_seq", "same_seq"])
+async def test_finishing_a_cut_over_spares_a_thread_made_again_with_the_cache_off(
+    fs_url: str, same_seq: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(StatekeeperSaver, "afrom_url", staticmethod(_uncached))
+    await prune_remade.test_finishing_a_cut_over_spares_a_thread_made_again(fs_url, same_seq)
+
+
+async def test_an_expired_thread_is_deleted_only_as_read_with_the_cache_off(
+    fs_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(StatekeeperSaver, "afrom_url", staticmethod(_uncached))
+    await prune_remade.test_an_expired_thread_is_deleted_only_as_read(fs_url, False)

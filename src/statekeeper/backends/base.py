@@ -581,7 +581,14 @@ class Backend(abc.ABC):
 
     # -- optional capabilities (see Capability); the defaults refuse -----------------
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
         """Remove history, atomically: with ``base_seq > 0``, every event with seq
         ``<= base_seq`` and every snapshot below ``base_seq`` (the snapshot at
         ``base_seq`` becomes the stream's base); and the snapshots at the seqs of
@@ -593,6 +600,17 @@ class Backend(abc.ABC):
         unless ``0 <= base_seq < head`` and (for ``base_seq > 0``) a snapshot is stored at
         ``base_seq``, which ``drop_snapshots`` may not name. Capability ``PRUNE``
         (retention); the default refuses.
+
+        With ``head`` (the stream's head as the caller planned the prune on it) and
+        ``checksum`` (that head event's stored checksum: the head record's identity, as
+        :meth:`delete_agent_at` takes it), checked in the same atomic step:
+        :class:`~statekeeper.errors.ConflictError`, nothing removed, when the head is
+        another (``current_seq``: the stored one) or its event another record (a stream
+        deleted and written again up to the same seq by another process since the plan:
+        ``current_seq == head``) — its history is never cut by a plan made on the
+        stream before it. An engine's override written before these arguments is
+        refused by the store (:func:`~statekeeper.store.conditional.prune_at`) with
+        :class:`~statekeeper.errors.CapabilityUnsupported` naming it.
         """
         raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
 
@@ -1296,6 +1314,12 @@ def validate_together(
             continue
         if change.drop_snapshots and not pruning:
             raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
+        if (change.prune_head is not None or change.prune_checksum is not None) and (
+            not pruning or change.prune_head is None
+        ):
+            raise ConfigurationError(
+                "prune_head and prune_checksum are part of a prune: give prune_to and prune_head"
+            )
         if (change.delete_at is None) == (change.snapshot is None and not pruning):
             raise ConfigurationError(
                 "a stream change is a delete, or a snapshot and/or a prune: one of the two"
@@ -1436,6 +1460,27 @@ def lease_lost(agent_id: str, holder: str, token: int, current: LeaseInfo | None
         current.token if current is not None else 0,
         current.holder if current is not None else None,
     )
+
+
+def check_prune_at(
+    agent_id: str,
+    head: int,
+    expected: int | None,
+    checksum: bytes | None,
+    stored: Callable[[], bytes | None],
+) -> None:
+    """The identity precondition of :meth:`Backend.prune` (``expected``: the head the
+    caller planned on, None for none; ``checksum``: that head event's, None for any;
+    ``stored``: the stored head event's checksum, read only when needed), checked by
+    each engine inside its atomic step before :func:`check_prune`."""
+    if expected is None:
+        if checksum is not None:
+            raise ConfigurationError("a prune's checksum is its head's identity: give head too")
+        return
+    if head != expected:
+        raise ConflictError(agent_id, expected, head)
+    if checksum is not None and stored() != checksum:
+        raise ConflictError(agent_id, expected, head)  # deleted and made again since
 
 
 def check_prune(

@@ -40,6 +40,7 @@ from .base import (
     check_fence,
     check_lease_grant,
     check_prune,
+    check_prune_at,
     validate_from_base,
     validate_next,
     validate_request,
@@ -151,6 +152,14 @@ class MemoryBackend(Backend):
                 raise ConflictError(change.agent_id, head, head)
             if change.prune_to is not None:
                 base = change.prune_to
+                stored = _head_checksum(stream, head)  # (in memory: no read to save)
+                check_prune_at(
+                    change.agent_id,
+                    head,
+                    change.prune_head,
+                    change.prune_checksum,
+                    lambda: stored,  # noqa: B023 (called before the loop goes on)
+                )
                 has_base = (stream is not None and base in stream.snapshots) or (
                     change.snapshot is not None and change.snapshot.seq == base
                 )
@@ -475,10 +484,19 @@ class MemoryBackend(Backend):
                 return e.seq
         return 0
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
         self._check()
         stream = self._streams.get(agent_id)
-        head = len(stream.events) if stream is not None else 0
+        expected, head = head, len(stream.events) if stream is not None else 0
+        stored = _head_checksum(stream, head)
+        check_prune_at(agent_id, head, expected, checksum, lambda: stored)
         has_base = stream is not None and base_seq in stream.snapshots
         check_prune(agent_id, head, base_seq, has_base, drop_snapshots)
         assert stream is not None
@@ -636,3 +654,8 @@ class MemoryBackend(Backend):
 
     async def close(self) -> None:
         self._closed = True
+
+
+def _head_checksum(stream: _Stream | None, head: int) -> bytes | None:
+    """The stored checksum of ``stream``'s event at ``head`` (None: none there)."""
+    return stream.events[head - 1].checksum if stream is not None and head else None

@@ -122,6 +122,7 @@ from .base import (
     KeptKeys,
     check_expiry,
     check_prune,
+    check_prune_at,
     validate_from_base,
     validate_request,
     validate_rewrite,
@@ -1154,11 +1155,27 @@ class S3Backend(Backend):
         metadata.setdefault("first", str(commits[at]))
         self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata)
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
         """Remove history below ``base_seq`` (see :meth:`Backend.prune`). Switched by one
         object write (the base object); the deletions follow it, and an interrupted
-        prune's are finished by the next one (see the module documentation)."""
+        prune's are finished by the next one (see the module documentation). The head
+        and its event's checksum, when given, are compared just before (S3 has no
+        atomic step spanning the check and the switch: a stream deleted and made again
+        within those requests is not caught)."""
         self._check_can_write()
+        if head is not None or checksum is not None:
+            current = await self.head(agent_id)
+            stored = None
+            if checksum is not None and current == head:
+                stored = await self.head_checksum(agent_id, current)
+            check_prune_at(agent_id, current, head, checksum, lambda: stored)
         await self._run(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
 
     def _snapshot_key(self, agent_id: str, seq: int) -> str:

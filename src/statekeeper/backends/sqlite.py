@@ -98,6 +98,7 @@ from .base import (
     KeyedRow,
     NextRow,
     check_fence,
+    check_prune_at,
     validate_from_base,
     validate_next,
     validate_request,
@@ -1813,6 +1814,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         ).fetchone()
         head = row[0] if row else 0
         if change.delete_at is None:
+            if change.prune_head is not None:  # the stream planned on (same transaction)
+                check_prune_at(
+                    agent_id,
+                    head,
+                    change.prune_head,
+                    change.prune_checksum,
+                    lambda: self._checksum_in(conn, agent_id, head),
+                )
             if change.snapshot is not None:
                 if not 0 < change.snapshot.seq <= head:
                     raise ConflictError(agent_id, change.snapshot.seq, head)
@@ -1822,13 +1831,21 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             return
         if head != change.delete_at:
             raise ConflictError(agent_id, change.delete_at, head)
-        if change.delete_checksum is not None:  # the head record's identity, same transaction
-            found = conn.execute(
-                "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?", (agent_id, head)
-            ).fetchone()
-            if found is None or bytes(found[0]) != change.delete_checksum:
-                raise ConflictError(agent_id, head, head)
+        if (  # the head record's identity, same transaction
+            change.delete_checksum is not None
+            and self._checksum_in(conn, agent_id, head) != change.delete_checksum
+        ):
+            raise ConflictError(agent_id, head, head)
         self._delete_rows(conn, agent_id)
+
+    @staticmethod
+    def _checksum_in(conn: _Executes, agent_id: str, seq: int) -> bytes | None:
+        """The stored checksum of ``agent_id``'s event at ``seq`` (None: no such event),
+        read in the caller's transaction."""
+        found = conn.execute(
+            "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?", (agent_id, seq)
+        ).fetchone()
+        return bytes(found[0]) if found is not None else None
 
     @staticmethod
     def _delete_rows(conn: _Executes, agent_id: str) -> bool:

@@ -28,7 +28,7 @@ from ..records import (
     StreamRows,
 )
 from . import sqlite_feed
-from .base import Health, check_expiry, check_prune, validate_rewrite
+from .base import Health, check_expiry, check_prune, check_prune_at, validate_rewrite
 from .sqlite_base import LENGTH_LIMITS, Executes, SQLitePart, translated
 from .sqlite_export import copy_file, export_slices, export_whole
 from .sqlite_files import read_only_uri
@@ -176,12 +176,29 @@ class SQLiteAdmin(SQLitePart):
         validate_rewrite(request)
         await self._write(self._rewrite_sync, request)
 
-    def _prune_sync(self, agent_id: str, base_seq: int, drop: tuple[int, ...]) -> None:
+    def _prune_sync(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop: tuple[int, ...],
+        expected: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
         with self._writing(agent_id) as conn:
             row = conn.execute(
                 "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
             ).fetchone()
-            self._prune_rows(conn, agent_id, row[0] if row else 0, base_seq, drop)
+            head = row[0] if row else 0
+
+            def stored() -> bytes | None:  # (the head record's identity: same transaction)
+                found = conn.execute(
+                    "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?",
+                    (agent_id, head),
+                ).fetchone()
+                return bytes(found[0]) if found is not None else None
+
+            check_prune_at(agent_id, head, expected, checksum, stored)
+            self._prune_rows(conn, agent_id, head, base_seq, drop)
 
     @staticmethod
     def _prune_rows(
@@ -211,8 +228,17 @@ class SQLiteAdmin(SQLitePart):
             [(agent_id, seq) for seq in drop],
         )
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
-        await self._write(self._prune_sync, agent_id, base_seq, tuple(drop_snapshots))
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
+        await self._write(
+            self._prune_sync, agent_id, base_seq, tuple(drop_snapshots), head, checksum
+        )
 
     def _delete_sync(self, agent_id: str) -> bool:
         with self._writing(agent_id) as conn:

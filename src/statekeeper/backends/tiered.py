@@ -961,16 +961,27 @@ class TieredBackend(Backend):
                 await self._drop_hot(agent_id)
             return done
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
-        """Prune in the durable tier (see :meth:`Backend.prune`); the hot copy is
-        dropped and refilled, compacted, on the next read."""
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
+        """Prune in the durable tier (see :meth:`Backend.prune`: its atomic step
+        compares ``head`` and ``checksum``); the hot copy is dropped and refilled,
+        compacted, on the next read."""
         self._check_can_write()
         self.require(Capability.PRUNE)
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
-            await self.durable.prune(agent_id, base_seq, drop_snapshots)
+            if head is None and checksum is None:  # (also an override without them)
+                await self.durable.prune(agent_id, base_seq, drop_snapshots)
+            else:
+                await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
 

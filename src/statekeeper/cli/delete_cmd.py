@@ -7,15 +7,31 @@ which the inspector's *Delete* form calls too; with
 ``--yes`` (nothing asked) it deletes the agent as it finds it and prints the events
 it deleted. An agent whose head cannot be read (an ``IntegrityError``: on S3, its
 newest commits deleted by something else) is deleted as a lost one is, acknowledging
-the loss — unless its head reads by the time of the delete (it changed since)."""
+the loss — unless its head reads by the time of the delete (it changed since).
+
+``--at SEQ:MARK`` names the head it may delete: the head event's seq and its
+identity mark (:func:`~statekeeper.store.delete_shown.identity_mark`: 16 hex digits
+of its seq, time and stored checksum — what a failed ``statekeeper import`` prints in
+its undo, naming the last event it wrote). Any other head — a write since, or the
+agent deleted and made again by another process, even up to the same seq — is
+refused with :class:`~statekeeper.errors.HeadMoved` (exit code 1), nothing deleted."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..errors import AgentLost, AgentNotFound, ConflictError, DecryptionError, IntegrityError
+from ..errors import (
+    AgentLost,
+    AgentNotFound,
+    ConflictError,
+    DecryptionError,
+    HeadMoved,
+    IntegrityError,
+    InvalidArgument,
+)
 from ..store.conditional import delete_only_at
 from ..store.delete_shown import Identity, Moved, delete_shown, head_identity, identity_mark
 from ._markup import escape
@@ -47,15 +63,28 @@ def delete(
     db: DbOption = None,
     key_file: KeyFileOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="SEQ:MARK",
+            help="Delete only while the agent's head is this event (its seq and identity"
+            " mark, as a failed import's undo names it); else refuse, nothing deleted.",
+        ),
+    ] = None,
 ) -> None:
     """Delete an agent's events and snapshots (asks first unless --yes).
 
     An agent whose data was lost (``AgentLost``: evicted, or deleted outside the
     store; or its newest records, its head unreadable) is deleted too: that
     acknowledges the loss, and its id can be used again.
-    Exit code 1 when the agent does not exist or the deletion is declined.
+    Exit code 1 when the agent does not exist or the deletion is declined, or (--at)
+    its head is not the one named: written since, or deleted and made again.
     """
     url = resolve_url(ctx, db)
+    if at is not None:
+        _delete_at(url, key_file, agent, at, yes)
+        return
 
     shown: list[Identity] = [None]  # the head event the question is about
 
@@ -135,3 +164,46 @@ def delete(
         )
     else:
         out_console().print(f"deleted agent {escape(repr(agent))} ({deleted[0]} event(s))")
+
+
+def parse_at(value: str) -> tuple[int, str]:
+    """``SEQ:MARK`` of ``--at``: a head seq >= 1 and an identity mark (16 hex digits);
+    :class:`~statekeeper.errors.InvalidArgument` naming what is wrong."""
+    seq, sep, mark = value.partition(":")
+    mark = mark.lower()
+    if (
+        not sep
+        or not seq.isdigit()
+        or int(seq) < 1
+        or len(mark) != 16
+        or any(c not in "0123456789abcdef" for c in mark)
+    ):
+        raise InvalidArgument(
+            "--at",
+            f"--at takes SEQ:MARK (a head seq >= 1, then the head event's identity mark:"
+            f" 16 hex digits, as a failed import's undo prints it), not {value!r}",
+        )
+    return int(seq), mark
+
+
+def _delete_at(url: str, key_file: Path | None, agent: str, at: str, yes: bool) -> None:
+    """``delete --at SEQ:MARK``: the agent deleted only while its head is that event."""
+    seq, mark = parse_at(at)
+    question = f"Delete agent {agent!r} at its head seq {seq} ({mark})? This cannot be undone"
+    if not yes and not typer.confirm(question):
+        err_console().print("not deleted")
+        raise typer.Exit(1)
+
+    async def go() -> bool | Moved:
+        async with open_store(url, key_file=key_file, readonly=False) as store:
+            await require_on(store, agent, "write", "delete")
+            # (the head's identity read, compared, and the delete conditional on that
+            # event in the engine's commit: delete_shown, as the inspector's form)
+            return await delete_shown(store, agent, seq, mark)
+
+    done = run(go())
+    if isinstance(done, Moved):
+        raise HeadMoved(agent, seq, mark, done.head, done.remade)
+    if not done:
+        raise AgentNotFound(agent)
+    out_console().print(f"deleted agent {escape(repr(agent))} ({seq} event(s))")

@@ -9,7 +9,8 @@ exit code   when
             problems found by ``verify``, ``witness check``, ``audit verify``,
             ``health``, ``migrate``, ``projections status`` or ``retention
             apply``, a missed ``analyze --rto``, a difference under ``diff
-            --exit-code``, a failed demo check, a declined confirmation
+            --exit-code``, a failed demo check, a declined confirmation, a
+            ``delete --at`` whose agent's head is not the one named
 2           a user error: bad usage (unknown option, bad number, date or choice),
             any :class:`~statekeeper.errors.StatekeeperError` (bad URL, not a
             statekeeper store, wrong key, unreadable database, a file statekeeper
@@ -56,6 +57,7 @@ from ..errors import (
     AgentLost,
     AgentNotFound,
     AgentOnHold,
+    HeadMoved,
     StatekeeperError,
     StatekeeperWarning,
 )
@@ -148,7 +150,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
     """The exit code and the one-line message for a failure."""
     if isinstance(exc, BrokenPipeError) and exc.errno == errno.EPIPE and stdout_closed():
         return EXIT_PIPE, ""
-    if isinstance(exc, AgentNotFound):
+    if isinstance(exc, AgentNotFound | HeadMoved):  # (not there, or not the one named)
         return EXIT_NOT_FOUND, str(exc)
     if isinstance(exc, AccessDenied | AgentOnHold):
         return EXIT_DENIED, str(exc)

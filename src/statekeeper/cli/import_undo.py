@@ -57,8 +57,9 @@ async def written(
                 with delete_only_at(*mine):
                     await store.delete(agent.agent_id)
             except StatekeeperError as exc:  # written since, on hold, not permitted...
-                undo = f"statekeeper delete {shlex.quote(agent.agent_id)} --yes"
-                refused.add_note(f"{of}: deleting it again failed ({exc}) (undo: {undo})")
+                refused.add_note(
+                    f"{of}: deleting it again failed ({exc}){_suggested(agent, *mine)}"
+                )
             else:
                 refused.add_note(f"{of} was deleted again: the import left it absent")
         raise
@@ -111,15 +112,16 @@ async def undo(
     from ..store.conditional import delete_only_at
 
     agent_id = agent.agent_id
-    undo = f"(undo: statekeeper delete {shlex.quote(agent_id)} --yes)"
+    head = agent.base_seq + len(agent.events)
+    undo = _suggested(agent, head, checksum)
     if stored:
         said = (
             f"the agent is stored as the file's events say: it existed up to seq {stored}"
-            f" (an interrupted import) and a stream cannot be cut back {undo}"
+            f" (an interrupted import) and a stream cannot be cut back{undo}"
         )
     else:
         try:
-            with delete_only_at(agent.base_seq + len(agent.events), checksum):
+            with delete_only_at(head, checksum):
                 await store.delete(agent_id)
         except ConflictError as exc:  # (not the file's agent now: no undo to offer)
             said = (
@@ -130,11 +132,28 @@ async def undo(
         except StatekeeperError as exc:  # on hold, not permitted...
             said = (
                 f"the agent is stored as the file's events say: deleting it again failed"
-                f" ({exc}) {undo}"
+                f" ({exc}){undo}"
             )
         else:
             said = "the agent was deleted again: the failed import left it absent, as it was"
     return IntegrityError(failed.agent_id, failed.seq, f"{failed.reason}; {said}")
+
+
+def _suggested(agent: _Agent, seq: int, checksum: bytes | None) -> str:
+    """`` (undo: <command>)``: the exact command deleting ``agent`` only while its head
+    is the event this import wrote at ``seq`` (stored ``checksum``) — ``statekeeper
+    delete AGENT --at SEQ:MARK --yes``, MARK its identity mark (seq, the file's time of
+    that event, which the import stamped it with, and the checksum). Before, the undo
+    was ``statekeeper delete AGENT --yes``: run after another process wrote the agent
+    (or deleted and made it again), it deleted those acknowledged writes. "" when the
+    record is not known (no undo can name it: check the agent before deleting it)."""
+    from ..store.delete_shown import identity_mark
+
+    at = seq - agent.base_seq - 1
+    if checksum is None or not 0 <= at < len(agent.events):
+        return ""
+    mark = identity_mark((seq, float(agent.events[at]["ts"]), checksum))
+    return f" (undo: statekeeper delete {shlex.quote(agent.agent_id)} --at {seq}:{mark} --yes)"
 
 
 def shredded(store: StateStore, agent_id: str, source: str | None = None) -> bool:

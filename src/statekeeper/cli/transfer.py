@@ -360,7 +360,7 @@ async def import_agents(
                 _write(store, agent, stamp, stored, last), store, agent, stored, last
             )
             await store.flush()
-            wrote = None if stored else await _undo.written_identity(store, agent)
+            wrote = await _undo.written_identity(store, agent)  # (its undo names it)
             try:
                 await _check(store, agent)
             except IntegrityError as exc:

@@ -102,7 +102,14 @@ from .retention_ahead import floor_through
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
-from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated, head_seen
+from .retention_idle import (
+    ahead_or_idle,
+    check_idle,
+    check_unchanged,
+    dated,
+    head_seen,
+    prune_planned,
+)
 from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
@@ -348,16 +355,17 @@ async def _plan_and_apply(
     named = sorted(s for s in drop if s >= target)
     if together is not None:
         event = _event(action, dropped)
-        change = StreamChange(agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,))
+        change = StreamChange(
+            agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,),
+            prune_head=head, prune_checksum=seen[2],  # (the stream planned on: same commit)
+        )  # fmt: skip
         await together.sink.record_with_change(
             change, event.op, principal=together.principal, first_seq=event.first_seq,
             last_seq=event.last_seq, detail=event.details, outcome=event.outcome,
         )  # fmt: skip
     else:
         await before(action, dropped)
-        if full is not None:
-            await store.backend.save_snapshot(agent_id, full)
-        await store.backend.prune(agent_id, target, named)
+        await prune_planned(store, agent_id, target, named, head, seen, full)
     store._reads.forget(agent_id)  # its cached record may point at removed snapshots
     return action
 

@@ -23,16 +23,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._durations import duration_text
-from ..errors import AgentForgotten, AgentNotFound, ConflictError, IntegrityError
+from ..errors import (
+    AgentForgotten,
+    AgentNotFound,
+    ConflictError,
+    IntegrityError,
+    StatekeeperError,
+)
 from ..records import RawEvent, RawSnapshot
+from ..store.conditional import prune_at
 from ..store.verification import AHEAD
 from .retention_ahead import idle
 from .retention_policy import Rule
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..store import StateStore
 
-__all__ = ["AHEAD", "ahead_or_idle", "check_idle", "check_unchanged", "dated"]
+__all__ = [
+    "AHEAD",
+    "ahead_or_idle",
+    "check_idle",
+    "check_unchanged",
+    "dated",
+    "head_seen",
+    "prune_planned",
+]
 
 
 def ahead_or_idle(rule: Rule, listed: float, now: float) -> bool:
@@ -152,3 +169,45 @@ async def check_unchanged(store: StateStore, agent_id: str, head: int, seen: See
     record = await _head_record(store, agent_id, head)
     if _seen(record) != seen:
         raise ConflictError(agent_id, head, head)
+
+
+async def prune_planned(
+    store: StateStore,
+    agent_id: str,
+    target: int,
+    drop: Sequence[int],
+    head: int,
+    seen: Seen,
+    full: RawSnapshot | None,
+) -> None:
+    """A compaction's or thinning's change, made only on the stream it was planned on:
+    ``full`` (the new base at ``target``, folded from that stream) stored, then the
+    prune conditional on ``head`` and the head record :func:`head_seen` saw, in the
+    engine's atomic step (:func:`~statekeeper.store.conditional.prune_at`). A stream
+    deleted and written again by another process up to the same head after
+    :func:`check_unchanged` — before, the prune cut the new stream's history (its
+    acknowledged events gone, ``HistoryCompacted`` on its load) — raises
+    :class:`ConflictError` with nothing removed, and the snapshot stored for the other
+    stream is taken back (a snapshot of another stream: its loads warned and replayed)."""
+    if full is not None:
+        await store.backend.save_snapshot(agent_id, full)
+    try:
+        await prune_at(store.backend, agent_id, target, drop, head, seen[2])
+    except ConflictError:
+        if full is not None:
+            await _take_back(store, agent_id, full)
+        raise
+
+
+async def _take_back(store: StateStore, agent_id: str, full: RawSnapshot) -> None:
+    """Remove the snapshot ``full`` stored in a stream that is not the one it was folded
+    from (its checksum, sealed with the old stream's link, is only ever this one's).
+    Only a snapshot — a cache of the state — can go with it: one the other stream
+    stored at the same seq meanwhile, which its next save makes again."""
+    backend = store.backend
+    try:
+        stored = await backend.latest_snapshot(agent_id, full.seq)
+        if stored is not None and stored.seq == full.seq and stored.checksum == full.checksum:
+            await backend.prune(agent_id, 0, (full.seq,))
+    except StatekeeperError:  # (the conflict is what the caller reports)
+        pass

@@ -324,9 +324,17 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         )
         return done
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
+        at = () if head is None and checksum is None else (head, checksum)  # (an old override)
         await self._obs.call(
-            "prune", agent_id, self.inner.prune, agent_id, base_seq, drop_snapshots
+            "prune", agent_id, self.inner.prune, agent_id, base_seq, drop_snapshots, *at
         )
 
     async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:

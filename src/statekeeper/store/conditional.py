@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
 from ..backends.base import Backend
@@ -84,17 +84,56 @@ async def delete_at(
         ) from exc
 
 
+async def prune_at(
+    backend: Backend,
+    agent_id: str,
+    base_seq: int,
+    drop_snapshots: Sequence[int],
+    head: int,
+    checksum: bytes | None,
+) -> None:
+    """``backend.prune`` only while ``agent_id``'s head is ``head`` and (given) its head
+    event's stored checksum ``checksum`` — the stream the prune was planned on, checked
+    in the engine's atomic step (:meth:`Backend.prune`): a stream deleted and written
+    again up to the same seq since the plan raises
+    :class:`~statekeeper.errors.ConflictError`, nothing removed. An engine whose
+    ``prune`` override predates these arguments is refused with
+    :class:`~statekeeper.errors.CapabilityUnsupported` naming it (nothing removed: a
+    prune without them would cut whichever stream is there)."""
+    try:
+        await backend.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+    except TypeError as exc:  # (raised by the call itself: nothing was removed)
+        old = _without(backend, "prune", ("", 1, (), 1, b""))
+        if old is None:
+            raise
+        raise CapabilityUnsupported(
+            f"{old.__module__}.{old.__qualname__}",
+            "a prune conditional on the head record's identity",
+            "its prune(agent_id, base_seq, drop_snapshots) override takes no head (the"
+            " head the prune was planned on and its event's stored checksum,"
+            " Backend.prune's fourth and fifth arguments): add 'head: int | None = None,"
+            " checksum: bytes | None = None' and compare them in the prune's atomic step"
+            " (statekeeper.testing.BackendConformance checks it). Nothing was removed",
+        ) from exc
+
+
 def _without_checksum(backend: object) -> type | None:
     """The engine class (``backend`` or one it wraps: an instrumented backend's inner
     engine, a tiered one's durable tier) whose ``delete_agent_at`` cannot take a
     checksum (an override written before it was added), else None."""
+    return _without(backend, "delete_agent_at", ("", 1, b""))
+
+
+def _without(backend: object, name: str, args: tuple[object, ...]) -> type | None:
+    """The engine class (``backend`` or one it wraps) whose method ``name`` cannot be
+    called with ``args`` (an override written before its last arguments), else None."""
     seen: set[int] = set()
     while backend is not None and id(backend) not in seen:
         seen.add(id(backend))
-        method = getattr(type(backend), "delete_agent_at", None)
+        method = getattr(type(backend), name, None)
         if method is not None:
             try:
-                inspect.signature(method).bind(backend, "", 1, b"")
+                inspect.signature(method).bind(backend, *args)
             except TypeError:
                 return type(backend)
         backend = getattr(backend, "inner", None) or getattr(backend, "durable", None)

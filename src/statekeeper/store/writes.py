@@ -98,9 +98,11 @@ class Seen:
     ``adopted_tag``, set with ``adopted``: the head tag stored with that state (None:
     not known), which the saver remembers where the store's cache does not hold the
     record (``cache_size=0``, or evicted) — without it, its writes were made at the
-    seq alone."""
+    seq alone. ``adopted_checksum``, set by a write with ``adopted``: the stored
+    checksum of the event it wrote at the head (what a delete conditional on that
+    record compares: the compaction's cut-over deletes the fenced generation at it)."""
 
-    __slots__ = ("adopted", "adopted_tag", "link", "seq", "tag")
+    __slots__ = ("adopted", "adopted_checksum", "adopted_tag", "link", "seq", "tag")
 
     def __init__(self, seq: int, link: bytes | None, tag: bytes | None = None) -> None:
         self.seq = seq
@@ -108,6 +110,7 @@ class Seen:
         self.tag = tag
         self.adopted: bytes | None = None
         self.adopted_tag: bytes | None = None
+        self.adopted_checksum: bytes | None = None
 
 
 #: a :class:`Seen`, set by a :class:`~.agent.DurableAgent` around the ``StateStore``
@@ -461,6 +464,7 @@ class WritePipeline:
                     # (counted once stored: WriteBehind.stored, or lost: .lost)
                     if (seen := SEEN.get()) is not None:
                         seen.adopted, seen.adopted_tag = new_record.link, new_record.tag
+                        seen.adopted_checksum = new_record.checksum
                     if self.witness is not None and new_record.link is not None:
                         self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self.behind.add(request)  # waits when the buffer is full
@@ -521,6 +525,7 @@ class WritePipeline:
                         self.witness.acked(agent_id, result.last_seq, new_record.link)
                     if (seen := SEEN.get()) is not None:  # (an agent's write: its link)
                         seen.adopted, seen.adopted_tag = new_record.link, new_record.tag
+                        seen.adopted_checksum = new_record.checksum
                 return result
         finally:
             locks.release(agent_id)

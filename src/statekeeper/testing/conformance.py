@@ -22,7 +22,7 @@ A backend never interprets payloads, so the records here are arbitrary bytes.
 The tests are grouped by part of the contract: this module holds the core (append,
 idempotency, batches, reads, snapshots, listing); :mod:`._contract` the hooks, fixtures
 and record builders; :mod:`.lifecycle`, :mod:`.leases`, :mod:`.head_tags`,
-:mod:`.capabilities` and :mod:`.feed` the rest.
+:mod:`.capabilities`, :mod:`.prune_at` and :mod:`.feed` the rest.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from .head_tags import HeadTagConformance
 from .key_rename import KeyRenameConformance
 from .leases import LeaseConformance
 from .lifecycle import LifecycleConformance
+from .prune_at import PruneAtConformance
 
 __all__ = [
     "BackendConformance",
@@ -71,6 +72,7 @@ class BackendConformance(
     CapabilityConformance,
     KeyRenameConformance,
     FeedConformance,
+    PruneAtConformance,
 ):
     """The shared contract of :class:`statekeeper.backends.base.Backend`.
 

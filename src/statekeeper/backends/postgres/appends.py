@@ -36,6 +36,7 @@ from ..base import (
     KeptKeys,
     append_outcome,
     check_prune,
+    check_prune_at,
     lease_lost,
     validate_batch,
     validate_from_base,
@@ -343,8 +344,15 @@ class Appends(PostgresPart):
                 if (refused := await refusal(self, conn, agent_id, "snapshot")) is not None:
                     raise refused  # the head row hidden by row-level security: not absent
                 raise ConflictError(agent_id, snap.seq, await self._head_in(conn, agent_id))
-        if change.prune_to is not None:
-            await self._prune_in(conn, agent_id, change.prune_to, change.drop_snapshots)
+        if change.prune_to is not None:  # (its identity check rolls back the snapshot too)
+            await self._prune_in(
+                conn,
+                agent_id,
+                change.prune_to,
+                change.drop_snapshots,
+                change.prune_head,
+                change.prune_checksum,
+            )
         if change.delete_at is None:
             return
         if change.delete_checksum is None:
@@ -402,16 +410,32 @@ class Appends(PostgresPart):
         return LeaseInfo(agent_id, row[0], int(row[1]), float(row[2])) if row else None
 
     async def _prune_in(
-        self, conn: Any, agent_id: str, base_seq: int, drop_snapshots: Sequence[int]
+        self,
+        conn: Any,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int],
+        expected: int | None = None,
+        checksum: bytes | None = None,
     ) -> None:
         """``prune`` in ``conn``'s transaction (the head row locked ``FOR UPDATE``);
-        ConfigurationError when its preconditions fail (the transaction rolls back)."""
+        ConfigurationError when its preconditions fail, ConflictError when the head is
+        not ``expected`` or its event not the record of ``checksum`` (the transaction
+        rolls back)."""
         drop = sorted(set(drop_snapshots))
         cur = await conn.execute(self._sql["prune_lock"], (agent_id, base_seq, agent_id))
         row = await cur.fetchone()
         if row is None and (refused := await refusal(self, conn, agent_id, "prune")) is not None:
             raise refused  # the head row filtered away by row-level security: not absent
         head = int(row[0]) if row is not None else 0
+        if expected is not None and checksum is not None and head == expected:
+            # (under the head row's lock: no delete or append of the agent in between)
+            cur = await conn.execute(self._sql["prune_head_sum"], (agent_id, head))
+            found = await cur.fetchone()
+            stored = bytes(found[0]) if found is not None else None
+        else:
+            stored = None
+        check_prune_at(agent_id, head, expected, checksum, lambda: stored)
         check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
         if base_seq:
             for name in ("prune_events", "prune_snaps_below"):  # (idempotency records stay)

@@ -582,14 +582,22 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
 
     # -- other writes ---------------------------------------------------------------
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
         """Remove history below a snapshot in one transaction (the head row locked
-        ``FOR UPDATE``); a retry after a lost commit finds nothing left to remove."""
+        ``FOR UPDATE``, the head event's checksum compared under that lock); a retry
+        after a lost commit finds nothing left to remove."""
         self._check_can_write()
 
         async def op() -> None:
             async with self._connection() as conn, conn.transaction():
-                await self._prune_in(conn, agent_id, base_seq, drop_snapshots)
+                await self._prune_in(conn, agent_id, base_seq, drop_snapshots, head, checksum)
 
         await self._retrying("prune", op)
         self._wrote()

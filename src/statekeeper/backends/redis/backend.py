@@ -1210,6 +1210,8 @@ class RedisBackend(Backend):
             else:
                 args += ["1", *_rewrite_fields(change.rewrite)]
             args.append(change.delete_checksum or b"")
+            args.append("" if change.prune_head is None else str(change.prune_head))
+            args.append(change.prune_checksum or b"")
         agent = requests[0].agent_id
         shards = [
             self._agent(a).shard
@@ -1275,6 +1277,8 @@ class RedisBackend(Backend):
                 if change.rewrite is not None
                 else change.delete_at
                 if change.delete_at is not None
+                else change.prune_head
+                if change.prune_head is not None
                 else snap.seq
                 if snap
                 else 0
@@ -1385,20 +1389,40 @@ class RedisBackend(Backend):
             raise ConflictError(agent_id, head, -1 - reply)
         return True
 
-    async def prune(self, agent_id: str, base_seq: int, drop_snapshots: Sequence[int] = ()) -> None:
-        """Remove history below a snapshot in one script (atomic); retried safely."""
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
+        """Remove history below a snapshot in one script (atomic: the head and its
+        event's checksum compared in it); retried safely."""
         self._check_can_write()
+        if head is None and checksum is not None:
+            raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         k = self._agent(agent_id)
         if not self._reached:  # (as save_snapshot)
             await self.open()
         drop = sorted(set(drop_snapshots))
-        args = [agent_id.encode(), self._ttl_of(agent_id), str(base_seq), *(str(s) for s in drop)]
+        args = [
+            agent_id.encode(),
+            self._ttl_of(agent_id),
+            str(base_seq),
+            "" if head is None else str(head),
+            checksum if head is not None and checksum is not None else b"",
+            *(str(s) for s in drop),
+        ]
         keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
 
         async def op() -> Any:
             return await self._write(agent_id, self._prune_script, keys, args)
 
         reply = await self._retrying("prune", op)
+        if int(reply[0]) == 2:
+            assert head is not None
+            raise ConflictError(agent_id, head, int(reply[1]))
         if int(reply[0]) != 0:
             check_prune(agent_id, int(reply[1]), base_seq, bool(int(reply[2])), drop)
 

@@ -105,8 +105,11 @@ class _SaverClaims(_SaverCommits):
                 # planned on the cached document, without a head read: the claim it
                 # refused may have been released since, in a commit this saver never
                 # read. Refused only on a current document (before, the thread stayed
-                # refused to this saver until that claim's lease lapsed: 30 s)
-                if await self.store.head(exc.agent_id) == exc.expected_seq:
+                # refused to this saver until that claim's lease lapsed: 30 s) — the
+                # same stream, not only the same seq: a thread deleted and made again
+                # up to that seq by another process holds no such claim (before, it was
+                # refused as busy until the deleted claim's lease lapsed)
+                if await self._head_as_refused(run.thread_id, exc) == exc.expected_seq:
                     raise
                 self._forget(run.thread_id)
                 await self._mutate(run.thread_id, plan, m.EV_RUN, plain=True)
@@ -125,6 +128,15 @@ class _SaverClaims(_SaverCommits):
             await self._release(run)
             return
         self._schedule_renewal()
+
+    async def _head_as_refused(self, thread_id: str, exc: ThreadBusyError) -> int:
+        """The stored head of the stream a claim was refused on, or -1 when the stream
+        there is not the one the refusal read (deleted and made again up to the same
+        seq: its head tag differs, :meth:`_checked_head`)."""
+        st = self._streams.get(thread_id)
+        if st is not None and st.agent_id == exc.agent_id and st.seq == exc.expected_seq:
+            return await self._checked_head(st)
+        return await self.store.head(exc.agent_id)
 
     def _rode(self, run: runs.Run | None) -> None:
         """After a riding run's write: the run holds the thread once its claim is

@@ -23,6 +23,7 @@ from . import mapping as m
 from .faults import ThreadBusyError
 from .serde import pool_refs
 from .stream import Op, Plan, _Stream
+from .streams import checksum_as_read
 from .writes import _SaverWrites
 
 
@@ -200,7 +201,8 @@ class _SaverPruning(_SaverWrites):
             # has another head tag (the store refuses it, and the engine compares the
             # tag in the append's own commit); before, the store read the head again
             # after the cached one's conflict and fenced the other process's stream
-            token = SEEN.set(Seen(fence_seq, None, st.tag))
+            seen = Seen(fence_seq, None, st.tag)
+            token = SEEN.set(seen)
             try:
                 fence = await self.store.append(
                     st.agent_id,
@@ -210,7 +212,14 @@ class _SaverPruning(_SaverWrites):
                 )
             finally:
                 SEEN.reset(token)
-            fenced = self.store._checksum_at(st.agent_id, fence.last_seq)  # (no await since)
+            # the fence's own record: the store's cached one (no await since), else the
+            # one the write made (a store with cache_size=0 keeps none: before, the
+            # old generation was then deleted at the fence's seq alone — a thread
+            # deleted and made again up to that seq by another process was deleted)
+            fenced = self.store._checksum_at(st.agent_id, fence.last_seq)
+            if fenced is None and fence.last_seq == fence_seq + 1:
+                fenced = seen.adopted_checksum
+            fence_tag = seen.adopted_tag
         except ConflictError:
             await self.store.delete(new_agent)
             return False
@@ -224,8 +233,11 @@ class _SaverPruning(_SaverWrites):
         # the old generation deleted only while its head is the fence just written (its
         # seq and stored checksum, compared by the engine in the delete's commit): once
         # another process deleted the thread and made it again, that id is its stream
-        with contextlib.suppress(ConflictError), delete_only_at(fence.last_seq, fenced):
-            await self.store.delete(st.agent_id)
+        if fenced is None:  # (not told: read, at the fence's tag)
+            fenced = await checksum_as_read(self.store, st.agent_id, fence.last_seq, fence_tag)
+        if fenced is not None:  # (else left fenced: not the stream fenced, or not known)
+            with contextlib.suppress(ConflictError), delete_only_at(fence.last_seq, fenced):
+                await self.store.delete(st.agent_id)
         return True
 
     async def _delete_read(self, st: _Stream) -> bool:
@@ -243,23 +255,9 @@ class _SaverPruning(_SaverWrites):
             for agent in await self._generations(st.thread_id)
             if agent != st.agent_id
         ]
-        checksum = store._checksum_at(st.agent_id, st.seq)
-        if checksum is None and st.tag is not None:  # (the store's cache let it go)
-            # the head event's identity, then the tag stored with the head: a stream
-            # made again before the tag's read has another tag (nothing deleted), one
-            # made again after the identity's read another checksum (the engine refuses)
-            head = await head_identity(store, st.agent_id)
-            if (
-                head is None
-                or head[0] != st.seq
-                or await store._head_tag(st.agent_id)
-                != (
-                    st.seq,
-                    st.tag,
-                )
-            ):
-                return False
-            checksum = head[2]
+        checksum = await checksum_as_read(store, st.agent_id, st.seq, st.tag)
+        if checksum is None and st.tag is not None:  # (another stream now: kept)
+            return False
         try:
             with delete_only_at(st.seq, checksum):
                 await store.delete(st.agent_id)

@@ -184,8 +184,11 @@ class _SaverStreams(_SaverState):
         for prev in old:
             # only the fenced stream read: at its head's identity (its seq and stored
             # checksum, compared by the engine in the delete's commit) — a thread
-            # deleted and made again by another process meanwhile is not deleted
-            checksum = store._checksum_at(prev.agent_id, prev.seq)
+            # deleted and made again by another process meanwhile is not deleted (with
+            # the store's cache off it was deleted at the seq alone: no checksum known)
+            checksum = await checksum_as_read(store, prev.agent_id, prev.seq, prev.tag)
+            if checksum is None:  # another stream now, or its identity not known: kept
+                continue
             with contextlib.suppress(ConflictError), delete_only_at(prev.seq, checksum):
                 await store.delete(prev.agent_id)
 
@@ -291,3 +294,25 @@ def _tag_of(store: StateStore, agent: str, seq: int, seen: Seen) -> bytes | None
     other stream's document: a checkpoint read back with the other process's values)."""
     tag = store._tag_at(agent, seq)
     return tag if tag is not None else seen.adopted_tag
+
+
+async def checksum_as_read(
+    store: StateStore, agent: str, seq: int, tag: bytes | None
+) -> bytes | None:
+    """The stored checksum of the event at ``seq`` of ``agent``'s stream as the saver
+    read it at that head (``tag``: the head tag read with it), what a delete of that
+    stream only is conditional on: the store's cached record's, else (cache off, or
+    evicted) read — the head event's identity, then the tag stored with the head, so a
+    stream made again before the tag's read has another tag, and one made again after
+    the identity's read another checksum (the engine refuses the delete). None: the
+    stream there is no longer the one read, or the tag was not known (delete nothing:
+    a delete at the seq alone would take a thread made again up to it)."""
+    checksum = store._checksum_at(agent, seq)
+    if checksum is not None or tag is None:
+        return checksum
+    from ...store.delete_shown import head_identity  # (only a cache-less delete reads it)
+
+    head = await head_identity(store, agent)
+    if head is None or head[0] != seq or await store._head_tag(agent) != (seq, tag):
+        return None
+    return head[2]

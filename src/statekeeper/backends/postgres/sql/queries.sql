@@ -238,6 +238,10 @@ SELECT count(*) FROM {s}.sk_idempotency WHERE (%s::text IS NULL OR agent_id = %s
 -- name: prune_lock
 SELECT head_seq, EXISTS (SELECT 1 FROM {s}.sk_snapshots WHERE agent_id = %s AND seq = %s) FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
 
+-- name: prune_head_sum
+-- (a prune at a head's identity: its head event's checksum, read under prune_lock)
+SELECT checksum FROM {s}.sk_events WHERE agent_id = %s AND seq = %s
+
 -- name: prune_events
 DELETE FROM {s}.sk_events WHERE agent_id = %s AND seq <= %s
 

@@ -8,7 +8,8 @@
 -- delete_at|'', snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops,
 -- lease 'g' grant|'r' release|'', its holder, token, ttl s, rewrite 1|0 and (1)
 -- rewrite_write.lua's fields; then the head event's expected checksum of a delete ('' for
--- any).
+-- any); then the expected head of a snapshot and/or prune ('' for any) and its head
+-- event's expected checksum ('' for any): the stream the prune was planned on.
 -- Reply: {0} all written | {4, change, head, has base} a prune refused | {5, change,
 -- head} a change's stream is not where it expects | {6, append, append.lua's refusal
 -- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
@@ -50,6 +51,8 @@ for j = 1, nchg do
   end
   at = at + 1
   c.sum = ARGV[at]
+  c.at_head, c.at_sum = ARGV[at + 1], ARGV[at + 2]
+  at = at + 2
   changes[j] = c
 end
 -- the checks: nothing is written before all passed
@@ -67,6 +70,15 @@ for j, c in ipairs(changes) do
   end
   local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
   if head == 0 and c.delete_at == '' and c.lease == '' then presence_check(c.idx, c.agent, ttl) end
+  if c.prune ~= '' and c.at_head ~= '' then  -- the stream planned on (see prune.lua)
+    if tonumber(c.at_head) ~= head then return {5, j, head} end
+    if c.at_sum ~= '' then
+      local blob = redis.call('HGET', c.h, 'e:' .. fmt(head))
+      if not blob or #blob < 12 then return {5, j, head} end
+      local _, nkind, nsum = struct.unpack('>dHH', blob)
+      if string.sub(blob, 13 + nkind, 12 + nkind + nsum) ~= c.at_sum then return {5, j, head} end
+    end
+  end
   if c.snap ~= '0' then
     local s = tonumber(c.snap)
     if s < 1 or s > head then return {5, j, head} end

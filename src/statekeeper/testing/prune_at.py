@@ -1,0 +1,80 @@
+"""The backend contract, part: a prune at the head it was planned on
+(``Backend.prune(agent_id, base_seq, drop_snapshots, head, checksum)``, what retention's
+``keep_last`` compacts with). Run through :class:`~statekeeper.testing.BackendConformance`."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from statekeeper.backends.base import Backend, Capability
+from statekeeper.errors import ConfigurationError, ConflictError
+from statekeeper.records import AppendRequest, RawEvent, StreamChange
+
+from ._contract import Contract, _needs, request, snapshot
+
+__all__ = ["PruneAtConformance"]
+
+
+class PruneAtConformance(Contract):
+    """Conformance tests: ``prune`` conditional on the head record's identity."""
+
+    async def test_prune_takes_a_head_and_its_checksum(self, backend: Backend) -> None:
+        """``prune`` takes the head the prune was planned on and that head event's
+        stored checksum as its fourth and fifth arguments, by position or by name: an
+        override written before them (``prune(self, agent_id, base_seq,
+        drop_snapshots)``) fails every retention compaction with
+        ``CapabilityUnsupported`` naming the engine."""
+        _needs(backend, Capability.PRUNE)
+        method = type(backend).prune
+        try:
+            inspect.signature(method).bind(backend, "a", 1, (), 2, b"sum")
+            inspect.signature(method).bind(backend, "a", 1, (), head=2, checksum=b"sum")
+        except TypeError as exc:
+            pytest.fail(
+                f"{type(backend).__qualname__}.prune must take (agent_id, base_seq,"
+                f" drop_snapshots=(), head: int | None = None, checksum: bytes | None ="
+                f" None): {exc}"
+            )
+        await backend.append(request("a", 0, 4, snap_at=2))
+        checksum = (await backend.read("a", 3, 4))[0].checksum
+        await backend.prune("a", 2, (), head=4, checksum=checksum)
+        assert [e.seq for e in await backend.read("a")] == [3, 4]
+        await backend.prune("a", 0, (), 4)  # (a head alone: its seq)
+        with pytest.raises(ConfigurationError):  # (a checksum names a head's record)
+            await backend.prune("a", 0, (), None, checksum)
+
+    async def test_prune_at_a_stream_made_again_removes_nothing(self, backend: Backend) -> None:
+        """An agent deleted and written again up to the same head (another process's
+        new stream, its writes acknowledged) has another head record: a prune planned
+        on the old stream (its head and head checksum) removes nothing
+        (ConflictError, in the engine's atomic step), nor one at a head that moved;
+        naming the right one prunes."""
+        _needs(backend, Capability.PRUNE)
+        await backend.append(request("a", 0, 4, snap_at=2))
+        old = (await backend.read("a", 3, 4))[0].checksum
+        assert await backend.delete_agent("a") is True
+        remade = [
+            RawEvent(s, "patch", 100.0 + s, b"new-%d" % s, b"new-sum-%d" % s) for s in range(1, 5)
+        ]
+        await backend.append(AppendRequest("a", 0, remade, snapshot(2, tag=b"new")))
+        with pytest.raises(ConflictError) as caught:
+            await backend.prune("a", 2, (), 4, old)
+        assert (caught.value.expected_seq, caught.value.current_seq) == (4, 4)
+        with pytest.raises(ConflictError) as caught:
+            await backend.prune("a", 2, (), 3, b"new-sum-3")  # (a head that moved)
+        assert (caught.value.expected_seq, caught.value.current_seq) == (3, 4)
+        assert await backend.read("a") == remade  # the new stream, whole
+        assert await backend.latest_snapshot("a") == snapshot(2, tag=b"new")
+        if backend.appends_together:  # a retention compaction's commit with its entry
+            stale = StreamChange(
+                "a", snapshot=snapshot(3), prune_to=3, prune_head=4, prune_checksum=old
+            )
+            with pytest.raises(ConflictError):
+                await backend.append_together([request("other", 0)], [stale])
+            assert await backend.head("other") == 0  # nothing of the commit written
+            assert await backend.read("a") == remade
+            assert await backend.latest_snapshot("a") == snapshot(2, tag=b"new")
+        await backend.prune("a", 2, (), 4, b"new-sum-4")
+        assert await backend.read("a") == remade[2:]
