@@ -63,6 +63,21 @@ class Timestamp:
     logical: int
     node: str
 
+    def __post_init__(self) -> None:
+        # what from_json reads back: a stamp made of anything else (a float wall in
+        # seconds or ms, a negative one) was stored, and then every reader of the CRDT
+        # or version holding it failed — every later merge of that agent too
+        for name, unit in (("wall", " (milliseconds since the epoch)"), ("logical", "")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(
+                    name, f"a timestamp's {name} must be an int >= 0{unit}, not {value!r}"
+                )
+        if not isinstance(self.node, str):
+            raise InvalidArgument(
+                "node", f"a timestamp's node must be a str, not {type(self.node).__name__}"
+            )
+
     def to_json(self) -> list[Any]:
         """``[wall, logical, node]``."""
         return [self.wall, self.logical, self.node]

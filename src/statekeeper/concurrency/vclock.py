@@ -2,7 +2,10 @@
 
 Each replica (a process, a device holding an offline copy of an agent) keeps a
 counter; a version's clock maps replica ids to how many of that replica's updates it
-includes. Comparing two clocks tells the causal relation of the versions:
+includes. A replica's updates are made one after the other: writers that edit at the
+same time (two tasks of one process) need an id each, or one's update is taken for
+part of the other's past and dropped by a merge (docs/concurrency.md). Comparing two
+clocks tells the causal relation of the versions:
 
 * ``BEFORE`` — every counter ``<=`` and one ``<``: the other version already includes
   this one (fast-forward to it);
