@@ -45,12 +45,6 @@ setup(
             sources=["native/fileid.c"],
             optional=True,
         ),
-        Extension(
-            "statekeeper.store._leanseal",
-            sources=["native/leanseal.c"],
-            libraries=["crypto"],
-            optional=True,
-        ),
         *(
             [
                 Extension(

@@ -35,15 +35,14 @@ Why a copy of the builder's steps: the instructions per append, docs/benchmarks.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from ..backends.base import StoreRequest
-from ..codec.depth import MAX_DEPTH, bounded, too_deep
-from ..codec.pipeline import _CANON, BLAKE3_FROM, _unkeyed_tag
+from ..codec.depth import bounded, too_deep
+from ..codec.pipeline import BLAKE3_FROM
 from ..errors import ConflictError
 from ..records import AppendResult, RawEvent, RawSnapshot
 from .body import next_record
@@ -124,7 +123,6 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
     acked = None if witness is None else witness.acked
     dumps = orjson.dumps
     blake3_from = BLAKE3_FROM
-    native = _native_sealer(codec) if packer is not None and tagger is _unkeyed_tag else None
 
     def lean(
         agent_id: str,
@@ -147,39 +145,28 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             or needs_prepare(record)
         ):
             return None
+        if ops_json is not None:
+            body_bytes = body_around(ops_json, key)
+        else:
+            try:
+                body_bytes = dumps({"ops": ops, "key": key} if key is not None else {"ops": ops})
+            except TypeError:  # not plain JSON after all (or nested past orjson's limit):
+                return None  # the builder says what is wrong
+        if 0x24 in body_bytes and b'"$t"' in body_bytes:
+            return None  # a tag-like key in the values: the builder reads it back
+        if not bounded(body_bytes) and too_deep(ops) is not None:
+            return None  # a document nested too deep: the builder refuses it
         seq = expected_seq + 1
         now = clock()
         if now < record.updated_at:  # a stream's times never go back (writes.build)
             now = record.updated_at
-        sealed = (
-            None
-            if native is None or ops_json is None
-            else native(agent_id, event_type, seq, now, ops_json, key, prev)
-        )
-        if sealed is not None:
-            payload, checksum, link, tag = sealed
+        if sealer is not None and len(body_bytes) < blake3_from:
+            payload, link = sealer(agent_id, seq, event_type, now, body_bytes, prev)
+            checksum = link
+        elif packer is not None and len(body_bytes) < blake3_from:
+            payload, checksum, link = packer(agent_id, seq, event_type, now, body_bytes, prev)
         else:
-            if ops_json is not None:
-                body_bytes = body_around(ops_json, key)
-            else:
-                try:
-                    body_bytes = dumps(
-                        {"ops": ops, "key": key} if key is not None else {"ops": ops}
-                    )
-                except TypeError:  # not plain JSON after all (or nested past orjson's limit):
-                    return None  # the builder says what is wrong
-            if 0x24 in body_bytes and b'"$t"' in body_bytes:
-                return None  # a tag-like key in the values: the builder reads it back
-            if not bounded(body_bytes) and too_deep(ops) is not None:
-                return None  # a document nested too deep: the builder refuses it
-            if sealer is not None and len(body_bytes) < blake3_from:
-                payload, link = sealer(agent_id, seq, event_type, now, body_bytes, prev)
-                checksum = link
-            elif packer is not None and len(body_bytes) < blake3_from:
-                payload, checksum, link = packer(agent_id, seq, event_type, now, body_bytes, prev)
-            else:
-                payload, checksum, link = seal(agent_id, seq, event_type, now, body_bytes, prev)
-            tag = tagger(agent_id, seq, link)
+            payload, checksum, link = seal(agent_id, seq, event_type, now, body_bytes, prev)
         new = next_record(record)
         new.link = link
         new.checksum = checksum
@@ -187,6 +174,7 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
         new.data, new.dumped, new.blob, new.shared = after, None, None, True
         new.seq = seq
         new.updated_at = now
+        tag = tagger(agent_id, seq, link)
         new.tag, new.tag_known = tag, True
         if due(new, seq):  # the snapshot with it: the engine's append (as build makes it)
             snapshot, marks = encode_timed(new)
@@ -247,26 +235,6 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             pipeline._let_go(agent_id)
 
     return lean
-
-
-def _native_sealer(codec: Any) -> Any:
-    """The C build + seal of a compressing codec without a key (``_leanseal``), bound."""
-    if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0"):
-        return None
-    try:
-        from . import _leanseal  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    fmt_id = codec.format.id
-    return _leanseal.Sealer(
-        _CANON[fmt_id],
-        _CANON[fmt_id | (codec.compression << 2)],
-        codec.compress_min_bytes,
-        BLAKE3_FROM,
-        MAX_DEPTH,
-        codec._compressors,
-        codec._compressor,
-    ).seal
 
 
 def _default_commit_keyed() -> Any:
