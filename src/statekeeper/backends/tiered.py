@@ -53,6 +53,9 @@ Multi-process rules
     touched), so of concurrent demotions of one agent exactly one goes on and the
     others write nothing; a write during a demotion is kept (its delete of the stream
     is conditional on the head record it copied) and the demotion ends its own claim.
+    The delete commits with the marker's second record (the demotion done) only while
+    the claim is its own (SQLite, PostgreSQL, memory: one commit), so a claim whose
+    demotion was killed is taken over once it is old and its process provably gone.
 
 Read-only (``readonly=True``)
     Every write (appends, snapshots, deletes, rewrites, leases, demotion,
@@ -102,6 +105,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
 )
 from .base import (
     Backend,
@@ -114,9 +118,12 @@ from .base import (
 )
 from .keyed_locks import KeyedLock
 from .tiered_cold import (
+    IN_FLIGHT,
     check_demoted_copy,
+    claim_owner,
     head_is_demoted,
     marker_body,
+    owner_gone,
     record_digest,
     same_record,
 )
@@ -134,6 +141,9 @@ _PAGE = 1000
 #: the most agents :attr:`TieredBackend._settled` remembers: a memo, one forgotten
 #: costs one marker read at its next use (it is a first use again)
 _SETTLED_MAX = 65536
+#: seconds after which a demotion's claim whose owner is provably gone may be taken
+#: over (:meth:`TieredBackend._take_over`): never sooner, whatever the owner
+_CLAIM_STALE = 60.0
 #: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
 _IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
     "statekeeper_tiered_in_place", default=frozenset()
@@ -1439,12 +1449,17 @@ class TieredBackend(Backend):
         return None if entry is None else entry[0]
 
     async def _marker_entry(self, agent_id: str) -> tuple[AgentInfo, dict[str, Any]] | None:
-        """``agent_id``'s cold marker, and its JSON body (None: not demoted)."""
+        """``agent_id``'s cold marker, and its JSON body (None: not demoted), with the
+        marker stream's head (``_seq``: 1, a demotion's claim; 2, a demotion done, the
+        agent's stream deleted; 1 too for a marker of an earlier version) and its claim
+        token (``_token``, hex: the checksum of its records)."""
         if _is_internal(agent_id):  # never demoted (and its marker's id would be invalid)
             return None
-        body = marker_body(await self.durable.read(COLD_MARKER + agent_id, 0, 1))
+        events = await self.durable.read(COLD_MARKER + agent_id, 0, None, limit=2)
+        body = marker_body(events)
         if body is None:
             return None
+        body = body | {"_seq": events[-1].seq, "_token": events[-1].checksum.hex()}
         info = AgentInfo(
             agent_id, int(body["head"]), float(body["created"]), float(body["updated"])
         )
@@ -1484,7 +1499,12 @@ class TieredBackend(Backend):
         touched. Another demotion of the agent (another process's: every process's
         demotion loop finds the same idle agents) that finds a marker backs off without
         a write; a demotion deletes only the cold copy and the marker it wrote itself,
-        and its delete of the durable stream is conditional on the head record it copied.
+        and its delete of the durable stream is conditional on the head record it copied
+        — and, where the durable tier commits several streams at once, made in one
+        commit with the marker's second record (the demotion done), conditional on the
+        claim still being its own: so a claim whose demotion was killed is taken over
+        (:meth:`_take_over`) without letting the owner, were it still alive, delete the
+        stream under the new claim.
         """
         self._check_can_write()
         cold = self.cold
@@ -1495,13 +1515,15 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
-            if await self._marker_entry(agent_id) is not None:
+            entry = await self._marker_entry(agent_id)
+            if entry is not None and not await self._take_over(agent_id, entry, head):
                 return self._claimed(agent_id)
             first = await self.durable.read(agent_id, 0, None, limit=1)
             last = await self.durable.read(agent_id, head - 1, head)
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
             token = secrets.token_bytes(16)
+            fenced = self._fenced()
             body = orjson.dumps(
                 {
                     "head": head,
@@ -1509,40 +1531,123 @@ class TieredBackend(Backend):
                     "updated": last[0].timestamp,
                     "last": record_digest(last[0]),
                 }
+                | ({"claimed": self.clock(), "owner": claim_owner()} if fenced else {})
             )  # ("last": the demoted head's digest, checked again by a rehydration)
+            IN_FLIGHT.add(token)
             try:
-                await self.durable.append(
-                    AppendRequest(
-                        COLD_MARKER + agent_id,
-                        0,
-                        (RawEvent(1, "cold", self.clock(), body, token),),
-                    )
+                return await self._demote_claimed(
+                    cold, agent_id, head, (first[0], last[0]), token, body
                 )
-            except ConflictError:
-                return self._claimed(agent_id)  # another demotion claimed it first
-            if not await self._copy_claimed(cold, agent_id, head, (first[0], last[0]), token):
-                return False
-            try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
-                # and so is a rewrite (a migration, a rekey) to the same head
-                await self.durable.delete_agent_at(agent_id, head, last[0].checksum)
-            except ConflictError:
-                if await self.durable.head(agent_id) > 0:
-                    await self._release(cold, agent_id, token, (head, last[0].checksum))
-                return False
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
-            self._last_used.pop(agent_id, None)
-            self._settled.pop(agent_id, None)  # (its next use here looks at the marker again)
-            self.stats["demotions"] += 1
-            logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
-            return True
+            finally:
+                IN_FLIGHT.discard(token)
+
+    def _fenced(self) -> bool:
+        """Does the durable tier commit a demotion's last step with its claim's check
+        (several streams in one commit, a head tag compared)? Else claims record no
+        owner and are never taken over."""
+        durable = self.durable
+        return durable.appends_together and durable.compares_head_tag
+
+    async def _demote_claimed(
+        self,
+        cold: Backend,
+        agent_id: str,
+        head: int,
+        ends: tuple[RawEvent, RawEvent],
+        token: bytes,
+        body: bytes,
+    ) -> bool:
+        """:meth:`demote` from its claim on (``token``; ``body`` the marker's)."""
+        marker_id = COLD_MARKER + agent_id
+        fenced = self._fenced()
+        try:
+            await self.durable.append(
+                AppendRequest(
+                    marker_id,
+                    0,
+                    (RawEvent(1, "cold", self.clock(), body, token),),
+                    head_tag=token if fenced else None,
+                )
+            )
+        except ConflictError:
+            return self._claimed(agent_id)  # another demotion claimed it first
+        if not await self._copy_claimed(cold, agent_id, head, ends, token):
+            return False
+        last = ends[1]
+        try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
+            # and so is a rewrite (a migration, a rekey) to the same head
+            if fenced:  # and only while the claim is its own (not taken over)
+                done = RawEvent(2, "cold", self.clock(), body, token)
+                await self.durable.append_together(
+                    [
+                        AppendRequest(
+                            marker_id,
+                            1,
+                            (done,),
+                            head_tag=token,
+                            expected_tag=token,
+                            check_tag=True,
+                        )
+                    ],
+                    [StreamChange(agent_id, delete_at=head, delete_checksum=last.checksum)],
+                )
+            else:
+                await self.durable.delete_agent_at(agent_id, head, last.checksum)
+        except ConflictError as exc:
+            if exc.agent_id != marker_id and await self.durable.head(agent_id) > 0:
+                await self._release(cold, agent_id, token, (head, last.checksum))
+            return False  # (the marker's: its claim taken over, left to the new one)
+        if self.hot is not None:
+            await self._drop_hot(agent_id)
+        self._last_used.pop(agent_id, None)
+        self._settled.pop(agent_id, None)  # (its next use here looks at the marker again)
+        self.stats["demotions"] += 1
+        logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
+        return True
+
+    async def _take_over(
+        self, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]], head: int
+    ) -> bool:
+        """Take over the claim ``entry`` of a demotion that died after it (True: the
+        marker deleted, claim again), or leave it (False). Only a claim (a marker of
+        one record, beside the whole stream: its demotion never finished) made with
+        the fenced last step (:meth:`_fenced`: had its owner lived on, its delete of the
+        stream fails once the claim is not its own), older than ``_CLAIM_STALE``, whose
+        owner is provably gone (:func:`~.tiered_cold.owner_gone`); the marker's delete
+        is conditional on that claim (of two demotions taking it over, one does). A
+        rehydration is never under such a marker (its demotion did not delete the
+        stream), and a marker of an earlier version names no owner: never taken over."""
+        body = entry[1]
+        claimed = body.get("claimed")
+        if (
+            not self._fenced()
+            or body.get("_seq") != 1
+            or head < entry[0].head_seq
+            or not isinstance(claimed, int | float)
+            or self.clock() - claimed < _CLAIM_STALE
+        ):
+            return False
+        token = bytes.fromhex(body["_token"])
+        if not owner_gone(body.get("owner"), token):
+            return False
+        try:
+            await self.durable.delete_agent_at(COLD_MARKER + agent_id, 1, token)
+        except ConflictError:
+            return False
+        logger.warning(
+            "agent %r: took over the claim of a demotion whose process is gone (%s)",
+            agent_id,
+            body.get("owner"),
+        )
+        return True
 
     @staticmethod
     def _claimed(agent_id: str) -> bool:
         """A demotion that found the agent's marker: False, nothing written. (A marker
         beside the whole stream that stays there is a demotion that died after its
-        claim: nothing is lost — the durable stream is the agent, read there — but the
-        agent is not demoted again until it is deleted.)"""
+        claim, taken over later (:meth:`_take_over`), or a rehydration that died before
+        its end: nothing is lost — the durable stream is the agent, read there — but
+        such an agent is not demoted again until it is deleted.)"""
         logger.info(
             "agent %r not demoted: its cold marker is there (another demotion's claim, a"
             " rehydration under way, or a demotion that died after its claim)",
@@ -1691,6 +1796,12 @@ class TieredBackend(Backend):
                 # the whole stream): copied again from the start, never taken as all
                 await self._drop_partial(agent_id, marker.head_seq)
                 head = await self.durable.head(agent_id)
+                if head >= marker.head_seq:
+                    # that rehydration finished its copy meanwhile: its end (the cold copy
+                    # and the marker deleted) is its own. Was: ended here too — with that
+                    # one's end and a demotion since in between, that demotion's cold copy
+                    # and marker were deleted, then its delete of the stream went through
+                    return head
             if head == 0:
                 await check_demoted_copy(cold, agent_id, body)
                 try:
@@ -1718,9 +1829,11 @@ class TieredBackend(Backend):
                 )
             # the cold copy first: a process killed between the two leaves the marker
             # beside the whole stream (harmless: see above), never a cold copy no marker
-            # claims (a deleted agent's data kept, and a later demotion of the id refused)
-            await cold.delete_agent(agent_id)
-            await self.durable.delete_agent(marker_id)
+            # claims (a deleted agent's data kept, and a later demotion of the id refused).
+            # Both only while they are what this rehydration copied and the marker it read:
+            # a delete of the agent, then a demotion of a new one of that id, meanwhile
+            # made another (its copy and claim, deleted here, and its stream by it)
+            await self._drop_copied(cold, agent_id, head, body)
             self._set_settled(agent_id, head)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
@@ -1728,6 +1841,20 @@ class TieredBackend(Backend):
         finally:
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _drop_copied(
+        self, cold: Backend, agent_id: str, head: int, body: dict[str, Any]
+    ) -> None:
+        """A rehydration's end: the cold copy it copied back (at ``head``, the head
+        record the durable copy has), then the marker (``body``) it read."""
+        checksum = await self.durable.head_checksum(agent_id, head)
+        if checksum is not None:  # (None: deleted meanwhile, its cold copy first)
+            with contextlib.suppress(ConflictError):
+                await cold.delete_agent_at(agent_id, head, checksum)
+        with contextlib.suppress(ConflictError):
+            await self.durable.delete_agent_at(
+                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
+            )
 
     async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
         """Delete what an interrupted rehydration copied into the durable tier (a part
