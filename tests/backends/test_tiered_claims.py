@@ -245,3 +245,46 @@ async def test_a_claim_taken_over_from_a_live_demotion_cannot_lose_the_agent(
         await d2.close()
     await _whole(tmp_path, durable)
     await _drop(tmp_path, durable)
+
+
+async def test_a_failed_demotion_never_drops_another_stores_copy_sharing_a_first_record(
+    tmp_path: Path,
+) -> None:
+    """Store B is a copy of store A (restored from its backup) written on since, with a
+    cold tier shared with A. A's demotion of "a" is held after its first record is
+    copied; A deletes "a" meanwhile (the part copied with it) and B demotes its "a".
+    A's demotion fails (the cold copy moved under it) and drops what it took for its
+    own orphan: before, any cold copy of at most its head whose first record was this
+    stream's — B's only copy (B's load then: IntegrityError, its cold copy missing).
+    Now only a copy whose head record is one this demotion wrote."""
+    import dataclasses
+
+    from statekeeper.backends import SQLiteBackend
+    from statekeeper.records import AppendRequest
+    from statekeeper.testing import request
+
+    def store(name: str) -> TieredBackend:
+        durable = SQLiteBackend(tmp_path / f"{name}.db")
+        return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
+
+    a, d1, b = store("a"), store("a"), store("b")
+    try:
+        for seq in range(_HEAD):
+            await a.append(request("a", seq, key=f"k{seq}"))
+        shared = await a.durable.read("a", 0, 3)  # (B: A's first three records, then its own)
+        await b.durable.append(AppendRequest("a", 0, tuple(shared)))
+        mine = dataclasses.replace(shared[-1], seq=4, payload=b"b's own", checksum=b"b" * 32)
+        await b.durable.append(AppendRequest("a", 3, (mine,)))
+        assert d1.cold is not None
+        copying = _Pause(d1.cold, "append", nth=2)  # (its first record copied)
+        t1 = asyncio.ensure_future(d1.demote("a"))
+        await _until(copying.reached, t1)
+        assert await a.delete_agent("a") is True
+        assert await b.demote("a") is True
+        copying.go.set()
+        assert await t1 is False  # (deleted meanwhile: nothing to demote)
+        assert [e.payload for e in await b.read("a")][-1] == b"b's own"  # (before: IntegrityError)
+        assert await b.head("a") == 4
+    finally:
+        for t in (a, d1, b):
+            await t.close()

@@ -1666,22 +1666,23 @@ class TieredBackend(Backend):
         """Copy the claimed agent (at ``head``, its first and head records ``ends``) into
         the cold tier: True; or release the claim (:meth:`_release`) and return False if
         the stream was written to (or deleted) meanwhile, else raise."""
-        first, last = ends
+        last = ends[1]
         try:
             await self._check_cold_copy(cold, agent_id, head)
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._release(None, agent_id, token)  # (not its copy: left alone)
             raise
+        wrote: list[RawEvent] = []
         try:
             await cold.delete_agent(agent_id)  # an older archive copy of this stream
-            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
+            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True, wrote=wrote)
             if await cold.head(agent_id) != head:
                 raise IntegrityError(agent_id, head, "cold copy is incomplete")
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await self._release(cold, agent_id, token)
-                await self._drop_orphan(cold, agent_id, head, first)
+                await self._drop_orphan(cold, agent_id, wrote)
             if isinstance(exc, ConflictError | IntegrityError) and await self._moved(
                 agent_id, head, last
             ):
@@ -1689,23 +1690,27 @@ class TieredBackend(Backend):
             raise
         return True
 
-    async def _drop_orphan(self, cold: Backend, agent_id: str, head: int, first: RawEvent) -> None:
+    async def _drop_orphan(self, cold: Backend, agent_id: str, wrote: list[RawEvent]) -> None:
         """After a demotion's copy failed: if the agent was deleted meanwhile (its marker,
         the claim, and its stream gone — the delete took the part copied by then), delete
         what this demotion copied after that delete, no marker naming it: a cold copy
-        of at most ``head`` records that starts with this stream's ``first`` record (the
-        same record, seq and time: not another store's agent of that id)."""
+        whose head record is one this demotion wrote (``wrote``: the last record of each
+        page it appended; the checksum binds the records before it), by a delete
+        conditional on it. Was: a copy whose *first* record was this stream's — another
+        store's sharing the cold tier whose agent shares that first record (a store
+        restored from a backup of this one, written on since) demoted meanwhile was
+        deleted, its only copy."""
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) or await self.durable.head(agent_id):
             return
         held = await cold.head(agent_id)
-        if not 0 < held <= head:
+        ours = next((e for e in wrote if e.seq == held), None)
+        if ours is None:
             return
-        copied = await cold.read(agent_id, 0, None, limit=1)
-        if not copied or not same_record(copied[0], first):
-            return
-        if (copied[0].seq, copied[0].timestamp) == (first.seq, first.timestamp):
-            await cold.delete_agent(agent_id)
+        copied = await cold.read(agent_id, held - 1, held)
+        if copied and same_record(copied[0], ours):
+            with contextlib.suppress(ConflictError):
+                await cold.delete_agent_at(agent_id, held, ours.checksum)
 
     async def _moved(self, agent_id: str, head: int, last: RawEvent) -> bool:
         """Is the durable stream no longer the one a demotion read (``head``, its head
@@ -1895,10 +1900,17 @@ class TieredBackend(Backend):
 
 
 async def _copy_stream(
-    src: Backend, dst: Backend, agent_id: str, head: int, *, all_snapshots: bool
+    src: Backend,
+    dst: Backend,
+    agent_id: str,
+    head: int,
+    *,
+    all_snapshots: bool,
+    wrote: list[RawEvent] | None = None,
 ) -> None:
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
-    idempotency keys (when both tiers can list them) and the snapshots."""
+    idempotency keys (when both tiers can list them) and the snapshots; ``wrote`` gets
+    the last record of each page appended."""
     keyed: dict[int, tuple[str, int]] = {}
     kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed or cut in two)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
@@ -1936,6 +1948,8 @@ async def _copy_stream(
             base,
             kept,
         )
+        if wrote is not None:
+            wrote.append(events[-1])
         seq = events[-1].seq
     for snap in await _snapshots(src, agent_id, all_snapshots=all_snapshots):
         await dst.save_snapshot(agent_id, snap)
