@@ -288,3 +288,43 @@ async def test_a_failed_demotion_never_drops_another_stores_copy_sharing_a_first
     finally:
         for t in (a, d1, b):
             await t.close()
+
+
+@_MAKERS
+async def test_a_conditional_delete_during_a_demotion_is_not_undone(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """D's demotion is held before its last step (its cold copy whole); B deletes the
+    agent at its head (statekeeper delete, a retention purge, forget --purge); C loads
+    it. Before: B deleted the stream, then the cold copy and the marker — C, between
+    the two, found the claim's marker with no stream beside it, took the agent for
+    demoted and brought the whole cold copy back: the deleted agent served again, and
+    kept. Now B ends the claim first (its marker, conditional on its token: D's last
+    step then deletes nothing), then deletes the stream."""
+    if make is _postgres:
+        from ._services import require_postgres
+
+        require_postgres()
+    durable = make(tmp_path)
+    b, c, d = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _setup(b)
+        last = _final_step(d)
+        td = asyncio.ensure_future(d.demote("a"))
+        await _until(last.reached, td)
+        head = (await b.read("a"))[-1]
+        assert b.cold is not None
+        cold_delete = _Pause(b.cold, "delete_agent")  # (B's stream deleted by then)
+        tb = asyncio.ensure_future(b.delete_agent_at("a", _HEAD, head.checksum))
+        await _until(cold_delete.reached, tb)
+        assert await c.head("a") == 0  # (before: 5, brought back from the claim's copy)
+        cold_delete.go.set()
+        assert await tb is True
+        last.go.set()
+        assert await td is False
+        assert await c.head("a") == 0
+        assert await c.durable.head(COLD_MARKER + "a") == 0
+    finally:
+        for t in (b, c, d):
+            await t.close()
+    await _drop(tmp_path, durable)

@@ -805,6 +805,14 @@ class TieredBackend(Backend):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
                 marker, ours = await self._own_cold(self.cold, agent_id)
+            if marker and self._fenced():
+                # a demotion's claim beside the stream: ended first (its last step then
+                # deletes nothing). Was: left until after the stream's delete — a load
+                # in between found the claim's marker alone, took the agent for demoted
+                # and brought the claim's whole cold copy back (the deleted agent served,
+                # and kept)
+                await self._end_claim(agent_id)
+                marker = False
             await self.durable.delete_agent_at(agent_id, head, checksum)
             self._last_used.pop(agent_id, None)
             if self.cold is not None and ours:
@@ -824,6 +832,17 @@ class TieredBackend(Backend):
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return True
+
+    async def _end_claim(self, agent_id: str) -> None:
+        """Delete ``agent_id``'s marker, conditional on the one read now (a claim since
+        is another demotion's, left to it)."""
+        entry = await self._marker_entry(agent_id)
+        if entry is not None:
+            body = entry[1]
+            with contextlib.suppress(ConflictError):
+                await self.durable.delete_agent_at(
+                    COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
+                )
 
     async def _own_cold(self, cold: Backend, agent_id: str) -> tuple[bool, bool]:
         """Has this store a marker of ``agent_id``, and is the cold tier's copy of it
