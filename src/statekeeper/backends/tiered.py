@@ -846,44 +846,37 @@ class TieredBackend(Backend):
 
     async def _own_cold(self, cold: Backend, agent_id: str) -> tuple[bool, bool]:
         """Has this store a marker of ``agent_id``, and is the cold tier's copy of it
-        this store's — the copy the marker says it demoted, or (no marker) this
-        stream up to the copy's head, what a demotion cut short left? A copy that is
-        neither is another store's sharing the cold tier, never to be deleted here."""
+        this store's (:meth:`_own_copy`)? A copy that is not is another store's sharing
+        the cold tier, never to be deleted here."""
         entry = await self._marker_entry(agent_id)
-        if entry is not None:
-            ours = await self._own_marked(cold, agent_id, entry)
-            if not ours and await cold.head(agent_id):
-                logger.warning(
-                    "the cold tier's copy of agent %r is not the one this store demoted"
-                    " (another store's sharing the cold tier?): left there",
-                    agent_id,
-                )
-            return True, ours
-        held = await cold.head(agent_id)
-        if held == 0:
-            return False, False
-        return False, await self._copy_of_stream(cold, agent_id, held)
+        ours = await self._own_copy(cold, agent_id, entry)
+        if entry is not None and not ours and await cold.head(agent_id):
+            logger.warning(
+                "the cold tier's copy of agent %r is not the one this store demoted"
+                " (another store's sharing the cold tier?): left there",
+                agent_id,
+            )
+        return entry is not None, ours
 
-    async def _own_marked(
-        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]]
+    async def _own_copy(
+        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]] | None
     ) -> bool:
-        """Is the cold copy of ``agent_id``, which this store's marker (``entry``) names,
-        this store's? The whole copy the marker says it demoted (a demoted agent, or a
-        demotion's copy finished before its last step), or this store's stream up to the
-        copy's head: what a demotion holding the marker as its claim (h/tiereddemote:
-        written before the cold tier is touched) copied so far, or left when it died.
-        Anything else is another store's sharing the cold tier, never touched here."""
-        try:
-            await check_demoted_copy(cold, agent_id, entry[1])
-        except IntegrityError:
-            held = await cold.head(agent_id)
-            return held > 0 and await self._copy_of_stream(cold, agent_id, held)
-        return True
-
-    async def _copy_of_stream(self, cold: Backend, agent_id: str, held: int) -> bool:
-        """Is the cold tier's copy of ``agent_id`` (head ``held``) this store's durable
-        stream up to that head (the same record there)?"""
-        if held > await self.durable.head(agent_id):
+        """The one rule of what in the cold tier is this store's (a delete, ``drop_all``
+        and a demotion about to replace a copy ask it): the copy this store's marker
+        (``entry``) says it demoted, whole (a demoted agent, or a demotion's copy
+        finished before its last step); or this store's durable stream up to the copy's
+        head, the same record there (what a claim copied so far, or left when its
+        demotion died; with no marker, what a demotion cut short or a rehydration
+        killed before its end left). Anything else is another store's sharing the cold
+        tier (or the copy of an agent of that id deleted since), never touched here.
+        (:meth:`_drop_orphan` asks the same of what it wrote, the stream being gone;
+        the claim token says whose the *marker* is, not the copy.)"""
+        if entry is not None:
+            with contextlib.suppress(IntegrityError):
+                await check_demoted_copy(cold, agent_id, entry[1])
+                return True
+        held = await cold.head(agent_id)
+        if not 0 < held <= await self.durable.head(agent_id):
             return False
         theirs = await cold.read(agent_id, held - 1, held)
         ours = await self.durable.read(agent_id, held - 1, held)
@@ -1302,7 +1295,7 @@ class TieredBackend(Backend):
         if cold is not None:  # its own copies only: a cold tier may be shared
             for agent_id in await self._demoted_ids():
                 entry = await self._marker_entry(agent_id)
-                if entry is not None and await self._own_marked(cold, agent_id, entry):
+                if entry is not None and await self._own_copy(cold, agent_id, entry):
                     await cold.delete_agent(agent_id)
         await self.durable.drop_all()
         self._dirty.clear()
@@ -1687,7 +1680,7 @@ class TieredBackend(Backend):
         the stream was written to (or deleted) meanwhile, else raise."""
         last = ends[1]
         try:
-            await self._check_cold_copy(cold, agent_id, head)
+            await self._check_cold_copy(cold, agent_id)
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._release(None, agent_id, token)  # (not its copy: left alone)
@@ -1763,15 +1756,15 @@ class TieredBackend(Backend):
         with contextlib.suppress(ConflictError):
             await self.durable.delete_agent_at(marker_id, 1, token)
 
-    async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
+    async def _check_cold_copy(self, cold: Backend, agent_id: str) -> None:
         """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
-        ``agent_id`` in the cold tier that is not of this store's stream. A copy a
-        crashed demotion or rehydration left is this stream up to its head (the same
-        record there); another store's demotion of an agent of that id (two tiered
-        stores sharing one cold tier) is not: replacing it deleted that store's only
-        copy of its agent, and that store's next load served this one's."""
+        ``agent_id`` in the cold tier that is not this store's (:meth:`_own_copy`): a
+        copy a crashed demotion or rehydration left is; another store's demotion of an
+        agent of that id (two tiered stores sharing one cold tier) is not — replacing it
+        deleted that store's only copy of its agent, and that store's next load served
+        this one's."""
         held = await cold.head(agent_id)
-        if held == 0 or (held <= head and await self._copy_of_stream(cold, agent_id, held)):
+        if held == 0 or await self._own_copy(cold, agent_id, None):
             return
         raise ConfigurationError(
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
