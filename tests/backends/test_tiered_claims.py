@@ -328,3 +328,27 @@ async def test_a_conditional_delete_during_a_demotion_is_not_undone(
         for t in (b, c, d):
             await t.close()
     await _drop(tmp_path, durable)
+
+
+async def test_a_claim_of_a_demotion_under_way_in_this_process_is_not_taken_over(
+    tmp_path: Path,
+) -> None:
+    """Two stores of one process: D1 is held right after its claim; D2, an hour later
+    by its clock, finds D1's claim — this process's, its demotion under way — and
+    leaves it (a guard: the owner check of this process is its claims in flight)."""
+    durable = _sqlite(tmp_path)
+    d1, d2 = _process(tmp_path, durable), _process(tmp_path, durable)
+    d2.clock = lambda: d1.clock() + 3600
+    try:
+        await _setup(d1)
+        assert d1.cold is not None
+        claimed = _Pause(d1.cold, "delete_agent")  # (its first cold write, after its claim)
+        t1 = asyncio.ensure_future(d1.demote("a"))
+        await _until(claimed.reached, t1)
+        assert await d2.demote("a") is False
+        claimed.go.set()
+        assert await t1 is True
+    finally:
+        await d1.close()
+        await d2.close()
+    await _whole(tmp_path, durable)
