@@ -23,7 +23,7 @@ from ._services import fresh_url
 
 
 def before_the_delete(backend: Any, agent_id: str, write: Callable[[], Awaitable[Any]]) -> None:
-    """Run ``write`` once, just before ``backend`` deletes ``agent_id`` by either call."""
+    """Run ``write`` once, just before ``backend`` deletes ``agent_id`` by any call."""
     armed = [True]
     for name in ("delete_agent", "delete_agent_at"):
         real = getattr(backend, name)
@@ -35,6 +35,17 @@ def before_the_delete(backend: Any, agent_id: str, write: Callable[[], Awaitable
             return await _real(agent, *args)
 
         setattr(backend, name, hooked)
+    real_together = getattr(backend, "append_together", None)
+
+    async def together(requests: Any, changes: Any = ()) -> Any:
+        # (a tiered demotion's delete of the stream, in one commit with its marker)
+        if armed[0] and any(c.agent_id == agent_id and c.delete_at for c in changes):
+            armed[0] = False
+            await write()
+        return await real_together(requests, changes)  # type: ignore[misc]
+
+    if real_together is not None:
+        backend.append_together = together
 
 
 async def test_tiered_delete_at_keeps_a_write_landing_before_the_delete(tmp_path: Path) -> None:

@@ -718,7 +718,7 @@ async def test_idle_agents_are_demoted_and_rehydrated_transparently(
         assert await backend.demote_idle() == ["sleepy"]
         durable = backend.durable
         assert await durable.head("sleepy") == 0
-        assert await durable.head(COLD_MARKER + "sleepy") == 1
+        assert await durable.head(COLD_MARKER + "sleepy") == 2  # (its claim, and the demotion done)
         assert backend.cold is not None and await backend.cold.head("sleepy") == 10
         # still listed and counted, with its head and times
         infos = {i.agent_id: i for i in await backend.list_agents()}
@@ -857,7 +857,9 @@ async def test_readonly_fills_rehydrates_and_demotes_nothing(tmp_path: Path) -> 
     durable_only = SQLiteBackend(durable)
     try:  # still demoted: the marker is there, the stream is not
         assert await durable_only.head("old") == 0
-        assert await durable_only.head(COLD_MARKER + "old") == 1
+        assert (
+            await durable_only.head(COLD_MARKER + "old") == 2
+        )  # (its claim, and the demotion done)
         assert await durable_only.head("live") == 3
     finally:
         await durable_only.close()

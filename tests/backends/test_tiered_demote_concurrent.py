@@ -31,7 +31,14 @@ from statekeeper.testing import request
 
 from ._services import POSTGRES_DSN, namespace, require_postgres
 
-_WRITES = ("append", "append_batch", "delete_agent", "delete_agent_at", "save_snapshot")
+_WRITES = (
+    "append",
+    "append_batch",
+    "append_together",
+    "delete_agent",
+    "delete_agent_at",
+    "save_snapshot",
+)
 _HEAD = 5
 
 

@@ -14,7 +14,7 @@ is held before its delete by a durable tier that waits on an event there: no tim
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,13 @@ import pytest
 from statekeeper.backends import SQLiteBackend
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 from statekeeper.errors import ConflictError
-from statekeeper.records import RawEvent, RewriteRequest
+from statekeeper.records import (
+    AppendRequest,
+    AppendResult,
+    RawEvent,
+    RewriteRequest,
+    StreamChange,
+)
 from statekeeper.testing import request
 
 
@@ -42,6 +48,14 @@ class _Held(SQLiteBackend):
             self.reached.set()
             await self.go.wait()
         return await super().delete_agent_at(agent_id, head, checksum)
+
+    async def append_together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
+    ) -> list[AppendResult | None]:
+        if any(c.agent_id == "a" and c.delete_at for c in changes):  # (that step, fenced)
+            self.reached.set()
+            await self.go.wait()
+        return await super().append_together(requests, changes)
 
 
 def _process(tmp_path: Path, durable: SQLiteBackend | None = None) -> TieredBackend:

@@ -32,7 +32,7 @@ async def _still_demoted(durable: SQLiteBackend, cold: MemoryBackend) -> None:
     for agent_id in ("a", "b"):
         assert await durable.head(agent_id) == 0, f"{agent_id} was moved back"
         assert await cold.head(agent_id) == 3
-        assert await durable.head(COLD_MARKER + agent_id) == 1
+        assert await durable.head(COLD_MARKER + agent_id) == 2  # (its claim, and the demotion done)
 
 
 async def test_verify_reads_demoted_agents_in_the_cold_tier(tmp_path: Path) -> None:

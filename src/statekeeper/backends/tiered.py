@@ -53,6 +53,9 @@ Multi-process rules
     touched), so of concurrent demotions of one agent exactly one goes on and the
     others write nothing; a write during a demotion is kept (its delete of the stream
     is conditional on the head record it copied) and the demotion ends its own claim.
+    The delete commits with the marker's second record (the demotion done) only while
+    the claim is its own (SQLite, PostgreSQL, memory: one commit), so a claim whose
+    demotion was killed is taken over once it is old and its process provably gone.
 
 Read-only (``readonly=True``)
     Every write (appends, snapshots, deletes, rewrites, leases, demotion,
@@ -102,6 +105,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
 )
 from .base import (
     Backend,
@@ -114,9 +118,12 @@ from .base import (
 )
 from .keyed_locks import KeyedLock
 from .tiered_cold import (
+    IN_FLIGHT,
     check_demoted_copy,
+    claim_owner,
     head_is_demoted,
     marker_body,
+    owner_gone,
     record_digest,
     same_record,
 )
@@ -134,6 +141,9 @@ _PAGE = 1000
 #: the most agents :attr:`TieredBackend._settled` remembers: a memo, one forgotten
 #: costs one marker read at its next use (it is a first use again)
 _SETTLED_MAX = 65536
+#: seconds after which a demotion's claim whose owner is provably gone may be taken
+#: over (:meth:`TieredBackend._take_over`): never sooner, whatever the owner
+_CLAIM_STALE = 60.0
 #: the tiered backends (by ``id``) whose reads this task makes in place (``in_place``)
 _IN_PLACE: ContextVar[frozenset[int]] = ContextVar(
     "statekeeper_tiered_in_place", default=frozenset()
@@ -795,6 +805,14 @@ class TieredBackend(Backend):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
                 marker, ours = await self._own_cold(self.cold, agent_id)
+            if marker and self._fenced():
+                # a demotion's claim beside the stream: ended first (its last step then
+                # deletes nothing). Was: left until after the stream's delete — a load
+                # in between found the claim's marker alone, took the agent for demoted
+                # and brought the claim's whole cold copy back (the deleted agent served,
+                # and kept)
+                await self._end_claim(agent_id)
+                marker = False
             await self.durable.delete_agent_at(agent_id, head, checksum)
             self._last_used.pop(agent_id, None)
             if self.cold is not None and ours:
@@ -815,46 +833,50 @@ class TieredBackend(Backend):
                 await self._drop_hot(agent_id)
         return True
 
-    async def _own_cold(self, cold: Backend, agent_id: str) -> tuple[bool, bool]:
-        """Has this store a marker of ``agent_id``, and is the cold tier's copy of it
-        this store's — the copy the marker says it demoted, or (no marker) this
-        stream up to the copy's head, what a demotion cut short left? A copy that is
-        neither is another store's sharing the cold tier, never to be deleted here."""
+    async def _end_claim(self, agent_id: str) -> None:
+        """Delete ``agent_id``'s marker, conditional on the one read now (a claim since
+        is another demotion's, left to it)."""
         entry = await self._marker_entry(agent_id)
         if entry is not None:
-            ours = await self._own_marked(cold, agent_id, entry)
-            if not ours and await cold.head(agent_id):
-                logger.warning(
-                    "the cold tier's copy of agent %r is not the one this store demoted"
-                    " (another store's sharing the cold tier?): left there",
-                    agent_id,
+            body = entry[1]
+            with contextlib.suppress(ConflictError):
+                await self.durable.delete_agent_at(
+                    COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
                 )
-            return True, ours
-        held = await cold.head(agent_id)
-        if held == 0:
-            return False, False
-        return False, await self._copy_of_stream(cold, agent_id, held)
 
-    async def _own_marked(
-        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]]
+    async def _own_cold(self, cold: Backend, agent_id: str) -> tuple[bool, bool]:
+        """Has this store a marker of ``agent_id``, and is the cold tier's copy of it
+        this store's (:meth:`_own_copy`)? A copy that is not is another store's sharing
+        the cold tier, never to be deleted here."""
+        entry = await self._marker_entry(agent_id)
+        ours = await self._own_copy(cold, agent_id, entry)
+        if entry is not None and not ours and await cold.head(agent_id):
+            logger.warning(
+                "the cold tier's copy of agent %r is not the one this store demoted"
+                " (another store's sharing the cold tier?): left there",
+                agent_id,
+            )
+        return entry is not None, ours
+
+    async def _own_copy(
+        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]] | None
     ) -> bool:
-        """Is the cold copy of ``agent_id``, which this store's marker (``entry``) names,
-        this store's? The whole copy the marker says it demoted (a demoted agent, or a
-        demotion's copy finished before its last step), or this store's stream up to the
-        copy's head: what a demotion holding the marker as its claim (h/tiereddemote:
-        written before the cold tier is touched) copied so far, or left when it died.
-        Anything else is another store's sharing the cold tier, never touched here."""
-        try:
-            await check_demoted_copy(cold, agent_id, entry[1])
-        except IntegrityError:
-            held = await cold.head(agent_id)
-            return held > 0 and await self._copy_of_stream(cold, agent_id, held)
-        return True
-
-    async def _copy_of_stream(self, cold: Backend, agent_id: str, held: int) -> bool:
-        """Is the cold tier's copy of ``agent_id`` (head ``held``) this store's durable
-        stream up to that head (the same record there)?"""
-        if held > await self.durable.head(agent_id):
+        """The one rule of what in the cold tier is this store's (a delete, ``drop_all``
+        and a demotion about to replace a copy ask it): the copy this store's marker
+        (``entry``) says it demoted, whole (a demoted agent, or a demotion's copy
+        finished before its last step); or this store's durable stream up to the copy's
+        head, the same record there (what a claim copied so far, or left when its
+        demotion died; with no marker, what a demotion cut short or a rehydration
+        killed before its end left). Anything else is another store's sharing the cold
+        tier (or the copy of an agent of that id deleted since), never touched here.
+        (:meth:`_drop_orphan` asks the same of what it wrote, the stream being gone;
+        the claim token says whose the *marker* is, not the copy.)"""
+        if entry is not None:
+            with contextlib.suppress(IntegrityError):
+                await check_demoted_copy(cold, agent_id, entry[1])
+                return True
+        held = await cold.head(agent_id)
+        if not 0 < held <= await self.durable.head(agent_id):
             return False
         theirs = await cold.read(agent_id, held - 1, held)
         ours = await self.durable.read(agent_id, held - 1, held)
@@ -1284,7 +1306,7 @@ class TieredBackend(Backend):
         if cold is not None:  # its own copies only: a cold tier may be shared
             for agent_id in await self._demoted_ids():
                 entry = await self._marker_entry(agent_id)
-                if entry is not None and await self._own_marked(cold, agent_id, entry):
+                if entry is not None and await self._own_copy(cold, agent_id, entry):
                     await cold.delete_agent(agent_id)
         await self.durable.drop_all()
         self._dirty.clear()
@@ -1450,12 +1472,17 @@ class TieredBackend(Backend):
         return None if entry is None else entry[0]
 
     async def _marker_entry(self, agent_id: str) -> tuple[AgentInfo, dict[str, Any]] | None:
-        """``agent_id``'s cold marker, and its JSON body (None: not demoted)."""
+        """``agent_id``'s cold marker, and its JSON body (None: not demoted), with the
+        marker stream's head (``_seq``: 1, a demotion's claim; 2, a demotion done, the
+        agent's stream deleted; 1 too for a marker of an earlier version) and its claim
+        token (``_token``, hex: the checksum of its records)."""
         if _is_internal(agent_id):  # never demoted (and its marker's id would be invalid)
             return None
-        body = marker_body(await self.durable.read(COLD_MARKER + agent_id, 0, 1))
+        events = await self.durable.read(COLD_MARKER + agent_id, 0, None, limit=2)
+        body = marker_body(events)
         if body is None:
             return None
+        body = body | {"_seq": events[-1].seq, "_token": events[-1].checksum.hex()}
         info = AgentInfo(
             agent_id, int(body["head"]), float(body["created"]), float(body["updated"])
         )
@@ -1495,7 +1522,12 @@ class TieredBackend(Backend):
         touched. Another demotion of the agent (another process's: every process's
         demotion loop finds the same idle agents) that finds a marker backs off without
         a write; a demotion deletes only the cold copy and the marker it wrote itself,
-        and its delete of the durable stream is conditional on the head record it copied.
+        and its delete of the durable stream is conditional on the head record it copied
+        — and, where the durable tier commits several streams at once, made in one
+        commit with the marker's second record (the demotion done), conditional on the
+        claim still being its own: so a claim whose demotion was killed is taken over
+        (:meth:`_take_over`) without letting the owner, were it still alive, delete the
+        stream under the new claim.
         """
         self._check_can_write()
         cold = self.cold
@@ -1506,13 +1538,15 @@ class TieredBackend(Backend):
             head = await self.durable.head(agent_id)
             if head == 0:
                 return False
-            if await self._marker_entry(agent_id) is not None:
+            entry = await self._marker_entry(agent_id)
+            if entry is not None and not await self._take_over(agent_id, entry, head):
                 return self._claimed(agent_id)
             first = await self.durable.read(agent_id, 0, None, limit=1)
             last = await self.durable.read(agent_id, head - 1, head)
             if not first or not last:
                 raise IntegrityError(agent_id, head, "stream ends before its head")
             token = secrets.token_bytes(16)
+            fenced = self._fenced()
             body = orjson.dumps(
                 {
                     "head": head,
@@ -1520,40 +1554,123 @@ class TieredBackend(Backend):
                     "updated": last[0].timestamp,
                     "last": record_digest(last[0]),
                 }
+                | ({"claimed": self.clock(), "owner": claim_owner()} if fenced else {})
             )  # ("last": the demoted head's digest, checked again by a rehydration)
+            IN_FLIGHT.add(token)
             try:
-                await self.durable.append(
-                    AppendRequest(
-                        COLD_MARKER + agent_id,
-                        0,
-                        (RawEvent(1, "cold", self.clock(), body, token),),
-                    )
+                return await self._demote_claimed(
+                    cold, agent_id, head, (first[0], last[0]), token, body
                 )
-            except ConflictError:
-                return self._claimed(agent_id)  # another demotion claimed it first
-            if not await self._copy_claimed(cold, agent_id, head, (first[0], last[0]), token):
-                return False
-            try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
-                # and so is a rewrite (a migration, a rekey) to the same head
-                await self.durable.delete_agent_at(agent_id, head, last[0].checksum)
-            except ConflictError:
-                if await self.durable.head(agent_id) > 0:
-                    await self._release(cold, agent_id, token, (head, last[0].checksum))
-                return False
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
-            self._last_used.pop(agent_id, None)
-            self._settled.pop(agent_id, None)  # (its next use here looks at the marker again)
-            self.stats["demotions"] += 1
-            logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
-            return True
+            finally:
+                IN_FLIGHT.discard(token)
+
+    def _fenced(self) -> bool:
+        """Does the durable tier commit a demotion's last step with its claim's check
+        (several streams in one commit, a head tag compared)? Else claims record no
+        owner and are never taken over."""
+        durable = self.durable
+        return durable.appends_together and durable.compares_head_tag
+
+    async def _demote_claimed(
+        self,
+        cold: Backend,
+        agent_id: str,
+        head: int,
+        ends: tuple[RawEvent, RawEvent],
+        token: bytes,
+        body: bytes,
+    ) -> bool:
+        """:meth:`demote` from its claim on (``token``; ``body`` the marker's)."""
+        marker_id = COLD_MARKER + agent_id
+        fenced = self._fenced()
+        try:
+            await self.durable.append(
+                AppendRequest(
+                    marker_id,
+                    0,
+                    (RawEvent(1, "cold", self.clock(), body, token),),
+                    head_tag=token if fenced else None,
+                )
+            )
+        except ConflictError:
+            return self._claimed(agent_id)  # another demotion claimed it first
+        if not await self._copy_claimed(cold, agent_id, head, ends, token):
+            return False
+        last = ends[1]
+        try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
+            # and so is a rewrite (a migration, a rekey) to the same head
+            if fenced:  # and only while the claim is its own (not taken over)
+                done = RawEvent(2, "cold", self.clock(), body, token)
+                await self.durable.append_together(
+                    [
+                        AppendRequest(
+                            marker_id,
+                            1,
+                            (done,),
+                            head_tag=token,
+                            expected_tag=token,
+                            check_tag=True,
+                        )
+                    ],
+                    [StreamChange(agent_id, delete_at=head, delete_checksum=last.checksum)],
+                )
+            else:
+                await self.durable.delete_agent_at(agent_id, head, last.checksum)
+        except ConflictError as exc:
+            if exc.agent_id != marker_id and await self.durable.head(agent_id) > 0:
+                await self._release(cold, agent_id, token, (head, last.checksum))
+            return False  # (the marker's: its claim taken over, left to the new one)
+        if self.hot is not None:
+            await self._drop_hot(agent_id)
+        self._last_used.pop(agent_id, None)
+        self._settled.pop(agent_id, None)  # (its next use here looks at the marker again)
+        self.stats["demotions"] += 1
+        logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
+        return True
+
+    async def _take_over(
+        self, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]], head: int
+    ) -> bool:
+        """Take over the claim ``entry`` of a demotion that died after it (True: the
+        marker deleted, claim again), or leave it (False). Only a claim (a marker of
+        one record, beside the whole stream: its demotion never finished) made with
+        the fenced last step (:meth:`_fenced`: had its owner lived on, its delete of the
+        stream fails once the claim is not its own), older than ``_CLAIM_STALE``, whose
+        owner is provably gone (:func:`~.tiered_cold.owner_gone`); the marker's delete
+        is conditional on that claim (of two demotions taking it over, one does). A
+        rehydration is never under such a marker (its demotion did not delete the
+        stream), and a marker of an earlier version names no owner: never taken over."""
+        body = entry[1]
+        claimed = body.get("claimed")
+        if (
+            not self._fenced()
+            or body.get("_seq") != 1
+            or head < entry[0].head_seq
+            or not isinstance(claimed, int | float)
+            or self.clock() - claimed < _CLAIM_STALE
+        ):
+            return False
+        token = bytes.fromhex(body["_token"])
+        if not owner_gone(body.get("owner"), token):
+            return False
+        try:
+            await self.durable.delete_agent_at(COLD_MARKER + agent_id, 1, token)
+        except ConflictError:
+            return False
+        logger.warning(
+            "agent %r: took over the claim of a demotion whose process is gone (%s)",
+            agent_id,
+            body.get("owner"),
+        )
+        return True
 
     @staticmethod
     def _claimed(agent_id: str) -> bool:
         """A demotion that found the agent's marker: False, nothing written. (A marker
         beside the whole stream that stays there is a demotion that died after its
-        claim: nothing is lost — the durable stream is the agent, read there — but the
-        agent is not demoted again until it is deleted.)"""
+        claim, taken over later (:meth:`_take_over`), or a rehydration that died before
+        its end: nothing is lost — the durable stream is the agent, read there — but
+        such an agent is not demoted again until it is deleted.)"""
         logger.info(
             "agent %r not demoted: its cold marker is there (another demotion's claim, a"
             " rehydration under way, or a demotion that died after its claim)",
@@ -1572,22 +1689,23 @@ class TieredBackend(Backend):
         """Copy the claimed agent (at ``head``, its first and head records ``ends``) into
         the cold tier: True; or release the claim (:meth:`_release`) and return False if
         the stream was written to (or deleted) meanwhile, else raise."""
-        first, last = ends
+        last = ends[1]
         try:
-            await self._check_cold_copy(cold, agent_id, head)
+            await self._check_cold_copy(cold, agent_id)
         except BaseException:
             with contextlib.suppress(Exception):
                 await self._release(None, agent_id, token)  # (not its copy: left alone)
             raise
+        wrote: list[RawEvent] = []
         try:
             await cold.delete_agent(agent_id)  # an older archive copy of this stream
-            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True)
+            await _copy_stream(self.durable, cold, agent_id, head, all_snapshots=True, wrote=wrote)
             if await cold.head(agent_id) != head:
                 raise IntegrityError(agent_id, head, "cold copy is incomplete")
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 await self._release(cold, agent_id, token)
-                await self._drop_orphan(cold, agent_id, head, first)
+                await self._drop_orphan(cold, agent_id, wrote)
             if isinstance(exc, ConflictError | IntegrityError) and await self._moved(
                 agent_id, head, last
             ):
@@ -1595,23 +1713,27 @@ class TieredBackend(Backend):
             raise
         return True
 
-    async def _drop_orphan(self, cold: Backend, agent_id: str, head: int, first: RawEvent) -> None:
+    async def _drop_orphan(self, cold: Backend, agent_id: str, wrote: list[RawEvent]) -> None:
         """After a demotion's copy failed: if the agent was deleted meanwhile (its marker,
         the claim, and its stream gone — the delete took the part copied by then), delete
         what this demotion copied after that delete, no marker naming it: a cold copy
-        of at most ``head`` records that starts with this stream's ``first`` record (the
-        same record, seq and time: not another store's agent of that id)."""
+        whose head record is one this demotion wrote (``wrote``: the last record of each
+        page it appended; the checksum binds the records before it), by a delete
+        conditional on it. Was: a copy whose *first* record was this stream's — another
+        store's sharing the cold tier whose agent shares that first record (a store
+        restored from a backup of this one, written on since) demoted meanwhile was
+        deleted, its only copy."""
         marker_id = COLD_MARKER + agent_id
         if await self.durable.head(marker_id) or await self.durable.head(agent_id):
             return
         held = await cold.head(agent_id)
-        if not 0 < held <= head:
+        ours = next((e for e in wrote if e.seq == held), None)
+        if ours is None:
             return
-        copied = await cold.read(agent_id, 0, None, limit=1)
-        if not copied or not same_record(copied[0], first):
-            return
-        if (copied[0].seq, copied[0].timestamp) == (first.seq, first.timestamp):
-            await cold.delete_agent(agent_id)
+        copied = await cold.read(agent_id, held - 1, held)
+        if copied and same_record(copied[0], ours):
+            with contextlib.suppress(ConflictError):
+                await cold.delete_agent_at(agent_id, held, ours.checksum)
 
     async def _moved(self, agent_id: str, head: int, last: RawEvent) -> bool:
         """Is the durable stream no longer the one a demotion read (``head``, its head
@@ -1645,15 +1767,15 @@ class TieredBackend(Backend):
         with contextlib.suppress(ConflictError):
             await self.durable.delete_agent_at(marker_id, 1, token)
 
-    async def _check_cold_copy(self, cold: Backend, agent_id: str, head: int) -> None:
+    async def _check_cold_copy(self, cold: Backend, agent_id: str) -> None:
         """Refuse (:class:`~statekeeper.errors.ConfigurationError`) to replace a copy of
-        ``agent_id`` in the cold tier that is not of this store's stream. A copy a
-        crashed demotion or rehydration left is this stream up to its head (the same
-        record there); another store's demotion of an agent of that id (two tiered
-        stores sharing one cold tier) is not: replacing it deleted that store's only
-        copy of its agent, and that store's next load served this one's."""
+        ``agent_id`` in the cold tier that is not this store's (:meth:`_own_copy`): a
+        copy a crashed demotion or rehydration left is; another store's demotion of an
+        agent of that id (two tiered stores sharing one cold tier) is not — replacing it
+        deleted that store's only copy of its agent, and that store's next load served
+        this one's."""
         held = await cold.head(agent_id)
-        if held == 0 or (held <= head and await self._copy_of_stream(cold, agent_id, held)):
+        if held == 0 or await self._own_copy(cold, agent_id, None):
             return
         raise ConfigurationError(
             f"the cold tier {cold!r} holds agent {agent_id!r} (head {held}) that is not a"
@@ -1702,6 +1824,12 @@ class TieredBackend(Backend):
                 # the whole stream): copied again from the start, never taken as all
                 await self._drop_partial(agent_id, marker.head_seq)
                 head = await self.durable.head(agent_id)
+                if head >= marker.head_seq:
+                    # that rehydration finished its copy meanwhile: its end (the cold copy
+                    # and the marker deleted) is its own. Was: ended here too — with that
+                    # one's end and a demotion since in between, that demotion's cold copy
+                    # and marker were deleted, then its delete of the stream went through
+                    return head
             if head == 0:
                 await check_demoted_copy(cold, agent_id, body)
                 try:
@@ -1729,9 +1857,11 @@ class TieredBackend(Backend):
                 )
             # the cold copy first: a process killed between the two leaves the marker
             # beside the whole stream (harmless: see above), never a cold copy no marker
-            # claims (a deleted agent's data kept, and a later demotion of the id refused)
-            await cold.delete_agent(agent_id)
-            await self.durable.delete_agent(marker_id)
+            # claims (a deleted agent's data kept, and a later demotion of the id refused).
+            # Both only while they are what this rehydration copied and the marker it read:
+            # a delete of the agent, then a demotion of a new one of that id, meanwhile
+            # made another (its copy and claim, deleted here, and its stream by it)
+            await self._drop_copied(cold, agent_id, head, body)
             self._set_settled(agent_id, head)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
@@ -1739,6 +1869,20 @@ class TieredBackend(Backend):
         finally:
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _drop_copied(
+        self, cold: Backend, agent_id: str, head: int, body: dict[str, Any]
+    ) -> None:
+        """A rehydration's end: the cold copy it copied back (at ``head``, the head
+        record the durable copy has), then the marker (``body``) it read."""
+        checksum = await self.durable.head_checksum(agent_id, head)
+        if checksum is not None:  # (None: deleted meanwhile, its cold copy first)
+            with contextlib.suppress(ConflictError):
+                await cold.delete_agent_at(agent_id, head, checksum)
+        with contextlib.suppress(ConflictError):
+            await self.durable.delete_agent_at(
+                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
+            )
 
     async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
         """Delete what an interrupted rehydration copied into the durable tier (a part
@@ -1779,10 +1923,17 @@ class TieredBackend(Backend):
 
 
 async def _copy_stream(
-    src: Backend, dst: Backend, agent_id: str, head: int, *, all_snapshots: bool
+    src: Backend,
+    dst: Backend,
+    agent_id: str,
+    head: int,
+    *,
+    all_snapshots: bool,
+    wrote: list[RawEvent] | None = None,
 ) -> None:
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
-    idempotency keys (when both tiers can list them) and the snapshots."""
+    idempotency keys (when both tiers can list them) and the snapshots; ``wrote`` gets
+    the last record of each page appended."""
     keyed: dict[int, tuple[str, int]] = {}
     kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed or cut in two)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
@@ -1820,6 +1971,8 @@ async def _copy_stream(
             base,
             kept,
         )
+        if wrote is not None:
+            wrote.append(events[-1])
         seq = events[-1].seq
     for snap in await _snapshots(src, agent_id, all_snapshots=all_snapshots):
         await dst.save_snapshot(agent_id, snap)
