@@ -127,6 +127,12 @@ def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
     ).derive(master)
 
 
+def fingerprint_of(master: bytes) -> bytes:
+    """The 4-byte fingerprint records sealed with key material ``master`` carry
+    (:attr:`DerivedKey.fingerprint`), without deriving its other subkeys."""
+    return _derive(master, b"key fingerprint", 4)
+
+
 def _aesgcm(key: bytes) -> Any:
     # imported on first use: ``import statekeeper`` does not load cryptography
     try:
@@ -157,7 +163,7 @@ class DerivedKey:
         self._head: Any = getattr(head, "_hmac", None) or head
         self._witness = _derive(master, b"witness")
         self._idempotency = _derive(master, b"idempotency key")
-        self.fingerprint = _derive(master, b"key fingerprint", 4)
+        self.fingerprint = fingerprint_of(master)
         self._wrap = _aesgcm(_derive(master, b"data key wrapping"))
 
     def wrap(self, agent_id: str, data_key: bytes, family: str | None = None) -> bytes:
@@ -456,6 +462,37 @@ class Keyring:
                 self._data.pop(one, None)
                 self._forget_cached(one)
         return keyscope.family_forget(self, scoped, family, ids, fingerprints, when)
+
+    def forget_scopes_in(
+        self, family: str | None, agent_id: str, *, fingerprints: frozenset[bytes] = frozenset()
+    ) -> list[str]:
+        """The families (``"legacy"``) whose key of the agent :meth:`forget_in` would
+        destroy now, destroying nothing (what a forget's audit entry, written before the
+        keys go, names)."""
+        scoped = self.scoped
+        if family is None or scoped is None:
+            vault = self.data_keys
+            entry = vault.load(agent_id) if vault is not None else None
+            live = entry is not None and entry.wrapped is not None
+            return [keyscope.LEGACY] if live else []
+        lineage = getattr(scoped, "lineage", None)
+        linked: set[str] = lineage(agent_id) if lineage is not None else set()
+        ids = [*sorted(linked), agent_id]
+        return keyscope.scopes_of(keyscope.forget_plan(self, scoped, family, ids, fingerprints))
+
+    def adopt_in(self, family: str | None, copied: list[tuple[str, bytes]]) -> list[str]:
+        """Give the store of key family ``family`` the keys of the agents it holds a
+        copy of (a restore's writes: :func:`.keyscope.adopt`); ``copied`` pairs an agent
+        with its newest record's key fingerprint. The agents given a key; none without
+        a family or a vault without families."""
+        scoped = self.scoped
+        if family is None or scoped is None or not copied:
+            return []
+        adopted = keyscope.adopt(self, scoped, family, copied)
+        with self._lock:
+            for agent_id in adopted:
+                self._forget_cached(agent_id)
+        return adopted
 
     def forgotten_in(self, family: str | None, agent_id: str) -> VaultEntry | None:
         """The tombstone that refuses ``agent_id`` in ``family``'s store (its own, a
