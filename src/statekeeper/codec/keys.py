@@ -127,6 +127,22 @@ def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
     ).derive(master)
 
 
+def _forgettable(agent_id: str) -> None:
+    """Refuse (:class:`~statekeeper.errors.InvalidAgentId`) to forget one of a store's
+    own streams (an id starting with ``\\x01``: the audit log, the legal holds): the
+    audit log is sealed with the data key of its id alone, the same id in every store,
+    so destroying it made every audit log of the vault unreadable (``audit verify``:
+    "agent '\\x01sk-audit/log' was forgotten"), not one store's."""
+    if isinstance(agent_id, str) and agent_id[:1] == "\x01":
+        from ..errors import InvalidAgentId
+
+        raise InvalidAgentId(
+            f"cannot forget {agent_id!r}: an id starting with '\\x01' is one of a store's"
+            " own streams (its audit log, its legal holds), not an agent (the audit log's"
+            " key is shared by every store of the key vault)"
+        )
+
+
 def fingerprint_of(master: bytes) -> bytes:
     """The 4-byte fingerprint records sealed with key material ``master`` carry
     (:attr:`DerivedKey.fingerprint`), without deriving its other subkeys."""
@@ -450,13 +466,14 @@ class Keyring:
         destroyed a key)."""
         import time
 
+        _forgettable(agent_id)
         scoped = self.scoped
         if family is None or scoped is None:
             return [keyscope.LEGACY] if self.forget(agent_id, at=at) else []
         when = time.time() if at is None else at
         lineage = getattr(scoped, "lineage", None)
         linked: set[str] = lineage(agent_id) if lineage is not None else set()
-        ids = [*sorted(linked), agent_id]
+        ids = [*sorted(i for i in linked if i[:1] != "\x01"), agent_id]
         with self._lock:
             for one in ids:
                 self._data.pop(one, None)
@@ -525,12 +542,14 @@ class Keyring:
         :meth:`forget_in`, which leaves other stores' keys of the id alone."""
         import time
 
+        _forgettable(agent_id)
         vault = self.data_keys
         if vault is None:
             raise ConfigurationError("forget needs a keyring with a key vault (data_keys)")
         when = time.time() if at is None else at
         lineage = getattr(vault, "lineage", None)
         linked: set[str] = lineage(agent_id) if lineage is not None else set()
+        linked = {one for one in linked if one[:1] != "\x01"}  # (never a store's own)
         with self._lock:
             for one in (*sorted(linked), agent_id):
                 self._data.pop(one, None)
