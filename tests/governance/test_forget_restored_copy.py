@@ -149,3 +149,36 @@ async def test_a_forget_of_the_copy_shreds_the_source_and_the_copy_keeps_its_own
             assert (await b.load("u3")).data == {"ssn": SECRET, "n": 1}
             await _written_on(b, "u3")  # B writes on its copy of u3: A keeps its u3
             assert (await a.load("u3")).data == {"ssn": SECRET, "n": 1}
+
+
+def test_the_inspector_shows_the_copy_forgotten(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    import asyncio
+
+    from starlette.testclient import TestClient
+
+    from statekeeper.inspector import InspectorSettings, create_app
+
+    token = "test-token-0123456789abcdef"
+    keys = Keyring({"k1": generate_key()}, data_keys=SqliteKeyVault(tmp_path / "vault.db"))
+    bkey = BackupKey(os.urandom(32))
+    a_url, b_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+
+    async def seed() -> None:
+        async with StateStore(a_url, keyring=keys) as a, StateStore(b_url, keyring=keys) as b:
+            await _two_turns(a, "u1")
+            await backup(a, tmp_path / "a.skb", bkey)
+            await restore(b, [tmp_path / "a.skb"], bkey)
+            await _written_on(b, "u1")
+            await forget(a, "u1")
+
+    asyncio.run(seed())
+    app = create_app(
+        InspectorSettings(url=b_url, token=token), store=StateStore(b_url, keyring=keys)
+    )
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        for path in ("/agent", "/agent/state.json", "/agent/events"):
+            page = client.get(f"{path}?id=u1")
+            assert page.status_code == 410, (path, page.text[:300])  # state.json was 200
+            assert SECRET not in page.text
