@@ -70,7 +70,9 @@ lexicographic key order equal to the ids' code point order)::
   complete backend nonetheless and passes the same conformance suite.
 * A server that ignores ``If-None-Match`` (older MinIO/Ceph, some gateways) turns
   compare-and-append into last-writer-wins: on such servers use S3 only as the cold
-  tier (one writer: the tiered backend's demotion) — archive-only.
+  tier (one writer: the tiered backend's demotion) — archive-only. A store that has
+  no id yet checks before making one (:meth:`S3Backend.feed_id`: a probe object
+  created twice) and refuses such a server (``BackendRejected``, nothing written).
 
 Over 600 lines because :class:`S3Backend` implements the whole backend contract over
 immutable objects (a conditional PUT stands in for compare-and-set): its appends, reads
@@ -97,6 +99,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import (
     BackendError,
+    BackendRejected,
     BackendUnavailable,
     ConfigurationError,
     ConflictError,
@@ -575,6 +578,8 @@ class S3Backend(Backend):
                     return self._id_of(obj["Body"].read())
                 if obj is None and self.readonly:
                     return None
+                if obj is None:
+                    self._check_conditional_create()
                 made = secrets.token_hex(8)
                 if obj is None:
                     if not self._put_new(self._id_key, made.encode()):
@@ -597,6 +602,31 @@ class S3Backend(Backend):
         raise BackendError(
             f"{self._where()}: the store's id ({self._id_key}) kept changing", maybe_applied=True
         )
+
+    def _check_conditional_create(self) -> None:
+        """Before this store's id is made: that the server refuses a conditional create
+        (``If-None-Match: *``) of an object that exists (a probe object next to the id,
+        created twice, then deleted). A server that ignores the condition (older MinIO
+        or Ceph, some gateways) lets two processes opening a new store each make an id
+        — the last PUT stays, but the first process keeps the id it made and read back
+        — and seal their agents with two key families; refused with
+        :class:`~statekeeper.errors.BackendRejected`, before the id is written."""
+        probe = f"{self._id_key}.check-{secrets.token_hex(8)}"
+        try:
+            if not self._put_new(probe, b"1"):  # (a probe name nobody else uses)
+                return
+            ignored = self._put_new(probe, b"2")
+        finally:
+            self._delete_keys([probe])
+        if ignored:
+            raise BackendRejected(
+                f"{self._where()}: the S3 server ignores If-None-Match (a conditional"
+                " create of an object that exists succeeded): two processes opening this"
+                " new store could each make a store id of their own, and appends could"
+                " overwrite each other. Use a server that honours conditional writes"
+                " (AWS S3, current MinIO or Ceph RGW), or S3 only as a tiered store's cold"
+                " tier; nothing was written"
+            )
 
     def _id_of(self, body: bytes) -> str:
         text = body.decode("ascii", "replace").strip()

@@ -224,6 +224,12 @@ class MemoryKeyVault:
             entry = VaultEntry(agent_id, master_id, wrapped, None, family)
             return self._scoped.setdefault((family, agent_id), entry)
 
+    def create_many_in(self, family: str, rows: list[tuple[str, str, bytes]]) -> None:
+        """:meth:`create_in` of each ``(agent id, master id, wrapped)`` (one commit in a
+        vault that has commits)."""
+        for agent_id, master_id, wrapped in rows:
+            self.create_in(family, agent_id, master_id, wrapped)
+
     def destroy_in(self, family: str, agent_id: str, at: float) -> bool:
         with self._lock:
             entry = self._scoped.get((family, agent_id))
@@ -454,6 +460,26 @@ class SqliteKeyVault:
         entry = self.load_in(family, agent_id)
         assert entry is not None
         return entry
+
+    def create_many_in(self, family: str, rows: list[tuple[str, str, bytes]]) -> None:
+        """:meth:`create_in` of each ``(agent id, master id, wrapped)`` in one commit (a
+        restore's copies: one commit each, synced, took ~20 ms an agent)."""
+        now = time.time()
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO family_data_keys (family, agent_id, master_id,"
+                        " wrapped, created_at) VALUES (?, ?, ?, ?, ?)",
+                        [(family, a, m, w, now) for a, m, w in rows],
+                    )
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise BackendError(f"key vault {self.path}: {exc}") from None
 
     def destroy_in(self, family: str, agent_id: str, at: float) -> bool:
         with self._lock:

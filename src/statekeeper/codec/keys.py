@@ -127,6 +127,28 @@ def _derive(master: bytes, purpose: bytes, length: int = 32) -> bytes:
     ).derive(master)
 
 
+def _forgettable(agent_id: str) -> None:
+    """Refuse (:class:`~statekeeper.errors.InvalidAgentId`) to forget one of a store's
+    own streams (an id starting with ``\\x01``: the audit log, the legal holds): the
+    audit log is sealed with the data key of its id alone, the same id in every store,
+    so destroying it made every audit log of the vault unreadable (``audit verify``:
+    "agent '\\x01sk-audit/log' was forgotten"), not one store's."""
+    if isinstance(agent_id, str) and agent_id[:1] == "\x01":
+        from ..errors import InvalidAgentId
+
+        raise InvalidAgentId(
+            f"cannot forget {agent_id!r}: an id starting with '\\x01' is one of a store's"
+            " own streams (its audit log, its legal holds), not an agent (the audit log's"
+            " key is shared by every store of the key vault)"
+        )
+
+
+def fingerprint_of(master: bytes) -> bytes:
+    """The 4-byte fingerprint records sealed with key material ``master`` carry
+    (:attr:`DerivedKey.fingerprint`), without deriving its other subkeys."""
+    return _derive(master, b"key fingerprint", 4)
+
+
 def _aesgcm(key: bytes) -> Any:
     # imported on first use: ``import statekeeper`` does not load cryptography
     try:
@@ -157,7 +179,7 @@ class DerivedKey:
         self._head: Any = getattr(head, "_hmac", None) or head
         self._witness = _derive(master, b"witness")
         self._idempotency = _derive(master, b"idempotency key")
-        self.fingerprint = _derive(master, b"key fingerprint", 4)
+        self.fingerprint = fingerprint_of(master)
         self._wrap = _aesgcm(_derive(master, b"data key wrapping"))
 
     def wrap(self, agent_id: str, data_key: bytes, family: str | None = None) -> bytes:
@@ -444,18 +466,50 @@ class Keyring:
         destroyed a key)."""
         import time
 
+        _forgettable(agent_id)
         scoped = self.scoped
         if family is None or scoped is None:
             return [keyscope.LEGACY] if self.forget(agent_id, at=at) else []
         when = time.time() if at is None else at
         lineage = getattr(scoped, "lineage", None)
         linked: set[str] = lineage(agent_id) if lineage is not None else set()
-        ids = [*sorted(linked), agent_id]
+        ids = [*sorted(i for i in linked if i[:1] != "\x01"), agent_id]
         with self._lock:
             for one in ids:
                 self._data.pop(one, None)
                 self._forget_cached(one)
         return keyscope.family_forget(self, scoped, family, ids, fingerprints, when)
+
+    def forget_scopes_in(
+        self, family: str | None, agent_id: str, *, fingerprints: frozenset[bytes] = frozenset()
+    ) -> list[str]:
+        """The families (``"legacy"``) whose key of the agent :meth:`forget_in` would
+        destroy now, destroying nothing (what a forget's audit entry, written before the
+        keys go, names)."""
+        scoped = self.scoped
+        if family is None or scoped is None:
+            vault = self.data_keys
+            entry = vault.load(agent_id) if vault is not None else None
+            live = entry is not None and entry.wrapped is not None
+            return [keyscope.LEGACY] if live else []
+        lineage = getattr(scoped, "lineage", None)
+        linked: set[str] = lineage(agent_id) if lineage is not None else set()
+        ids = [*sorted(linked), agent_id]
+        return keyscope.scopes_of(keyscope.forget_plan(self, scoped, family, ids, fingerprints))
+
+    def adopt_in(self, family: str | None, copied: list[tuple[str, bytes]]) -> list[str]:
+        """Give the store of key family ``family`` the keys of the agents it holds a
+        copy of (a restore's writes: :func:`.keyscope.adopt`); ``copied`` pairs an agent
+        with its newest record's key fingerprint. The agents given a key; none without
+        a family or a vault without families."""
+        scoped = self.scoped
+        if family is None or scoped is None or not copied:
+            return []
+        adopted = keyscope.adopt(self, scoped, family, copied)
+        with self._lock:
+            for agent_id in adopted:
+                self._forget_cached(agent_id)
+        return adopted
 
     def forgotten_in(self, family: str | None, agent_id: str) -> VaultEntry | None:
         """The tombstone that refuses ``agent_id`` in ``family``'s store (its own, a
@@ -488,12 +542,14 @@ class Keyring:
         :meth:`forget_in`, which leaves other stores' keys of the id alone."""
         import time
 
+        _forgettable(agent_id)
         vault = self.data_keys
         if vault is None:
             raise ConfigurationError("forget needs a keyring with a key vault (data_keys)")
         when = time.time() if at is None else at
         lineage = getattr(vault, "lineage", None)
         linked: set[str] = lineage(agent_id) if lineage is not None else set()
+        linked = {one for one in linked if one[:1] != "\x01"}  # (never a store's own)
         with self._lock:
             for one in (*sorted(linked), agent_id):
                 self._data.pop(one, None)

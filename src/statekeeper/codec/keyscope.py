@@ -18,6 +18,7 @@ opens a record, and which keys ``forget`` destroys (see
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,15 @@ from .datakeys import ScopedKeyVault, VaultEntry
 if TYPE_CHECKING:
     from .keys import DerivedKey, Keyring
 
-__all__ = ["LEGACY", "family_forget", "no_data_key", "read_key", "write_key"]
+__all__ = [
+    "LEGACY",
+    "adopt",
+    "family_forget",
+    "forget_plan",
+    "no_data_key",
+    "read_key",
+    "write_key",
+]
 
 #: how a forget's audit entry names a legacy key it destroyed
 LEGACY = "legacy"
@@ -37,15 +46,25 @@ def _live(entry: VaultEntry) -> bool:
     return entry.wrapped is not None and entry.master_id is not None
 
 
-def _open(ring: Keyring, entry: VaultEntry) -> DerivedKey:
-    from .keys import DerivedKey
-
+def _material(ring: Keyring, entry: VaultEntry) -> bytes:
     assert entry.wrapped is not None and entry.master_id is not None
     master = ring.get(entry.master_id)
     if master is None:
         raise KeyNotFound(entry.agent_id, None, entry.master_id)
-    material = master.unwrap(entry.agent_id, entry.wrapped, entry.family)
-    return DerivedKey(entry.master_id, material)
+    return master.unwrap(entry.agent_id, entry.wrapped, entry.family)
+
+
+def _open(ring: Keyring, entry: VaultEntry) -> DerivedKey:
+    from .keys import DerivedKey
+
+    assert entry.master_id is not None
+    return DerivedKey(entry.master_id, _material(ring, entry))
+
+
+def _fingerprint(material: bytes) -> bytes:
+    from .keys import fingerprint_of
+
+    return fingerprint_of(material)
 
 
 def write_key(ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str) -> DerivedKey:
@@ -132,6 +151,45 @@ def no_data_key(agent_id: str) -> DecryptionError:
     )
 
 
+def forget_plan(
+    ring: Keyring,
+    vault: ScopedKeyVault,
+    family: str,
+    agent_ids: list[str],
+    fingerprints: frozenset[bytes],
+) -> list[tuple[str | None, str]]:
+    """The live keys a ``forget`` in ``family``'s store destroys (see the module docs):
+    ``(family, agent id)`` pairs in the order they go (``None``: a legacy key), the
+    agents in ``agent_ids``' order. Nothing is changed."""
+    families = vault.families(family)
+    plan: list[tuple[str | None, str]] = []
+    for agent_id in agent_ids:
+        entries = [e for e in vault.entries(agent_id) if _live(e)]
+        prints = set(fingerprints)
+        for entry in entries:  # its own keys: a copy of one (:func:`adopt`) goes too
+            if entry.family is not None and entry.family in families:
+                with contextlib.suppress(KeyNotFound, DecryptionError):
+                    prints.add(_fingerprint(_material(ring, entry)))
+        for entry in entries:
+            if entry.family is None:
+                plan.append((None, agent_id))
+                continue
+            ours = entry.family in families
+            if not ours and prints:
+                try:
+                    ours = _fingerprint(_material(ring, entry)) in prints
+                except (KeyNotFound, DecryptionError):
+                    ours = False  # another key file's key: not one this store's records use
+            if ours:
+                plan.append((entry.family, agent_id))
+    return plan
+
+
+def scopes_of(plan: list[tuple[str | None, str]]) -> list[str]:
+    """The families (and :data:`LEGACY`) a :func:`forget_plan` names, in order, once."""
+    return list(dict.fromkeys(LEGACY if f is None else f for f, _ in plan))
+
+
 def family_forget(
     ring: Keyring,
     vault: ScopedKeyVault,
@@ -141,25 +199,53 @@ def family_forget(
     at: float,
 ) -> list[str]:
     """Destroy the keys of ``agent_ids`` (the agent last, its lineage first) that a
-    ``forget`` in ``family``'s store destroys (see the module docs); the families (and
+    ``forget`` in ``family``'s store destroys (:func:`forget_plan`); the families (and
     :data:`LEGACY`) whose key was destroyed, in order, without repeats."""
-    families = vault.families(family)
+    plan = forget_plan(ring, vault, family, agent_ids, fingerprints)
     scopes: list[str] = []
     for agent_id in agent_ids:
-        for entry in vault.entries(agent_id):
-            if not _live(entry):
+        for scope, one in plan:
+            if one != agent_id:
                 continue
-            if entry.family is None:
+            if scope is None:
                 if vault.remove_legacy(agent_id):
                     scopes.append(LEGACY)
-                continue
-            ours = entry.family in families
-            if not ours and fingerprints:
-                try:
-                    ours = _open(ring, entry).fingerprint in fingerprints
-                except (KeyNotFound, DecryptionError):
-                    ours = False  # another key file's key: not one this store's records use
-            if ours and vault.destroy_in(entry.family, agent_id, at):
-                scopes.append(entry.family)
+            elif vault.destroy_in(scope, agent_id, at):
+                scopes.append(scope)
         vault.destroy_in(family, agent_id, at)  # the tombstone: the id stays refused here
     return list(dict.fromkeys(scopes))
+
+
+def adopt(
+    ring: Keyring, vault: ScopedKeyVault, family: str, copied: list[tuple[str, bytes]]
+) -> list[str]:
+    """Give ``family``'s store the key of each agent it holds a copy of: ``copied``
+    names the agent and the fingerprint of the key its newest record is sealed with (a
+    restore's writes). When that key is another family's (or a legacy one), an entry
+    ``(family, agent)`` with the same key, wrapped by the active master key, is made
+    (see the module docs). An agent the family has an entry of already (a key of its
+    own, or a tombstone) is left as it is. Returns the agents given a key."""
+    families = vault.families(family)
+    master = ring.active
+    rows: list[tuple[str, str, bytes]] = []
+    for agent_id, fingerprint in copied:
+        entries = vault.entries(agent_id)
+        if any(e.family is not None and e.family in families for e in entries):
+            continue
+        for entry in entries:
+            if not _live(entry):
+                continue
+            try:
+                material = _material(ring, entry)
+            except (KeyNotFound, DecryptionError):
+                continue
+            if _fingerprint(material) == fingerprint:
+                rows.append((agent_id, master.id, master.wrap(agent_id, material, family)))
+                break
+    many = getattr(vault, "create_many_in", None)  # (one commit: a custom vault may lack it)
+    if many is not None:
+        many(family, rows)
+    else:
+        for agent_id, master_id, wrapped in rows:
+            vault.create_in(family, agent_id, master_id, wrapped)
+    return [agent_id for agent_id, _, _ in rows]

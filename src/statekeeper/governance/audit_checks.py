@@ -84,6 +84,16 @@ class _Seen:
     dropped: tuple[int, ...] | None = None  # the snapshots a retention run removed
     ahead_mark: bool = False  # written ahead of its change (else: in its commit)
     token: int | None = None  # the fencing token a lease entry names
+    #: the key families whose key of the agent a forget's entry says it destroys
+    scopes: tuple[str, ...] = ()
+
+
+def _scopes(value: Any) -> tuple[str, ...]:
+    """The key families a forget's entry names (``key_scopes``), its legacy key left
+    out: a store without a family may give the id a legacy key again."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str) and v and v != "legacy")
 
 
 def _pair(value: Any) -> tuple[int, str] | None:
@@ -169,6 +179,7 @@ class StoreChecks:
                 dropped,
                 "ahead" in detail,
                 detail["token"] if type(detail.get("token")) is int else None,
+                _scopes(detail.get("key_scopes")),
             )
         )
 
@@ -215,7 +226,14 @@ class StoreChecks:
         between its entry and the key's destruction."""
         entries = getattr(self.vault, "entries", None)  # (a vault with key families)
         found = entries(agent) if entries is not None else [self.vault.load(agent)]
-        if not any(e is not None and e.forgotten_at is not None for e in found):
+        if s.scopes and entries is not None:
+            # each family the entry names must hold a tombstone now (a tombstone of the
+            # id elsewhere, another store's forget, says nothing of this one)
+            dead = {e.family for e in found if e.wrapped is None and e.family is not None}
+            applied = set(s.scopes) <= dead
+        else:
+            applied = any(e is not None and e.forgotten_at is not None for e in found)
+        if not applied:
             unapplied.append(
                 f"entry {s.seq}: the forget of {agent!r} it records was not applied (its "
                 "data key is still in the key vault: the process stopped between the entry "

@@ -121,12 +121,21 @@ async def _forget(
             "master key"
         )
     at = time.time()
-    # on a governed store the entry goes first (a crash cannot destroy a key unrecorded)
+    # on a governed store the entry goes first (a crash cannot destroy a key unrecorded);
+    # it names the key families whose keys go (store ids, no key material): which
+    # stores' copies are shredded
+    planned = keyring.forget_scopes_in(family, agent_id, fingerprints=frozenset(fingerprints))
     announced = await announce(
         store,
         given,
         GovernanceEvent(
-            "forget", agent_id, "ok", 1 if head else None, head or None, {"purge": purge}, at
+            "forget",
+            agent_id,
+            "ok",
+            1 if head else None,
+            head or None,
+            {"purge": purge, "key_scopes": planned},
+            at,
         ),
     )
     try:

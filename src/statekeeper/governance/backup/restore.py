@@ -108,7 +108,7 @@ from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreaudit import restore_entry
 from .restoreholds import carry_holds, holds_of
-from .restoretarget import check_namespace, check_target_takes, renew_store_id
+from .restoretarget import adopt_copied_keys, check_namespace, check_target_takes, renew_store_id
 from .wholesnaps import is_delta, left_as_delta, rebuild_whole
 from .writepass import write_all as _write_all
 
@@ -542,6 +542,7 @@ async def restore(
                 written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
             elif progress is not None:
                 progress("write", written, written)
+            await adopt_copied_keys(store, list(tags))  # before it seals any (.restoretarget)
             rebuilt = [
                 (a, p.snapshot[0], p.compacted)
                 for a, p in plans.items()

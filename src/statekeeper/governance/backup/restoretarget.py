@@ -2,13 +2,17 @@
 by retention needs an engine that holds one, a target opened in a namespace takes only
 the streams inside it. Each refusal is a :class:`~statekeeper.errors.BackupError`
 naming the first stream it refuses. And the target's store id, renewed by the restore,
-keeps its key family's data keys (:func:`renew_store_id`)."""
+keeps its key family's data keys (:func:`renew_store_id`); after the writes, the
+target takes the keys of the agents it copied (:func:`adopt_copied_keys`)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...backends.base import Capability
+from ...codec.pipeline import _FP, Codec
 from ...errors import BackupError
 from ...store.keyguard import key_family
 from ...store.namespaced import NamespacedStateStore
@@ -17,7 +21,9 @@ if TYPE_CHECKING:
     from ...store import StateStore
     from .restore import _Plan
 
-__all__ = ["check_namespace", "check_target_takes", "renew_store_id"]
+__all__ = ["adopt_copied_keys", "check_namespace", "check_target_takes", "renew_store_id"]
+
+_PAGE = 500
 
 
 def check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
@@ -65,3 +71,30 @@ async def renew_store_id(store: StateStore) -> None:
     if scoped is not None and old is not None and new is not None:
         scoped.link_family(new, old)
         store.codec.key_family = new
+
+
+async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
+    """Give the target's key family the data key of each agent the restore wrote
+    under another family's key (a copy of another store: :func:`statekeeper.codec.
+    keyscope.adopt`): its writes after the restore are sealed with that key, so the
+    source's ``forget`` shreds the whole copy — before, the target wrote on under a key
+    of its own, and its newest snapshot (the whole state) still loaded after the
+    source forgot the agent. The newest record of each agent names the key (one read
+    of every head per page); how many agents were given a key."""
+    keyring = store.codec.keyring
+    family = store.codec.key_family
+    if keyring is None or keyring.scoped is None or family is None:
+        return 0
+    adopted = 0
+    agents = [a for a in agent_ids if a[:1] != "\x01"]  # (the store's own streams)
+    for at in range(0, len(agents), _PAGE):
+        page = agents[at : at + _PAGE]
+        heads = await store.backend.read_heads(page)
+        copied: list[tuple[str, bytes]] = []
+        for agent_id, raw in zip(page, heads, strict=True):
+            header = Codec.header(raw.payload) if raw is not None else None
+            if raw is not None and header is not None and header.data_key:
+                end = 3 + raw.payload[2]
+                copied.append((agent_id, bytes(raw.payload[end : end + _FP])))
+        adopted += len(await asyncio.to_thread(keyring.adopt_in, family, copied))
+    return adopted
