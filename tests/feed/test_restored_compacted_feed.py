@@ -68,7 +68,10 @@ async def _source(tmp_path: Path) -> tuple[dict[str, list[tuple[object, ...]]], 
     return live, tmp_path / "full.skb", out.getvalue()
 
 
-async def _check_target(store: StateStore, live: dict[str, list[tuple[object, ...]]], rm: Path) -> None:
+Models = dict[str, list[tuple[object, ...]]]
+
+
+async def _check_target(store: StateStore, live: Models, rm: Path) -> None:
     floor, _ = await store.feed_bounds()
     assert floor >= 1  # the compacted stream's history is not offered from position 0
     with pytest.raises(FeedPositionCompacted):

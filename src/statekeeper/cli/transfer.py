@@ -284,9 +284,9 @@ async def import_agents(
     needs ``admin`` on its namespace (an import writes history as others wrote it,
     their actors and times, as a restore does), checked for all of them before any is
     written; a refusal is audited."""
+    from ..governance.backup.restoretarget import floor_over_bases
     from ..store import StateStore
     from ..store.governed import governance_of
-    from ..governance.backup.restoretarget import floor_over_bases
     from ..store.namespaced import stored_id
     from .stores import check_store, env_keyring, governance_options, namespace_options
 
