@@ -45,3 +45,41 @@ def test_a_page_holding_every_kept_event_says_it_at_once(tmp_path: Path) -> None
         page = client.get("/agent?id=kept").text
         assert [int(s) for s in ROW.findall(page)] == [12, 11, 10]
         assert OLDER.findall(page) == [] and "compacted the history up to seq 9" in page
+
+
+def _moves(tmp_path: Path, keep: int | None) -> str:
+    """``m``: created idle, then 4 rounds of start_processing, complete, reset (13
+    events, 12 transitions)."""
+    from statekeeper import StateStore, StateTransition
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    url = f"sqlite:///{tmp_path / 'moves.db'}"
+    rounds = [StateTransition.START_PROCESSING, StateTransition.COMPLETE, StateTransition.RESET]
+
+    async def build() -> None:
+        async with StateStore(url) as store:
+            agent = await store.agent("m")
+            for _ in range(4):
+                for move in rounds:
+                    await agent.transition(move)
+            if keep is not None:
+                await apply_retention(store, RetentionPolicy.parse(f"* keep_last={keep}"))
+
+    in_thread(build)
+    return url
+
+
+def test_the_machines_counts_say_they_cover_the_kept_events_only(tmp_path: Path) -> None:
+    """The diagram's ×N counts of a compacted agent are those of the kept events (×1 or
+    ×2 for an arrow the agent took 4 times): the panel says so (was: the counts shown
+    as if they were the whole history, silently; trial of commit 0143e545)."""
+    with make_client(_moves(tmp_path, 4)) as client:
+        page = client.get("/agent?id=m").text
+        assert "(4 transitions)" in page
+        assert re.search(r'id="counts-compacted">Counted over the events kept after seq 9', page)
+
+
+def test_whole_history_counts_carry_no_such_note(tmp_path: Path) -> None:
+    with make_client(_moves(tmp_path, None)) as client:
+        page = client.get("/agent?id=m").text
+        assert "(12 transitions)" in page and "counts-compacted" not in page

@@ -140,15 +140,32 @@ def _stays(events: Sequence[Event], end: float) -> list[tuple[int, str, float, f
     return stays
 
 
-def timeline_table(events: Iterable[Event], title: str, *, width: int = 80) -> Table:
+def timeline_table(
+    events: Iterable[Event],
+    title: str,
+    *,
+    width: int = 80,
+    opening: tuple[int, str, float] | None = None,
+) -> Table:
     """The agent's stays in each state, oldest first, as a Gantt strip: where each stay
-    starts and how long it lasts, on one time axis from the first event to the last."""
+    starts and how long it lasts, on one time axis from the first event to the last.
+
+    ``opening``: ``(seq, state, entered)`` of the state the agent was in just before the
+    first event shown (the events start past seq 1: ``--after``, or history retention
+    compacted): its stay is the first row, from when it was entered (its seq shown as
+    ``≤seq``: it was entered at or before it), instead of being left out."""
     from .render import local_time
 
     evs = list(events)
     end = evs[-1].timestamp if evs else 0.0
     stays = _stays(evs, end)
     start = evs[0].timestamp if evs else 0.0
+    first = stays[0][0] if stays else None
+    if opening is not None:
+        seq, state, entered = opening
+        left = next((ev.timestamp for ev in evs if ev.fsm_state is not None), end)
+        stays.insert(0, (seq, state, entered, left))
+        start = min(start, entered)
     span = max(end - start, 1e-9)
     state_w = max((len(s[1]) for s in stays), default=5)
     seq_w = max(3, len(str(evs[-1].seq)) if evs else 3)
@@ -161,13 +178,16 @@ def timeline_table(events: Iterable[Event], title: str, *, width: int = 80) -> T
     table.add_column("for", justify="right", no_wrap=True, min_width=7)
     table.add_column("", no_wrap=True, width=strip)
     for seq, state, entered, left in stays:
+        shown = (
+            f"≤{seq}" if opening is not None and seq == opening[0] and seq != first else str(seq)
+        )
         lead = int((entered - start) / span * strip)
         cells = max(1, round((left - entered) / span * strip))
         cells = min(cells, strip - lead) if lead < strip else 1
         lead = min(lead, strip - cells)
         colour = state_colour(state)
         table.add_row(
-            str(seq),
+            shown,
             local_time(entered, date=False),
             f"[{colour}]{escape(state)}[/]",
             duration(left - entered) if left > entered else "-",

@@ -239,8 +239,13 @@ def history(
                         raise
                     compacted.append(exc.base_seq)
                     await read(exc.base_seq)
+            if timeline and events and events[0].seq > 1:  # the stay open when they start
+                before = await store.load(agent, at_seq=events[0].seq - 1)
+                if before.fsm_state is not None:
+                    opening.append((before.seq, before.fsm_state, before.state_entered_at))
             return events, head
 
+    opening: list[tuple[int, str, float]] = []
     events, head = run(go())
     if compacted and not json_out:
         out_console().print(f"[dim]history up to seq {compacted[0]} was compacted by retention[/]")
@@ -259,6 +264,7 @@ def history(
                 events,
                 f"States of {escape_id(agent)} (seq {events[0].seq}–{events[-1].seq} of {head})",
                 width=console.width,
+                opening=opening[0] if opening else None,
             )
         )
         return

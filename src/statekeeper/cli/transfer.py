@@ -284,6 +284,7 @@ async def import_agents(
     needs ``admin`` on its namespace (an import writes history as others wrote it,
     their actors and times, as a restore does), checked for all of them before any is
     written; a refusal is audited."""
+    from ..governance.backup.restoretarget import floor_over_bases
     from ..store import StateStore
     from ..store.governed import governance_of
     from ..store.namespaced import stored_id
@@ -368,6 +369,9 @@ async def import_agents(
             events += len(agent.events) - (stored - agent.base_seq if stored else 0)
             if progress is not None:
                 progress.advance(task)
+        # compacted agents start past their base: the feed's floor goes over them
+        bases = {stored_id(store, a.agent_id): a.base_seq for a, _ in todo if a.base is not None}
+        await floor_over_bases(store, bases)
         return len(todo), events, skipped
     finally:
         await store.close()

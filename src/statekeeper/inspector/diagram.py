@@ -39,6 +39,8 @@ class Graph:
     #: transitions counted, and whether the count stopped early
     counted: int = 0
     truncated: bool = False
+    #: retention compacted the history up to this seq: only the events after it counted
+    compacted: int = 0
 
     def add_state(self, name: str) -> None:
         if name not in self.states:

@@ -120,6 +120,7 @@ async def agent_view(
     graph = from_machine(machine)
     graph.truncated = snap.seq > budget
     observe_transitions(graph, read)
+    graph.compacted = read[0].seq - 1 if read else 0  # (kept events start past 1)
     if read and read[-1].seq >= snap.seq:  # the whole history: the timeline is in it
         newest = [ev for ev in read if ev.seq <= snap.seq][-TIMELINE_PAGE:]
         # (kept events start after 1: retention compacted the history before them)

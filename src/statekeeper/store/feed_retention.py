@@ -37,6 +37,7 @@ __all__ = [
     "raised",
     "removed_through",
     "shard_of",
+    "trim_below_bases",
     "trim_removed",
 ]
 
@@ -144,3 +145,27 @@ def behind(consumers: dict[str, FeedCursor], through: FeedCursor) -> list[str]:
         if len(at.positions) == len(through.positions)
         and any(a < t for a, t in zip(at.positions, through.positions, strict=True))
     )
+
+
+async def trim_below_bases(store: StateStore, bases: dict[str, int]) -> FeedCursor | None:
+    """Raise the feed's floor over compacted streams a restore or an import wrote.
+
+    A stream written from its base (retention compacted it at the source) enters the
+    target's feed at its first event after the base: a subscriber reading from position
+    0 would fold that agent's events onto nothing and count none of its history (a
+    projection rebuilt on the target silently differing from the source's live one).
+    The source's retention trimmed its feed over those events; here the floor goes
+    through the position of each such agent's first written event (``bases``: agent id
+    -> base seq), so a subscriber from 0 gets ``FeedPositionCompacted`` and rebuilds from
+    the states, as on the source. Returns the cursor trimmed through (None: nothing)."""
+    backend = store.backend
+    wanted = [(a, base + 1) for a, base in sorted(bases.items()) if base >= 1]
+    ahead = await look_ahead(store, wanted)
+    if ahead is None:
+        return None
+    floor: FeedCursor | None = None
+    for (agent_id, _), position in sorted(ahead.found.items()):
+        floor = raised(floor, backend, agent_id, position)
+    if floor is not None:
+        await trim_removed(store, floor)
+    return floor

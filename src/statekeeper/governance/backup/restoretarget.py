@@ -3,7 +3,8 @@ by retention needs an engine that holds one, a target opened in a namespace take
 the streams inside it. Each refusal is a :class:`~statekeeper.errors.BackupError`
 naming the first stream it refuses. And the target's store id, renewed by the restore,
 keeps its key family's data keys (:func:`renew_store_id`); after the writes, the
-target takes the keys of the agents it copied (:func:`adopt_copied_keys`)."""
+target takes the keys of the agents it copied (:func:`adopt_copied_keys`), and the
+compacted streams raise the target's feed floor (:func:`floor_over_bases`)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,23 @@ from typing import TYPE_CHECKING
 
 from ...backends.base import Capability
 from ...codec.pipeline import _FP, Codec
-from ...errors import BackupError
+from ...errors import AccessDenied, BackupError
+from ...store.feed_retention import trim_below_bases
 from ...store.keyguard import key_family
 from ...store.namespaced import NamespacedStateStore
+from ..hooks import is_store_admin
 
 if TYPE_CHECKING:
     from ...store import StateStore
     from .restore import _Plan
 
-__all__ = ["adopt_copied_keys", "check_namespace", "check_target_takes", "renew_store_id"]
+__all__ = [
+    "adopt_copied_keys",
+    "check_namespace",
+    "check_target_takes",
+    "floor_over_bases",
+    "renew_store_id",
+]
 
 _PAGE = 500
 
@@ -98,3 +107,20 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
                 copied.append((agent_id, bytes(raw.payload[end : end + _FP])))
         adopted += len(await asyncio.to_thread(keyring.adopt_in, family, copied))
     return adopted
+
+
+async def floor_over_bases(store: StateStore, bases: dict[str, int]) -> None:
+    """After a restore or an import wrote streams compacted by retention (``bases``:
+    stored agent id -> base seq, 0 for a whole stream), raise the target's feed floor
+    through each one's first event there
+    (:func:`~statekeeper.store.feed_retention.trim_below_bases`): else a projection
+    rebuilt from position 0 folds their kept events onto nothing and counts none of
+    what came before, silently unlike the source's live one (whose feed retention
+    trimmed). Left alone, as retention leaves it, by a principal that may not trim the
+    feed every tenant shares."""
+    if not any(bases.values()) or not is_store_admin(store):
+        return
+    try:
+        await trim_below_bases(store, bases)
+    except AccessDenied:
+        return
