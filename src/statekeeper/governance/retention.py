@@ -39,8 +39,7 @@ is ``statekeeper hold remove``, an act of its own).
 agent, each action atomic (a delete, or one ``prune`` of the backend), so a run
 interrupted anywhere is resumed by running it again (``after=`` skips the agents done).
 Removing history needs the engine's ``PRUNE`` capability (memory, SQLite, PostgreSQL,
-Redis, S3, tiered); elsewhere those actions are reported ``unsupported`` and TTL still
-applies.
+Redis, S3, tiered); elsewhere those actions are reported ``unsupported`` (TTL applies).
 
 Through a store opened in a namespace (``StateStore(url, namespace="acme")``) only
 the agents of that namespace (and below it) are touched. The policy's rules and holds
