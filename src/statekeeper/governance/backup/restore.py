@@ -108,13 +108,8 @@ from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreaudit import restore_entry
 from .restoreholds import carry_holds, holds_of
-from .restoretarget import (
-    adopt_copied_keys,
-    check_namespace,
-    check_target_takes,
-    floor_over_bases,
-    renew_store_id,
-)
+from .restoretarget import adopt_copied_keys, check_namespace, check_target_takes, renew_store_id
+from .restoretarget import floor_over_bases as _floor_over_bases
 from .wholesnaps import is_delta, left_as_delta, rebuild_whole
 from .writepass import write_all as _write_all
 
@@ -557,7 +552,7 @@ async def restore(
             # with those a restore stopped before their rebuild left (skipped here)
             await rebuild_whole(store, rebuilt + await left_as_delta(store, again))
             # compacted streams start past their base: no silent gap from position 0
-            await floor_over_bases(store, {a: p.compacted for a, p in plans.items() if a in tags})
+            await _floor_over_bases(store, {a: p.compacted for a, p in plans.items() if a in tags})
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole
