@@ -222,6 +222,7 @@ class Appends(PostgresPart):
 
     appends_together = True
     changes_leases_and_rewrites = True
+    prunes_together_at_head = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
