@@ -571,6 +571,9 @@ class HeadMoved(ConflictError):
             f" {current_seq})"
             if remade
             else f"written since (head seq {current_seq})"
+            if current_seq > seq
+            # (a head never goes back: a stream below the seq named is another one)
+            else f"deleted and made again since (another stream, head seq {current_seq})"
         )
         StatekeeperError.__init__(
             self,

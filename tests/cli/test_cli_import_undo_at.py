@@ -108,10 +108,39 @@ def test_the_suggested_undo_deletes_what_the_import_wrote(
     assert shown.exit_code == 1 and "not found" in shown.output
 
 
-@pytest.mark.parametrize("bad", ["4", "x:0123456789abcdef", "0:0123456789abcdef", "4:abc"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "4",
+        "x:0123456789abcdef",
+        "0:0123456789abcdef",
+        "4:abc",
+        # (not ASCII digits: "²" crashed int() as an internal error, exit 70; "٣" read
+        # as seq 3) and a seq no engine stores (an engine's error, not the option's)
+        "\u00b2:0123456789abcdef",
+        "\u0663:0123456789abcdef",
+        "9223372036854775808:0123456789abcdef",
+        " 4:0123456789abcdef",
+        "4:0123456789abcdef\n",
+    ],
+)
 def test_a_malformed_at_is_refused_naming_it(runner: CliRunner, url: str, bad: str) -> None:
     result = runner.invoke(app, ["delete", "alpha", "--at", bad, "--yes", "--db", url])
     assert result.exit_code == 2, result.output
     said = " ".join(result.stderr.split())
     assert "--at takes SEQ:MARK" in said and repr(bad) in said
+    assert runner.invoke(app, ["show", "alpha", "--db", url]).exit_code == 0  # kept
+
+
+def test_a_head_below_the_seq_named_is_another_stream(runner: CliRunner, url: str) -> None:
+    """A head never goes back: an agent whose head is below the seq named was deleted
+    and made again (another stream) — not "written since", as the refusal said."""
+    result = runner.invoke(
+        app, ["delete", "alpha", "--at", "9:0123456789abcdef", "--yes", "--db", url]
+    )
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert "not deleted — its head is no longer the one named (seq 9, 0123456789abcdef)" in said
+    assert "deleted and made again since (another stream, head seq 4)" in said
+    assert "written since" not in said
     assert runner.invoke(app, ["show", "alpha", "--db", url]).exit_code == 0  # kept
