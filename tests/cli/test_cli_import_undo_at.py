@@ -12,6 +12,7 @@ the head is that event, else refuses (``HeadMoved``, exit code 1), nothing delet
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import shlex
@@ -22,6 +23,8 @@ from typer.testing import CliRunner
 
 from statekeeper import StateStore
 from statekeeper.cli import app
+from statekeeper.records import RewriteRequest
+from statekeeper.store.delete_shown import head_identity, identity_mark
 
 _UNDO = re.compile(r"\(undo: (statekeeper delete alpha --at \d+:[0-9a-f]{16} --yes)\)")
 
@@ -144,3 +147,32 @@ def test_a_head_below_the_seq_named_is_another_stream(runner: CliRunner, url: st
     assert "deleted and made again since (another stream, head seq 4)" in said
     assert "written since" not in said
     assert runner.invoke(app, ["show", "alpha", "--db", url]).exit_code == 0  # kept
+
+
+def test_a_head_rewritten_in_place_is_refused_saying_so(runner: CliRunner, url: str) -> None:
+    """A migration or a rekey rewrites the head event in place (another stored checksum:
+    another identity mark): the named head is refused — not said to be a stream
+    "deleted and made again" only."""
+
+    async def rewrite_the_head() -> str:
+        async with StateStore(url) as store:
+            identity = await head_identity(store, "alpha")
+            assert identity is not None
+            seq = identity[0]
+            [head] = await store.backend.read("alpha", seq - 1, seq)
+            tag = (await store.backend.head_tag("alpha"))[1]
+            moved = dataclasses.replace(head, checksum=b"rewritten" + head.checksum)
+            await store.backend.rewrite(RewriteRequest("alpha", seq, tag, [moved], (), tag))
+            return f"{seq}:{identity_mark(identity)}"
+
+    at = asyncio.run(rewrite_the_head())
+    result = runner.invoke(app, ["delete", "alpha", "--at", at, "--yes", "--db", url])
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.stderr.split())
+    assert "or its records rewritten in place (a migration, a rekey)" in said
+
+    async def kept() -> int:
+        async with StateStore(url) as store:
+            return await store.backend.head("alpha")
+
+    assert asyncio.run(kept()) == 4  # nothing deleted
