@@ -133,9 +133,9 @@ def check_together_at(backend: Backend, changes: Sequence[StreamChange]) -> None
     while (inner := getattr(engine, "inner", None)) is not None and id(inner) not in seen:
         seen.add(id(inner))
         engine = inner
-    kind = type(engine)
+    cls = type(engine)
     raise CapabilityUnsupported(
-        f"{kind.__module__}.{kind.__qualname__}",
+        f"{cls.__module__}.{cls.__qualname__}",
         "a prune at the head's identity committed with its audit entry",
         "its append_together does not declare prunes_together_at_head (a change's"
         " prune_head and prune_checksum: the head the prune was planned on and its"
