@@ -559,7 +559,8 @@ class HeadMoved(ConflictError):
     <statekeeper.store.delete_shown.identity_mark>`, what a failed ``statekeeper
     import`` suggests as its undo) and the agent's head is another record now: written
     since (``current_seq`` its head now), or deleted and made again by another process
-    up to the same seq (``remade``). Nothing was deleted: that stream is not the one
+    up to the same seq, or its head record rewritten in place by a migration or a rekey
+    (``remade``). Nothing was deleted: that stream is not the one
     named, and its writes were acknowledged to whoever made them."""
 
     def __init__(self, agent_id: str, seq: int, mark: str, current_seq: int, remade: bool) -> None:
@@ -568,9 +569,12 @@ class HeadMoved(ConflictError):
         self.remade = remade
         now = (
             f"deleted and made again since, up to the same seq (another stream, head seq"
-            f" {current_seq})"
+            f" {current_seq}), or its records rewritten in place (a migration, a rekey)"
             if remade
             else f"written since (head seq {current_seq})"
+            if current_seq > seq
+            # (a head never goes back: a stream below the seq named is another one)
+            else f"deleted and made again since (another stream, head seq {current_seq})"
         )
         StatekeeperError.__init__(
             self,

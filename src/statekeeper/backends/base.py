@@ -413,6 +413,16 @@ class Backend(abc.ABC):
     #: without it refuses such a change (``validate_together(..., engine=self)``)
     changes_leases_and_rewrites: bool = False
 
+    #: True when :meth:`append_together` makes a change's snapshot and prune only at
+    #: the head it names (``StreamChange.prune_head`` and ``prune_checksum``, compared in
+    #: the commit as :meth:`prune` compares its ``head`` and ``checksum``): a governed
+    #: store's compaction then commits with its audit entry. An engine without it (an
+    #: ``append_together`` written before those fields, which would prune whichever
+    #: stream is there) is refused such a change with
+    #: :class:`~statekeeper.errors.CapabilityUnsupported` naming it, nothing written
+    #: (``validate_together(..., engine=self)``, and the store before it calls)
+    prunes_together_at_head: bool = False
+
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
     ) -> list[AppendResult | None]:
@@ -1312,6 +1322,14 @@ def validate_together(
             validate_rewrite(change.rewrite)
             ids.append(change.agent_id)
             continue
+        if (
+            change.prune_head is not None
+            and engine is not None
+            and not engine.prunes_together_at_head
+        ):
+            raise CapabilityUnsupported(
+                engine.name, "append_together", "a prune at the head's identity in the same commit"
+            )
         if change.drop_snapshots and not pruning:
             raise ConfigurationError("drop_snapshots is part of a prune: give prune_to too")
         if (change.prune_head is not None or change.prune_checksum is not None) and (

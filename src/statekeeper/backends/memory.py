@@ -119,6 +119,7 @@ class MemoryBackend(Backend):
     appends_together = True
     changes_alone_together = True
     changes_leases_and_rewrites = True
+    prunes_together_at_head = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()

@@ -18,6 +18,7 @@ refused with :class:`~statekeeper.errors.HeadMoved` (exit code 1), nothing delet
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -166,24 +167,22 @@ def delete(
         out_console().print(f"deleted agent {escape(repr(agent))} ({deleted[0]} event(s))")
 
 
+#: the largest seq an engine stores (a signed 64-bit integer)
+_MAX_SEQ = 2**63 - 1
+
+
 def parse_at(value: str) -> tuple[int, str]:
     """``SEQ:MARK`` of ``--at``: a head seq >= 1 and an identity mark (16 hex digits);
     :class:`~statekeeper.errors.InvalidArgument` naming what is wrong."""
-    seq, sep, mark = value.partition(":")
-    mark = mark.lower()
-    if (
-        not sep
-        or not seq.isdigit()
-        or int(seq) < 1
-        or len(mark) != 16
-        or any(c not in "0123456789abcdef" for c in mark)
-    ):
+    found = re.fullmatch(r"([0-9]{1,19}):([0-9a-fA-F]{16})", value)  # (ASCII digits only)
+    if found is None or not 1 <= int(found[1]) <= _MAX_SEQ:
         raise InvalidArgument(
             "--at",
-            f"--at takes SEQ:MARK (a head seq >= 1, then the head event's identity mark:"
-            f" 16 hex digits, as a failed import's undo prints it), not {value!r}",
+            f"--at takes SEQ:MARK (a head seq from 1 to {_MAX_SEQ}, then the head event's"
+            f" identity mark: 16 hex digits, as a failed import's undo prints it), not"
+            f" {value!r}",
         )
-    return int(seq), mark
+    return int(found[1]), found[2].lower()
 
 
 def _delete_at(url: str, key_file: Path | None, agent: str, at: str, yes: bool) -> None:

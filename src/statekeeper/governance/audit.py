@@ -87,6 +87,7 @@ from ..records import (
     StreamChange,
 )
 from ..records import AuditMark as Mark
+from ..store.conditional import check_together_at
 from .audit_checks import StoreChecks
 from .audit_claims import unclaimed_events
 
@@ -400,6 +401,7 @@ class AuditLog:
         ]
         data = _body(operation, principal, change.agent_id, first_seq, last_seq, outcome, detail)
         bodies.append(data)
+        check_together_at(self.backend, [change])  # (an engine that would ignore prune_head)
         async with self._lock:
             _, _, head = await self._on_the_log(
                 bodies, lambda entry: self.backend.append_together([entry, *appends], [change])

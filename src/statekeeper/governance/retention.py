@@ -101,14 +101,8 @@ from .retention_ahead import floor_through
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
-from .retention_idle import (
-    ahead_or_idle,
-    check_idle,
-    check_unchanged,
-    dated,
-    head_seen,
-    prune_planned,
-)
+from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated, head_seen
+from .retention_idle import prune_planned as _prune_planned
 from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
@@ -364,7 +358,7 @@ async def _plan_and_apply(
         )  # fmt: skip
     else:
         await before(action, dropped)
-        await prune_planned(store, agent_id, target, named, head, seen, full)
+        await _prune_planned(store, agent_id, target, named, head, seen, full)
     store._reads.forget(agent_id)  # its cached record may point at removed snapshots
     return action
 

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 
 from ..backends.base import Backend
 from ..errors import CapabilityUnsupported, ConflictError
+from ..records import StreamChange
 
 _DELETE_AT: ContextVar[tuple[int, bytes | None] | None] = ContextVar(
     "statekeeper_delete_at", default=None
@@ -115,6 +116,33 @@ async def prune_at(
             " checksum: bytes | None = None' and compare them in the prune's atomic step"
             " (statekeeper.testing.BackendConformance checks it). Nothing was removed",
         ) from exc
+
+
+def check_together_at(backend: Backend, changes: Sequence[StreamChange]) -> None:
+    """Before ``backend.append_together(..., changes)``: a change pruning at a head's
+    identity (``StreamChange.prune_head``) is refused with
+    :class:`~statekeeper.errors.CapabilityUnsupported` naming the engine class (the one
+    an instrumented backend wraps) when the engine does not declare
+    ``prunes_together_at_head`` — its ``append_together`` predates those fields and
+    would make the prune on whichever stream is there, the one deleted and made again
+    since the prune was planned included. Nothing is written."""
+    if backend.prunes_together_at_head or all(c.prune_head is None for c in changes):
+        return
+    engine: object = backend
+    seen: set[int] = set()
+    while (inner := getattr(engine, "inner", None)) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        engine = inner
+    cls = type(engine)
+    raise CapabilityUnsupported(
+        f"{cls.__module__}.{cls.__qualname__}",
+        "a prune at the head's identity committed with its audit entry",
+        "its append_together does not declare prunes_together_at_head (a change's"
+        " prune_head and prune_checksum: the head the prune was planned on and its"
+        " event's stored checksum): compare them in the commit as prune compares its head"
+        " and checksum, then set 'prunes_together_at_head = True'"
+        " (statekeeper.testing.BackendConformance checks it). Nothing was written",
+    )
 
 
 def _without_checksum(backend: object) -> type | None:

@@ -45,6 +45,38 @@ class PruneAtConformance(Contract):
         with pytest.raises(ConfigurationError):  # (a checksum names a head's record)
             await backend.prune("a", 0, (), None, checksum)
 
+    async def test_append_together_prunes_at_the_head_it_names(self, backend: Backend) -> None:
+        """An engine whose ``append_together`` commits several streams declares
+        ``prunes_together_at_head``: it compares a change's ``prune_head`` and
+        ``prune_checksum`` in the commit (an ``append_together`` written before those
+        fields would prune whichever stream is there — a governed compaction's on a
+        stream deleted and made again since its plan; the store refuses an engine
+        without the declaration, naming it); a malformed one is refused."""
+        if not backend.appends_together:
+            pytest.skip(f"{type(backend).__qualname__} has no append_together")
+        if not backend.prunes_together_at_head:
+            pytest.fail(
+                f"{type(backend).__qualname__}.append_together must compare a"
+                " StreamChange's prune_head and prune_checksum in its commit and declare"
+                " prunes_together_at_head = True"
+            )
+        await backend.append(request("a", 0, 4, snap_at=2))
+        checksum = (await backend.read("a", 3, 4))[0].checksum
+        with pytest.raises(ConfigurationError):  # (a checksum names a head's record)
+            bad = StreamChange("a", snapshot=snapshot(3), prune_to=3, prune_checksum=checksum)
+            await backend.append_together([request("other", 0)], [bad])
+        with pytest.raises(ConfigurationError):  # (a head names a prune's stream)
+            await backend.append_together(
+                [request("other", 0)], [StreamChange("a", snapshot=snapshot(3), prune_head=4)]
+            )
+        assert await backend.head("other") == 0
+        change = StreamChange(
+            "a", snapshot=snapshot(3), prune_to=3, prune_head=4, prune_checksum=checksum
+        )
+        await backend.append_together([request("other", 0)], [change])
+        assert [e.seq for e in await backend.read("a")] == [4]
+        assert await backend.head("other") == 1
+
     async def test_prune_at_a_stream_made_again_removes_nothing(self, backend: Backend) -> None:
         """An agent deleted and written again up to the same head (another process's
         new stream, its writes acknowledged) has another head record: a prune planned

@@ -222,6 +222,7 @@ class Appends(PostgresPart):
 
     appends_together = True
     changes_leases_and_rewrites = True
+    prunes_together_at_head = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
@@ -326,6 +327,11 @@ class Appends(PostgresPart):
         if change.rewrite is not None:
             await self._rewrite_in(conn, change.rewrite)
             return
+        if change.snapshot is not None and change.prune_to is not None:
+            # the head row locked before the snapshot's row, as a delete and a plain
+            # prune lock them (head row, then snapshots): the other order deadlocked
+            # with them, and a deadlock here is not retried (the commit failed)
+            await conn.execute(self._sql["prune_lock"], (agent_id, change.prune_to, agent_id))
         if change.snapshot is not None:
             snap = change.snapshot
             cur = await conn.execute(

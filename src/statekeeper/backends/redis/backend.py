@@ -418,6 +418,7 @@ class RedisBackend(Backend):
         self.appends_together = not self.cluster
         #: leases and rewrites commit with their audit entries there too (together.lua)
         self.changes_leases_and_rewrites = not self.cluster
+        self.prunes_together_at_head = not self.cluster  # (together.lua: prune_head)
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))
