@@ -335,3 +335,54 @@ async def test_a_settled_agent_demoted_and_settled_again_on_a_tiered_store(
         for seq in range(1, 15):
             assert (await store.load("a", at_seq=seq)).data == _doc(seq)
         assert (await store.verify()).problems == []
+
+
+def _remade_at(store: StateStore, other: StateStore, call: int) -> None:
+    """After ``store``'s backend answers its ``call``-th ``latest_snapshot`` (its answer
+    kept), ``other`` deletes agent ``a`` and makes it again, compacted: 16 events of
+    another content, its base the snapshot at 14."""
+    real = store.backend.latest_snapshot
+    calls = 0
+
+    async def remade(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        out = await real(*args, **kwargs)
+        calls += 1
+        if calls == call:
+            assert await other.delete("a")
+            for n in range(1, 15):
+                await other.save("a", {"new": n})
+            await other.snapshot("a")
+            for n in range(15, 17):
+                await other.save("a", {"new": n})
+            await apply_retention(other, RetentionPolicy.parse("* keep_last=2\n"))
+            assert await other.backend.stream_bases(["a"]) == [14]
+        return out
+
+    store.backend.latest_snapshot = remade  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("call", [1, 2])
+async def test_a_stream_deleted_and_made_again_meanwhile_is_left_alone(
+    tmp_path: Path, engine: str, call: int
+) -> None:
+    """Another process deletes the agent and makes it again (compacted, its base the
+    snapshot at 14) while a settle runs: after settle's read of the row below the head
+    (call 1), the row at 16 was the old stream's state put in the new one (every load
+    of it then failed: HistoryCompacted); after its last read before the prune (call 2),
+    the prune by seq removed the new stream's base — its history gone (IntegrityError:
+    events 1..14 are gone). Now the head is read again before each write: nothing of
+    the new stream touched."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, snapshot_every=10) as store, StateStore(url) as other:
+            await _chat(store, "a", 0, 14)
+            assert await store.settle("a") == 14
+            await _chat(store, "a", 14, 16)
+            _remade_at(store, other, call)
+            await store.settle("a")
+            del store.backend.latest_snapshot
+        async with StateStore(url, cache_size=0) as fresh:
+            assert (await fresh.load("a")).data == {"new": 16}
+            assert (await fresh.load("a", at_seq=15)).data == {"new": 15}
+            assert (await fresh.verify()).problems == []
