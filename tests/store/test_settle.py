@@ -386,3 +386,47 @@ async def test_a_stream_deleted_and_made_again_meanwhile_is_left_alone(
             assert (await fresh.load("a")).data == {"new": 16}
             assert (await fresh.load("a", at_seq=15)).data == {"new": 15}
             assert (await fresh.verify()).problems == []
+
+
+# (writer's options, its saves, the settle's head, the row it replaced, the writer's
+# saves after it, its rows then on that base, the base of older rows, those rows)
+_TAILS = ({"snapshot_every": 100}, 135, 132, 149, (140, 148), 100, (108, 116, 124))
+_DELTAS = ({"snapshot_every": 10, "full_snapshot_every": 3}, 42, 40, 50, (50,), 10, (20, 30))
+
+
+@pytest.mark.parametrize(
+    ("engine", "how"),
+    [("sqlite", _TAILS), ("sqlite", _DELTAS), ("postgresql", _DELTAS), ("redis", _DELTAS)],
+)
+async def test_another_stores_snapshots_on_the_base_a_settle_replaced_are_no_false_alarm(
+    tmp_path: Path, engine: str, how: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer whose cache stays valid through another store's settle (the settle
+    writes no event) goes on making snapshots on the base it holds — a cumulative tail
+    (SQLite: tails), or a whole snapshot under its ``full_snapshot_every=3`` (every
+    engine) — which that settle replaced by its whole row at the head. Those snapshots
+    cannot load; every state still loads, from the settled row. Was: verify reported
+    each ("the base snapshot (seq 132) is missing") and every load of one warned to run
+    ``statekeeper repair`` — a false alarm. A base gone with no usable snapshot above it
+    is still reported."""
+    options, saved, replaced, last, orphans, old_base, old_rows = how
+    with fresh_url(engine, tmp_path) as url:
+        async with (
+            StateStore(url, **options) as writer,
+            StateStore(url, snapshot_every=100) as settler,
+        ):
+            await _chat(writer, "a", 0, saved)
+            assert (await writer.backend.latest_snapshot("a")).seq == replaced
+            assert await settler.settle("a") == saved
+            assert (await settler.backend.latest_snapshot("a", saved - 1)).seq < replaced
+            await _chat(writer, "a", saved, last)
+            assert (await writer.backend.latest_snapshot("a")).seq == orphans[-1]
+        async with StateStore(url, cache_size=0) as fresh:
+            caplog.clear()
+            for seq in range(replaced - 12, last + 1):
+                assert (await fresh.load("a", at_seq=seq)).data == _doc(seq)
+            assert [r.getMessage() for r in caplog.records if "unusable" in r.getMessage()] == []
+            assert (await fresh.verify()).problems == []
+            await fresh.backend.prune("a", 0, (old_base,))  # a base with none above: damage
+            problems = (await fresh.verify()).problems
+            assert [(p.seq, p.kind) for p in problems] == [(s, "snapshot") for s in old_rows]
