@@ -68,7 +68,7 @@ def _inline_base(backend: Backend, state_now: Any, name: str = "snapshots_now") 
     return getattr(backend, name, None) if state_now is not None else None
 
 
-def _unusable(agent_id: str, passed: list[tuple[int, Exception]], found: int) -> None:
+def _unusable(agent_id: str, passed: Sequence[tuple[int, StatekeeperError]], found: int) -> None:
     """Warn of each snapshot a fold passed over (``passed``: seq, why) — but a tail whose
     base is missing when the snapshot the fold found (at ``found``) is above that base."""
     for seq, exc in passed:

@@ -58,10 +58,10 @@ from .state import AgentRecord
 
 __all__ = [
     "CUMULATIVE_EVERY",
-    "BaseMissing",
     "EXTEND",
     "MAX_TAILS",
     "TAIL_EVERY",
+    "BaseMissing",
     "TailBase",
     "apply_tail_ops",
     "tail_body",
