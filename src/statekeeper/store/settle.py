@@ -54,9 +54,11 @@ def settles(writes: WritePipeline) -> bool:
 async def settle(writes: WritePipeline, agent_id: str) -> int | None:
     """Store the head of ``agent_id`` as one whole snapshot unless one is there, and
     remove the snapshot it replaces (module doc); the seq of the row written, or None
-    (nothing written: the head is a whole snapshot already, or the store does not
-    settle). :class:`~statekeeper.errors.AgentNotFound` for an unknown agent. Under the
-    agent's write lock: no save of this store runs between the read and the writes."""
+    (nothing written: the head is a whole snapshot already, the store does not settle,
+    or the stored head is no longer the one read: :func:`_same_stream`).
+    :class:`~statekeeper.errors.AgentNotFound` for an unknown agent. Under the agent's
+    write lock: no save of this store runs between the read and the writes (another
+    process's may: the head is read again before each write)."""
     if not settles(writes):
         return None
     backend = writes.backend
