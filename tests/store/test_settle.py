@@ -335,3 +335,98 @@ async def test_a_settled_agent_demoted_and_settled_again_on_a_tiered_store(
         for seq in range(1, 15):
             assert (await store.load("a", at_seq=seq)).data == _doc(seq)
         assert (await store.verify()).problems == []
+
+
+def _remade_at(store: StateStore, other: StateStore, call: int) -> None:
+    """After ``store``'s backend answers its ``call``-th ``latest_snapshot`` (its answer
+    kept), ``other`` deletes agent ``a`` and makes it again, compacted: 16 events of
+    another content, its base the snapshot at 14."""
+    real = store.backend.latest_snapshot
+    calls = 0
+
+    async def remade(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        out = await real(*args, **kwargs)
+        calls += 1
+        if calls == call:
+            assert await other.delete("a")
+            for n in range(1, 15):
+                await other.save("a", {"new": n})
+            await other.snapshot("a")
+            for n in range(15, 17):
+                await other.save("a", {"new": n})
+            await apply_retention(other, RetentionPolicy.parse("* keep_last=2\n"))
+            assert await other.backend.stream_bases(["a"]) == [14]
+        return out
+
+    store.backend.latest_snapshot = remade  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("call", [1, 2])
+async def test_a_stream_deleted_and_made_again_meanwhile_is_left_alone(
+    tmp_path: Path, engine: str, call: int
+) -> None:
+    """Another process deletes the agent and makes it again (compacted, its base the
+    snapshot at 14) while a settle runs: after settle's read of the row below the head
+    (call 1), the row at 16 was the old stream's state put in the new one (every load
+    of it then failed: HistoryCompacted); after its last read before the prune (call 2),
+    the prune by seq removed the new stream's base — its history gone (IntegrityError:
+    events 1..14 are gone). Now the head is read again before each write: nothing of
+    the new stream touched."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, snapshot_every=10) as store, StateStore(url) as other:
+            await _chat(store, "a", 0, 14)
+            assert await store.settle("a") == 14
+            await _chat(store, "a", 14, 16)
+            _remade_at(store, other, call)
+            await store.settle("a")
+            del store.backend.latest_snapshot
+        async with StateStore(url, cache_size=0) as fresh:
+            assert (await fresh.load("a")).data == {"new": 16}
+            assert (await fresh.load("a", at_seq=15)).data == {"new": 15}
+            assert (await fresh.verify()).problems == []
+
+
+# (writer's options, its saves, the settle's head, the row it replaced, the writer's
+# saves after it, its rows then on that base, the base of older rows, those rows)
+_TAILS = ({"snapshot_every": 100}, 135, 132, 149, (140, 148), 100, (108, 116, 124))
+_DELTAS = ({"snapshot_every": 10, "full_snapshot_every": 3}, 42, 40, 50, (50,), 10, (20, 30))
+
+
+@pytest.mark.parametrize(
+    ("engine", "how"),
+    [("sqlite", _TAILS), ("sqlite", _DELTAS), ("postgresql", _DELTAS), ("redis", _DELTAS)],
+)
+async def test_another_stores_snapshots_on_the_base_a_settle_replaced_are_no_false_alarm(
+    tmp_path: Path, engine: str, how: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer whose cache stays valid through another store's settle (the settle
+    writes no event) goes on making snapshots on the base it holds — a cumulative tail
+    (SQLite: tails), or a whole snapshot under its ``full_snapshot_every=3`` (every
+    engine) — which that settle replaced by its whole row at the head. Those snapshots
+    cannot load; every state still loads, from the settled row. Was: verify reported
+    each ("the base snapshot (seq 132) is missing") and every load of one warned to run
+    ``statekeeper repair`` — a false alarm. A base gone with no usable snapshot above it
+    is still reported."""
+    options, saved, replaced, last, orphans, old_base, old_rows = how
+    with fresh_url(engine, tmp_path) as url:
+        async with (
+            StateStore(url, **options) as writer,
+            StateStore(url, snapshot_every=100) as settler,
+        ):
+            await _chat(writer, "a", 0, saved)
+            assert (await writer.backend.latest_snapshot("a")).seq == replaced
+            assert await settler.settle("a") == saved
+            assert (await settler.backend.latest_snapshot("a", saved - 1)).seq < replaced
+            await _chat(writer, "a", saved, last)
+            assert (await writer.backend.latest_snapshot("a")).seq == orphans[-1]
+        async with StateStore(url, cache_size=0) as fresh:
+            caplog.clear()
+            for seq in range(replaced - 12, last + 1):
+                assert (await fresh.load("a", at_seq=seq)).data == _doc(seq)
+            assert [r.getMessage() for r in caplog.records if "unusable" in r.getMessage()] == []
+            assert (await fresh.verify()).problems == []
+            await fresh.backend.prune("a", 0, (old_base,))  # a base with none above: damage
+            problems = (await fresh.verify()).problems
+            assert [(p.seq, p.kind) for p in problems] == [(s, "snapshot") for s in old_rows]

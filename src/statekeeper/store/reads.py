@@ -39,7 +39,7 @@ from .state import (
     apply_payloads,
     extend_list,
 )
-from .tails import apply_tail_ops
+from .tails import BaseMissing, apply_tail_ops
 from .thin import at_snapshot, bare_copy, bare_fold
 from .verification import _reason
 
@@ -66,6 +66,21 @@ def _inline_base(backend: Backend, state_now: Any, name: str = "snapshots_now") 
     """``backend.snapshots_now`` (or ``name``) when the engine reads inline
     (``state_now``), else None."""
     return getattr(backend, name, None) if state_now is not None else None
+
+
+def _unusable(agent_id: str, passed: Sequence[tuple[int, StatekeeperError]], found: int) -> None:
+    """Warn of each snapshot a fold passed over (``passed``: seq, why) — but a tail whose
+    base is missing when the snapshot the fold found (at ``found``) is above that base."""
+    for seq, exc in passed:
+        if type(exc) is BaseMissing and exc.base < found:
+            continue
+        _log.warning(
+            "agent %r: snapshot at seq %d is unusable (%s); loading from an older"
+            " snapshot or a full replay (`statekeeper repair` rebuilds it)",
+            agent_id,
+            seq,
+            _reason(exc),
+        )
 
 
 class ReadPath:
@@ -181,7 +196,7 @@ class ReadPath:
             raise IntegrityError(agent_id, seq, "delta snapshot has an invalid base")
         raw = await self.backend.latest_snapshot(agent_id, base)
         if raw is None or raw.seq != base:
-            raise IntegrityError(agent_id, seq, f"the base snapshot (seq {base}) is missing")
+            raise BaseMissing(agent_id, seq, base)
         base_body, opened = self.open_snapshot(agent_id, raw)
         if opened.prev is None or opened.prev.hex() != link:
             raise IntegrityError(
@@ -217,6 +232,9 @@ class ReadPath:
             latest = snap, event_rows(raws)
         if latest is not None and latest[0] is not None and latest[0].seq > target:
             latest = None  # written since: look below
+        # tails whose base is missing, passed over: said once the fold's snapshot is known
+        # (none said when it lies above their base: replaced by a settle, tails.BaseMissing)
+        orphans: list[tuple[int, BaseMissing]] = []
         while True:
             events: list[EventRow] | None = None
             if latest is not None:
@@ -224,6 +242,7 @@ class ReadPath:
             else:
                 snap = await self.backend.latest_snapshot(agent_id, below) if below else None
             if snap is None:  # no (usable) snapshot: a full replay
+                _unusable(agent_id, orphans, 0)
                 return await self.fold_from(None, agent_id, head, target, tag, at_head, events)
             try:
                 record = await self.decode_snapshot(agent_id, snap)
@@ -231,15 +250,13 @@ class ReadPath:
                     await check_in_stream(self.backend, self.codec, agent_id, record.link, target)
             except (IntegrityError, SerializationError) as exc:
                 # a damaged snapshot is only a cache of the fold: try an older one
-                _log.warning(
-                    "agent %r: snapshot at seq %d is unusable (%s); loading from an older"
-                    " snapshot or a full replay (`statekeeper repair` rebuilds it)",
-                    agent_id,
-                    snap.seq,
-                    _reason(exc),
-                )
+                if type(exc) is BaseMissing:
+                    orphans.append((snap.seq, exc))
+                else:
+                    _unusable(agent_id, [(snap.seq, exc)], 0)
                 below = snap.seq - 1
                 continue
+            _unusable(agent_id, orphans, record.seq)
             try:
                 return await self.fold_from(record, agent_id, head, target, tag, at_head, events)
             except (IntegrityError, SerializationError) as exc:

@@ -32,10 +32,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..backends.base import Capability
-from ..errors import AgentNotFound
+from ..errors import AgentNotFound, IntegrityError
 from .snapshots import mark_snapshot
 
 if TYPE_CHECKING:
+    from .state import AgentRecord
     from .writes import WritePipeline
 
 __all__ = ["settle", "settles"]
@@ -53,9 +54,11 @@ def settles(writes: WritePipeline) -> bool:
 async def settle(writes: WritePipeline, agent_id: str) -> int | None:
     """Store the head of ``agent_id`` as one whole snapshot unless one is there, and
     remove the snapshot it replaces (module doc); the seq of the row written, or None
-    (nothing written: the head is a whole snapshot already, or the store does not
-    settle). :class:`~statekeeper.errors.AgentNotFound` for an unknown agent. Under the
-    agent's write lock: no save of this store runs between the read and the writes."""
+    (nothing written: the head is a whole snapshot already, the store does not settle,
+    or the stored head is no longer the one read: :func:`_same_stream`).
+    :class:`~statekeeper.errors.AgentNotFound` for an unknown agent. Under the agent's
+    write lock: no save of this store runs between the read and the writes (another
+    process's may: the head is read again before each write)."""
     if not settles(writes):
         return None
     backend = writes.backend
@@ -73,6 +76,8 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
             return None  # (the head is a whole snapshot already)
         if below is not None and below.seq == head:
             below = await backend.latest_snapshot(agent_id, head - 1)
+        if not await _same_stream(writes, record):
+            return None  # (written, or deleted and made again, by another process)
         try:
             await policy.prepare(record)
             policy.next_tail = False  # (whole: full_every is 1, no tail)
@@ -83,9 +88,32 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
             raise
         mark_snapshot(record, marks)
         writes.snapshots_written += 1
-        if below is not None and await _replaceable(writes, agent_id, below.seq, head):
+        if (
+            below is not None
+            and await _replaceable(writes, agent_id, below.seq, head)
+            and await _same_stream(writes, record)
+        ):
             await backend.prune(agent_id, 0, (below.seq,))
         return head
+
+
+async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
+    """The stored head is still ``record``'s: the same seq, its tag over ``record``'s
+    link. Read again just before each write: another process (whose saves this store's
+    lock does not hold back) may have written the agent since, or deleted it and made it
+    again — then the row at ``record.seq`` would be the old stream's state put in the new
+    one (over the new one's own row there), and the prune by seq would remove the new
+    one's snapshot (its compacted base: its history gone). A change between this read
+    and the write is not seen: ``save_snapshot`` and ``prune`` take no head to check
+    (a stream without head tags is not told apart either)."""
+    head, tag = await writes.backend.head_tag(record.agent_id)
+    if head != record.seq:
+        return False
+    try:
+        writes.codec.check_head(record.agent_id, head, record.link, tag)
+    except IntegrityError:
+        return False
+    return True
 
 
 async def _replaceable(writes: WritePipeline, agent_id: str, seq: int, head: int) -> bool:

@@ -1036,8 +1036,9 @@ class StateStore:
         of it then reads one row. Call it once the agent has gone quiet (a turn ended,
         the agent is put away); the snapshot it replaces is removed when no load needs
         it (:mod:`statekeeper.store.settle`). The seq stored, or None: the head is a
-        whole snapshot already, or the store does not settle (a governed store, deltas
-        by ``full_snapshot_every``, an engine without ``PRUNE``). Observed as
+        whole snapshot already, the store does not settle (a governed store, deltas
+        by ``full_snapshot_every``, an engine without ``PRUNE``), or another process
+        wrote the agent (or deleted it and made it again) meanwhile. Observed as
         ``snapshot``."""
         return await self._after_flush("snapshot", agent_id, self._settle, write=True)
 

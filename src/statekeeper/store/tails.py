@@ -49,7 +49,7 @@ from typing import Any, NamedTuple, TypeAlias
 from .. import patch
 from ..codec import Codec
 from ..codec.formats import MSGPACK
-from ..errors import PatchError
+from ..errors import IntegrityError, PatchError
 from ..patch import escape, list_at
 from ..records import RawSnapshot
 from .body import SNAPSHOT_TYPE
@@ -61,6 +61,7 @@ __all__ = [
     "EXTEND",
     "MAX_TAILS",
     "TAIL_EVERY",
+    "BaseMissing",
     "TailBase",
     "apply_tail_ops",
     "tail_body",
@@ -86,6 +87,20 @@ CUMULATIVE_EVERY = 4
 #: the packed bytes of each top-level value of a snapshot's data, or ``(stored body,
 #: offset)``: a whole snapshot's msgpack body as read, split on first use (:func:`_split`)
 Packed: TypeAlias = "dict[str, bytes] | tuple[bytes, int]"
+
+
+class BaseMissing(IntegrityError):
+    """A delta (tail) snapshot whose base snapshot (seq ``base``) is not stored. Damage
+    unless a usable snapshot lies between the two: then the base was *replaced* — by a
+    settle (store/settle.py) in one process while another, its cache still valid, went
+    on making tails on the base it held — and every load the tail would serve is served
+    from that snapshot, within the policy's bound (the other process's next whole
+    snapshot was due by the distance from its own, older base): bytes, not damage. A
+    load passes over it quietly then, and verify does not report it."""
+
+    def __init__(self, agent_id: str, seq: int, base: int) -> None:
+        super().__init__(agent_id, seq, f"the base snapshot (seq {base}) is missing")
+        self.base = base
 
 
 class TailBase(NamedTuple):

@@ -28,6 +28,7 @@ from .body import snapshot_record
 from .compaction import base_error
 from .listing import agents_past_lost
 from .state import AgentRecord, apply_payload
+from .tails import BaseMissing
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -330,6 +331,11 @@ async def verify_snapshots(
         try:
             data = await store._reads.snapshot_data(agent_id, seq, body)
             snapshots[seq] = snapshot_record(agent_id, raw, body, snap_opened.prev, data)
+        except BaseMissing as exc:
+            if not any(exc.base < s < seq for s in snapshots):  # (replaced: tails.BaseMissing)
+                report.problems.append(
+                    Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")
+                )
         except (IntegrityError, SerializationError) as exc:
             report.problems.append(
                 Problem(agent_id, seq, _snapshot_reason(_reason(exc)), "snapshot")
