@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,20 @@ def test_an_admin_on_everything_reaches_a_namespace_holding_a_newline() -> None:
     assert policy.allows("boss", "ac\nme/y", "admin")
     assert policy.allows("boss", "top\nlevel", "admin")
     assert policy.covers("boss", "ac\nme", "admin")
+
+
+@pytest.mark.parametrize("pattern", ["acme/../globex", "..", "acme/..", "./acme/**", "**/.."])
+def test_a_pattern_with_a_dot_segment_is_refused(tmp_path: Path, pattern: str) -> None:
+    """A namespace is not a path: no agent id has a '.' or '..' segment, so such a
+    pattern matched nothing ('acme/../globex' granted neither acme nor globex) and was
+    accepted silently. Refused, naming the pattern (and its line in a policy file)."""
+    with pytest.raises(PolicyError, match=re.escape(repr(pattern))):
+        Policy({"alice": {"read": [pattern]}})
+    path = tmp_path / "policy.toml"
+    path.write_text(f'[principals.alice]\nread = [\n  "ok/**",\n  "{pattern}",\n]\n')
+    with pytest.raises(PolicyError) as caught:
+        load_policy(path)
+    assert caught.value.line == 4
+    assert repr(pattern) in str(caught.value) and "line 4" in str(caught.value)
+    # a segment that merely holds dots is a name like any other
+    assert Policy({"alice": {"read": ["a..b/...", "v1.2/**"]}}).allows("alice", "v1.2/x/y", "read")

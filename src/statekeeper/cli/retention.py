@@ -110,18 +110,17 @@ def retention_apply(
 ) -> None:
     """Apply a retention policy to every agent (resumable; --dry-run shows what would go).
 
-    The change feed's floor rises over the events removed: a subscriber (a projection)
-    that has not read them gets FeedPositionCompacted when it resumes; the projections
-    of the read-model file (--read-model) still behind are named.
+    The change feed's floor rises over the events removed (not in a tenant admin's run): a
+    subscriber behind gets FeedPositionCompacted; projections of --read-model behind are named.
 
-    Exit code 1 when an action failed, else 4 when the principal of --as was refused one
-    (access denied); each is listed with its reason, and the run goes on past it. A rule
-    that governed no agent (an agent id, a misspelt namespace) is warned of; exit code 1
-    when no rule governed any agent (and there is no '*' rule).
+    Exit code 1 when an action failed, else 4 when the principal of --as was refused one (access
+    denied); each is listed with its reason, and the run goes on past it. A rule that governed no
+    agent is warned of; exit code 1 when no rule governed any agent (and there is no '*' rule).
     """
     import json as jsonlib
 
     from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
+    from ..governance.retention_ahead import floor_note
     from .files import check_output_file, json_tagged
     from .namespacing import current_namespace
     from .progress import bar
@@ -334,6 +333,8 @@ def retention_apply(
                 f"[yellow]projection {escape(name)!r} is behind it (at"
                 f" {_cursor_json(at)}): its read model misses the events removed[/]"
             )
+    elif (left := floor_note(report.actions, dry_run)) is not None:  # a tenant admin's run
+        console.print(f"[yellow]{escape(left)}[/]", soft_wrap=True)
     n = total or this  # (a resumed run: the whole operation's, when the file kept them)
     console.print(
         f"{n['scanned']:,} agent(s) scanned, {n['held']:,} on legal hold,"

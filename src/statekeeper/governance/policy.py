@@ -83,6 +83,13 @@ def compile_pattern(pattern: object) -> re.Pattern[str]:
             raise ValueError(f"namespace pattern {pattern!r:.60} has an empty or blank segment")
         if "**" in part:
             raise ValueError(f"'**' must be a whole segment in pattern {pattern!r:.60}")
+        if part in (".", ".."):
+            # an agent id has no such segment (arguments.check_agent_id): the pattern
+            # would match nothing, and 'acme/../globex' reads as a path it is not
+            raise ValueError(
+                f"namespace pattern {pattern!r:.60} has a {part!r} segment (a namespace"
+                " is not a path: nothing resolves it, and no namespace has one)"
+            )
         rx = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in part)
         out.append(rx + ("/" if index < len(parts) - 1 else ""))
     # DOTALL: '**' spans any character, a newline too (an agent id may hold one), as
@@ -237,6 +244,28 @@ class Policy:
         that part of the tree could ever deliver an event."""
         return self._granted(principal, namespace, permission, _reaches)
 
+    def reaches_prefix(self, principal: str, agent_prefix: str, permission: str = "read") -> bool:
+        """True when ``principal`` has ``permission`` on the namespace of some agent id
+        starting with ``agent_prefix``: whether a subscription filtered to that prefix
+        could ever deliver an event. A prefix may end inside a segment and so cross
+        namespaces: ``"glo"`` reaches the root namespace's agents ``glo...`` and the
+        namespaces ``globex``, ``glow/...``; ``"acme/b"`` the agents ``acme/b...`` of
+        ``acme`` and the namespaces ``acme/b...`` (and no others)."""
+        grants, raw = self._grants.get(principal), self._raw.get(principal)
+        if grants is None or raw is None:
+            return False
+        wanted = _RANK[permission]
+        cut = agent_prefix.rfind("/")
+        segments = agent_prefix[:cut].split("/") if cut >= 0 else []
+        if any(s in ("", ".", "..") for s in segments):
+            return False  # no agent id starts so
+        if grants.rank("/".join(segments)) >= wanted:
+            return True  # an agent of that namespace itself: '<namespace>/<partial>...'
+        partial = agent_prefix[cut + 1 :]
+        return any(
+            rank >= wanted and _reaches_partial(pattern, segments, partial) for rank, pattern in raw
+        )
+
     def covers(self, principal: str, namespace: str, permission: str) -> bool:
         """True when one of ``principal``'s patterns grants ``permission`` (or a
         stronger one) on ``namespace`` and on every namespace below it (``""``: the
@@ -356,6 +385,41 @@ def _reaches(pattern: str, segments: list[str]) -> bool:
         if compile_pattern(part).fullmatch(segment) is None:
             return False
     return True  # the namespace is a prefix of what the pattern matches
+
+
+def _reaches_partial(pattern: str, segments: list[str], partial: str) -> bool:
+    """Whether ``pattern`` matches some namespace ``segments`` + one more segment that
+    starts with ``partial`` (+ any below it)."""
+    if pattern == "" or not _reaches(pattern, segments):
+        return False
+    parts = pattern.split("/")
+    if any(part == "**" for part in parts[: len(segments) + 1]):
+        return True  # a '**' at or above the next segment: it takes any
+    if len(parts) <= len(segments):
+        return False  # the pattern ends at (or above) the namespace
+    glob = parts[len(segments)]
+    states = _glob_closure(glob, {0})
+    for char in partial:  # the glob's states after reading the partial segment
+        states = _glob_closure(
+            glob,
+            {i + (glob[i] != "*") for i in states
+             if i < len(glob) and (glob[i] in "*?" or glob[i] == char)},
+        )  # fmt: skip
+        if not states:
+            return False
+    return True  # what is left of the glob can always be completed
+
+
+def _glob_closure(glob: str, states: set[int]) -> set[int]:
+    """``states`` (positions in ``glob``) and those past the ``*``s at them (a ``*``
+    matches nothing too)."""
+    out, todo = set(states), list(states)
+    while todo:
+        i = todo.pop()
+        if i < len(glob) and glob[i] == "*" and i + 1 not in out:
+            out.add(i + 1)
+            todo.append(i + 1)
+    return out
 
 
 def _covers(pattern: str, segments: list[str]) -> bool:

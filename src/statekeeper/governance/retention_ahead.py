@@ -21,7 +21,7 @@ actions say the floor was not raised, and it looks up no position.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import AgentLost
@@ -36,8 +36,9 @@ from .retention_policy import RetentionPolicy, Rule
 
 if TYPE_CHECKING:
     from ..store import StateStore
+    from .retention import RetentionAction
 
-__all__ = ["NOT_SHARED", "floor_through", "idle", "look_ahead", "pages"]
+__all__ = ["NOT_SHARED", "floor_note", "floor_through", "idle", "look_ahead", "pages"]
 
 NOT_SHARED = (
     "the change feed's floor not raised (only an admin of every namespace may trim the feed,"
@@ -55,6 +56,24 @@ async def floor_through(
     if not is_store_admin(store):
         return None, NOT_SHARED if has_feed(store.backend) else ""
     return await removed_through(store, agent_id, seq, ahead), ""
+
+
+def floor_note(actions: Iterable[RetentionAction], dry_run: bool) -> str | None:
+    """What ``retention apply`` prints once for a run that removed events without
+    raising the feed's floor (a tenant admin's, or a tenant's database role under row
+    security: the actions' reasons say so, a compaction's line does not show its
+    reason); None when no action did."""
+    if not any(
+        a.outcome in ("done", "dry-run") and "floor not raised" in a.reason for a in actions
+    ):
+        return None
+    return (
+        f"the change feed's floor {'would not rise' if dry_run else 'was not raised'} over"
+        " the events removed (only an admin of every namespace may trim the feed every"
+        " tenant shares): a subscriber that has not read that far passes over them, and"
+        " the feed keeps its entries for them until an admin of every namespace trims it"
+        " past them (trim_feed, or a retention run of theirs that removes a later event)"
+    )
 
 
 def idle(rule: Rule, updated_at: float, now: float) -> bool:

@@ -81,6 +81,10 @@ class AccessPolicy(Protocol):
 
     def reaches(self, principal: str, namespace: str, permission: str = "read") -> bool: ...
 
+    def reaches_prefix(
+        self, principal: str, agent_prefix: str, permission: str = "read"
+    ) -> bool: ...
+
     def check_namespace(
         self, principal: str, namespace: str, permission: str, operation: str
     ) -> None: ...
@@ -982,14 +986,6 @@ class _FeedAccess:
         self.prefix = agent_prefix
         self.start = start
 
-    def _scopes(self) -> list[str]:
-        """The namespaces every delivered agent lives in or below (``""``: anywhere)."""
-        scopes = [self.namespace or ""]
-        if self.prefix is not None:
-            cut = self.prefix.rfind("/")
-            scopes.append(self.prefix[:cut] if cut > 0 else "")
-        return scopes
-
     async def admit(self) -> None:
         gov = self.gov
         policy, principal = gov.policy, gov.principal or ""
@@ -997,13 +993,21 @@ class _FeedAccess:
             return
         if not policy.knows(principal):
             await gov.require(None, "read", "subscribe")  # refused: names it, audited
-        for scope in self._scopes():
-            if not policy.reaches(principal, scope, "read"):
-                where = f"namespace {scope!r} or below" if scope else "any namespace"
-                exc = AccessDenied(
-                    principal, "read", "subscribe", None, f"may read no agent in {where}"
-                )
-                await gov.refuse(exc, None, {"namespace": scope})
+        scope = self.namespace or ""
+        if not policy.reaches(principal, scope, "read"):
+            where = f"namespace {scope!r} or below" if scope else "any namespace"
+            exc = AccessDenied(
+                principal, "read", "subscribe", None, f"may read no agent in {where}"
+            )
+            await gov.refuse(exc, None, {"namespace": scope})
+        # (a prefix may end inside a segment, crossing namespaces: 'glo' is the root
+        # namespace's agents 'glo...' and every namespace 'glo...', not "anywhere")
+        if self.prefix is not None and not policy.reaches_prefix(principal, self.prefix, "read"):
+            exc = AccessDenied(
+                principal, "read", "subscribe", None,
+                f"may read no agent whose id starts with agent_prefix {self.prefix!r:.80}",
+            )  # fmt: skip
+            await gov.refuse(exc, None, {"agent_prefix": self.prefix})
         if gov.audit is not None and gov.audit.reads:
             detail: dict[str, Any] = {
                 "from_position": self.start if isinstance(self.start, int) else str(self.start)
