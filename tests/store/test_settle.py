@@ -337,11 +337,13 @@ async def test_a_settled_agent_demoted_and_settled_again_on_a_tiered_store(
         assert (await store.verify()).problems == []
 
 
-def _remade_at(store: StateStore, other: StateStore, call: int) -> None:
-    """After ``store``'s backend answers its ``call``-th ``latest_snapshot`` (its answer
-    kept), ``other`` deletes agent ``a`` and makes it again, compacted: 16 events of
-    another content, its base the snapshot at 14."""
-    real = store.backend.latest_snapshot
+def _remade_at(
+    store: StateStore, other: StateStore, call: int, op: str = "latest_snapshot"
+) -> None:
+    """After ``store``'s backend answers its ``call``-th ``op`` (its answer kept),
+    ``other`` deletes agent ``a`` and makes it again, compacted: 16 events of another
+    content, its base the snapshot at 14."""
+    real = getattr(store.backend, op)
     calls = 0
 
     async def remade(*args: Any, **kwargs: Any) -> Any:
@@ -359,7 +361,7 @@ def _remade_at(store: StateStore, other: StateStore, call: int) -> None:
             assert await other.backend.stream_bases(["a"]) == [14]
         return out
 
-    store.backend.latest_snapshot = remade  # type: ignore[method-assign]
+    setattr(store.backend, op, remade)
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
@@ -383,6 +385,29 @@ async def test_a_stream_deleted_and_made_again_meanwhile_is_left_alone(
             await store.settle("a")
             del store.backend.latest_snapshot
         async with StateStore(url, cache_size=0) as fresh:
+            assert (await fresh.load("a")).data == {"new": 16}
+            assert (await fresh.load("a", at_seq=15)).data == {"new": 15}
+            assert (await fresh.verify()).problems == []
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_stream_made_again_after_the_last_look_keeps_its_base(
+    tmp_path: Path, engine: str
+) -> None:
+    """The remake lands after settle's last look at the head (its second ``head_tag``)
+    and before its prune: the prune is checked at the head in its own commit
+    (``prune_at``) and removes nothing. Was: the prune by seq removed the new stream's
+    compacted base at 14 — its history gone."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, snapshot_every=10) as store, StateStore(url) as other:
+            await _chat(store, "a", 0, 14)
+            assert await store.settle("a") == 14
+            await _chat(store, "a", 14, 16)
+            _remade_at(store, other, 2, "head_tag")
+            await store.settle("a")
+            del store.backend.head_tag
+        async with StateStore(url, cache_size=0) as fresh:
+            assert await fresh.backend.stream_bases(["a"]) == [14]
             assert (await fresh.load("a")).data == {"new": 16}
             assert (await fresh.load("a", at_seq=15)).data == {"new": 15}
             assert (await fresh.verify()).problems == []

@@ -29,10 +29,12 @@ stores nothing and says so with None).
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from ..backends.base import Capability
-from ..errors import AgentNotFound, IntegrityError
+from ..errors import AgentNotFound, CapabilityUnsupported, ConflictError, IntegrityError
+from .conditional import prune_at
 from .snapshots import mark_snapshot
 
 if TYPE_CHECKING:
@@ -93,7 +95,10 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
             and await _replaceable(writes, agent_id, below.seq, head)
             and await _same_stream(writes, record)
         ):
-            await backend.prune(agent_id, 0, (below.seq,))
+            # at the head read: a remake since the last look removes nothing (both rows
+            # kept: bytes, nothing wrong), nor does an engine whose prune takes no head
+            with contextlib.suppress(ConflictError, CapabilityUnsupported):
+                await prune_at(backend, agent_id, 0, (below.seq,), head, record.checksum)
         return head
 
 
@@ -103,9 +108,10 @@ async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     lock does not hold back) may have written the agent since, or deleted it and made it
     again — then the row at ``record.seq`` would be the old stream's state put in the new
     one (over the new one's own row there), and the prune by seq would remove the new
-    one's snapshot (its compacted base: its history gone). A change between this read
-    and the write is not seen: ``save_snapshot`` and ``prune`` take no head to check
-    (a stream without head tags is not told apart either)."""
+    one's snapshot (its compacted base: its history gone). The prune is checked at the
+    head again in its own commit (:func:`~.conditional.prune_at`); a change between this
+    read and ``save_snapshot`` is not seen (it takes no head to check; a stream without
+    head tags is not told apart either)."""
     head, tag = await writes.backend.head_tag(record.agent_id)
     if head != record.seq:
         return False
