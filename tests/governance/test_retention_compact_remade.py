@@ -1,12 +1,19 @@
 """A retention compaction changes only the stream it planned on, not a new agent of the
-same id made while it folded. ``keep_last`` folds the agent's state at the target seq
-(its new base snapshot), then stores that snapshot and removes the history up to it.
-An agent deleted and written again by another process up to the same head meanwhile
-is another stream: its history up to the target was removed and the old stream's
-state stored as its base — "compact done", the new agent's acknowledged writes gone and
-its chain broken (a fresh load raised ``HistoryCompacted``). Now the record at the
-listed head is read again after the fold (``check_unchanged``, as a purge does):
-skipped, "deleted and written again since it was listed", nothing changed."""
+same id made meanwhile by another process (deleted and written again up to the same
+head). ``keep_last`` folds the agent's state at the target seq (its new base snapshot),
+reads the record at the listed head again (``check_unchanged``, as a purge does), then
+stores that snapshot and prunes the history up to it.
+
+- Made again while it folded: its history up to the target was removed and the old
+  stream's state stored as its base — "compact done", the new agent's acknowledged
+  writes gone, its chain broken (a fresh load raised ``HistoryCompacted``). The re-read
+  after the fold catches it.
+- Made again after that last look, before the prune's commit: the prune cut the new
+  agent's history by the plan made on the stream before it. Now the engine's prune is
+  conditional on the head and its event's stored checksum (``Backend.prune(..., head,
+  checksum)``, one atomic step).
+
+Either way: skipped, "deleted and written again since it was listed", nothing removed."""
 
 from __future__ import annotations
 
@@ -28,8 +35,11 @@ ADMIN = parse_policy('[principals.ops]\nadmin = ["**"]\n')
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])  # (two stores: one file)
 @pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
-async def test_an_agent_made_again_while_folded_is_not_compacted(
-    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    "moment", ["_full_snapshot_at", "check_unchanged"], ids=["while-folded", "after-last-look"]
+)
+async def test_an_agent_made_again_meanwhile_is_not_compacted(
+    tmp_path: Path, engine: str, governed: bool, moment: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     options: dict[str, Any] = (
         {"keyring": KEYRING, "principal": "ops", "policy": ADMIN, "audit": Audit()}
@@ -40,19 +50,19 @@ async def test_an_agent_made_again_while_folded_is_not_compacted(
         async with StateStore(url, **options) as store:
             for i in range(9):
                 await store.save("acme/b", {"old": i})
-            fold = r._full_snapshot_at
+            step = getattr(r, moment)
             made_again: list[int] = []
 
-            async def folded_then_made_again(*args: Any) -> Any:
-                full = await fold(*args)
-                if not made_again:  # another process, right after the fold
+            async def then_made_again(*args: Any) -> Any:
+                out = await step(*args)
+                if not made_again:  # another process, right after that step
                     made_again.append(1)
                     await store.delete("acme/b")
                     for i in range(9):  # head 9 again
                         await store.save("acme/b", {"new": i})
-                return full
+                return out
 
-            monkeypatch.setattr(r, "_full_snapshot_at", folded_then_made_again)
+            monkeypatch.setattr(r, moment, then_made_again)
             report = await apply_retention(store, RetentionPolicy.parse("acme keep_last=3\n"))
             monkeypatch.undo()
             assert made_again
@@ -61,7 +71,9 @@ async def test_an_agent_made_again_while_folded_is_not_compacted(
             ]
         async with StateStore(url, **options) as fresh:  # (nothing cached)
             assert (await fresh.load("acme/b")).data == {"new": 8}  # acknowledged, kept
-            assert len([e async for e in fresh.history("acme/b")]) == 9
+            history = [e async for e in fresh.history("acme/b")]
+            assert [e.seq for e in history] == list(range(1, 10))  # none cut
+            assert await fresh.backend.latest_snapshot("acme/b", 6) is None  # none left
             # the stream planned on is still compacted when nothing else happened
             report = await apply_retention(fresh, RetentionPolicy.parse("acme keep_last=3\n"))
             assert [(a.agent_id, a.outcome) for a in report.actions] == [("acme/b", "done")]
