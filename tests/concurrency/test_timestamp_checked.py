@@ -10,6 +10,7 @@ the agent, lost to all workers.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,14 +30,18 @@ from statekeeper.errors import InvalidArgument
         ((5, 0, 7), "node"),
     ],
 )
-def test_a_stamp_its_reader_would_refuse_is_refused_when_made(parts, argument):
+def test_a_stamp_its_reader_would_refuse_is_refused_when_made(
+    parts: tuple[object, object, object], argument: str
+) -> None:
     with pytest.raises(InvalidArgument) as caught:
         Timestamp(*parts)
     assert caught.value.argument == argument
     assert f"timestamp's {argument}" in str(caught.value)
 
 
-async def test_a_register_set_at_a_float_stamp_leaves_the_stored_field_readable(tmp_path):
+async def test_a_register_set_at_a_float_stamp_leaves_the_stored_field_readable(
+    tmp_path: Path,
+) -> None:
     url = f"sqlite:///{tmp_path / 'board.db'}"
     good = HybridClock("w1").now()
     async with StateStore(url) as store:
@@ -53,7 +58,7 @@ async def test_a_register_set_at_a_float_stamp_leaves_the_stored_field_readable(
         assert LWWRegister.from_json(data["last"]).value == "a"
 
 
-def test_stamps_read_back_are_the_stamps_made():
+def test_stamps_read_back_are_the_stamps_made() -> None:
     stamp = Timestamp(1_700_000_000_000, 3, "")
     assert Timestamp.from_json(stamp.to_json()) == stamp
     assert HybridClock("n", wall=lambda: -1.0).now() == Timestamp(0, 1, "n")

@@ -47,7 +47,9 @@ async def test_the_entry_written_first_names_the_families_shredded(tmp_path: Pat
         log = AuditLog(b.backend, keys)
         (entry,) = [e async for e in log.entries() if e.operation == "forget"]
         # the source's copy and the target's: both named, before either went
-        assert sorted(entry.detail["key_scopes"]) == sorted([source, target]), entry.detail
+        assert sorted(entry.detail["key_scopes"]) == sorted([str(source), str(target)]), (
+            entry.detail
+        )
         assert sorted(result.scopes) == sorted(entry.detail["key_scopes"])
         assert "ahead" in entry.detail  # (the entry written first)
         report = await log.verify()

@@ -5,8 +5,9 @@ backend, below every check of the store."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,25 @@ def _pg(*statements: str) -> None:
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:
         for statement in statements:
             conn.execute(statement)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def tenant_roles(
+    tmp_path: Path, prefix: str, principals: Sequence[str]
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """A private schema and one new login role per principal (principal -> role name),
+    dropped with everything they own afterwards."""
+    require_postgres()
+    schema = namespace(tmp_path, prefix)
+    suffix = uuid.uuid4().hex[:8]
+    roles = {p: f"{prefix}{p.replace('-', '_')}_{suffix}" for p in principals}
+    _pg(*(f'CREATE ROLE "{r}" LOGIN' for r in roles.values()))
+    try:
+        yield schema, roles
+    finally:
+        drop_schema(schema)
+        _pg(*(f'DROP OWNED BY "{r}"' for r in roles.values()))
+        _pg(*(f'DROP ROLE "{r}"' for r in roles.values()))
 
 
 @pytest.fixture

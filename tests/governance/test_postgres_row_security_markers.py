@@ -21,7 +21,6 @@ only the roles of admins of every namespace, who alone write the holds.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,9 +33,9 @@ from statekeeper.governance import parse_policy
 from statekeeper.governance.holds import add_hold
 from statekeeper.governance.policy_postgres import enforce_in_postgres
 
-from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+from ..backends._services import POSTGRES_DSN
 from .conftest import KEYRING
-from .test_postgres_row_security import _as, _pg
+from .test_postgres_row_security import _as, _pg, tenant_roles
 
 POLICY = parse_policy(
     """\
@@ -58,17 +57,8 @@ PRINCIPALS = ("acme-app", "acme-admin", "globex-app", "ops")
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    require_postgres()
-    schema = namespace(tmp_path, "sk_rlm_")
-    suffix = uuid.uuid4().hex[:8]
-    roles = {p: f"sk_rlm_{p.replace('-', '_')}_{suffix}" for p in PRINCIPALS}
-    _pg(*(f'CREATE ROLE "{r}" LOGIN' for r in roles.values()))
-    try:
-        yield schema, roles
-    finally:
-        drop_schema(schema)
-        _pg(*(f'DROP OWNED BY "{r}"' for r in roles.values()))
-        _pg(*(f'DROP ROLE "{r}"' for r in roles.values()))
+    with tenant_roles(tmp_path, "sk_rlm_", PRINCIPALS) as made:
+        yield made
 
 
 def _open(schema: str, roles: dict[str, str], principal: str) -> StateStore:

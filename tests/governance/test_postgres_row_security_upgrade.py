@@ -8,7 +8,6 @@ owner and the admin of every namespace (enforce's own entry included)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,9 +20,9 @@ from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.policy_postgres import enforce_in_postgres
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 
-from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
+from ..backends._services import POSTGRES_DSN
 from .conftest import KEYRING
-from .test_postgres_row_security import _as, _pg
+from .test_postgres_row_security import _as, _pg, tenant_roles
 
 POLICY = parse_policy(
     """\
@@ -52,17 +51,8 @@ CREATE POLICY sk_set ON {s}.sk_markers FOR INSERT WITH CHECK (
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    require_postgres()
-    schema = namespace(tmp_path, "sk_rlu_")
-    suffix = uuid.uuid4().hex[:8]
-    roles = {p: f"sk_rlu_{p.replace('-', '_')}_{suffix}" for p in PRINCIPALS}
-    _pg(*(f'CREATE ROLE "{r}" LOGIN' for r in roles.values()))
-    try:
-        yield schema, roles
-    finally:
-        drop_schema(schema)
-        _pg(*(f'DROP OWNED BY "{r}"' for r in roles.values()))
-        _pg(*(f'DROP ROLE "{r}"' for r in roles.values()))
+    with tenant_roles(tmp_path, "sk_rlu_", PRINCIPALS) as made:
+        yield made
 
 
 def _open(schema: str, roles: dict[str, str], principal: str) -> StateStore:
@@ -100,11 +90,11 @@ async def _tenants_work(schema: str, roles: dict[str, str], tag: str) -> None:
         report = await apply_retention(admin, RetentionPolicy.parse("acme keep_last=1"))
         assert [a.outcome for a in report.actions if a.agent_id == f"acme/{tag}"] == ["done"]
     async with _open(schema, roles, "ops") as ops:
-        report = await AuditLog(ops.backend, KEYRING).verify()
-        assert report.ok, report
+        audited = await AuditLog(ops.backend, KEYRING).verify()
+        assert audited.ok, audited
     async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
-        report = await AuditLog(owner.backend, KEYRING).verify()
-        assert report.ok, report
+        audited = await AuditLog(owner.backend, KEYRING).verify()
+        assert audited.ok, audited
 
 
 async def test_a_store_under_the_old_markers_policy_keeps_working_and_upgrades(

@@ -60,7 +60,7 @@ async def test_a_governed_compaction_names_the_engine_and_writes_nothing(
             instrument(store, registry=CollectorRegistry(), tracing=False)
         for i in range(9):
             await store.save("acme/b", {"old": i})
-        look = r.check_unchanged
+        look = r.check_unchanged  # type: ignore[attr-defined]
 
         async def looked_then_made_again(*args: Any) -> None:
             await look(*args)  # another process, right after the last look
