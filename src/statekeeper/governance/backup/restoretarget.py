@@ -109,7 +109,9 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
     return adopted
 
 
-async def floor_over_bases(store: StateStore, bases: dict[str, int]) -> None:
+async def floor_over_bases(
+    store: StateStore, bases: dict[str, int], skipped: dict[str, int] | None = None
+) -> None:
     """After a restore or an import wrote streams compacted by retention (``bases``:
     stored agent id -> base seq, 0 for a whole stream), raise the target's feed floor
     through each one's first event there
@@ -117,7 +119,17 @@ async def floor_over_bases(store: StateStore, bases: dict[str, int]) -> None:
     rebuilt from position 0 folds their kept events onto nothing and counts none of
     what came before, silently unlike the source's live one (whose feed retention
     trimmed). Left alone, as retention leaves it, by a principal that may not trim the
-    feed every tenant shares."""
+    feed every tenant shares.
+
+    ``skipped``: agents the target held already (left as they are: ``skip_existing``)
+    -> the base the backup or the file gives them. Those whose stream there starts at
+    that base are raised over too: a restore or an import stopped after writing them
+    and before this (killed, or run by a version that did not raise it), run again
+    with ``skip_existing``, writes nothing and would leave the gap for good."""
+    if skipped and is_store_admin(store):
+        ids = sorted(a for a, base in skipped.items() if base >= 1)
+        there = await store.backend.stream_bases(ids) if ids else []
+        bases = {**{a: b for a, b in zip(ids, there, strict=True) if b == skipped[a]}, **bases}
     if not any(bases.values()) or not is_store_admin(store):
         return
     try:
