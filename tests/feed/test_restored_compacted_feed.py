@@ -134,3 +134,63 @@ async def test_a_restore_of_whole_streams_leaves_the_feed_whole(tmp_path: Path) 
             async with ProjectionRunner(store, tmp_path / "rm.db") as runner:
                 await runner.catch_up()
                 assert await _models(runner) == live
+
+
+@pytest.mark.parametrize("how", ["restore", "import"])
+async def test_a_run_again_with_skip_existing_raises_the_floor_a_stopped_run_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A restore or an import stopped after its writes and before the floor (killed
+    there; or run by a version that did not raise it) is run again with
+    ``skip_existing``: it finds every agent there and writes nothing. It raised nothing
+    either, so the compacted stream's gap stayed in the feed for good (a rebuild from 0
+    counted 3 of each move where the live read model had 7, silently)."""
+    import importlib
+
+    restore_module = importlib.import_module("statekeeper.governance.backup.restore")
+    restoretarget = importlib.import_module("statekeeper.governance.backup.restoretarget")
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "dst").mkdir()
+    live, made, exported = await _source(tmp_path / "src")
+    key = BackupKey(b"k" * 32)
+
+    async def stopped(store: StateStore, bases: dict[str, int], skipped: object = None) -> None:
+        return None  # the run ends (killed) before it raises the floor
+
+    with fresh_url("sqlite", tmp_path / "dst") as url:
+        async with StateStore(url) as store:
+            await store.save("made/by-init", {})
+            await store.delete("made/by-init")
+            with monkeypatch.context() as m:
+                m.setattr(restore_module, "_floor_over_bases", stopped)
+                m.setattr(restoretarget, "floor_over_bases", stopped)
+                if how == "restore":
+                    await restore(store, [made], key)
+                else:
+                    await import_agents(url, io.BytesIO(exported))
+            assert (await store.feed_bounds())[0] == 0  # the stopped run's gap
+            if how == "restore":
+                await restore(store, [made], key, skip_existing=True)
+            else:
+                _, _, skipped = await import_agents(url, io.BytesIO(exported), skip_existing=True)
+                assert sorted(skipped) == ["keep/x", "t/y"]
+        async with StateStore(url) as store:
+            await _check_target(store, live, tmp_path / "dst" / "rm.db")
+
+
+async def test_a_skipped_whole_stream_of_the_same_id_keeps_the_feed_whole(
+    tmp_path: Path,
+) -> None:
+    """``skip_existing`` over an agent the target holds whole (its own history, at
+    another base than the file's): its feed is not trimmed for it."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "dst").mkdir()
+    _, _, exported = await _source(tmp_path / "src")
+    with fresh_url("sqlite", tmp_path / "dst") as url:
+        async with StateStore(url) as store:
+            await _fill(store)  # keep/x whole: 31 events, the file's head too
+        _, _, skipped = await import_agents(url, io.BytesIO(exported), skip_existing=True)
+        assert sorted(skipped) == ["keep/x", "t/y"]
+        async with StateStore(url) as store:
+            assert (await store.feed_bounds())[0] == 0

@@ -83,3 +83,34 @@ def test_whole_history_counts_carry_no_such_note(tmp_path: Path) -> None:
     with make_client(_moves(tmp_path, None)) as client:
         page = client.get("/agent?id=m").text
         assert "(12 transitions)" in page and "counts-compacted" not in page
+
+
+def test_a_base_past_the_budget_still_counts_the_kept_events(tmp_path: Path) -> None:
+    """The budget of events read for the counts ran from seq 1: a base past it (seq 9,
+    budget 5) read nothing, so the machine showed no counts and no compacted note, only
+    'Counted over the first 0 events only'. It runs from the base."""
+    with make_client(_moves(tmp_path, 4), history_budget=5) as client:
+        page = client.get("/agent?id=m").text
+        assert "(4 transitions)" in page and "first 0 events" not in page
+        assert re.search(r'id="counts-compacted">Counted over the events kept after seq 9', page)
+    (tmp_path / "b").mkdir()
+    with make_client(_moves(tmp_path / "b", 4), history_budget=3) as client:
+        page = client.get("/agent?id=m").text  # 3 of the 4 kept: both notes
+        assert "(3 transitions)" in page and "Counted over the first 3" in page
+        assert "counts-compacted" in page
+
+
+def test_the_stores_transition_matrix_says_which_counts_are_of_kept_events(
+    tmp_path: Path,
+) -> None:
+    """The store page's transition matrix counted a compacted agent's moves from its
+    base on (4 of its 12) without saying so, as the agent page did before. It names
+    the agents retention compacted; a whole history carries no such note."""
+    with make_client(_moves(tmp_path, 4)) as client:
+        report = client.get("/store/analysis").text
+        assert "from 4 observed transition(s)" in report
+        assert re.search(r'id="matrix-compacted">1 agent\(s\) compacted by retention', report)
+    (tmp_path / "whole").mkdir()
+    with make_client(_moves(tmp_path / "whole", None)) as client:
+        report = client.get("/store/analysis").text
+        assert "from 12 observed transition(s)" in report and "matrix-compacted" not in report

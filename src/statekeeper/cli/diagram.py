@@ -53,6 +53,8 @@ class Observed:
     rules: dict[tuple[str, str, str], int] = field(default_factory=dict)
     #: agents passed over: crypto-shredded by ``forget`` (their records do not open)
     forgotten: list[str] = field(default_factory=list)
+    #: agents whose history retention compacted: counted from their base on only
+    compacted: list[str] = field(default_factory=list)
 
     def state(self, name: str) -> StateStats:
         return self.states.setdefault(name, StateStats())
@@ -81,6 +83,7 @@ async def observe(url: str, *, quiet: bool = False, key_file: Path | None = None
                 current: tuple[str, float] | None = None
                 for ev in items:
                     if isinstance(ev, Snapshot):  # retention's base: the state it was in
+                        seen.compacted.append(info.agent_id)
                         if ev.fsm_state is not None:
                             current = (ev.fsm_state, ev.state_entered_at or ev.updated_at)
                         continue
@@ -186,6 +189,15 @@ def render_machine(
                 Text(
                     f"left out {len(seen.forgotten):,} forgotten agent(s) (their data keys are"
                     f" destroyed): {', '.join(seen.forgotten)}",
+                    style="dim",
+                )
+            )
+        if seen.compacted:  # (was: counted as if whole, without a word)
+            shown = ", ".join(seen.compacted[:5]) + (", ..." if len(seen.compacted) > 5 else "")
+            lines.append(
+                Text(
+                    f"{len(seen.compacted):,} agent(s) compacted by retention: counted over the"
+                    f" events kept after their base only: {shown}",
                     style="dim",
                 )
             )

@@ -320,6 +320,7 @@ async def import_agents(
                     relative = getattr(store, "relative_error", None)
                     raise (relative(exc) if relative is not None else exc) from None
         skipped: list[str] = []
+        left: dict[str, int] = {}  # skipped compacted agents -> their base
         todo: list[tuple[_Agent, int]] = []
         for agent in agents:
             head = await store.head(agent.agent_id)
@@ -332,6 +333,8 @@ async def import_agents(
                         "nothing was imported (--skip-existing imports the others)"
                     )
                 skipped.append(agent.agent_id)
+                if agent.base is not None and head == agent.base_seq + len(agent.events):
+                    left[stored_id(store, agent.agent_id)] = agent.base_seq  # (at its head)
             elif _undo.shredded(store, stored_id(store, agent.agent_id), header.key_family):
                 if forgotten is not None:
                     forgotten.append(agent.agent_id)
@@ -371,7 +374,9 @@ async def import_agents(
                 progress.advance(task)
         # compacted agents start past their base: the feed's floor goes over them
         bases = {stored_id(store, a.agent_id): a.base_seq for a, _ in todo if a.base is not None}
-        await floor_over_bases(store, bases)
+        # (and those skipped at the file's head: an import stopped before this, run
+        # again with --skip-existing, writes none of them)
+        await floor_over_bases(store, bases, left)
         return len(todo), events, skipped
     finally:
         await store.close()

@@ -72,6 +72,9 @@ class StoreAnalysis:
     #: the entropy-over-time chart: (x, y, width, height, window) per bar
     bars: list[tuple[float, float, float, float, EntropyWindow]] = field(default_factory=list)
     max_entropy: float = 0.0
+    #: the agents whose history retention compacted: the matrix counts their moves from
+    #: their base on only
+    compacted: list[str] = field(default_factory=list)
 
 
 def heat(p: float) -> int:
@@ -162,7 +165,8 @@ async def analyse(store: StateStore, params: dict[str, str]) -> StoreAnalysis:
     report = await health_report(store, agents=ids)  # a lost agent: unreadable
     gone = set(lost)
     ids = [agent_id for agent_id in ids if agent_id not in gone]  # no history to read
-    matrices = await transition_matrices(store, agents=ids)
+    compacted: list[str] = []  # retention compacted them: their moves from the base only
+    matrices = await transition_matrices(store, agents=ids, compacted=compacted)
     matrix = matrices.get("all")
     # entropy over time: windows of ``window`` seconds (default: the span of the moves
     # in AUTO_WINDOWS), widened to at most MAX_WINDOWS
@@ -189,6 +193,7 @@ async def analyse(store: StateStore, params: dict[str, str]) -> StoreAnalysis:
         window=window,
         state_entropy=entropy(dist),
         state_entropy_normalised=normalized_entropy(dist),
+        compacted=sorted(set(compacted)),
     )
     _bars(analysis)
     analysis.elapsed = time.perf_counter() - started

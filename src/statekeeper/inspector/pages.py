@@ -112,15 +112,20 @@ async def agent_view(
     async def lease() -> LeaseInfo | None:
         return await backend.get_lease(agent_id) if backend.supports_leases else None
 
-    async def events() -> list[Event]:
-        return await kept_history(store, agent_id, to_seq=budget)
+    async def events() -> tuple[int, list[Event]]:
+        """(the retention base, 0 for none; up to ``budget`` events kept after it)"""
+        try:
+            return 0, [ev async for ev in store.history(agent_id, to_seq=budget)]
+        except HistoryCompacted as exc:  # the budget counts from the base (was: from seq
+            base = exc.base_seq  # 1, so a base past it read and counted nothing)
+            return base, await kept_history(store, agent_id, base, base + budget)
 
     snap = await store.load(agent_id)
-    got_lease, read = await asyncio.gather(lease(), events())
+    got_lease, (base, read) = await asyncio.gather(lease(), events())
     graph = from_machine(machine)
-    graph.truncated = snap.seq > budget
+    graph.truncated = snap.seq > base + budget
     observe_transitions(graph, read)
-    graph.compacted = read[0].seq - 1 if read else 0  # (kept events start past 1)
+    graph.compacted = base  # (kept events start past 1)
     if read and read[-1].seq >= snap.seq:  # the whole history: the timeline is in it
         newest = [ev for ev in read if ev.seq <= snap.seq][-TIMELINE_PAGE:]
         # (kept events start after 1: retention compacted the history before them)

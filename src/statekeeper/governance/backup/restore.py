@@ -551,8 +551,9 @@ async def restore(
             ]
             # with those a restore stopped before their rebuild left (skipped here)
             await rebuild_whole(store, rebuilt + await left_as_delta(store, again))
-            # compacted streams start past their base: no silent gap from position 0
-            await _floor_over_bases(store, {a: p.compacted for a, p in plans.items() if a in tags})
+            bases = {a: p.compacted for a, p in plans.items() if a in tags}  # compacted: the
+            skip = {a: plans[a].compacted for a in present if held[a] == plans[a].head}
+            await _floor_over_bases(store, bases, skip)  # feed's floor over them (+ skipped)
     own = sorted(a for a in tags if a[:1] == "\x01")  # the store's own streams, not agents
     in_force = carried
     if HOLDS_STREAM in tags:  # the backup's holds stream restored whole

@@ -9,13 +9,14 @@ compacted streams raise the target's feed floor (:func:`floor_over_bases`)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...backends.base import Capability
 from ...codec.pipeline import _FP, Codec
 from ...errors import AccessDenied, BackupError
-from ...store.feed_retention import trim_below_bases
+from ...store.feed_retention import has_feed, trim_below_bases
 from ...store.keyguard import key_family
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import is_store_admin
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 _PAGE = 500
+_log = logging.getLogger("statekeeper.restore")
 
 
 def check_target_takes(store: StateStore, plans: dict[str, _Plan], tags: dict[str, bytes]) -> None:
@@ -109,7 +111,9 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
     return adopted
 
 
-async def floor_over_bases(store: StateStore, bases: dict[str, int]) -> None:
+async def floor_over_bases(
+    store: StateStore, bases: dict[str, int], skipped: dict[str, int] | None = None
+) -> None:
     """After a restore or an import wrote streams compacted by retention (``bases``:
     stored agent id -> base seq, 0 for a whole stream), raise the target's feed floor
     through each one's first event there
@@ -117,10 +121,32 @@ async def floor_over_bases(store: StateStore, bases: dict[str, int]) -> None:
     rebuilt from position 0 folds their kept events onto nothing and counts none of
     what came before, silently unlike the source's live one (whose feed retention
     trimmed). Left alone, as retention leaves it, by a principal that may not trim the
-    feed every tenant shares."""
-    if not any(bases.values()) or not is_store_admin(store):
+    feed every tenant shares (a warning says so, naming a stream).
+
+    ``skipped``: agents the target held already (left as they are: ``skip_existing``)
+    -> the base the backup or the file gives them. Those whose stream there starts at
+    that base are raised over too: a restore or an import stopped after writing them
+    and before this (killed, or run by a version that did not raise it), run again
+    with ``skip_existing``, writes nothing and would leave the gap for good."""
+    if skipped and is_store_admin(store):
+        ids = sorted(a for a, base in skipped.items() if base >= 1)
+        there = await store.backend.stream_bases(ids) if ids else []
+        bases = {**{a: b for a, b in zip(ids, there, strict=True) if b == skipped[a]}, **bases}
+    if not any(bases.values()):
         return
-    try:
-        await trim_below_bases(store, bases)
-    except AccessDenied:
-        return
+    if is_store_admin(store):
+        try:
+            await trim_below_bases(store, bases)
+            return
+        except AccessDenied:  # a tenant's database role under row security
+            pass
+    if has_feed(store.backend):  # said, as retention says it (was: silently)
+        based = sorted(a for a, base in bases.items() if base >= 1)
+        _log.warning(
+            "the change feed's floor was not raised over %d stream(s) compacted by"
+            " retention (e.g. %r): only an admin of every namespace may trim the feed"
+            " every tenant shares; a projection rebuilt from position 0 counts only the"
+            " events kept after each base: rebuild it from the states",
+            len(based),
+            store.relative(based[0]) if isinstance(store, NamespacedStateStore) else based[0],
+        )
