@@ -204,7 +204,22 @@ async def _interrupted(store: StateStore, agent: _Agent, head: int) -> bool:
             return False
     except (HistoryCompacted, AgentForgotten):  # compacted at another base, or shredded:
         return False  # not this file's agent
-    return stored == [{**w, "ts": float(w["ts"])} for w in agent.events[: head - base]]
+    return stored == [_as_written(store, w) for w in agent.events[: head - base]]
+
+
+def _as_written(store: StateStore, line: dict[str, Any]) -> dict[str, Any]:
+    """A file's event line as ``store`` writes it: its time a float, and — through a
+    store opened as a principal, which names the writer of every event that names none
+    (the stream says who wrote it) — the principal as the actor of an event the file
+    gives no actor. Was: every import as a principal of an event without an actor
+    failed its read-back ("imported event differs from the file") and was undone."""
+    from ..store.governed import governance_of
+
+    written = {**line, "ts": float(line["ts"])}
+    gov = governance_of(store)
+    if "actor" not in written and gov is not None and gov.principal is not None:
+        written["actor"] = gov.principal
+    return written
 
 
 async def _check(store: StateStore, agent: _Agent) -> None:
@@ -216,8 +231,7 @@ async def _check(store: StateStore, agent: _Agent) -> None:
     if len(got) != len(want):
         raise IntegrityError(agent_id, None, f"imported {len(got)} event(s), file has {len(want)}")
     for g, w in zip(got, want, strict=True):
-        w = {**w, "ts": float(w["ts"])}
-        if g != w:
+        if g != _as_written(store, w):
             raise IntegrityError(agent_id, g["seq"], "imported event differs from the file")
     snap = await store.load(agent_id)
     end = agent.end or {}
