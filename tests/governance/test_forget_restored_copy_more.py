@@ -2,8 +2,9 @@
 under a key of its own, and the source's ``forget`` left the copy's newest snapshot
 (the whole state) readable.
 
-A restore stopped after its writes and run again (``skip_existing=True``): the adoption (:func:`statekeeper.governance.backup.restoretarget.adopt_copied_keys`)
-ran over the agents the run wrote; a rerun of a restore killed between its writes and
+A restore stopped after its writes and run again (``skip_existing=True``): the
+adoption (:func:`statekeeper.governance.backup.restoretarget.adopt_copied_keys`) ran
+over the agents the run wrote; a rerun of a restore killed between its writes and
 the adoption finds every agent held, writes none, and adopted none: the target wrote
 the copies on under keys of its own family, and the source's ``forget`` left the
 copy's newest snapshot readable.
@@ -27,11 +28,9 @@ from statekeeper.errors import AgentForgotten
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.shredding import forget
 
-restore_module = importlib.import_module("statekeeper.governance.backup.restore")
-
 from .test_forget_restored_copy import SECRET, _two_turns, _written_on
 
-
+restore_module = importlib.import_module("statekeeper.governance.backup.restore")
 
 
 class _Killed(Exception):
