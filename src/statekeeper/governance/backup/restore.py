@@ -543,7 +543,6 @@ async def restore(
                 written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
             elif progress is not None:
                 progress("write", written, written)
-            # before it seals any (.restoretarget); the skipped too (a rerun writes none)
             await adopt_copied_keys(store, [*tags, *(present if skip_existing else ())])
             rebuilt = [
                 (a, p.snapshot[0], p.compacted)

@@ -88,8 +88,11 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
     keyscope.adopt`): its writes after the restore are sealed with that key, so the
     source's ``forget`` shreds the whole copy — before, the target wrote on under a key
     of its own, and its newest snapshot (the whole state) still loaded after the
-    source forgot the agent. The newest record of each agent names the key (one read
-    of every head per page); how many agents were given a key."""
+    source forgot the agent. Called before the restore seals anything (its rebuilt
+    snapshots), with the agents it skipped as held too: a restore killed between its
+    writes and this, run again (``skip_existing``), writes none of them. The newest
+    record of each agent names the key (one read of every head per page); how many
+    agents were given a key."""
     keyring = store.codec.keyring
     agents = [a for a in agent_ids if a[:1] != "\x01"]  # (the store's own streams)
     if keyring is None or keyring.scoped is None or not agents:
