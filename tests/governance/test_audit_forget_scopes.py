@@ -91,3 +91,27 @@ async def test_verify_is_not_fooled_by_another_stores_tombstone_of_the_id(
         assert (await forget(b, "acme/u1")).destroyed  # run again: finished
         report = await AuditLog(b.backend, keys).verify()
         assert not report.unapplied, report
+
+
+async def test_a_forget_that_shreds_a_predecessors_copy_is_not_reported_unapplied(
+    tmp_path: Path,
+) -> None:
+    # a new stream continuing another (LangGraph's pruning: keyring.link) whose
+    # predecessor is a restored copy: the forget destroys the source's key of the
+    # predecessor, and its tombstone is the predecessor's, not the agent's
+    keys = Keyring({"k1": MASTER}, data_keys=SqliteKeyVault(tmp_path / "vault.db"))
+    bkey = BackupKey(os.urandom(32))
+    a_url, b_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    async with StateStore(a_url, keyring=keys) as a:
+        await a.save("acme/g1", {"ssn": "078-05-1120"})
+        await backup(a, tmp_path / "a.skb", bkey)
+        source = await a.backend.feed_id()
+    async with _governed(b_url, keys) as b:
+        await restore(b, [tmp_path / "a.skb"], bkey)
+        await b.save("acme/g2", {"ssn": "078-05-1120", "n": 2})
+        assert keys.link("acme/g2", "acme/g1")
+        result = await forget(b, "acme/g2")
+        assert source in result.scopes
+        log = AuditLog(b.backend, keys)
+        report = await log.verify()
+        assert report.ok and not report.unapplied, report  # was: "was not applied"

@@ -99,3 +99,37 @@ async def test_a_server_honouring_it_makes_one_id(tmp_path: Path) -> None:
         finally:
             await a.close()
             await b.close()
+
+
+async def test_credentials_that_may_not_write_are_named_as_such(tmp_path: Path) -> None:
+    # a prefix the credentials may read but not write (nor delete in): the first open
+    # of a new store is refused for its credentials, as before the probe — not with the
+    # probe's clean-up refused ("S3 did not delete 1 object(s)"), which hid why
+    from botocore.exceptions import ClientError
+
+    from statekeeper.errors import BackendUnavailable
+
+    with _bucket(tmp_path) as bucket:
+        backend = S3Backend.from_url(s3_url(bucket))
+        try:
+            await backend.health()
+
+            def refused(**kwargs: Any) -> Any:
+                error = {"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}
+                raise ClientError(error, "PutObject")
+
+            def not_deleted(**kwargs: Any) -> Any:
+                objects = kwargs["Delete"]["Objects"]
+                return {
+                    "Errors": [
+                        {"Key": o["Key"], "Code": "AccessDenied", "Message": "Access Denied"}
+                        for o in objects
+                    ]
+                }
+
+            backend._s3.put_object = refused
+            backend._s3.delete_objects = not_deleted
+            with pytest.raises(BackendUnavailable, match=r"refused \(AccessDenied\)"):
+                await backend.feed_id()  # was: BackendError "S3 did not delete 1 object(s)"
+        finally:
+            await backend.close()

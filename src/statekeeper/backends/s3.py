@@ -612,9 +612,11 @@ class S3Backend(Backend):
         — and seal their agents with two key families; refused with
         :class:`~statekeeper.errors.BackendRejected`, before the id is written."""
         probe = f"{self._id_key}.check-{secrets.token_hex(8)}"
+        # (a first create refused — credentials that may not write here — made nothing:
+        # no delete, which such credentials are refused too, hiding why in its error)
+        if not self._put_new(probe, b"1"):  # (a probe name nobody else uses)
+            return
         try:
-            if not self._put_new(probe, b"1"):  # (a probe name nobody else uses)
-                return
             ignored = self._put_new(probe, b"2")
         finally:
             self._delete_keys([probe])

@@ -479,6 +479,8 @@ class SqliteKeyVault:
                     raise
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
+                if self._db.in_transaction:  # a refused COMMIT (locked) leaves it open
+                    self._db.execute("ROLLBACK")
                 raise BackendError(f"key vault {self.path}: {exc}") from None
 
     def destroy_in(self, family: str, agent_id: str, at: float) -> bool:

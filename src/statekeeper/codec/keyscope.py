@@ -223,14 +223,20 @@ def adopt(
     names the agent and the fingerprint of the key its newest record is sealed with (a
     restore's writes). When that key is another family's (or a legacy one), an entry
     ``(family, agent)`` with the same key, wrapped by the active master key, is made
-    (see the module docs). An agent the family has an entry of already (a key of its
-    own, or a tombstone) is left as it is. Returns the agents given a key."""
+    (see the module docs). An agent ``family`` itself has an entry of already, or one
+    with a tombstone in a family it continues, is left as it is; a live key of the
+    agent in a family it continues (the target's own agent of that id, deleted before
+    the restore renewed its id) stays, for the records it sealed, but the writes use
+    the copy's key (:func:`write_key` takes ``family``'s own entry first): else the
+    source's forget left what the target wrote of the copy readable. Returns the
+    agents given a key."""
     families = vault.families(family)
     master = ring.active
     rows: list[tuple[str, str, bytes]] = []
     for agent_id, fingerprint in copied:
         entries = vault.entries(agent_id)
-        if any(e.family is not None and e.family in families for e in entries):
+        own = [e for e in entries if e.family is not None and e.family in families]
+        if any(e.family == family or not _live(e) for e in own):
             continue
         for entry in entries:
             if not _live(entry):
@@ -240,7 +246,8 @@ def adopt(
             except (KeyNotFound, DecryptionError):
                 continue
             if _fingerprint(material) == fingerprint:
-                rows.append((agent_id, master.id, master.wrap(agent_id, material, family)))
+                if entry not in own:  # (its own key sealed the copy: nothing to adopt)
+                    rows.append((agent_id, master.id, master.wrap(agent_id, material, family)))
                 break
     many = getattr(vault, "create_many_in", None)  # (one commit: a custom vault may lack it)
     if many is not None:

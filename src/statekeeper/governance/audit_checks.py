@@ -228,7 +228,14 @@ class StoreChecks:
         found = entries(agent) if entries is not None else [self.vault.load(agent)]
         if s.scopes and entries is not None:
             # each family the entry names must hold a tombstone now (a tombstone of the
-            # id elsewhere, another store's forget, says nothing of this one)
+            # id elsewhere, another store's forget, says nothing of this one) — of the
+            # agent or a stream it continues (its lineage: the forget destroyed their
+            # keys too, a family only its predecessor had a key in is named)
+            lineage = getattr(self.vault, "lineage", None)
+            linked = lineage(agent) if lineage is not None else set()
+            for one in sorted(linked):
+                if one[:1] != "\x01":
+                    found = [*found, *entries(one)]
             dead = {e.family for e in found if e.wrapped is None and e.family is not None}
             applied = set(s.scopes) <= dead
         else:

@@ -543,7 +543,7 @@ async def restore(
                 written = await _write_all(store, parts, key, plans, tags, concurrency, progress)
             elif progress is not None:
                 progress("write", written, written)
-            await adopt_copied_keys(store, list(tags))  # before it seals any (.restoretarget)
+            await adopt_copied_keys(store, [*tags, *(present if skip_existing else ())])
             rebuilt = [
                 (a, p.snapshot[0], p.compacted)
                 for a, p in plans.items()

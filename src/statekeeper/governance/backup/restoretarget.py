@@ -90,14 +90,20 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
     keyscope.adopt`): its writes after the restore are sealed with that key, so the
     source's ``forget`` shreds the whole copy — before, the target wrote on under a key
     of its own, and its newest snapshot (the whole state) still loaded after the
-    source forgot the agent. The newest record of each agent names the key (one read
-    of every head per page); how many agents were given a key."""
+    source forgot the agent. Called before the restore seals anything (its rebuilt
+    snapshots), with the agents it skipped as held too: a restore killed between its
+    writes and this, run again (``skip_existing``), writes none of them. The newest
+    record of each agent names the key (one read of every head per page); how many
+    agents were given a key."""
     keyring = store.codec.keyring
-    family = store.codec.key_family
-    if keyring is None or keyring.scoped is None or family is None:
+    agents = [a for a in agent_ids if a[:1] != "\x01"]  # (the store's own streams)
+    if keyring is None or keyring.scoped is None or not agents:
+        return 0
+    # (resolved here: a rerun that writes nothing renews no id, which resolves it)
+    family = await key_family(store.backend, store.codec)
+    if family is None:
         return 0
     adopted = 0
-    agents = [a for a in agent_ids if a[:1] != "\x01"]  # (the store's own streams)
     for at in range(0, len(agents), _PAGE):
         page = agents[at : at + _PAGE]
         heads = await store.backend.read_heads(page)
