@@ -105,7 +105,7 @@ async def test_credentials_that_may_not_write_are_named_as_such(tmp_path: Path) 
     # a prefix the credentials may read but not write (nor delete in): the first open
     # of a new store is refused for its credentials, as before the probe — not with the
     # probe's clean-up refused ("S3 did not delete 1 object(s)"), which hid why
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
     from statekeeper.errors import BackendUnavailable
 
