@@ -466,3 +466,49 @@ async def test_a_claim_beside_no_stream_is_not_a_demoted_agent(
         for t in (b, c, d):
             await t.close()
     await _drop(tmp_path, durable)
+
+
+@_MAKERS
+async def test_a_delete_that_ended_a_claim_leaves_no_copy_of_the_deleted_agent(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """D claims and is held before its first cold write; B deletes the agent at its
+    head — D's claim found, its cold copy empty (not B's to delete), the claim ended —
+    and is held before the stream's delete; D copies the agent whole and reaches its
+    last step (a conflict: its claim ended); B's delete goes through. Before: D's whole
+    copy of the deleted agent stayed in the cold tier, no marker or stream beside it
+    (data a purge deleted, kept; a demotion of a new agent of that id refused). Now
+    a demotion whose last step failed with the stream and the marker gone drops its
+    own copy (conditional on its head record)."""
+    if make is _postgres:
+        from ._services import require_postgres
+
+        require_postgres()
+    if make is _redis:
+        require_redis()
+    durable = make(tmp_path)
+    b, c, d = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _setup(b)
+        head = (await b.read("a"))[-1]
+        assert d.cold is not None and c.cold is not None
+        claimed = _Pause(d.cold, "delete_agent")  # (its first cold write, after its claim)
+        td = asyncio.ensure_future(d.demote("a"))
+        await _until(claimed.reached, td)
+        deleting = _Pause(b.durable, "delete_agent_at", when=lambda agent_id, *a: agent_id == "a")
+        tb = asyncio.ensure_future(b.delete_agent_at("a", _HEAD, head.checksum))
+        await _until(deleting.reached, tb)
+        last = _final_step(d)
+        claimed.go.set()
+        await _until(last.reached, td)
+        deleting.go.set()
+        assert await tb is True
+        last.go.set()
+        assert await td is False
+        assert await c.head("a") == 0
+        assert await c.durable.head(COLD_MARKER + "a") == 0
+        assert await c.cold.head("a") == 0  # (before: 5, the deleted agent's copy)
+    finally:
+        for t in (b, c, d):
+            await t.close()
+    await _drop(tmp_path, durable)

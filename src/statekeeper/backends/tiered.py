@@ -1629,6 +1629,11 @@ class TieredBackend(Backend):
                 # the claim and its whole copy beside no stream, and the next load took
                 # the agent for demoted and brought the deleted agent back
                 await self._release(cold, agent_id, token, (head, last.checksum))
+            # the agent deleted, its claim ended by that delete (which read the copy before
+            # it was whole: not its to delete): this demotion's whole copy, no marker nor
+            # stream beside it, is dropped. Was: kept — the deleted agent's data in the
+            # cold tier, and a demotion of a new agent of that id refused
+            await self._drop_orphan(cold, agent_id, [last])
             return False  # (the marker's: its claim taken over, left to the new one)
         if self.hot is not None:
             await self._drop_hot(agent_id)
@@ -1724,9 +1729,10 @@ class TieredBackend(Backend):
         return True
 
     async def _drop_orphan(self, cold: Backend, agent_id: str, wrote: list[RawEvent]) -> None:
-        """After a demotion's copy failed: if the agent was deleted meanwhile (its marker,
-        the claim, and its stream gone — the delete took the part copied by then), delete
-        what this demotion copied after that delete, no marker naming it: a cold copy
+        """After a demotion's copy or its last step failed: if the agent was deleted
+        meanwhile (its marker, the claim, and its stream gone — the delete took the part
+        copied by then, or ended the claim before the copy was whole), delete what this
+        demotion copied after that delete, no marker naming it: a cold copy
         whose head record is one this demotion wrote (``wrote``: the last record of each
         page it appended; the checksum binds the records before it), by a delete
         conditional on it. Was: a copy whose *first* record was this stream's — another
