@@ -16,6 +16,7 @@ import pytest
 from statekeeper.backends.base import Backend
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 
+from ._services import namespace, require_redis
 from .test_tiered_demote_concurrent import (
     _HEAD,
     Durable,
@@ -27,7 +28,20 @@ from .test_tiered_demote_concurrent import (
     _whole,
 )
 
-_MAKERS = pytest.mark.parametrize("make", [_sqlite, _postgres], ids=["sqlite", "postgres"])
+
+def _redis(tmp_path: Path) -> Durable:
+    """A Redis durable tier (not a cluster: it commits several streams at once with
+    head tags, so a demotion's last step is fenced there too)."""
+    from statekeeper.backends.redis import RedisBackend
+
+    from ._services import REDIS_URL
+
+    return lambda: RedisBackend(REDIS_URL, prefix=namespace(tmp_path) + ":")
+
+
+_MAKERS = pytest.mark.parametrize(
+    "make", [_sqlite, _postgres, _redis], ids=["sqlite", "postgres", "redis"]
+)
 
 
 class _Pause:
@@ -82,6 +96,8 @@ async def test_a_rehydration_that_did_not_copy_leaves_its_end_to_the_one_that_di
         from ._services import require_postgres
 
         require_postgres()
+    if make is _redis:
+        require_redis()
     durable = make(tmp_path)
     setup = _process(tmp_path, durable)
     r1, r2, d3 = (_process(tmp_path, durable) for _ in range(3))
@@ -119,6 +135,9 @@ async def main() -> None:
     kind, where, schema, cold_path = sys.argv[1:5]
     if kind == "sqlite":
         durable = SQLiteBackend(where)
+    elif kind == "redis":
+        from statekeeper.backends.redis import RedisBackend
+        durable = RedisBackend(where, prefix=schema + ":")
     else:
         from statekeeper.backends.postgres import PostgresBackend
         durable = PostgresBackend(where, schema=schema, max_size=2)
@@ -144,6 +163,10 @@ async def _claimer(tmp_path: Path, make: Callable[[Path], Durable]) -> asyncio.s
 
     if make is _sqlite:
         args = ["sqlite", str(tmp_path / "durable.db"), "-"]
+    elif make is _redis:
+        from ._services import REDIS_URL
+
+        args = ["redis", REDIS_URL, namespace(tmp_path)]
     else:
         args = ["postgres", POSTGRES_DSN, namespace(tmp_path)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -178,6 +201,8 @@ async def test_a_claim_whose_process_was_killed_is_taken_over(
         from ._services import require_postgres
 
         require_postgres()
+    if make is _redis:
+        require_redis()
     durable = make(tmp_path)
     setup = _process(tmp_path, durable)
     try:
@@ -228,6 +253,8 @@ async def test_a_claim_taken_over_from_a_live_demotion_cannot_lose_the_agent(
         from ._services import require_postgres
 
         require_postgres()
+    if make is _redis:
+        require_redis()
     durable = make(tmp_path)
     monkeypatch.setattr(tiered, "owner_gone", lambda owner, token: True)
     d1, d2 = _process(tmp_path, durable), _process(tmp_path, durable)
@@ -305,6 +332,8 @@ async def test_a_conditional_delete_during_a_demotion_is_not_undone(
         from ._services import require_postgres
 
         require_postgres()
+    if make is _redis:
+        require_redis()
     durable = make(tmp_path)
     b, c, d = (_process(tmp_path, durable) for _ in range(3))
     try:
@@ -352,3 +381,134 @@ async def test_a_claim_of_a_demotion_under_way_in_this_process_is_not_taken_over
         await d1.close()
         await d2.close()
     await _whole(tmp_path, durable)
+
+
+@_MAKERS
+async def test_a_demotion_claimed_after_a_conditional_delete_read_is_not_undone(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """B deletes the agent at its head and is held right before the stream's delete
+    (it found no marker: nothing to end); D then claims, copies the agent whole and is
+    held before its last step; B's delete goes through, then D's last step (a conflict:
+    the stream gone). Before: D left its claim and its whole cold copy beside no
+    stream — C's load took the agent for demoted and brought the deleted agent back
+    (head 5, and kept). Now a demotion whose stream was deleted under it ends its claim
+    (its own copy, then its marker), and a claim alone is never taken for a demotion."""
+    if make is _postgres:
+        from ._services import require_postgres
+
+        require_postgres()
+    if make is _redis:
+        require_redis()
+    durable = make(tmp_path)
+    b, c, d = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _setup(b)
+        head = (await b.read("a"))[-1]
+        deleting = _Pause(b.durable, "delete_agent_at", when=lambda agent_id, *a: agent_id == "a")
+        tb = asyncio.ensure_future(b.delete_agent_at("a", _HEAD, head.checksum))
+        await _until(deleting.reached, tb)
+        last = _final_step(d)
+        td = asyncio.ensure_future(d.demote("a"))
+        await _until(last.reached, td)
+        deleting.go.set()
+        assert await tb is True
+        last.go.set()
+        assert await td is False
+        assert await c.head("a") == 0  # (before: 5, the deleted agent brought back)
+        assert await c.durable.head(COLD_MARKER + "a") == 0
+        assert c.cold is not None and await c.cold.head("a") == 0
+    finally:
+        for t in (b, c, d):
+            await t.close()
+    await _drop(tmp_path, durable)
+
+
+@_MAKERS
+async def test_a_claim_beside_no_stream_is_not_a_demoted_agent(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """As above, D held once its last step conflicted (the stream deleted under its
+    claim), before it ends its claim; C loads the agent then. Before: C found the
+    claim's marker with no stream and the claim's whole cold copy, took the agent for
+    demoted and brought the deleted agent back. Now a claim (a fenced demotion's marker
+    of one record: its stream never deleted by it) is never taken for a demotion."""
+    if make is _postgres:
+        from ._services import require_postgres
+
+        require_postgres()
+    if make is _redis:
+        require_redis()
+    durable = make(tmp_path)
+    b, c, d = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _setup(b)
+        head = (await b.read("a"))[-1]
+        deleting = _Pause(b.durable, "delete_agent_at", when=lambda agent_id, *a: agent_id == "a")
+        tb = asyncio.ensure_future(b.delete_agent_at("a", _HEAD, head.checksum))
+        await _until(deleting.reached, tb)
+        last = _final_step(d)
+        ending = _Pause(d, "_release")
+        td = asyncio.ensure_future(d.demote("a"))
+        await _until(last.reached, td)
+        deleting.go.set()
+        assert await tb is True
+        last.go.set()
+        await _until(ending.reached, td)
+        assert await c.head("a") == 0  # (before: 5, the deleted agent brought back)
+        assert await c.read("a") == []
+        assert [i.agent_id for i in await c.list_agents()] == []
+        ending.go.set()
+        assert await td is False
+        assert await c.durable.head(COLD_MARKER + "a") == 0
+        assert c.cold is not None and await c.cold.head("a") == 0
+    finally:
+        for t in (b, c, d):
+            await t.close()
+    await _drop(tmp_path, durable)
+
+
+@_MAKERS
+async def test_a_delete_that_ended_a_claim_leaves_no_copy_of_the_deleted_agent(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """D claims and is held before its first cold write; B deletes the agent at its
+    head — D's claim found, its cold copy empty (not B's to delete), the claim ended —
+    and is held before the stream's delete; D copies the agent whole and reaches its
+    last step (a conflict: its claim ended); B's delete goes through. Before: D's whole
+    copy of the deleted agent stayed in the cold tier, no marker or stream beside it
+    (data a purge deleted, kept; a demotion of a new agent of that id refused). Now
+    a demotion whose last step failed with the stream and the marker gone drops its
+    own copy (conditional on its head record)."""
+    if make is _postgres:
+        from ._services import require_postgres
+
+        require_postgres()
+    if make is _redis:
+        require_redis()
+    durable = make(tmp_path)
+    b, c, d = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _setup(b)
+        head = (await b.read("a"))[-1]
+        assert d.cold is not None and c.cold is not None
+        claimed = _Pause(d.cold, "delete_agent")  # (its first cold write, after its claim)
+        td = asyncio.ensure_future(d.demote("a"))
+        await _until(claimed.reached, td)
+        deleting = _Pause(b.durable, "delete_agent_at", when=lambda agent_id, *a: agent_id == "a")
+        tb = asyncio.ensure_future(b.delete_agent_at("a", _HEAD, head.checksum))
+        await _until(deleting.reached, tb)
+        last = _final_step(d)
+        claimed.go.set()
+        await _until(last.reached, td)
+        deleting.go.set()
+        assert await tb is True
+        last.go.set()
+        assert await td is False
+        assert await c.head("a") == 0
+        assert await c.durable.head(COLD_MARKER + "a") == 0
+        assert await c.cold.head("a") == 0  # (before: 5, the deleted agent's copy)
+    finally:
+        for t in (b, c, d):
+            await t.close()
+    await _drop(tmp_path, durable)

@@ -54,8 +54,9 @@ Multi-process rules
     others write nothing; a write during a demotion is kept (its delete of the stream
     is conditional on the head record it copied) and the demotion ends its own claim.
     The delete commits with the marker's second record (the demotion done) only while
-    the claim is its own (SQLite, PostgreSQL, memory: one commit), so a claim whose
-    demotion was killed is taken over once it is old and its process provably gone.
+    the claim is its own (SQLite, PostgreSQL, Redis but a cluster, memory: one
+    commit), so a claim whose demotion was killed is taken over once it is old and its
+    process provably gone.
 
 Read-only (``readonly=True``)
     Every write (appends, snapshots, deletes, rewrites, leases, demotion,
@@ -452,7 +453,7 @@ class TieredBackend(Backend):
                 self._settle_at(agent_id, head)
             return self.durable
         # (a durable stream below the marker's head: what a rehydration copied so far)
-        if head >= entry[0].head_seq:
+        if head >= entry[0].head_seq or _is_claim(entry[1]):
             return self.durable
         # read as the agent only once it is the stream this store demoted: verify, a
         # backup and a read-only store (show, history) read an altered, missing or
@@ -1194,6 +1195,8 @@ class TieredBackend(Backend):
                     head = body.get("head") if body is not None else None
                     if body is None or not isinstance(head, int):
                         continue
+                    if mark is not None and _is_claim(body | {"_seq": mark.seq}):
+                        continue  # (a claim: the durable stream, if any, is the agent)
                     if stream is not None and stream.seq >= head:
                         continue  # (the durable stream is the agent)
                     ours = head_is_demoted(copy, body)
@@ -1224,6 +1227,8 @@ class TieredBackend(Backend):
         for agent_id in agent_ids:
             entry = await self._marker_entry(agent_id)
             if entry is None or await self.durable.head(agent_id) >= entry[0].head_seq:
+                continue
+            if _is_claim(entry[1]):
                 continue
             try:
                 await check_demoted_copy(cold, agent_id, entry[1], "nothing was expired")
@@ -1344,9 +1349,9 @@ class TieredBackend(Backend):
         for info in page:
             if not _is_marker(info.agent_id):
                 break
-            marker = await self._marker(info.agent_id[len(COLD_MARKER) :])
-            if marker is not None:
-                out.append(marker)
+            entry = await self._marker_entry(info.agent_id[len(COLD_MARKER) :])
+            if entry is not None and not _is_claim(entry[1]):
+                out.append(entry[0])
         return out
 
     async def count_agents(self) -> int:
@@ -1617,8 +1622,18 @@ class TieredBackend(Backend):
             else:
                 await self.durable.delete_agent_at(agent_id, head, last.checksum)
         except ConflictError as exc:
-            if exc.agent_id != marker_id and await self.durable.head(agent_id) > 0:
+            if exc.agent_id != marker_id:
+                # the stream written to, or deleted, meanwhile: its claim ended (its own
+                # copy, then its marker, both conditional). Was: only if the stream was
+                # still there — a delete that read no marker (this claim came after) left
+                # the claim and its whole copy beside no stream, and the next load took
+                # the agent for demoted and brought the deleted agent back
                 await self._release(cold, agent_id, token, (head, last.checksum))
+            # the agent deleted, its claim ended by that delete (which read the copy before
+            # it was whole: not its to delete): this demotion's whole copy, no marker nor
+            # stream beside it, is dropped. Was: kept — the deleted agent's data in the
+            # cold tier, and a demotion of a new agent of that id refused
+            await self._drop_orphan(cold, agent_id, [last])
             return False  # (the marker's: its claim taken over, left to the new one)
         if self.hot is not None:
             await self._drop_hot(agent_id)
@@ -1714,9 +1729,10 @@ class TieredBackend(Backend):
         return True
 
     async def _drop_orphan(self, cold: Backend, agent_id: str, wrote: list[RawEvent]) -> None:
-        """After a demotion's copy failed: if the agent was deleted meanwhile (its marker,
-        the claim, and its stream gone — the delete took the part copied by then), delete
-        what this demotion copied after that delete, no marker naming it: a cold copy
+        """After a demotion's copy or its last step failed: if the agent was deleted
+        meanwhile (its marker, the claim, and its stream gone — the delete took the part
+        copied by then, or ended the claim before the copy was whole), delete what this
+        demotion copied after that delete, no marker naming it: a cold copy
         whose head record is one this demotion wrote (``wrote``: the last record of each
         page it appended; the checksum binds the records before it), by a delete
         conditional on it. Was: a copy whose *first* record was this stream's — another
@@ -1811,13 +1827,15 @@ class TieredBackend(Backend):
                 return head
             marker, body = entry
             head = await self.durable.head(agent_id)
-            if head >= marker.head_seq:
+            if head >= marker.head_seq or _is_claim(body):
                 # a demotion's marker beside the whole stream: its claim, the demotion under
                 # way in another process (its copy, then its conditional delete of the
                 # stream) or dead before its end. Not
                 # a rehydration's to end: deleting the marker and the cold copy here while
                 # the demotion went on deleted the stream too — the agent lost everywhere
-                # (another process's create of it, conflicting, did that)
+                # (another process's create of it, conflicting, did that). Nor is a claim
+                # beside less (:func:`_is_claim`): the stream deleted under it, the
+                # agent deleted — was brought back from the claim's whole cold copy
                 return head
             if head > 0:
                 # the part an interrupted rehydration copied (the cold tier still holds
@@ -1920,6 +1938,16 @@ class TieredBackend(Backend):
         for tier in (self.hot, self.durable, self.cold):
             if tier is not None:
                 await tier.close()
+
+
+def _is_claim(body: dict[str, Any]) -> bool:
+    """Is the marker ``body`` (:meth:`TieredBackend._marker_entry`'s) a demotion's claim
+    made with the fenced last step (its owner recorded) and never done: one record?
+    Such a demotion never deleted the stream — it deletes it only in the commit of the
+    marker's second record — so the durable stream, whatever is there (nothing: the
+    agent deleted under the claim), is the agent, never its cold copy. (A marker of an
+    earlier version, or of a durable tier without that step, records no owner.)"""
+    return body.get("_seq") == 1 and "claimed" in body
 
 
 async def _copy_stream(
