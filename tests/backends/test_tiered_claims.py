@@ -432,7 +432,8 @@ async def test_a_claim_beside_no_stream_is_not_a_demoted_agent(
     claim), before it ends its claim; C loads the agent then. Before: C found the
     claim's marker with no stream and the claim's whole cold copy, took the agent for
     demoted and brought the deleted agent back. Now a claim (a fenced demotion's marker
-    of one record: its stream never deleted by it) is never taken for a demotion."""
+    of one record: its stream never deleted by it) is never taken for a demotion, nor
+    counted as an agent by count_agents / count_prefix (they agree with list_agents)."""
     if make is _postgres:
         from ._services import require_postgres
 
@@ -458,6 +459,10 @@ async def test_a_claim_beside_no_stream_is_not_a_demoted_agent(
         assert await c.head("a") == 0  # (before: 5, the deleted agent brought back)
         assert await c.read("a") == []
         assert [i.agent_id for i in await c.list_agents()] == []
+        # counted as listed (before: 1 each, the claim's marker taken for an agent)
+        assert await c.count_agents() == 0
+        assert await c.count_prefix("") == 0
+        assert await c.count_prefix("a") == 0
         ending.go.set()
         assert await td is False
         assert await c.durable.head(COLD_MARKER + "a") == 0

@@ -11,7 +11,9 @@ import asyncio
 import re
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from statekeeper import StateStore
@@ -75,3 +77,27 @@ def test_a_timeline_after_a_seq_starts_with_the_stay_open_there(
     url = _store(tmp_path / "store.db")
     rows = _rows(runner, "--db", url, "--after", "9")
     assert rows == [("≤9", _at(4), "completed"), ("10", _at(5), "idle")]
+
+
+def test_a_timeline_in_json_loads_nothing(
+    tmp_path: Path, runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--json`` prints the events, not the timeline: the load of the stay open at
+    the first event (only the timeline draws it) is not made. Was: one ``load`` at
+    ``--after``'s seq, its result thrown away."""
+    url = _store(tmp_path / "store.db")
+    plain = runner.invoke(app, ["history", "k/a", "--db", url, "--after", "9", "--json"])
+    assert plain.exit_code == 0, plain.output
+    loads: list[object] = []
+    real = StateStore.load
+
+    async def counted(self: StateStore, *args: Any, **kwargs: Any) -> Any:
+        loads.append(kwargs.get("at_seq"))
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(StateStore, "load", counted)
+    args = ["history", "k/a", "--db", url, "--after", "9", "--timeline", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert result.output == plain.output  # (the same events)
+    assert loads == []  # was: [9]

@@ -49,3 +49,22 @@ async def test_forgetting_a_stores_own_stream_is_refused(tmp_path: Path) -> None
         async with StateStore(url, keyring=again) as store:
             report = await AuditLog(store.backend, again).verify()
             assert report.ok, report.problems  # was: B's (and A's) log forgotten
+
+
+async def test_the_plan_of_a_forget_follows_what_it_destroys(tmp_path: Path) -> None:
+    """:meth:`Keyring.forget_scopes_in` (the families a forget's audit entry names,
+    written before the keys go) refuses a store's own stream and never follows a
+    lineage to one, as :meth:`Keyring.forget_in` does. Was: it planned the audit log's
+    key of a lineage naming it (the entry said "legacy", a key the forget then left)
+    and planned a forget of the audit log itself instead of refusing it."""
+    keys = Keyring({"k1": bytes(range(32))}, data_keys=SqliteKeyVault(tmp_path / "vault.db"))
+    async with _governed(f"sqlite:///{tmp_path / 'a.db'}", keys) as a:
+        await a.save("x", {"n": 1})
+        family = await a.backend.feed_id()
+        with pytest.raises(InvalidAgentId, match="own streams"):
+            keys.forget_scopes_in(family, AUDIT)
+        keys.link("x", AUDIT)  # (a lineage naming one)
+        planned = keys.forget_scopes_in(family, "x")
+        assert planned == keys.forget_in(family, "x") == [family]
+        report = await AuditLog(a.backend, keys).verify()
+        assert report.ok, report.problems

@@ -1355,9 +1355,10 @@ class TieredBackend(Backend):
         return out
 
     async def count_agents(self) -> int:
-        """Each agent once: a demoted agent is its marker, and a marker a crash left
-        beside a durable stream (a demotion that died before its last step, the part a
-        killed rehydration copied) is not a second agent."""
+        """Each agent once, as :meth:`list_agents` lists them: a demoted agent is its
+        marker, and a marker a crash left beside a durable stream (a demotion that died
+        before its last step, the part a killed rehydration copied) is not a second
+        agent, nor a demotion's claim beside no stream (the agent deleted under it)."""
         self._check_open()
         count = await self.durable.count_agents()
         if self.cold is None:
@@ -1365,27 +1366,41 @@ class TieredBackend(Backend):
         return count - await self._doubled("")
 
     async def _doubled(self, prefix: str) -> int:
-        """Markers of agents under ``prefix`` that also have a durable stream (each
-        counted twice by the durable tier): one listing of the markers, one batch of
-        head reads per page of them."""
+        """Markers of agents under ``prefix`` the durable tier counts that are no agent
+        of their own (:meth:`list_agents` skips them): beside a durable stream (its
+        agent counted already), or a demotion's claim (:func:`_is_claim`) or an
+        unreadable marker beside none. One listing of the markers, two batches of head
+        reads per page of them."""
         start = COLD_MARKER + prefix
         doubled = 0
-        if prefix and await self.durable.head(start) > 0:  # (listings start after it)
-            doubled += await self.durable.head(prefix) > 0
         after = start
+        if prefix and await self.durable.head(start) > 0:  # (listings start after it)
+            doubled += await self._not_agents([start])
         while True:
             page = await self.durable.list_agents(after=after, limit=_PAGE)
-            ids = [
-                info.agent_id[len(COLD_MARKER) :]
-                for info in page
-                if info.agent_id.startswith(start)
-            ]
-            if ids:
-                heads = await self.durable.read_heads(ids)
-                doubled += sum(head is not None for head in heads)
-            if len(ids) < _PAGE:
+            markers = [info.agent_id for info in page if info.agent_id.startswith(start)]
+            if markers:
+                doubled += await self._not_agents(markers)
+            if len(markers) < _PAGE:
                 return doubled
             after = page[-1].agent_id
+
+    async def _not_agents(self, markers: list[str]) -> int:
+        """How many of ``markers`` (durable marker ids) :meth:`list_agents` lists no
+        agent for: a durable stream beside it (the agent listed once, from it), or a
+        claim or unreadable marker beside none (see :meth:`_demoted`)."""
+        heads = await self.durable.read_heads([m[len(COLD_MARKER) :] for m in markers])
+        bodies = await self.durable.read_heads(markers)
+        out = 0
+        for head, mark in zip(heads, bodies, strict=True):
+            if head is not None:
+                out += 1
+                continue
+            if mark is None:  # (deleted meanwhile: left as the durable tier counted)
+                continue
+            body = marker_body([mark])
+            out += body is None or _is_claim(body | {"_seq": mark.seq})
+        return out
 
     async def count_prefix(self, prefix: str) -> int:
         """Agents whose id starts with ``prefix``, demoted ones included: a demoted

@@ -239,7 +239,8 @@ def history(
                         raise
                     compacted.append(exc.base_seq)
                     await read(exc.base_seq)
-            if timeline and events and events[0].seq > 1:  # the stay open when they start
+            # the stay open when they start: the timeline draws it (--json prints events)
+            if timeline and not json_out and events and events[0].seq > 1:
                 before = await store.load(agent, at_seq=events[0].seq - 1)
                 if before.fsm_state is not None:
                     opening.append((before.seq, before.fsm_state, before.state_entered_at))

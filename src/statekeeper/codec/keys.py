@@ -485,7 +485,10 @@ class Keyring:
     ) -> list[str]:
         """The families (``"legacy"``) whose key of the agent :meth:`forget_in` would
         destroy now, destroying nothing (what a forget's audit entry, written before the
-        keys go, names)."""
+        keys go, names): the same refusal of a store's own stream, and the same lineage
+        (never one of those: was followed here, the entry naming a "legacy" key the
+        forget then left)."""
+        _forgettable(agent_id)
         scoped = self.scoped
         if family is None or scoped is None:
             vault = self.data_keys
@@ -494,7 +497,7 @@ class Keyring:
             return [keyscope.LEGACY] if live else []
         lineage = getattr(scoped, "lineage", None)
         linked: set[str] = lineage(agent_id) if lineage is not None else set()
-        ids = [*sorted(linked), agent_id]
+        ids = [*sorted(i for i in linked if i[:1] != "\x01"), agent_id]
         return keyscope.scopes_of(keyscope.forget_plan(self, scoped, family, ids, fingerprints))
 
     def adopt_in(self, family: str | None, copied: list[tuple[str, bytes]]) -> list[str]:

@@ -452,6 +452,12 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
             return
         self._closed = True
         self._watchdog.close()
+        if self._end.dead():  # (its loop closed under it: nothing of it can run again)
+            self._end.bury(
+                "was closed after the event loop it ran on was closed (a LangGraph saver's"
+                " own loop, or a loop per job)"
+            )
+            return
         await self._end.stop()
         await self._feed.close()
         if self._replica is not None:

@@ -155,20 +155,51 @@ class LoopEnd:
         ``RuntimeError: Event loop is closed`` (the pool growing), or waited
         ``retry_timeout`` for a connection the dead loop's workers would never make
         (30 s, then a ``BackendError`` blaming the server)."""
-        stop = self._stop
-        if stop is None or stop.done() or not stop.get_loop().is_closed():
+        if not self.dead():
             return
-        dead = stop.get_loop()
-        for task in [t for t in _OWN if t.get_loop() is dead]:  # (they never run again:
-            task._log_destroy_pending = False  # type: ignore[attr-defined]  # no report)
-        backend = self._backend
-        backend._closed = True
-        backend._closed_why = (
+        self.bury(
             "was closed when the event loop it ran on was closed, with its connections "
             "(a loop closed without asyncio.run's end). A store serves one event loop: "
             "open a new store in this one"
         )
-        backend._check_open()  # (raises)
+        self._backend._check_open()  # (raises)
+
+    def dead(self) -> bool:
+        """Was the loop the backend's pool runs on closed without being ended (see
+        :meth:`check_loop`; a LangGraph saver's own loop, closed by ``saver.close()``
+        with a store it was given still open, too)?"""
+        stop = self._stop
+        return stop is not None and not stop.done() and stop.get_loop().is_closed()
+
+    def bury(self, why: str) -> None:
+        """(The pool's loop is :meth:`dead`.) The backend is closed, ``why``, without
+        that loop: its tasks (the pools' workers and scheduler, the watcher), which never
+        run again, are closed here quietly — was: ``close()`` from another loop raised
+        an untyped ``RuntimeError: Event loop is closed``, and each task's coroutine,
+        closed by the garbage collector, printed that error once more — and the pools'
+        idle connections are ended (libpq's ``finish``: no loop needed)."""
+        dead = self._stop.get_loop() if self._stop is not None else None
+        backend = self._backend
+        backend._closed = True
+        backend._closed_why = why
+        pools = [backend._pool]
+        if backend._replica is not None:
+            pools.append(backend._replica.pool)
+        tasks = [t for t in _OWN if t.get_loop() is dead]  # (they never run again)
+        # and the pool schedulers' waits (wait_for's task of their Event.wait)
+        events = [getattr(getattr(pool, "_sched", None), "_event", None) for pool in pools]
+        for task in asyncio.all_tasks(dead) if dead is not None else ():
+            frame = getattr(task.get_coro(), "cr_frame", None)
+            if frame is not None and any(frame.f_locals.get("self") is e for e in events if e):
+                tasks.append(task)
+        for task in tasks:
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+            with contextlib.suppress(Exception):  # (its waits cancelled: a closed loop)
+                task.get_coro().close()
+        for pool in pools:
+            for conn in list(getattr(pool, "_pool", ())):  # (psycopg_pool's idle ones)
+                with contextlib.suppress(Exception):
+                    conn.pgconn.finish()
 
     async def stop(self) -> None:
         """The backend was closed: the watcher ends (on its loop, when that is running)."""

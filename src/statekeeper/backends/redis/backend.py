@@ -2009,6 +2009,13 @@ class RedisBackend(Backend):
         if self._closed:
             return
         self._closed = True
+        first = self._loop
+        if first is not None and first.is_closed():
+            # its connections belong to a loop closed under it (a LangGraph saver's own
+            # loop, closed with a store it was given still open; a loop per job): they
+            # cannot be closed from here, and die with it. Was: an untyped
+            # RuntimeError ("Event loop is closed") from redis-py
+            return
         await self._client.aclose()
 
     # -- the change feed (see .feed) -------------------------------------------------
