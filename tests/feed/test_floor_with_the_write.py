@@ -25,6 +25,7 @@ from statekeeper.cli.transfer import import_agents
 from statekeeper.errors import FeedPositionCompacted
 from statekeeper.feed import ProjectionRunner
 from statekeeper.governance.backup import BackupKey, restore
+from statekeeper.store.feed_cursor import FeedCursor
 
 from ..backends._services import fresh_url
 from .test_restored_compacted_feed import _models, _source
@@ -52,8 +53,9 @@ def _hooked(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, reader: Rea
     return met
 
 
-async def _subscriber_from(store: StateStore, position: int) -> None:
-    """A plain subscriber behind the writes (an int position: no feed id to refuse)."""
+async def _subscriber_from(store: StateStore, position: FeedCursor) -> None:
+    """A plain subscriber behind the writes (a cursor without a feed id: nothing to
+    refuse with FeedChanged after the restore renewed the id)."""
     async for event in store.subscribe(position, stop_at_head=True):
         # before: keep/x's kept events (seq 22 on) delivered here, onto nothing
         assert event.agent_id != "keep/x" or event.seq == 1, event
@@ -86,19 +88,21 @@ async def test_a_projection_caught_up_inside_an_import_gets_feed_position_compac
             assert ("completed", "idle", 3) not in (await _models(runner))["transitions"]
 
 
-@pytest.mark.parametrize("target", ["sqlite", "postgresql", "redis", "memory"])
+@pytest.mark.parametrize("target", ["sqlite", "postgresql", "redis", "redis-sharded", "memory"])
 async def test_a_subscriber_reading_inside_a_restore_gets_feed_position_compacted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
 ) -> None:
-    """SQLite takes the image path (one bulk copy), the others the record path."""
+    """SQLite takes the image path (one bulk copy), the others the record path; on a
+    sharded Redis the floor of the agent's shard."""
     (tmp_path / "src").mkdir()
     (tmp_path / "dst").mkdir()
     _, made, _ = await _source(tmp_path / "src")
-    with fresh_url(target, tmp_path / "dst") as url:
+    with fresh_url(target.removesuffix("-sharded"), tmp_path / "dst") as url:
+        url += "&shards=4" if target.endswith("-sharded") else ""
         async with StateStore(url) as store:
             await store.save("gone/a", {"n": 1})
             await store.delete("gone/a")  # (a restore takes a store without agents)
-            _, before = await store.feed_bounds()
+            before = FeedCursor((await store.feed_cursor_bounds()).head.positions)
 
             async def subscriber(store: StateStore) -> None:
                 await _subscriber_from(store, before)
