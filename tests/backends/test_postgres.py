@@ -379,14 +379,16 @@ async def test_a_compacted_stream_whose_reply_is_lost_is_settled_exactly_once(
         real = backend._from_base_once
         calls = 0
 
-        async def flaky(created: AppendRequest, base: RawSnapshot, kept: KeptKeys) -> AppendResult:
+        async def flaky(
+            created: AppendRequest, base: RawSnapshot, kept: KeptKeys, floor: bool
+        ) -> AppendResult:
             nonlocal calls
             calls += 1
             if calls == 1:
                 if landed:
-                    await real(created, base, kept)  # the commit happens...
+                    await real(created, base, kept, floor)  # the commit happens...
                 raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return await real(created, base, kept)
+            return await real(created, base, kept, floor)
 
         monkeypatch.setattr(backend, "_from_base_once", flaky)
         made = await backend.append_from_base(request("a", 3, 2, key="k"), snapshot(3))

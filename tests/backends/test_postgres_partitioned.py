@@ -246,6 +246,7 @@ CROSS_AGENT = {
     "feed_read",
     "feed_floor",
     "feed_trim",
+    "feed_floor_over",
     "feed_trimmed",
     "feed_handed_out",
     "feed_position",

@@ -69,7 +69,9 @@ def no_appends(store: StateStore) -> list[str]:
 async def record_path(db: Path, files: list[Path], bkey: BackupKey) -> None:
     async with StateStore(f"sqlite:///{db}", keyring=keyring()) as dst:
 
-        async def no_bulk_copy(image: str, expected: tuple[int, int, int]) -> bool:
+        async def no_bulk_copy(
+            image: str, expected: tuple[int, int, int], *, raise_floor: bool = False
+        ) -> bool:
             return False
 
         dst.backend.import_image = no_bulk_copy  # type: ignore[method-assign]

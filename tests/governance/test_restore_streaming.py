@@ -85,7 +85,9 @@ async def test_restore_appends_at_most_a_batch_of_records_at_once(tmp_path: Path
             finally:
                 under_way -= sum(sizes)
 
-        async def no_bulk_copy(image: str, expected: tuple[int, int, int]) -> bool:
+        async def no_bulk_copy(
+            image: str, expected: tuple[int, int, int], *, raise_floor: bool = False
+        ) -> bool:
             return False  # the record path: what an engine without a bulk copy gets
 
         dst.backend.append = counted  # type: ignore[method-assign]

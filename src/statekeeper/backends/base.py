@@ -523,14 +523,18 @@ class Backend(abc.ABC):
         default): a backup then reads rows (:meth:`export_rows`)."""
         return False
 
-    async def import_image(self, image: str, expected: tuple[int, int, int]) -> bool:
+    async def import_image(
+        self, image: str, expected: tuple[int, int, int], *, raise_floor: bool = False
+    ) -> bool:
         """Write the streams of ``image`` (a SQLite store file a restore decrypted and
         checked: every record opened with this store's keys, every head tag its own)
         into this store, which holds no stream yet, as the engine's own bulk copy (no
         row read into Python, :mod:`~.sqlite_import`); ``expected`` is what the restore
         checked (agents, events, snapshots). False, nothing written, when the engine
         cannot (the default) or the store holds a stream: the restore then appends the
-        records one stream at a time."""
+        records one stream at a time. ``raise_floor``: the change feed's floor raised
+        through the first event of each stream compacted by retention in the same
+        write, as :meth:`append_from_base` does for one."""
         return False
 
     async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
@@ -637,7 +641,12 @@ class Backend(abc.ABC):
         return list(await asyncio.gather(*(one(a) for a in agent_ids)))
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         """Create ``request.agent_id`` as a stream compacted at ``base.seq`` — what
         :meth:`prune` leaves: the snapshot ``base`` is its base, no event at or below it
@@ -650,6 +659,15 @@ class Backend(abc.ABC):
         first of ``request.events``, which then carries no key of its own) — in the
         same write, stored as given. A restore of a backup of a retained stream writes
         it so.
+
+        ``raise_floor`` (an engine with a change feed): the feed's floor is raised
+        through the position of the first event written (in the agent's shard), in
+        the SAME atomic write — the stream enters the feed without its history, so a
+        subscriber behind it must get :class:`~statekeeper.errors.FeedPositionCompacted`
+        (rebuild from the states), never its kept events folded onto nothing. Raised
+        after the write instead (a second step), a subscriber that read the feed in
+        between delivered them and moved past the floor, silently
+        (:func:`~statekeeper.store.feed_retention.from_base_floored`).
         :class:`~statekeeper.errors.ConflictError` (nothing written) when the agent
         exists. Capability ``BASE_IMPORT``; the default refuses.
         """

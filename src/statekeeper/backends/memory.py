@@ -198,9 +198,15 @@ class MemoryBackend(Backend):
         return earlier if earlier is not None else self._commit(request)
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
-        # the checks, then the stream made and committed with no await between
+        # the checks, then the stream made and committed (and the feed's floor raised
+        # through its first event: Backend.append_from_base) with no await between
         self._check()
         validate_from_base(request, base, kept_keys)
         existing = self._streams.get(request.agent_id)
@@ -213,7 +219,10 @@ class MemoryBackend(Backend):
         now = self.clock()
         stream.keys.update((name, (first, last, now)) for name, first, last in kept_keys)
         self._streams[request.agent_id] = stream
-        return self._commit(request)
+        result = self._commit(request)
+        if raise_floor:  # (its events took the last positions)
+            self._trim_feed(self._feed_last - len(request.events) + 1)
+        return result
 
     def _check_append(self, request: AppendRequest) -> AppendResult | None:
         """The checks of one append, before anything is written: its fence; an earlier
@@ -384,6 +393,9 @@ class MemoryBackend(Backend):
 
     async def trim_feed(self, through: int) -> int:
         self._check()
+        return self._trim_feed(through)
+
+    def _trim_feed(self, through: int) -> int:
         i = bisect.bisect_right(self._feed_positions, through)
         del self._feed_positions[:i]
         del self._feed_refs[:i]

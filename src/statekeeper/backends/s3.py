@@ -1117,10 +1117,16 @@ class S3Backend(Backend):
         return await super().append_batch(requests)
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         """Create a stream compacted at ``base`` in one object write: its first commit,
-        created only if absent (as every commit), holds the base snapshot too."""
+        created only if absent (as every commit), holds the base snapshot too
+        (``raise_floor``: no change feed here, nothing to raise)."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
         return await self._run(self._from_base_sync, request, base, tuple(kept_keys))

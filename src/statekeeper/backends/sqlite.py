@@ -2842,7 +2842,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
 
     def _from_base_sync(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys
+        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys, raise_floor: bool
     ) -> AppendResult:
         with self._writing(request.agent_id) as conn:
             # a new stream's head claimed (refused if the agent exists), its events
@@ -2855,16 +2855,27 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 " VALUES (?, ?, ?, ?, ?)",
                 [(request.agent_id, name, first, last, now) for name, first, last in kept_keys],
             )
+            if raise_floor:  # in the same transaction (Backend.append_from_base)
+                first = sqlite_feed.feed_position(conn, request.agent_id, base.seq + 1)
+                if first is not None:
+                    sqlite_feed.trim_feed(conn, first)
         return result
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
         validate_from_base(request, base, kept_keys)
         kept = tuple(kept_keys)
-        result: AppendResult = await self._write(self._from_base_sync, request, base, kept)
+        result: AppendResult = await self._write(
+            self._from_base_sync, request, base, kept, raise_floor
+        )
         return result
 
     async def close(self) -> None:

@@ -413,26 +413,30 @@ class SQLiteAdmin(SQLitePart):
         await asyncio.to_thread(copy)
         return True
 
-    def _import_image_sync(self, image: str, expected: Counts) -> bool:
+    def _import_image_sync(self, image: str, expected: Counts, raise_floor: bool) -> bool:
         conn = self._writer
         assert conn is not None
         with translated(self.path):  # outside a transaction: SQLite's rule for ATTACH
             conn.execute("ATTACH ? AS image", (read_only_uri(image),))
         try:
             with self._writing() as writer:
-                return import_image(writer, expected)
+                return import_image(writer, expected, raise_floor)
         finally:
             with translated(self.path):
                 conn.execute("DETACH image")
 
-    async def import_image(self, image: str, expected: Counts) -> bool:
+    async def import_image(
+        self, image: str, expected: Counts, *, raise_floor: bool = False
+    ) -> bool:
         """The streams of a checked store image, by SQLite alone in ONE write
         transaction on the writer thread (:func:`~.sqlite_import.import_image`)."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
         if self.readonly:
             return False
-        done: bool = await self._write(self._import_image_sync, image, expected, inline=False)
+        done: bool = await self._write(
+            self._import_image_sync, image, expected, raise_floor, inline=False
+        )
         return done
 
     async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:

@@ -35,7 +35,7 @@ import sqlite3
 import time
 
 from ..errors import BackupCorrupt
-from .sqlite_feed import _FEED_SCHEMA
+from .sqlite_feed import _FEED_SCHEMA, trim_feed
 
 __all__ = ["KEY_MADE_LATER", "Counts", "import_image", "stray_key", "stray_reason", "stray_row"]
 
@@ -106,12 +106,14 @@ def _import_keys(conn: sqlite3.Connection) -> None:
     conn.execute(_KEYS.format(made=made), {"now": time.time()})
 
 
-def import_image(conn: sqlite3.Connection, expected: Counts) -> bool:
+def import_image(conn: sqlite3.Connection, expected: Counts, raise_floor: bool = False) -> bool:
     """Write the streams of the image attached to ``conn`` as ``image`` into its main
     database, inside the caller's write transaction (see the module documentation).
     False, nothing written, when the target holds any stream row; a count other than
     ``expected`` raises :class:`~statekeeper.errors.BackupCorrupt` (the caller's
-    transaction rolls back)."""
+    transaction rolls back). ``raise_floor``: the feed's floor through the first event
+    of every stream compacted by retention, in the same transaction
+    (:func:`_floor_over_bases`)."""
     for table in _TABLES:
         if conn.execute(f"SELECT 1 FROM main.{table} LIMIT 1").fetchone() is not None:
             return False
@@ -134,7 +136,30 @@ def import_image(conn: sqlite3.Connection, expected: Counts) -> bool:
             f"they are not what the restore checked: wrote {written[:3]}"
             f" (agents, events, snapshots), checked {list(expected)}",
         )
+    if raise_floor:
+        _floor_over_bases(conn)
     return True
+
+
+#: the newest position of a compacted stream's first event (the target held no stream:
+#: every stream is the image's; a deleted agent's older rows of the same id are below)
+_FIRST_OF_COMPACTED = """
+SELECT max(f.position) FROM main.sk_feed f
+JOIN (SELECT agent_id, min(seq) AS first FROM main.sk_events GROUP BY agent_id) c
+  ON c.agent_id = f.agent_id AND c.first = f.seq
+WHERE c.first > 1
+"""
+
+
+def _floor_over_bases(conn: sqlite3.Connection) -> None:
+    """Raise the feed's floor through the first event of each stream written from its
+    base (:meth:`~statekeeper.backends.base.Backend.append_from_base` with
+    ``raise_floor``, for all of them at once): in the copy's own transaction, so no
+    subscriber reads their kept events without the floor over them (the restore's
+    trim after the copy left a window where one folded them onto nothing)."""
+    (through,) = conn.execute(_FIRST_OF_COMPACTED).fetchone()
+    if through is not None:
+        trim_feed(conn, int(through))
 
 
 def stray_row(conn: sqlite3.Connection, table: str, schema: str = "main") -> tuple[str, str] | None:

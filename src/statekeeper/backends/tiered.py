@@ -1009,7 +1009,12 @@ class TieredBackend(Backend):
                 await self._drop_hot(agent_id)
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         """Create the compacted stream in the durable tier (a demoted agent exists: a
         conflict, as anywhere); the hot copy is filled on the next read."""
@@ -1025,7 +1030,9 @@ class TieredBackend(Backend):
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
-            result = await self.durable.append_from_base(request, base, kept_keys)
+            result = await self.durable.append_from_base(
+                request, base, kept_keys, **({"raise_floor": True} if raise_floor else {})
+            )
             if self.hot is not None:
                 await self._drop_hot(agent_id)  # whatever an older process left there
         return result

@@ -26,6 +26,7 @@ async def write_agent(
     """Write the agent's events after the ``stored`` first ones (0: create it);
     ``last``: set to the last one written, as the store keeps it (seq, checksum)."""
     if not stored and agent.base is not None:  # compacted at its base, as the source
+        from ..governance.hooks import is_store_admin
         from ..store.based import create_from_base
 
         first = agent.events[0]
@@ -41,6 +42,9 @@ async def write_agent(
             idempotency_key=first.get("key"),
             actor=first.get("actor"),
             schema_version=first.get("v"),
+            # the feed's floor over it in the same write: a subscriber reading between
+            # this write and the import's floor step folded its events onto nothing
+            raise_floor=is_store_admin(store),
         )
     elif not stored:
         first = agent.events[0]

@@ -494,10 +494,17 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         return await self.inner.unlisted_agents()  # a backup's one scan: untimed
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         # a restore of a compacted stream (one call per such stream): the engine's own
-        return await self.inner.append_from_base(request, base, kept_keys)
+        return await self.inner.append_from_base(
+            request, base, kept_keys, **({"raise_floor": True} if raise_floor else {})
+        )
 
     async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
         # a backup's file copy (one call per backup): the engine's own, untimed
@@ -510,9 +517,12 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         # a backup's page image (one call per backup): the engine's own, untimed
         return await self.inner.page_snapshot(prefix)
 
-    async def import_image(self, image: str, expected: tuple[int, int, int]) -> bool:
+    async def import_image(
+        self, image: str, expected: tuple[int, int, int], *, raise_floor: bool = False
+    ) -> bool:
         # a restore's bulk copy of a checked image (one call per restore): untimed
-        return await self.inner.import_image(image, expected)
+        floor = {"raise_floor": True} if raise_floor else {}
+        return await self.inner.import_image(image, expected, **floor)
 
     async def copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any] | None:
         # a backup's bulk export (one call per backup): the engine's own, untimed

@@ -25,6 +25,7 @@ from ..backends.base import Capability
 from ..records import AppendResult, RawSnapshot, Snapshot
 from .body import SNAPSHOT_TYPE, snapshot_body
 from .compaction import marked
+from .feed_retention import from_base_floored
 from .namespaced import stored_id
 from .state import AgentRecord
 from .writes import check_event_type, check_write_options, event_info
@@ -47,9 +48,12 @@ async def create_from_base(
     idempotency_key: str | None = None,
     actor: str | None = None,
     schema_version: int | None = None,
+    raise_floor: bool = False,
 ) -> AppendResult:
     """Create ``agent_id`` compacted at ``base.seq``: the base state ``base`` and the
-    event (seq ``base.seq + 1``) of ``event_type`` with ``info`` and ``ops``.
+    event (seq ``base.seq + 1``) of ``event_type`` with ``info`` and ``ops``; with
+    ``raise_floor`` (an import by a store admin), the change feed's floor raised through
+    that event in the same write (:func:`.feed_retention.from_base_floored`).
     :class:`~statekeeper.errors.ConflictError` (nothing written) when it exists;
     :class:`~statekeeper.errors.CapabilityUnsupported` on an engine that cannot."""
     store.backend.require(Capability.BASE_IMPORT, "to create an agent from a base snapshot")
@@ -94,6 +98,6 @@ async def create_from_base(
             actor,
             schema_version,
         )
-        result = await store.backend.append_from_base(request, raw)
+        result = await from_base_floored(store.backend, request, raw, raise_floor=raise_floor)
     store._reads.forget(stored)  # (nothing cached of it: read it as stored)
     return result

@@ -17,12 +17,14 @@ still offers their range.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import Backend, Capability
+from ..backends.base import Backend, Capability, KeptKeys
 from ..errors import StatekeeperError
+from ..records import AppendRequest, AppendResult, RawSnapshot
 from .feed import feed_bounds_per_shard, feed_shards
 from .feed_cursor import FeedCursor
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LookedAhead",
     "behind",
+    "from_base_floored",
     "has_feed",
     "look_ahead",
     "raised",
@@ -169,3 +172,39 @@ async def trim_below_bases(store: StateStore, bases: dict[str, int]) -> FeedCurs
     if floor is not None:
         await trim_removed(store, floor)
     return floor
+
+
+async def from_base_floored(
+    backend: Backend,
+    request: AppendRequest,
+    base: RawSnapshot,
+    kept: KeptKeys = (),
+    *,
+    raise_floor: bool,
+) -> AppendResult:
+    """``backend.append_from_base`` for a restore or an import: with ``raise_floor``
+    (a store admin's write, on an engine with a feed) the feed's floor goes through the
+    stream's first event IN the same atomic write. :func:`trim_below_bases` after the
+    writes stays (the agents an earlier run left, an engine written before the
+    argument), but alone it left a window: a subscriber reading the feed between the
+    write and the trim folded the kept events onto nothing and moved past the floor,
+    never told (``FeedPositionCompacted`` only meets a cursor below it)."""
+    if raise_floor and has_feed(backend) and _takes_floor(type(backend)):
+        return await backend.append_from_base(request, base, kept, raise_floor=True)
+    if kept:
+        return await backend.append_from_base(request, base, kept)
+    return await backend.append_from_base(request, base)  # (engines before kept_keys)
+
+
+def _takes_floor(engine: type[Backend]) -> bool:
+    """Whether an engine's ``append_from_base`` takes ``raise_floor`` (one written
+    before it does not: the trim after the writes is all it gets)."""
+    taken = _TAKES.get(engine)
+    if taken is None:
+        taken = _TAKES[engine] = (
+            "raise_floor" in inspect.signature(engine.append_from_base).parameters
+        )
+    return taken
+
+
+_TAKES: dict[type[Backend], bool] = {}

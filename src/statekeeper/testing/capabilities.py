@@ -241,6 +241,23 @@ class CapabilityConformance(Contract):
         assert [e.seq for e in await backend.read("a")] == [7]
         assert await backend.latest_snapshot("a") == snapshot(6)
 
+    async def test_append_from_base_raises_the_feed_floor_in_the_same_write(
+        self, backend: Backend
+    ) -> None:
+        """``raise_floor``: the feed's floor through the stream's first event in the write
+        itself (a restore's, an import's): a reader behind it meets the floor, never
+        the kept events alone; without it the floor stays."""
+        _needs(backend, Capability.BASE_IMPORT)
+        _needs(backend, Capability.FEED)
+        await backend.append(request("w", 0, 2))
+        await backend.append_from_base(request("b", 3, 1), snapshot(3))
+        floor, before = await backend.feed_bounds()
+        assert before >= 3 and floor == 0
+        await backend.append_from_base(request("a", 3, 2), snapshot(3), raise_floor=True)
+        floor, head = await backend.feed_bounds()
+        assert before < floor < head
+        assert [(r.agent_id, r.event.seq) for r in await backend.read_feed(0)] == [("a", 5)]
+
     async def test_append_from_base_writes_the_kept_keys_prune_leaves(
         self, backend: Backend
     ) -> None:

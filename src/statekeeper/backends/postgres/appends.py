@@ -46,6 +46,7 @@ from ..base import (
 from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
 from .connection import kept_cursor, transient
 from .deletes import refusal
+from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
 
@@ -125,11 +126,16 @@ class Appends(PostgresPart):
         return self._result(request, row)
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         """``sk_append`` as for a new stream (its events from ``base.seq + 1``: the
         head row inserted, refused if the agent exists) and the base snapshot, in one
-        transaction."""
+        transaction (with ``raise_floor``, the feed's floor too: :func:`.feed.floor_over`)."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
         if (refused := oversize((request,), len(base.payload))) is not None:
@@ -146,7 +152,7 @@ class Appends(PostgresPart):
             if tries > 1 and await self._landed(created):  # an earlier try committed:
                 # its reply was lost, so sending it again would meet its own stream
                 return AppendResult(request.agent_id, request.events[0].seq, request.events[-1].seq)
-            return await self._from_base_once(created, base, kept)
+            return await self._from_base_once(created, base, kept, raise_floor)
 
         result: AppendResult = await self._retrying("append_from_base", op)
         self._wrote()
@@ -154,7 +160,7 @@ class Appends(PostgresPart):
         return result
 
     async def _from_base_once(
-        self, created: AppendRequest, base: RawSnapshot, kept: KeptKeys
+        self, created: AppendRequest, base: RawSnapshot, kept: KeptKeys, raise_floor: bool
     ) -> AppendResult:
         """One try of :meth:`append_from_base`: the new stream's events and its base
         snapshot in one transaction (a conflict raises: rolled back)."""
@@ -163,20 +169,12 @@ class Appends(PostgresPart):
             row = await cur.fetchone()
             assert row is not None
             result = self._result(created, row)
-            await conn.execute(
-                self._sql["snap_save"],
-                (
-                    created.agent_id,
-                    base.seq,
-                    base.timestamp,
-                    base.payload,
-                    base.checksum,
-                    created.agent_id,
-                    base.seq,
-                ),
-            )
+            snap = (created.agent_id, base.seq, base.timestamp, base.payload, base.checksum)
+            await conn.execute(self._sql["snap_save"], (*snap, created.agent_id, base.seq))
             for name, first, last in kept:
                 await conn.execute(self._sql["key_keep"], (created.agent_id, name, first, last))
+            if raise_floor:
+                await floor_over(conn, self._sql["feed_floor_over"], created.agent_id, base.seq)
         return result
 
     async def append_batch(

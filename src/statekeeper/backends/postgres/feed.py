@@ -46,7 +46,7 @@ from ...records import FeedRecord, RawEvent
 if TYPE_CHECKING:
     from .backend import PostgresBackend
 
-__all__ = ["LISTENER_RECHECK", "LISTENING", "NOTIFY_GAP", "FeedReader"]
+__all__ = ["LISTENER_RECHECK", "LISTENING", "NOTIFY_GAP", "FeedReader", "floor_over"]
 
 #: seconds between two NOTIFYs sent by one process (coalescing)
 NOTIFY_GAP = 0.01
@@ -246,3 +246,20 @@ class FeedReader:
             with contextlib.suppress(Exception):
                 await self._listener.close()
             self._listener = None
+
+
+async def floor_over(
+    conn: psycopg.AsyncConnection[Any], query: bytes, agent_id: str, base: int
+) -> None:
+    """Raise ``sk_feed_floor`` through the position of ``agent_id``'s event ``base + 1``
+    inside the caller's transaction: the one writing a stream compacted at ``base``
+    (``append_from_base(raise_floor=True)``). A reader's ``feed_read`` is one statement,
+    so it sees those events with the floor over them, or neither; the floor row's lock
+    is held to the commit (trims wait; appends never take it). A role that may not
+    update the floor (a tenant's, under row security) leaves it, in a savepoint: the
+    caller's warning says so."""
+    try:
+        async with conn.transaction():
+            await conn.execute(query, (agent_id, base + 1))
+    except psycopg.errors.InsufficientPrivilege:
+        pass

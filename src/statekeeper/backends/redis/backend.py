@@ -1128,18 +1128,27 @@ class RedisBackend(Backend):
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     async def append_from_base(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys = ()
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
     ) -> AppendResult:
         """The agent made as :meth:`prune` leaves a stream (base snapshot, base field
-        ``b``, the events after it) in one script, refused if the agent exists. A try
-        whose reply was lost is settled by looking (as :meth:`_landed` does for an
-        append): sent again, it would meet its own stream as a conflict."""
+        ``b``, the events after it) in one script, refused if the agent exists (with
+        ``raise_floor``, its shard's feed floor raised through its first event in the
+        same script). A try whose reply was lost is settled by looking (as
+        :meth:`_landed` does for an append): sent again, it would meet its own stream
+        as a conflict."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
         if not self._reached:
             await self.open()
         keys, args = self._append_call(request)
         keys = [*keys[:3], *keys[4:]]  # no lease: a new stream takes no fence
+        if raise_floor and self.feed:
+            keys.append(self._agent(request.agent_id).shard.feed_floor)
         kept = [str(v) for k in kept_keys for v in k]
         args = [str(base.seq), pack_snapshot(base), str(len(kept_keys)), *kept, *args]
         first, last = request.events[0].seq, request.events[-1].seq

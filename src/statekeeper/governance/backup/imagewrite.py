@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...errors import BackupCorrupt
+from ..hooks import is_store_admin
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -55,7 +56,12 @@ async def write_image(
         ),
     )
     try:
-        done = await store.backend.import_image(image, counts)
+        # the feed's floor over the compacted streams in the copy's own transaction
+        # (a store admin's restore: restoretarget.floor_over_bases says why)
+        floor = is_store_admin(store) and any(p.compacted for p in chosen)
+        done = await store.backend.import_image(
+            image, counts, **({"raise_floor": True} if floor else {})
+        )
     except BackupCorrupt as exc:
         raise BackupCorrupt(path, exc.what, exc.reason) from None
     return len(chosen) if done else None

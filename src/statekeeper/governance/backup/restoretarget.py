@@ -127,7 +127,11 @@ async def floor_over_bases(
     rebuilt from position 0 folds their kept events onto nothing and counts none of
     what came before, silently unlike the source's live one (whose feed retention
     trimmed). Left alone, as retention leaves it, by a principal that may not trim the
-    feed every tenant shares (a warning says so, naming a stream).
+    feed every tenant shares (a warning says so, naming a stream). A store admin's
+    write of each such stream raised it already, atomically with the stream
+    (:func:`~statekeeper.store.feed_retention.from_base_floored`): this step alone left
+    a window where a subscriber read the stream without the floor over it; it stays
+    for the streams an earlier run left and engines without ``raise_floor``.
 
     ``skipped``: agents the target held already (left as they are: ``skip_existing``)
     -> the base the backup or the file gives them. Those whose stream there starts at

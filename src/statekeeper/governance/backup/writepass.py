@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from ...backends.base import Backend, KeptKeys
 from ...errors import BackupCorrupt
 from ...records import AppendRequest, RawEvent, RawSnapshot
+from ...store.feed_retention import from_base_floored
+from ..hooks import is_store_admin
 from .entries import read_entries
 from .fileformat import BackupKey, FrameReader
 
@@ -86,6 +88,7 @@ async def _write_batch(
     backend = store.backend
     steps = [_steps(*one) for one in batch]
     batched = type(backend).append_batch is not Backend.append_batch
+    floored = is_store_admin(store)
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def alone(step: _Step) -> None:
@@ -94,10 +97,8 @@ async def _write_batch(
             if request is None:
                 assert extra is not None
                 await backend.save_snapshot(agent_id, extra)
-            elif extra is not None and kept:
-                await backend.append_from_base(request, extra, kept)
-            elif extra is not None:  # (an engine written before kept_keys takes this)
-                await backend.append_from_base(request, extra)
+            elif extra is not None:  # the floor over it in the same write (a store admin)
+                await from_base_floored(backend, request, extra, kept, raise_floor=floored)
             else:
                 await backend.append(request)
             if request is not None:

@@ -269,6 +269,9 @@ SELECT floor FROM {s}.sk_feed_floor
 -- name: feed_trim
 UPDATE {s}.sk_feed_floor SET floor = greatest(floor, %s) RETURNING floor
 
+-- name: feed_floor_over
+UPDATE {s}.sk_feed_floor SET floor = greatest(floor, coalesce((SELECT position FROM {s}.sk_events WHERE agent_id = %s AND seq = %s), 0))
+
 -- name: feed_position
 SELECT position FROM {s}.sk_events WHERE agent_id = %s AND seq = %s AND position > (SELECT floor FROM {s}.sk_feed_floor)
 

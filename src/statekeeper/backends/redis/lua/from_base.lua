@@ -1,4 +1,6 @@
--- KEYS: hash, snapshot zset, index[, feed counter, feed stream]. ARGV: base seq, base
+-- KEYS: hash, snapshot zset, index[, feed counter, feed stream[, feed floor]]. With the
+-- floor key (append_from_base(raise_floor=True)) the feed's floor is raised through the
+-- first event's position in this script too: no reader sees the events without it. ARGV: base seq, base
 -- snapshot blob, the number k of kept idempotency keys and k triples (key, first, last:
 -- records of appends at or below the base), then an append as append.lua's ARGV (expected = base seq; no fence,
 -- no tag check), its events. Creates the agent as prune leaves a stream: the base
@@ -31,4 +33,11 @@ for i = 0, k - 1 do
     fmt(tonumber(ARGV[at + 1])) .. ':' .. fmt(tonumber(ARGV[at + 2])))
 end
 local last = write_append(h, sz, KEYS[3], top, KEYS[5], ARGV, a0, n, true)
+if KEYS[6] and top then
+  local first = top - n + 1
+  redis.call('XTRIM', KEYS[5], 'MINID', '0-' .. fmt(first + 1))
+  if first > tonumber(redis.call('GET', KEYS[6]) or '0') then
+    redis.call('SET', KEYS[6], fmt(first))
+  end
+end
 return {0, tonumber(ARGV[1]) + 1, last}
