@@ -207,6 +207,7 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "key_drop": ("agent-7", "k"),
     "prune_lock": ("agent-7", 1, "agent-7"),
     "prune_head_sum": ("agent-7", 3),
+    "prune_base": ("agent-7",),
     "prune_events": ("agent-7", 1),
     "prune_snaps_below": ("agent-7", 1),
     "prune_snaps": ("agent-7", [1, 2]),

@@ -462,3 +462,41 @@ async def test_another_stores_snapshots_on_the_base_a_settle_replaced_are_no_fal
             await fresh.backend.prune("a", 0, (old_base,))  # a base with none above: damage
             problems = (await fresh.verify()).problems
             assert [(p.seq, p.kind) for p in problems] == [(s, "snapshot") for s in old_rows]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_stream_compacted_to_the_replaced_row_meanwhile_keeps_it(
+    tmp_path: Path, engine: str
+) -> None:
+    """Another process's retention compacts the stream to the row settle replaces (the
+    snapshot at 14: base 14) after settle's last look at the head: the prune dropping
+    that row is refused by the engine in its own commit (it is the stream's base now),
+    and settle keeps both rows. Was: the row was removed — events up to 14 gone and no
+    base (every load of 15 or 16 raised IntegrityError)."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, snapshot_every=10) as store, StateStore(url) as other:
+            await _chat(store, "a", 0, 14)
+            assert await store.settle("a") == 14
+            await _chat(store, "a", 14, 16)
+            real = store.backend.head_tag
+            calls = 0
+
+            async def compacted(*args: Any, **kwargs: Any) -> Any:
+                nonlocal calls
+                out = await real(*args, **kwargs)
+                calls += 1
+                if calls == 2:  # (settle's last look before its prune)
+                    await apply_retention(other, RetentionPolicy.parse("* keep_last=2\n"))
+                    assert await other.backend.stream_bases(["a"]) == [14]
+                return out
+
+            store.backend.head_tag = compacted  # type: ignore[method-assign]
+            assert await store.settle("a") == 16
+            del store.backend.head_tag
+            assert calls == 2
+        async with StateStore(url, cache_size=0) as fresh:
+            assert await fresh.backend.stream_bases(["a"]) == [14]
+            assert (await fresh.backend.latest_snapshot("a", 14)) is not None
+            for seq in (14, 15, 16):
+                assert (await fresh.load("a", at_seq=seq)).data == _doc(seq)
+            assert (await fresh.verify()).problems == []

@@ -612,7 +612,12 @@ class Backend(abc.ABC):
 
         Refused with :class:`~statekeeper.errors.ConfigurationError`, nothing removed,
         unless ``0 <= base_seq < head`` and (for ``base_seq > 0``) a snapshot is stored at
-        ``base_seq``, which ``drop_snapshots`` may not name. Capability ``PRUNE``
+        ``base_seq``, which ``drop_snapshots`` may not name; nor may it name the stream's
+        current base (the seq before its first stored event, after an earlier prune) when
+        this prune keeps it (``base_seq`` at or below it, 0 included): its events are
+        gone, the snapshot is the only record of the state there. That is checked in the
+        engine's atomic step — another process may have compacted the stream since the
+        caller looked — and the error names the agent and the seq. Capability ``PRUNE``
         (retention); the default refuses.
 
         With ``head`` (the stream's head as the caller planned the prune on it) and
@@ -1520,10 +1525,18 @@ def check_prune_at(
 
 
 def check_prune(
-    agent_id: str, head: int, base_seq: int, has_base: bool, drop_snapshots: Sequence[int]
+    agent_id: str,
+    head: int,
+    base_seq: int,
+    has_base: bool,
+    drop_snapshots: Sequence[int],
+    current_base: int,
 ) -> None:
     """The preconditions of :meth:`Backend.prune`, checked by each engine inside its
-    atomic step (``has_base``: a snapshot is stored at ``base_seq``)."""
+    atomic step (``has_base``: a snapshot is stored at ``base_seq``; ``current_base``:
+    the stream's base as stored in that step — the seq before its first stored event —
+    which an engine may read only when ``drop_snapshots`` is not empty, passing 0
+    otherwise: it matters only then)."""
     if not 0 <= base_seq < head:
         raise ConfigurationError(
             f"agent {agent_id!r}: cannot prune to base seq {base_seq} with head {head}"
@@ -1533,7 +1546,16 @@ def check_prune(
             f"agent {agent_id!r}: no snapshot at seq {base_seq} to become the stream's base"
         )
     if base_seq and base_seq in drop_snapshots:
-        raise ConfigurationError(f"agent {agent_id!r}: cannot drop the base snapshot")
+        raise ConfigurationError(
+            f"agent {agent_id!r}: cannot drop the snapshot at seq {base_seq}: the prune's base"
+        )
+    if current_base >= base_seq and current_base and current_base in drop_snapshots:
+        # (compacted already, maybe by another process since the caller looked: the
+        # snapshot at its base is the only record of the state there)
+        raise ConfigurationError(
+            f"agent {agent_id!r}: cannot drop the snapshot at seq {current_base}:"
+            " it is the stream's base (its events up to it are pruned)"
+        )
 
 
 def validate_rewrite(request: RewriteRequest) -> None:

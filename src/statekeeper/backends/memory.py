@@ -164,7 +164,14 @@ class MemoryBackend(Backend):
                 has_base = (stream is not None and base in stream.snapshots) or (
                     change.snapshot is not None and change.snapshot.seq == base
                 )
-                check_prune(change.agent_id, head, base, has_base, change.drop_snapshots)
+                check_prune(
+                    change.agent_id,
+                    head,
+                    base,
+                    has_base,
+                    change.drop_snapshots,
+                    stream.base if stream is not None else 0,
+                )
         for request in requests:
             earlier = self._check_append(request)
             if earlier is not None:
@@ -511,7 +518,8 @@ class MemoryBackend(Backend):
         stored = _head_checksum(stream, head)
         check_prune_at(agent_id, head, expected, checksum, lambda: stored)
         has_base = stream is not None and base_seq in stream.snapshots
-        check_prune(agent_id, head, base_seq, has_base, drop_snapshots)
+        current_base = stream.base if stream is not None else 0
+        check_prune(agent_id, head, base_seq, has_base, drop_snapshots, current_base)
         assert stream is not None
         self._prune(stream, base_seq, drop_snapshots)
 

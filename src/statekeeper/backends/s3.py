@@ -1152,7 +1152,9 @@ class S3Backend(Backend):
         layout, meta = self._tip_layout(agent_id)
         head = int(meta["last"]) if meta is not None else 0
         stored = self._latest_sync(agent_id, base_seq) if 0 < base_seq < head else None
-        check_prune(agent_id, head, base_seq, stored is not None and stored.seq == base_seq, drop)
+        current = max(layout.base, layout.commits[0][0] - 1 if layout.commits else 0)
+        has_base = stored is not None and stored.seq == base_seq
+        check_prune(agent_id, head, base_seq, has_base, drop, current)
         commits = [c for c, _ in layout.commits]
         root = self._agent_root(agent_id)
         if base_seq >= commits[0]:

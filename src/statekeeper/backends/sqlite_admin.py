@@ -213,7 +213,15 @@ class SQLiteAdmin(SQLitePart):
             ).fetchone()
             is not None
         )
-        check_prune(agent_id, head, base_seq, has_base, drop)
+        first = (  # (the stream's base, read only when it matters)
+            conn.execute(
+                "SELECT min(seq) FROM sk_events WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            if drop
+            else None
+        )
+        current_base = int(first[0]) - 1 if first is not None and first[0] is not None else 0
+        check_prune(agent_id, head, base_seq, has_base, drop, current_base)
         if base_seq:
             conn.execute(
                 "DELETE FROM sk_events WHERE agent_id = ? AND seq <= ?",

@@ -203,11 +203,14 @@ async def _take_back(store: StateStore, agent_id: str, full: RawSnapshot) -> Non
     """Remove the snapshot ``full`` stored in a stream that is not the one it was folded
     from (its checksum, sealed with the old stream's link, is only ever this one's).
     Only a snapshot — a cache of the state — can go with it: one the other stream
-    stored at the same seq meanwhile, which its next save makes again."""
+    stored at the same seq meanwhile, which its next save makes again. Never the other
+    stream's base (compacted to that seq meanwhile: the only record of its state
+    there): the engine refuses that removal in its own step (ConfigurationError,
+    nothing removed) and the snapshot stays, the conflict reported as it is."""
     backend = store.backend
     try:
         stored = await backend.latest_snapshot(agent_id, full.seq)
         if stored is not None and stored.seq == full.seq and stored.checksum == full.checksum:
             await backend.prune(agent_id, 0, (full.seq,))
-    except StatekeeperError:  # (the conflict is what the caller reports)
+    except StatekeeperError:  # (the conflict is what the caller reports; a base refused)
         pass

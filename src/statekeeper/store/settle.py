@@ -16,7 +16,9 @@ when that one is no longer needed — the latest snapshot below the head (nothin
 stored after it is made on it: a tail names a base below itself) is removed, in a
 second write after the new row is stored, when a load of any seq between it and the
 head still replays no more than the policy's bound without it, in events and in bytes
-(the snapshot before it, or the start of a whole stream, is near enough). So settling every turn of
+(the snapshot before it, or the start of a whole stream, is near enough), and it is not
+the stream's base (the engine refuses that in the removal's own step: another process
+may have compacted the stream to it meanwhile; then both rows stay). So settling every turn of
 a chat keeps one whole state per ~``snapshot_every`` events, not one per turn. A crash
 between the two writes leaves both rows (bytes, nothing wrong); a crash before the
 first leaves today's chain.
@@ -33,7 +35,13 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from ..backends.base import Capability
-from ..errors import AgentNotFound, CapabilityUnsupported, ConflictError, IntegrityError
+from ..errors import (
+    AgentNotFound,
+    CapabilityUnsupported,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+)
 from .conditional import prune_at
 from .snapshots import mark_snapshot
 
@@ -97,8 +105,15 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
         ):
             # at the head read: a remake since the last look removes nothing (both rows
             # kept: bytes, nothing wrong), nor does an engine whose prune takes no head
-            with contextlib.suppress(ConflictError, CapabilityUnsupported):
-                await prune_at(backend, agent_id, 0, (below.seq,), head, record.checksum)
+            try:
+                with contextlib.suppress(ConflictError, CapabilityUnsupported):
+                    await prune_at(backend, agent_id, 0, (below.seq,), head, record.checksum)
+            except ConfigurationError:
+                # compacted to that row since the last look (another process's
+                # retention): the stream's base now, which the engine refuses to drop in
+                # the prune's own commit — both rows kept
+                if (await backend.stream_bases([agent_id]))[0] != below.seq:
+                    raise
         return head
 
 

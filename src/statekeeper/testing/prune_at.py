@@ -110,3 +110,36 @@ class PruneAtConformance(Contract):
             assert await backend.latest_snapshot("a") == snapshot(2, tag=b"new")
         await backend.prune("a", 2, (), 4, b"new-sum-4")
         assert await backend.read("a") == remade[2:]
+
+    async def test_prune_never_drops_the_current_base(self, backend: Backend) -> None:
+        """On a stream compacted to base 3 (its events up to 3 gone: the snapshot at 3
+        is the only record of its state there), a prune whose ``drop_snapshots`` names
+        that base — with ``base_seq`` 0 or 3, or below it — is refused
+        (ConfigurationError naming the agent and the seq, in the engine's atomic step:
+        another process may have compacted since the caller looked), nothing removed;
+        the stream still loads. Other snapshots drop as asked."""
+        _needs(backend, Capability.PRUNE)
+        await backend.append(request("a", 0, 6, snap_at=3))
+        await backend.save_snapshot("a", snapshot(5))
+        await backend.prune("a", 3)
+        assert await backend.stream_bases(["a"]) == [3]
+        for base_seq in (0, 3):
+            with pytest.raises(ConfigurationError, match=r"'a'.*\b3\b"):
+                await backend.prune("a", base_seq, (3,))
+            with pytest.raises(ConfigurationError, match=r"'a'.*\b3\b"):
+                await backend.prune("a", base_seq, (5, 3))
+        if backend.appends_together:  # (a prune committed with other writes: the same)
+            for base_seq in (0, 3):
+                change = StreamChange("a", prune_to=base_seq, drop_snapshots=(3,))
+                with pytest.raises(ConfigurationError, match=r"'a'.*\b3\b"):
+                    await backend.append_together([request("other", 0)], [change])
+            assert await backend.head("other") == 0  # nothing of the commit written
+        assert await backend.latest_snapshot("a", 3) == snapshot(3)
+        assert await backend.latest_snapshot("a") == snapshot(5)  # (nothing removed)
+        assert [e.seq for e in await backend.read("a")] == [4, 5, 6]
+        await backend.prune("a", 0, (5,))  # (not the base: dropped)
+        assert await backend.latest_snapshot("a") == snapshot(3)
+        await backend.save_snapshot("a", snapshot(5))
+        await backend.prune("a", 5, (3,), 6)  # (a new base: the old one goes anyway)
+        assert await backend.latest_snapshot("a", 4) is None
+        assert await backend.stream_bases(["a"]) == [5]

@@ -424,23 +424,23 @@ class Appends(PostgresPart):
     ) -> None:
         """``prune`` in ``conn``'s transaction (the head row locked ``FOR UPDATE``);
         ConfigurationError when its preconditions fail, ConflictError when the head is
-        not ``expected`` or its event not the record of ``checksum`` (the transaction
-        rolls back)."""
+        not ``expected`` or its event not the record of ``checksum`` (rolled back)."""
         drop = sorted(set(drop_snapshots))
         cur = await conn.execute(self._sql["prune_lock"], (agent_id, base_seq, agent_id))
         row = await cur.fetchone()
         if row is None and (refused := await refusal(self, conn, agent_id, "prune")) is not None:
             raise refused  # the head row filtered away by row-level security: not absent
         head = int(row[0]) if row is not None else 0
+        stored: bytes | None = None
         if expected is not None and checksum is not None and head == expected:
             # (under the head row's lock: no delete or append of the agent in between)
             cur = await conn.execute(self._sql["prune_head_sum"], (agent_id, head))
             found = await cur.fetchone()
             stored = bytes(found[0]) if found is not None else None
-        else:
-            stored = None
         check_prune_at(agent_id, head, expected, checksum, lambda: stored)
-        check_prune(agent_id, head, base_seq, bool(row and row[1]), drop)
+        cur = await conn.execute(self._sql["prune_base"], (agent_id,)) if drop else None
+        base = int((await cur.fetchone())[0] or 1) - 1 if cur is not None else 0  # (after the lock)
+        check_prune(agent_id, head, base_seq, bool(row and row[1]), drop, base)
         if base_seq:
             for name in ("prune_events", "prune_snaps_below"):  # (idempotency records stay)
                 await conn.execute(self._sql[name], (agent_id, base_seq))

@@ -1296,7 +1296,8 @@ class RedisBackend(Backend):
             raise ConflictError(agent_id, expected, head)
         assert change.prune_to is not None
         drop = sorted(set(change.drop_snapshots))
-        check_prune(change.agent_id, head, change.prune_to, bool(int(reply[3])), drop)
+        has_base, stored = bool(int(reply[3])), int(reply[4])
+        check_prune(change.agent_id, head, change.prune_to, has_base, drop, stored)
         raise BackendError(f"redis refused the prune of {change.agent_id!r} (reply {status})")
 
     async def _recover(self, request: AppendRequest, exc: RedisError) -> AppendResult:
@@ -1434,7 +1435,8 @@ class RedisBackend(Backend):
             assert head is not None
             raise ConflictError(agent_id, head, int(reply[1]))
         if int(reply[0]) != 0:
-            check_prune(agent_id, int(reply[1]), base_seq, bool(int(reply[2])), drop)
+            has_base, stored = bool(int(reply[2])), int(reply[3])
+            check_prune(agent_id, int(reply[1]), base_seq, has_base, drop, stored)
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace stored record bytes atomically (one script), if the head is still

@@ -2,7 +2,9 @@
 -- head ('' for any), the head event's expected checksum ('' for any: with an expected
 -- head only), then the seqs of snapshots to drop. Removes events <= base and snapshots
 -- < base (idempotency keys stay); records the base in field 'b'. Reply: {0} done |
--- {1, head, has base} refused | {2, head} the head is not the expected one, or its
+-- {1, head, has base, stored base} refused (also a drop naming the stored base 'b' that
+-- the prune keeps: the only record of the state there) | {2, head} the head is not the
+-- expected one, or its
 -- event (framed as delete.lua reads it) another record: a stream deleted and written
 -- again up to that seq since the prune was planned. An agent the index lists without
 -- a head lost its data (presence.lua): an error reply, not a refusal.
@@ -24,12 +26,16 @@ if ARGV[4] ~= '' then
 end
 local base = tonumber(ARGV[3])
 local has_base = base > 0 and redis.call('HEXISTS', h, 's:' .. fmt(base)) == 1
+local stored = tonumber(redis.call('HGET', h, 'b') or '0')
 if base < 0 or base >= head or (base > 0 and not has_base) then
-  return {1, head, has_base and 1 or 0}
+  return {1, head, has_base and 1 or 0, stored}
 end
 local drops = {}
 for i = 6, #ARGV do
-  if base > 0 and tonumber(ARGV[i]) == base then return {1, head, 1} end
+  local s = tonumber(ARGV[i])
+  if (base > 0 and s == base) or (stored > 0 and stored >= base and s == stored) then
+    return {1, head, has_base and 1 or 0, stored}
+  end
   drops[#drops + 1] = ARGV[i]
 end
 prune_write(h, sz, base, drops)

@@ -10,7 +10,7 @@
 -- rewrite_write.lua's fields; then the head event's expected checksum of a delete ('' for
 -- any); then the expected head of a snapshot and/or prune ('' for any) and its head
 -- event's expected checksum ('' for any): the stream the prune was planned on.
--- Reply: {0} all written | {4, change, head, has base} a prune refused | {5, change,
+-- Reply: {0} all written | {4, change, head, has base, stored base} a prune refused | {5, change,
 -- head} a change's stream is not where it expects | {6, append, append.lua's refusal
 -- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
 -- ...} a lease change refused (lease_write.lua). Nothing is written unless the reply
@@ -94,10 +94,13 @@ for j, c in ipairs(changes) do
     local base = tonumber(c.prune)
     local has_base = base > 0 and (c.snap == c.prune or redis.call('HEXISTS', c.h, 's:' .. c.prune) == 1)
     local refused = base < 0 or base >= head or (base > 0 and not has_base)
+    local stored = tonumber(redis.call('HGET', c.h, 'b') or '0')
     for _, s in ipairs(c.drops) do
-      if base > 0 and tonumber(s) == base then refused = true end
+      local seq = tonumber(s)
+      if base > 0 and seq == base then refused = true end
+      if stored > 0 and stored >= base and seq == stored then refused = true end
     end
-    if refused then return {4, j, head, has_base and 1 or 0} end
+    if refused then return {4, j, head, has_base and 1 or 0, stored} end
   end
 end
 for i, r in ipairs(reqs) do
