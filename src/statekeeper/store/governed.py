@@ -779,6 +779,12 @@ class GovernedStateStore(StateStore):
         operation = "transition" if kw.get("fsm_state") is not None else "append"
         return await self._mutate(operation, agent_id, super().append, event_type, info, **kw)
 
+    async def settle(self, agent_id: str) -> int | None:
+        """:meth:`StateStore.settle` needs ``write``; a governed store settles nothing
+        (its snapshots and removals carry audit entries of their own: None)."""
+        await self._allowed(agent_id, "write", "settle")
+        return await super().settle(agent_id)
+
     async def snapshot(self, agent_id: str) -> int:
         gov = await self._allowed(agent_id, "write", "snapshot")
         if self._ahead_sink is None:

@@ -243,7 +243,7 @@ SELECT head_seq, EXISTS (SELECT 1 FROM {s}.sk_snapshots WHERE agent_id = %s AND 
 SELECT checksum FROM {s}.sk_events WHERE agent_id = %s AND seq = %s
 
 -- name: prune_base
--- (a prune dropping snapshots: the stream's first stored event, read under prune_lock —
+-- (a prune dropping snapshots: the stream's first stored event, read under prune_lock:
 -- the snapshot at the seq before it is the stream's base, never dropped)
 SELECT min(seq) FROM {s}.sk_events WHERE agent_id = %s
 
