@@ -319,6 +319,21 @@ class TieredBackend(Backend):
             "rehydrations": 0,
         }
 
+    @property
+    def audit_links(self) -> bool:  # type: ignore[override]
+        """The tier of record's, as it is now: the audit log is kept there, and
+        PostgreSQL learns whether row-level security is on only as it opens. A copy
+        taken here (the class default, False) made a tenant role's audit appends
+        chain by reading entries it may not see."""
+        return self.durable.audit_links
+
+    @property
+    def reads_audit_log(self) -> bool:  # type: ignore[override]
+        """The tier of record's, as it is now (see :attr:`audit_links`): a tenant
+        role's ``audit verify`` through a tiered store is refused, not a false alarm
+        of deleted entries."""
+        return self.durable.reads_audit_log
+
     @classmethod
     def from_url(
         cls, url: str, *, connect_timeout: float | None = None, readonly: bool = False
