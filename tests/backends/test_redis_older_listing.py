@@ -42,12 +42,14 @@ def _older_listing(prefix: str) -> list[str]:
     client = redis.Redis.from_url(REDIS_URL)
     try:
         index = f"{prefix}agents"
-        listed, stale = [], []
+        listed: list[str] = []
+        stale: list[bytes] = []
         for raw in client.zrangebylex(index, b"-", b"+"):
-            if client.hget(f"{prefix}a:".encode() + raw, b"h") is None:
-                stale.append(raw)
+            member = raw if isinstance(raw, bytes) else str(raw).encode()
+            if client.hget(f"{prefix}a:".encode() + member, b"h") is None:
+                stale.append(member)
             else:
-                listed.append(raw.decode())
+                listed.append(member.decode())
         if stale:
             client.zrem(index, *stale)
         return listed
