@@ -21,10 +21,11 @@ the store's next delete (or ``verify``) finishes with the tombstone.
 Under PostgreSQL row-level security (``Backend.audit_links``) each namespace has its own
 tombstone stream (:func:`stream_of_namespace`), which the policy lets exactly the roles
 that may write the namespace's agents append to (and those that may read them read),
-and no tenant's role rewrite or delete (``sql/row_security.sql``); a tombstone naming an
-agent outside its stream's namespace is refused as forged (:func:`tombstone_event`). A forget
-destroys a key in the key vault, another database: its tombstone follows (before the
-records' purge, when ``purge=True``, the purge's delete writes its own).
+and no tenant's role rewrite, delete or move the head of back (``sql/row_security.sql``);
+a tombstone naming an agent outside its stream's namespace is refused as forged
+(:func:`tombstone_event`). A forget destroys a key in the key vault, another database:
+its tombstone follows, through an intent of the namespace written before the key goes
+(:mod:`.feed_intents`; when ``purge=True`` the purge's delete writes the tombstone).
 
 On a sharded store (Redis ``shards=N``) each shard has its own tombstone stream, in
 that shard: a tombstone comes after the agent's events in the shard's feed, as the
@@ -240,10 +241,9 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
                 return await delete_at(backend, agent_id, conditional, checksum)
 
         return await with_intent(backend, codec, agent_id, head, forgotten, delete)
-    if not getattr(backend, "tombstones_by_namespace", False):
-        from .feed_intents import settle  # a forget's intent a crash left (feed_intents)
+    from .feed_intents import settle  # a forget's intent a crash left (feed_intents)
 
-        await settle(backend, codec)
+    await settle(backend, codec)
     stream = stream_of(backend, agent_id)
     last: ConflictError | None = None
     for _ in range(_RETRIES):

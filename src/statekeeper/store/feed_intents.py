@@ -26,6 +26,17 @@ tombstone, or an intent that ends in one.
 both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when the
 agent's key is destroyed, and dropped when it is intact; the first delete or forget of a
 process on an engine settles the intents left (:func:`settle`), ``verify`` names them.
+
+Under PostgreSQL row-level security a tenant's role may write no stream of the whole
+store: a forget's intent there is one of its namespace's (:func:`intent_stream`,
+``"\\x01sk-feed/pending/in/<namespace>/<token>"``), which the policy lets the roles
+that may write the namespace's agents write and delete (``sql/row_security.sql``). A
+role settles the intents it may read and leaves those of namespaces it may not write
+(an ``AccessDenied``) to a role that may. Before, no intent was written there: a crash
+between the key's destruction and the tombstone left the read models holding the
+forgotten agent for ever. (A schema whose row-level security an older statekeeper
+installed, ``intents_by_namespace`` False, goes on without one until
+``enforce_in_postgres`` runs again.)
 """
 
 from __future__ import annotations
@@ -39,13 +50,15 @@ from typing import Any, TypeVar
 from ..backends.base import Backend
 from ..codec import ZERO_LINK, Codec
 from ..codec.datakeys import MASTER_KEYED
-from ..errors import ConflictError
+from ..errors import AccessDenied, ConflictError
+from ..namespaces import namespace_of
 from ..records import AppendRequest, RawEvent
 
 __all__ = [
     "PENDING",
     "finish_pending",
     "forget_with_intent",
+    "intent_stream",
     "pending",
     "sealed_streams",
     "settle",
@@ -81,8 +94,9 @@ async def with_intent(
         if existed:
             await record(backend, codec, agent_id, head, forgotten=forgotten)
         return existed
-    token = secrets.token_hex(16)
-    stream = await _write_intent(backend, codec, token, agent_id, head, raws[-1], forgotten)
+    stream = intent_stream(backend, agent_id)
+    token = stream[len(PENDING) :]
+    await _write_intent(backend, codec, stream, agent_id, head, raws[-1], forgotten)
     try:
         existed = await delete()
     except ConflictError:
@@ -96,8 +110,12 @@ async def with_intent(
 
 async def settle(backend: Backend, codec: Codec) -> None:
     """Finish the intents a crash left, once a process per backend (the first delete
-    or forget of a store on it)."""
-    if backend not in _settled:
+    or forget of a store on it, a governed store's too)."""
+    if backend not in _settled and (
+        # (row-level security an older statekeeper installed: no intent it allows)
+        not getattr(backend, "tombstones_by_namespace", False)
+        or getattr(backend, "intents_by_namespace", False)
+    ):
         # (counted first: a listing from the intents' prefix pages through every agent
         # when there is none, and on Redis raises AgentLost for a lost one — the delete
         # that acknowledges that loss must not)
@@ -130,7 +148,10 @@ async def forget_with_intent(
         not has_feed(backend)
         or not raws
         or raws[-1].seq != head
-        or getattr(backend, "tombstones_by_namespace", False)  # (no store-wide intents)
+        or (  # row-level security an older statekeeper installed: no intent it allows
+            getattr(backend, "tombstones_by_namespace", False)
+            and not getattr(backend, "intents_by_namespace", False)
+        )
     ):
         out = destroy()
         purged = await purge()
@@ -138,10 +159,9 @@ async def forget_with_intent(
             await record(backend, codec, agent_id, head, forgotten=True)
         return out, purged
     await settle(backend, codec)  # intents a crash left, before this one's own
-    token = secrets.token_hex(16)
-    stream = await _write_intent(
-        backend, codec, token, agent_id, head, raws[-1], True, what="forget"
-    )
+    stream = intent_stream(backend, agent_id)
+    token = stream[len(PENDING) :]
+    await _write_intent(backend, codec, stream, agent_id, head, raws[-1], True, what="forget")
     try:
         out = destroy()
     except Exception:
@@ -154,21 +174,32 @@ async def forget_with_intent(
     return out, purged
 
 
+def intent_stream(backend: Backend, agent_id: str) -> str:
+    """A new intent stream for a delete or forget of ``agent_id``: ``PENDING`` and a
+    random token; under row-level security (``intents_by_namespace``) one of the
+    agent's namespace, ``PENDING + "in/<namespace>/<token>"`` (the part after ``in/``
+    has that namespace: the policy matches its grants against it). The part after
+    ``PENDING`` is the idempotency key of the tombstone it ends in."""
+    token = secrets.token_hex(16)
+    if getattr(backend, "intents_by_namespace", False):
+        return f"{PENDING}in/{namespace_of(agent_id)}/{token}"
+    return PENDING + token
+
+
 async def _write_intent(
     backend: Backend,
     codec: Codec,
-    token: str,
+    stream: str,
     agent_id: str,
     head: int,
     at: RawEvent,
     forgotten: bool,
     *,
     what: str | None = None,
-) -> str:
-    """The intent stream of ``token`` for ``agent_id`` at ``head`` (whose event is
-    ``at``), written; a delete's intent has no ``"kind"`` (as every earlier version
-    wrote it), a forget's is ``"forget"``."""
-    stream = PENDING + token
+) -> None:
+    """The intent ``stream`` for ``agent_id`` at ``head`` (whose event is ``at``),
+    written; a delete's intent has no ``"kind"`` (as every earlier version wrote it), a
+    forget's is ``"forget"``."""
     body: dict[str, Any] = {
         "agent_id": agent_id,
         "head": head,
@@ -183,7 +214,6 @@ async def _write_intent(
     await backend.append(
         AppendRequest(stream, 0, [raw], head_tag=codec.head_tag(stream, 1, sealed.link))
     )
-    return stream
 
 
 def _key_destroyed(codec: Codec, agent_id: str) -> bool:
@@ -197,30 +227,45 @@ def _key_destroyed(codec: Codec, agent_id: str) -> bool:
 async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     """Settle every intent left by a delete a crash stopped (see the module
     documentation); returns the agents whose tombstone it appended."""
-    from .feed_deletes import record
+    from .keyguard import key_family
 
     finished: list[str] = []
-    from .keyguard import key_family
 
     await key_family(backend, codec)  # (whose tombstones count: _key_destroyed)
     async for stream, body in _intents(backend, codec):
-        if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
-            agent_id, head = body["agent_id"], body["head"]
-            if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
-                key = stream[len(PENDING) :]
-                await record(backend, codec, agent_id, head, forgotten=True, key=key)
-                finished.append(agent_id)
-        elif body is not None:
-            agent_id, head = body["agent_id"], body["head"]
-            raws = await backend.read(agent_id, head - 1, head)
-            still = bool(raws) and raws[-1].seq == head
-            if not (still and raws[-1].checksum.hex() == body["checksum"]):
-                # deleted (the head event it named is gone): its tombstone, once
-                key = stream[len(PENDING) :]
-                forgotten = bool(body.get("forgotten"))
-                await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
-                finished.append(agent_id)
-        await backend.delete_agent(stream)
+        try:
+            if await _finish(backend, codec, stream, body):
+                finished.append(body["agent_id"] if body is not None else stream)
+        except AccessDenied:
+            # under row-level security: an intent of a namespace this role may read
+            # but not write, left to a role that may (nothing of it was written)
+            if not getattr(backend, "intents_by_namespace", False):
+                raise
+    return finished
+
+
+async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, Any] | None) -> bool:
+    """Settle the intent ``stream`` (holding ``body``); True when it appended the
+    tombstone."""
+    from .feed_deletes import record
+
+    finished = False
+    key = stream[len(PENDING) :]
+    if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
+        agent_id, head = body["agent_id"], body["head"]
+        if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
+            await record(backend, codec, agent_id, head, forgotten=True, key=key)
+            finished = True
+    elif body is not None:
+        agent_id, head = body["agent_id"], body["head"]
+        raws = await backend.read(agent_id, head - 1, head)
+        still = bool(raws) and raws[-1].seq == head
+        if not (still and raws[-1].checksum.hex() == body["checksum"]):
+            # deleted (the head event it named is gone): its tombstone, once
+            forgotten = bool(body.get("forgotten"))
+            await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
+            finished = True
+    await backend.delete_agent(stream)
     return finished
 
 
@@ -252,7 +297,10 @@ async def _intents(
 
 
 async def _intent(backend: Backend, codec: Codec, stream: str) -> dict[str, Any] | None:
-    """The intent ``stream`` holds (None: none, or not one a delete wrote)."""
+    """The intent ``stream`` holds (None: none, or not one a delete wrote; nor one of a
+    namespace's stream naming an agent outside it: a role that may write one namespace
+    forged it, and settling it would tell every consumer another tenant's agent was
+    deleted)."""
     raws = await backend.read(stream, 0, 1)
     if not raws:
         return None
@@ -264,6 +312,9 @@ async def _intent(backend: Backend, codec: Codec, stream: str) -> dict[str, Any]
         or type(body.get("head")) is not int
         or not isinstance(body.get("checksum"), str)
     ):
+        return None
+    within = stream[len(PENDING) :]
+    if within.startswith("in/") and namespace_of(body["agent_id"]) != namespace_of(within[3:]):
         return None
     return body
 

@@ -876,6 +876,8 @@ class GovernedStateStore(StateStore):
             return await feed_deletes.erase(self.backend, self.codec, agent_id)
         gov = self._governance
         feed = feed_deletes.has_feed(self.backend)
+        if feed and self._change_sink is not None:  # (with_intent settles them itself)
+            await feed_intents.settle(self.backend, self.codec)  # a forget's a crash left
         forgotten = feed_deletes.forgetting.get()
         last: ConflictError | None = None
         expected = conditional.expected_head()  # a retention purge's: no retry

@@ -193,8 +193,9 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
     name = "postgresql"
     supports_leases = True
     #: True under row-level security whose policy knows the namespaces' feed tombstone
-    #: streams (:mod:`statekeeper.store.feed_deletes`), set as the backend opens
-    tombstones_by_namespace = False
+    #: streams (:mod:`statekeeper.store.feed_deletes`; and their forget intents:
+    #: :mod:`statekeeper.store.feed_intents`), set as the backend opens
+    tombstones_by_namespace = intents_by_namespace = False
     capabilities = frozenset(
         {
             Capability.LEASES,

@@ -107,7 +107,9 @@ async def opened(backend: PostgresBackend) -> None:
     (``Backend.audit_links``; ``Backend.reads_audit_log`` for a role of an admin of
     every namespace only), and its feed tombstones go to one stream per namespace
     when the policy installed knows them (``tombstones_by_namespace``: see
-    :mod:`statekeeper.store.feed_deletes`)."""
+    :mod:`statekeeper.store.feed_deletes`), a forget's intent to one stream per
+    namespace too when it knows those (``intents_by_namespace``: see
+    :mod:`statekeeper.store.feed_intents`)."""
     await check_layout(backend)
     async with backend._connection() as conn:  # (while opening: not _query)
         schema = _quoted(backend.schema)
@@ -115,11 +117,12 @@ async def opened(backend: PostgresBackend) -> None:
         cur = await conn.execute(
             backend._sql["row_security"],
             (f"{schema}.sk_tombstones(text)", f"{schema}.sk_agents", f"{schema}.sk_feed_floor",
-             f"{schema}.sk_events"),
+             f"{schema}.sk_feed_intents(text)", f"{schema}.sk_events"),
         )  # fmt: skip
         row = await cur.fetchone()
     backend.audit_links = bool(row and row[0])
     backend.tombstones_by_namespace = bool(row and row[0] and row[1])
+    backend.intents_by_namespace = bool(row and row[0] and row[1] and row[3])
     backend.reads_audit_log = not (row and row[0]) or bool(row[2])
 
 

@@ -365,7 +365,11 @@ class Identity:
             reason = (
                 "its agent index is gone (evicted by a maxmemory with an allkeys-* policy, "
                 "or deleted): the listings would leave its agents out, and a new agent "
-                "cannot be told from a lost one"
+                "cannot be told from a lost one. (Or, the index still listing the agents, "
+                "its proof entry was taken off by the listing of a statekeeper from before "
+                "proof entries still running on the store, which takes it for an expired "
+                "agent: stop every such process, then open the store again; every process "
+                "of a store must run a version with proof entries)"
             )
             return StoreLost(self.location, reason, shard=shard if len(self.tokens) > 1 else None)
         if how == "replaced":

@@ -53,6 +53,17 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
            OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-feed/deleted/in/')
 $fn$;
 
+-- is p_agent a namespace's feed intent stream (statekeeper.store.feed_intents: a forget's
+-- intent, written before the agent's data key is destroyed, chr(1) ||
+-- 'sk-feed/pending/in/' || namespace || '/' || token)? As a tombstone stream, its part
+-- after '/in/' has the namespace: the roles that may write the namespace's agents write
+-- (and delete) it, those that may read them read it
+CREATE OR REPLACE FUNCTION {s}.sk_feed_intents(p_agent text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT pg_catalog."left"(p_agent, 20)
+           OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-feed/pending/in/')
+$fn$;
+
 -- may the current role do p_need (1 read, 2 write) on p_agent? The audit log (a stream
 -- of statekeeper's own) is appendable by every role, never deletable, and read only by
 -- a log admin (every tenant's entries are in it; a writer chains on the head's link
@@ -60,7 +71,8 @@ $fn$;
 -- by every role (each purge checks them), changed only by a log admin (admin on
 -- everything); a namespace's tombstone stream as the namespace's agents (appended
 -- by a role that may write them, never rewritten or deleted but by a log admin: the
--- policies sk_update, sk_delete). The grants apply to agents only: statekeeper's own
+-- policies sk_update, sk_delete; its head row only moves forward: the trigger
+-- sk_tombstones_forward); a namespace's forget intents as its agents. The grants apply to agents only: statekeeper's own
 -- streams (chr(1) || 'sk-...') are in namespaces such as chr(1) || 'sk-audit', which a
 -- pattern of one segment ('*') matches as it matches 'acme'.
 CREATE OR REPLACE FUNCTION {s}.sk_allowed(p_agent text, p_need integer) RETURNS boolean
@@ -76,7 +88,7 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
                     WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
                       AND (g.perm OPERATOR(pg_catalog.>=) p_need)
                       AND ({s}.sk_namespace(p_agent) OPERATOR(pg_catalog.~) g.pattern)))
-        OR ({s}.sk_tombstones(p_agent)
+        OR (({s}.sk_tombstones(p_agent) OR {s}.sk_feed_intents(p_agent))
             AND EXISTS (SELECT 1 FROM {s}.sk_grants g
                     WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
                       AND (g.perm OPERATOR(pg_catalog.>=) p_need)
@@ -153,6 +165,30 @@ CREATE TRIGGER sk_audit_head_forward BEFORE UPDATE ON {s}.sk_agents
     EXECUTE FUNCTION {s}.sk_audit_head_forward();
 -- (fires in a session with session_replication_role = replica too, set on a role)
 ALTER TABLE {s}.sk_agents ENABLE ALWAYS TRIGGER sk_audit_head_forward;
+-- a namespace's feed tombstone stream's head row: the roles that may write the
+-- namespace move it with each append (sk_append), so they may update it; a trigger
+-- refuses any other change of it by a role that is not a log admin: moving it back
+-- (the next tombstone then conflicts with a stored one: every delete of the namespace,
+-- the store admin's too, failed), a new tag at the same head, renaming it away (the
+-- row then listed as an agent of the tenant's, the stream's head 0) or another row onto
+-- its name (the sk_update policy lets a tenant rename within what it may write)
+CREATE OR REPLACE FUNCTION {s}.sk_tombstones_forward() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    IF (NEW.agent_id IS DISTINCT FROM OLD.agent_id OR NEW.head_seq < OLD.head_seq
+        OR (NEW.head_seq = OLD.head_seq AND NEW.head_tag IS DISTINCT FROM OLD.head_tag))
+       AND NOT {s}.sk_log_admin() THEN
+        RAISE EXCEPTION 'a namespace''s feed tombstones are append-only (role %)', current_user
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+DROP TRIGGER IF EXISTS sk_tombstones_forward ON {s}.sk_agents;
+CREATE TRIGGER sk_tombstones_forward BEFORE UPDATE ON {s}.sk_agents
+    FOR EACH ROW WHEN ({s}.sk_tombstones(OLD.agent_id) OR {s}.sk_tombstones(NEW.agent_id))
+    EXECUTE FUNCTION {s}.sk_tombstones_forward();
+ALTER TABLE {s}.sk_agents ENABLE ALWAYS TRIGGER sk_tombstones_forward;
 -- the head's link: under row-level security each audit append carries a snapshot of
 -- the log at its new head whose only content is the head entry's chain link, sealed
 -- under the audit key (statekeeper.governance.audit), which the next writer chains on
