@@ -247,7 +247,7 @@ async def test_a_claim_taken_over_from_a_live_demotion_cannot_lose_the_agent(
     its last step — the stream's delete, in one commit with its marker's second record
     on the condition that the claim is its own — fails: D1, held before that step while
     D2 takes over and demotes, deletes nothing; the agent is D2's demotion, whole."""
-    import statekeeper.backends.tiered as tiered
+    import statekeeper.backends.tiered_claims as tiered_claims
 
     if make is _postgres:
         from ._services import require_postgres
@@ -256,7 +256,7 @@ async def test_a_claim_taken_over_from_a_live_demotion_cannot_lose_the_agent(
     if make is _redis:
         require_redis()
     durable = make(tmp_path)
-    monkeypatch.setattr(tiered, "owner_gone", lambda owner, token: True)
+    monkeypatch.setattr(tiered_claims, "owner_gone", lambda owner, token: True)
     d1, d2 = _process(tmp_path, durable), _process(tmp_path, durable)
     d2.clock = lambda: d1.clock() + 3600
     try:
