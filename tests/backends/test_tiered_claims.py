@@ -103,7 +103,9 @@ async def test_a_rehydration_that_did_not_copy_leaves_its_end_to_the_one_that_di
     r1, r2, d3 = (_process(tmp_path, durable) for _ in range(3))
     try:
         await _setup(setup, demoted=True)
-        copying = _Pause(r1.durable, "append", nth=2)  # (its first page copied back)
+        copying = _Pause(  # (its first page copied back; its claim on the marker before)
+            r1.durable, "append", nth=2, when=lambda req: req.agent_id == "a"
+        )
         dropping = _Pause(r2, "_drop_partial")
         t1 = asyncio.ensure_future(r1.head("a"))
         await _until(copying.reached, t1)

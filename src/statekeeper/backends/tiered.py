@@ -56,7 +56,9 @@ Multi-process rules
     The delete commits with the marker's second record (the demotion done) only while
     the claim is its own (SQLite, PostgreSQL, Redis but a cluster, memory: one
     commit), so a claim whose demotion was killed is taken over once it is old and its
-    process provably gone.
+    process provably gone. A rehydration there claims the agent too (a third record of
+    the marker, before it copies back): its end is its owner's alone, and a rehydration
+    killed before its end is taken over by the next demotion by the same rule.
 
 Read-only (``readonly=True``)
     Every write (appends, snapshots, deletes, rewrites, leases, demotion,

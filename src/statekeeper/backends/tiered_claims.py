@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 from typing import Any
+
+import orjson
 
 from ..arguments import INTERNAL_PREFIX
 from ..errors import ConfigurationError, ConflictError, IntegrityError
-from ..records import AgentInfo, RawEvent
+from ..records import AgentInfo, AppendRequest, RawEvent
 from .base import Backend
 from .tiered_base import TieredPart
 from .tiered_cold import check_demoted_copy, marker_body, same_record
-from .tiered_owner import owner_gone
+from .tiered_owner import IN_FLIGHT, abandoned_here, claim_owner, owner_gone
 
 __all__ = [
     "CLAIM_STALE",
@@ -74,14 +77,15 @@ class TieredClaims(TieredPart):
         return None if entry is None else entry[0]
 
     async def _marker_entry(self, agent_id: str) -> tuple[AgentInfo, dict[str, Any]] | None:
-        """``agent_id``'s cold marker, and its JSON body (None: not demoted), with the
-        marker stream's head (``_seq``: 1, a demotion's claim; 2, a demotion done, the
-        agent's stream deleted; 1 too for a marker of an earlier version) and its claim
-        token (``_token``, hex: the checksum of its records)."""
+        """``agent_id``'s cold marker, and the JSON body of its head record (None: not
+        demoted), with the marker stream's head (``_seq``: 1, a demotion's claim; 2, a
+        demotion done, the agent's stream deleted; 1 too for a marker of an earlier
+        version; 3 (2 over an earlier version's), a rehydration's claim, its body saying
+        ``rehydrating``) and the head record's token (``_token``, hex: its checksum)."""
         if is_internal(agent_id):  # never demoted (and its marker's id would be invalid)
             return None
-        events = await self.durable.read(COLD_MARKER + agent_id, 0, None, limit=2)
-        body = marker_body(events)
+        events = await self.durable.read(COLD_MARKER + agent_id, 0, None, limit=3)
+        body = marker_body(events[-1:])
         if body is None:
             return None
         body = body | {"_seq": events[-1].seq, "_token": events[-1].checksum.hex()}
@@ -97,23 +101,72 @@ class TieredClaims(TieredPart):
         durable = self.durable
         return durable.appends_together and durable.compares_head_tag
 
+    async def _claim_rehydration(
+        self, agent_id: str, body: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Claim the rehydration of ``agent_id`` (its marker ``body``, a demotion done)
+        before anything is copied back: a record appended to the marker, conditional on
+        the one read (of two rehydrations, one claims), that names this process — so
+        that a rehydration killed before its end (the cold copy and the marker deleted)
+        is taken over (:meth:`_take_over`) rather than leaving the agent never demoted
+        again. The claim's body (its token in :data:`~.tiered_owner.IN_FLIGHT`, to be
+        discarded by the caller), or None: not this rehydration's to end (the marker is
+        another's claim already, or changed meanwhile; or the durable tier is not
+        :meth:`_fenced`, whose claims name no owner)."""
+        if not self._fenced():
+            return None
+        if body.get("rehydrating"):
+            # another's claim; or this process's, its rehydration failed (an error, not a
+            # kill): no longer under way, this one goes on with it (the caller holds the
+            # agent's lock: no other here acts on it meanwhile)
+            held = bytes.fromhex(body["_token"])
+            if not abandoned_here(body.get("owner"), held):
+                return None
+            IN_FLIGHT.add(held)
+            return body
+        seq, tag = await self.durable.head_tag(COLD_MARKER + agent_id)
+        if seq != body["_seq"] or tag not in (None, bytes.fromhex(body["_token"])):
+            return None  # (changed since it was read)
+        token = secrets.token_bytes(16)
+        now = self.clock()
+        kept = {k: v for k, v in body.items() if not k.startswith("_")}
+        claim = kept | {"claimed": now, "owner": claim_owner(), "rehydrating": True}
+        IN_FLIGHT.add(token)
+        try:
+            await self.durable.append(
+                AppendRequest(
+                    COLD_MARKER + agent_id,
+                    seq,
+                    (RawEvent(seq + 1, "cold", now, orjson.dumps(claim), token),),
+                    head_tag=token,
+                    expected_tag=tag,  # (None: a marker of an earlier version)
+                    check_tag=True,
+                )
+            )
+        except ConflictError:
+            IN_FLIGHT.discard(token)
+            return None
+        return claim | {"_seq": seq + 1, "_token": token.hex()}
+
     async def _take_over(
         self, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]], head: int
     ) -> bool:
-        """Take over the claim ``entry`` of a demotion that died after it (True: the
-        marker deleted, claim again), or leave it (False). Only a claim (a marker of
-        one record, beside the whole stream: its demotion never finished) made with
-        the fenced last step (:meth:`_fenced`: had its owner lived on, its delete of the
-        stream fails once the claim is not its own), older than ``CLAIM_STALE``, whose
-        owner is provably gone (:func:`~.tiered_owner.owner_gone`); the marker's delete
-        is conditional on that claim (of two demotions taking it over, one does). A
-        rehydration is never under such a marker (its demotion did not delete the
-        stream), and a marker of an earlier version names no owner: never taken over."""
+        """Take over the claim ``entry`` of a demotion, or of a rehydration, that died
+        after it (True: the marker deleted, claim again), or leave it (False). Only a
+        claim beside the whole stream — a demotion's (a marker of one record: its
+        demotion never finished) made with the fenced last step (:meth:`_fenced`: had its
+        owner lived on, its delete of the stream fails once the claim is not its own),
+        or a rehydration's that copied the agent back (:meth:`_claim_rehydration`: what
+        is left of its end, the cold copy, is this store's own, replaced by the next
+        demotion) — older than ``CLAIM_STALE``, whose owner is provably gone
+        (:func:`~.tiered_owner.owner_gone`); the marker's delete is conditional on that
+        claim (of two demotions taking it over, one does). A marker of an earlier
+        version names no owner: never taken over."""
         body = entry[1]
         claimed = body.get("claimed")
         if (
             not self._fenced()
-            or body.get("_seq") != 1
+            or not (body.get("_seq") == 1 or body.get("rehydrating") is True)
             or head < entry[0].head_seq
             or not isinstance(claimed, int | float)
             or self.clock() - claimed < CLAIM_STALE
@@ -123,12 +176,13 @@ class TieredClaims(TieredPart):
         if not owner_gone(body.get("owner"), token):
             return False
         try:
-            await self.durable.delete_agent_at(COLD_MARKER + agent_id, 1, token)
+            await self.durable.delete_agent_at(COLD_MARKER + agent_id, body["_seq"], token)
         except ConflictError:
             return False
         logger.warning(
-            "agent %r: took over the claim of a demotion whose process is gone (%s)",
+            "agent %r: took over the claim of a %s whose process is gone (%s)",
             agent_id,
+            "rehydration" if body.get("rehydrating") else "demotion",
             body.get("owner"),
         )
         return True
@@ -137,8 +191,9 @@ class TieredClaims(TieredPart):
     def _claimed(agent_id: str) -> bool:
         """A demotion that found the agent's marker: False, nothing written. (A marker
         beside the whole stream that stays there is a demotion that died after its
-        claim, taken over later (:meth:`_take_over`), or a rehydration that died before
-        its end: nothing is lost — the durable stream is the agent, read there — but
+        claim or a rehydration that died before its end, each taken over later
+        (:meth:`_take_over`): nothing is lost — the durable stream is the agent, read
+        there. A rehydration's under a tier that is not :meth:`_fenced` names no owner:
         such an agent is not demoted again until it is deleted.)"""
         logger.info(
             "agent %r not demoted: its cold marker is there (another demotion's claim, a"

@@ -20,7 +20,7 @@ import socket
 import sys
 from typing import Any
 
-__all__ = ["IN_FLIGHT", "claim_owner", "owner_gone"]
+__all__ = ["IN_FLIGHT", "abandoned_here", "claim_owner", "owner_gone"]
 
 #: the claim tokens of this process's demotions and rehydrations under way (a claim of
 #: this process whose token is not here is one its operation left: cancelled or failed
@@ -88,3 +88,13 @@ def owner_gone(owner: Any, token: bytes) -> bool:
         pass
     now = _started(pid)
     return now is not None and now != start
+
+
+def abandoned_here(owner: Any, token: bytes) -> bool:
+    """Is ``owner`` this process (:func:`claim_owner`, every field known), its operation
+    of the claim ``token`` no longer under way (:data:`IN_FLIGHT`)? Exact, unlike
+    another process's liveness: such a claim is this process's to go on with."""
+    me = claim_owner()
+    if not isinstance(owner, dict) or None in me.values():
+        return False
+    return all(owner.get(k) == v for k, v in me.items()) and token not in IN_FLIGHT

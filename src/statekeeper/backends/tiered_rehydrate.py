@@ -14,6 +14,7 @@ from .base import Backend
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
 from .tiered_copy import copy_stream
+from .tiered_owner import IN_FLIGHT
 
 __all__ = ["TieredRehydrate"]
 
@@ -87,6 +88,7 @@ class TieredRehydrate(TieredClaims):
             return 0
         if not locked:
             await self._locks.acquire(agent_id)
+        ours: dict[str, Any] | None = None
         try:
             entry = await self._marker_entry(agent_id)
             if entry is None:  # rehydrated meanwhile
@@ -103,8 +105,22 @@ class TieredRehydrate(TieredClaims):
                 # the demotion went on deleted the stream too — the agent lost everywhere
                 # (another process's create of it, conflicting, did that). Nor is a claim
                 # beside less (:func:`is_claim`): the stream deleted under it, the
-                # agent deleted — was brought back from the claim's whole cold copy
+                # agent deleted — was brought back from the claim's whole cold copy. Nor a
+                # rehydration's claim beside the whole stream: its end is its own (or, it
+                # killed, its claim's to take over: :meth:`_take_over`)
                 return head
+            # this rehydration's claim, before anything is written: the end is the
+            # claim's owner's (None: another's claim, or a tier whose claims name none)
+            ours = await self._claim_rehydration(agent_id, body)
+            if (
+                ours is None
+                and self._fenced()
+                and not body.get("rehydrating")
+                and await self._marker_entry(agent_id) != entry
+            ):  # the marker changed meanwhile (another's claim, or gone): look again
+                return await self._rehydrate(agent_id, locked=True)
+            if ours is None and not self._fenced():
+                ours = body  # (the marker's: its end is the one that copies back, as ever)
             if head > 0:
                 # the part an interrupted rehydration copied (the cold tier still holds
                 # the whole stream): copied again from the start, never taken as all
@@ -123,10 +139,12 @@ class TieredRehydrate(TieredClaims):
                         cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
                     )
                 except (ConflictError, IntegrityError):
-                    if await self._marker_entry(agent_id) is None:
+                    again = await self._marker_entry(agent_id)
+                    head = await self.durable.head(agent_id)
+                    if again is None or (again[1] == ours and head >= marker.head_seq):
                         # another process brought it back meanwhile (and deleted the
-                        # cold copy read here): the agent is its copy, nothing is wrong
-                        head = await self.durable.head(agent_id)
+                        # cold copy read here; or left the end to this one's claim):
+                        # the agent is its copy, nothing is wrong
                         self._set_settled(agent_id, head)
                         return head
                     with contextlib.suppress(Exception):  # (else the next use drops it)
@@ -146,13 +164,17 @@ class TieredRehydrate(TieredClaims):
             # claims (a deleted agent's data kept, and a later demotion of the id refused).
             # Both only while they are what this rehydration copied and the marker it read:
             # a delete of the agent, then a demotion of a new one of that id, meanwhile
-            # made another (its copy and claim, deleted here, and its stream by it)
-            await self._drop_copied(cold, agent_id, head, body)
+            # made another (its copy and claim, deleted here, and its stream by it). Not
+            # while another rehydration's claim is the marker: the end is its owner's
+            if ours is not None:
+                await self._drop_copied(cold, agent_id, head, ours)
             self._set_settled(agent_id, head)
             self.stats["rehydrations"] += 1
             logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
             return head
         finally:
+            if ours is not None:
+                IN_FLIGHT.discard(bytes.fromhex(ours["_token"]))
             if not locked:
                 self._locks.release(agent_id)
 
@@ -160,7 +182,8 @@ class TieredRehydrate(TieredClaims):
         self, cold: Backend, agent_id: str, head: int, body: dict[str, Any]
     ) -> None:
         """A rehydration's end: the cold copy it copied back (at ``head``, the head
-        record the durable copy has), then the marker (``body``) it read."""
+        record the durable copy has), then the marker (``body``: its claim, or the
+        marker it read), conditional on that record."""
         checksum = await self.durable.head_checksum(agent_id, head)
         if checksum is not None:  # (None: deleted meanwhile, its cold copy first)
             with contextlib.suppress(ConflictError):
