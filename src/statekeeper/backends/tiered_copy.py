@@ -5,7 +5,9 @@ stream with its base."""
 
 from __future__ import annotations
 
-from ..errors import IntegrityError
+import secrets
+
+from ..errors import ConflictError, IntegrityError
 from ..records import AppendRequest, RawEvent, RawSnapshot
 from .base import Backend, Capability, KeptKeys
 from .tiered_base import PAGE
@@ -24,7 +26,18 @@ async def copy_stream(
 ) -> None:
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
     idempotency keys (when both tiers can list them) and the snapshots; ``wrote`` gets
-    the last record of each page appended."""
+    the last record of each page appended.
+
+    Each page goes only onto this copy's page before it, never onto another copy that
+    reached the same seq meanwhile (a demotion whose claim was ended under it, the agent
+    deleted and another of that id demoted since: its next page landed on that one's
+    finished copy — even one of the same records — whose marker names a lower head, so
+    every load of that agent raised ``IntegrityError``, its data unreadable). Each page
+    but the last carries a head tag of this copy's own (the last, the source's); where
+    ``dst`` compares head tags a page is appended only while the head carries it, in
+    the append's compare-and-set; elsewhere (S3) the head tag is read and compared just
+    before each append — a window of one round trip left.
+    :class:`~statekeeper.errors.ConflictError` when the head is another's."""
     keyed: dict[int, tuple[str, int]] = {}
     kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed or cut in two)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
@@ -43,6 +56,9 @@ async def copy_stream(
     tag_head, tag = await src.head_tag(agent_id)
     if tag_head != head:
         raise IntegrityError(agent_id, head, f"head moved to {tag_head} while copying tiers")
+    chained = dst.compares_head_tag
+    own = secrets.token_bytes(16)  # this copy's head tag until its last page
+    after = False  # a page of this copy is below the next one
     while seq < head:
         key: str | None = None
         if seq + 1 in keyed:
@@ -56,14 +72,28 @@ async def copy_stream(
         if not events or events[0].seq != seq + 1:
             raise IntegrityError(agent_id, seq + 1, "stream has a gap while copying tiers")
         last = events[-1].seq == head
+        if after and not chained:
+            held = await dst.head_tag(agent_id)
+            if held != (seq, own):
+                raise ConflictError(agent_id, seq, held[0])
         await append_copy(
             dst,
-            AppendRequest(agent_id, seq, tuple(events), None, key, head_tag=tag if last else None),
+            AppendRequest(
+                agent_id,
+                seq,
+                tuple(events),
+                None,
+                key,
+                head_tag=tag if last else own,
+                expected_tag=own if after else None,
+                check_tag=chained and after,
+            ),
             base,
             kept,
         )
         if wrote is not None:
             wrote.append(events[-1])
+        after = True
         seq = events[-1].seq
     for snap in await snapshots(src, agent_id, all_snapshots=all_snapshots):
         await dst.save_snapshot(agent_id, snap)
