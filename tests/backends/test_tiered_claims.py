@@ -103,7 +103,9 @@ async def test_a_rehydration_that_did_not_copy_leaves_its_end_to_the_one_that_di
     r1, r2, d3 = (_process(tmp_path, durable) for _ in range(3))
     try:
         await _setup(setup, demoted=True)
-        copying = _Pause(r1.durable, "append", nth=2)  # (its first page copied back)
+        copying = _Pause(  # (its first page copied back; its claim on the marker before)
+            r1.durable, "append", nth=2, when=lambda req: req.agent_id == "a"
+        )
         dropping = _Pause(r2, "_drop_partial")
         t1 = asyncio.ensure_future(r1.head("a"))
         await _until(copying.reached, t1)
@@ -247,7 +249,7 @@ async def test_a_claim_taken_over_from_a_live_demotion_cannot_lose_the_agent(
     its last step — the stream's delete, in one commit with its marker's second record
     on the condition that the claim is its own — fails: D1, held before that step while
     D2 takes over and demotes, deletes nothing; the agent is D2's demotion, whole."""
-    import statekeeper.backends.tiered as tiered
+    import statekeeper.backends.tiered_claims as tiered_claims
 
     if make is _postgres:
         from ._services import require_postgres
@@ -256,7 +258,7 @@ async def test_a_claim_taken_over_from_a_live_demotion_cannot_lose_the_agent(
     if make is _redis:
         require_redis()
     durable = make(tmp_path)
-    monkeypatch.setattr(tiered, "owner_gone", lambda owner, token: True)
+    monkeypatch.setattr(tiered_claims, "owner_gone", lambda owner, token: True)
     d1, d2 = _process(tmp_path, durable), _process(tmp_path, durable)
     d2.clock = lambda: d1.clock() + 3600
     try:

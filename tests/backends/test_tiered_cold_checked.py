@@ -18,7 +18,8 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends import Backend, MemoryBackend, SQLiteBackend
-from statekeeper.backends.tiered import COLD_MARKER, TieredBackend, _copy_stream
+from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
+from statekeeper.backends.tiered_copy import copy_stream as _copy_stream
 from statekeeper.errors import IntegrityError
 from statekeeper.governance.backup import BackupKey, backup
 from statekeeper.records import AppendRequest, RawEvent

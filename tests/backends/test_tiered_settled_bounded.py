@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import tiered
+from statekeeper.backends import tiered_rehydrate
 
 
 async def test_the_settled_memo_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tiered, "_SETTLED_MAX", 8, raising=False)
+    monkeypatch.setattr(tiered_rehydrate, "_SETTLED_MAX", 8)
     url = f"tiered://?hot=memory://&durable=sqlite:///{tmp_path / 'd.db'}&cold=memory://"
     async with StateStore(url, witness=False) as store:
         backend: Any = store.backend

@@ -14,7 +14,8 @@ import hashlib
 import pytest
 
 from statekeeper.backends import Backend, MemoryBackend
-from statekeeper.backends.tiered import TieredBackend, _copy_stream
+from statekeeper.backends.tiered import TieredBackend
+from statekeeper.backends.tiered_copy import copy_stream as _copy_stream
 from statekeeper.errors import ConfigurationError, IntegrityError
 from statekeeper.records import AppendRequest, RawEvent
 

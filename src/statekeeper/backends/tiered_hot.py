@@ -1,0 +1,233 @@
+"""The hot tier of :class:`~statekeeper.backends.tiered.TieredBackend`: every call to
+it bounded and failure-tolerant (a failure marks it down, the durable tier answers),
+the per-read check of a hot copy against the durable head and head tag, the mirroring
+of accepted appends, and the lazy fill of a copy on a read (see the rules in
+:mod:`.tiered`)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
+from ..records import AppendRequest
+from .base import Backend, Capability
+from .tiered_base import PAGE, TieredPart
+from .tiered_copy import append_copy, base_of, snapshots
+
+__all__ = ["MISS", "Miss", "TieredHot"]
+
+logger = logging.getLogger("statekeeper.backends.tiered")
+
+T = TypeVar("T")
+
+
+class Miss:
+    """The hot tier did not answer (down, failed, or the agent is dirty)."""
+
+
+MISS = Miss()
+
+
+class TieredHot(TieredPart):
+    """The hot-tier part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
+
+    def _hot_failed(self, exc: BaseException) -> None:
+        self.stats["hot_failures"] += 1
+        if time.monotonic() >= self._hot_down_until:
+            logger.warning(
+                "hot tier failed (%s: %s); using the durable tier for %.1fs",
+                type(exc).__name__,
+                exc,
+                self.hot_retry_after,
+            )
+        self._hot_down_until = time.monotonic() + self.hot_retry_after
+
+    async def _hot_call(
+        self,
+        fn: Callable[[Backend], Awaitable[T]],
+        agents: Sequence[str],
+        *,
+        write: bool,
+        budget: float | None = None,
+    ) -> T | Miss:
+        """Call the hot tier, or return ``MISS`` when it is down, dirty or failing.
+
+        ``ConflictError`` from the hot tier propagates (callers decide what it means).
+        A failed or skipped *write* leaves the agents dirty: their hot copies are
+        deleted before the hot tier serves them again.
+        """
+        hot = self.hot
+        if hot is None:
+            return MISS
+        if not self.hot_available():
+            if write:
+                self._dirty.update(agents)
+            return MISS
+        for agent_id in agents:
+            if agent_id in self._dirty and not await self._clean(agent_id):
+                return MISS
+        try:
+            async with asyncio.timeout(budget or self.hot_timeout):
+                return await fn(hot)
+        except ConflictError:
+            raise
+        except ConfigurationError as exc:  # (not a failure to wait out: see _check_hot)
+            if write:
+                self._dirty.update(agents)
+            raise ConfigurationError(f"the tiered store's hot tier refused: {exc}") from exc
+        except Exception as exc:
+            if self._closed:
+                raise StoreClosed("tiered backend closed during an operation") from exc
+            if write:
+                self._dirty.update(agents)
+            self._hot_failed(exc)
+            return MISS
+
+    async def _check_hot(self, agent_id: str) -> None:
+        """Before the first write (every write that touches the hot tier: an append,
+        a snapshot, a delete, a rewrite, a compaction, a key rename, a demotion): the
+        hot tier is asked once (a read of the agent's head), so that a hot tier
+        refusing its configuration (a ``ConfigurationError``: e.g. a Redis prefix
+        holding a store of record) fails the operation before the durable tier is
+        written, rather than after it (the change made, reported failed) or being
+        passed over as a down hot tier for ever (a warning each ``hot_retry_after``).
+        A hot tier down now is asked again at the next write."""
+        if self._hot_ready or not self.hot_available():
+            return
+        answer = await self._hot_call(lambda h: h.head(agent_id), [], write=False)
+        self._hot_ready = not isinstance(answer, Miss)
+
+    async def _clean(self, agent_id: str) -> bool:
+        """Delete a possibly stale hot copy; True once the agent is clean."""
+        assert self.hot is not None
+        try:
+            async with asyncio.timeout(self.hot_timeout):
+                await self.hot.delete_agent(agent_id)
+        except Exception as exc:
+            self._hot_failed(exc)
+            return False
+        self._dirty.discard(agent_id)
+        return True
+
+    async def _drop_hot(self, agent_id: str) -> None:
+        """The hot copy disagrees with the durable tier: delete it (or mark it dirty)."""
+        result = await self._hot_call(lambda h: h.delete_agent(agent_id), [agent_id], write=True)
+        if isinstance(result, Miss):
+            self._dirty.add(agent_id)
+
+    async def _hot_checked(
+        self, agent_id: str, fn: Callable[[Backend], Awaitable[T]]
+    ) -> tuple[int, T] | None:
+        """``(durable head, answer)`` when the hot tier may answer a read of the agent,
+        else None (the caller asks the durable tier).
+
+        The durable tier is the authority: a hot copy is trusted on no process's word
+        (another process may have written while this one could not reach the hot
+        tier, and died), only when its head and head tag equal the durable tier's,
+        compared on every read. The durable head read, the hot head read and the hot
+        read itself run concurrently: one round trip of latency, not three. The
+        caller checks the answer against the durable head (a read must reach it), so
+        an answer is never older than the durable head read during this call.
+        """
+        if self.hot is None or not self.hot_available():
+            return None
+        durable, hot, answer = await asyncio.gather(
+            self.durable.head_tag(agent_id),
+            self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False),
+            self._hot_call(fn, [agent_id], write=False),
+        )
+        if durable[0] == 0 or isinstance(hot, Miss) or isinstance(answer, Miss):
+            return None
+        if hot == durable:
+            return durable[0], answer
+        if hot[0] > 0:  # stale, or moved/rewritten by someone else: refill it
+            await self._drop_hot(agent_id)
+        return None
+
+    async def _check_hot_head(self, agent_id: str, durable_head: int) -> None:
+        """After a durable conflict: a hot copy at another head is stale — drop it."""
+        hot_head = await self._hot_call(lambda h: h.head(agent_id), [agent_id], write=False)
+        if not isinstance(hot_head, Miss) and hot_head not in (0, durable_head):
+            await self._drop_hot(agent_id)
+
+    async def _hot_apply(self, requests: Sequence[AppendRequest]) -> None:
+        """Mirror appends the durable tier accepted into the hot tier, best effort."""
+        if self.hot is None or not requests:
+            return
+        agents = sorted({r.agent_id for r in requests})
+        # the durable tier checked the fences; the copy carries none
+        plain = [dataclasses.replace(r, fence=None) if r.fence is not None else r for r in requests]
+        results = await self._hot_call(lambda h: h.append_batch(plain), agents, write=True)
+        if isinstance(results, Miss):
+            return
+        stale: set[str] = set()
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, ConflictError):
+                if result.current_seq != 0:  # present but not at our base: stale
+                    stale.add(request.agent_id)
+            elif isinstance(result, BaseException) or result.duplicate:
+                stale.add(request.agent_id)
+        for agent_id in sorted(stale):
+            await self._drop_hot(agent_id)
+
+    def _hit(self) -> None:
+        self.stats["hot_hits"] += 1
+
+    async def _fill(self, agent_id: str) -> None:
+        """Copy the agent's stream and snapshots into the hot tier (lazily)."""
+        hot = self.hot
+        if hot is None or not self.hot_available() or agent_id in self._dirty:
+            return
+        async with self._locks.hold(agent_id):
+            head, tag = await self.durable.head_tag(agent_id)
+            if head == 0 or head > self.fill_limit:
+                return
+            current = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
+            if isinstance(current, Miss) or current == (head, tag):
+                return
+            try:
+                result = await self._hot_call(
+                    lambda h: self._copy_to_hot(h, agent_id, head),
+                    [agent_id],
+                    write=True,
+                    budget=self.hot_timeout * (2 + head / PAGE),
+                )
+            except ConflictError:
+                result = MISS
+            if isinstance(result, Miss):
+                await self._drop_hot(agent_id)
+                return
+            # a writer in another process may have moved the head meanwhile
+            if await self.durable.head_tag(agent_id) != (head, tag):
+                await self._drop_hot(agent_id)
+                return
+            self.stats["fills"] += 1
+
+    async def _copy_to_hot(self, hot: Backend, agent_id: str, head: int) -> None:
+        await hot.delete_agent(agent_id)
+        tag_head, tag = await self.durable.head_tag(agent_id)
+        if tag_head != head:
+            raise ConflictError(agent_id, head, tag_head)  # moved meanwhile: try later
+        base = await base_of(self.durable, agent_id)
+        if base is not None and not hot.supports(Capability.BASE_IMPORT):
+            raise ConflictError(agent_id, head, 0)  # a compacted stream stays out of it
+        seq = 0 if base is None else base.seq
+        while seq < head:
+            events = await self.durable.read(agent_id, seq, head, limit=PAGE)
+            if not events:
+                raise IntegrityError(agent_id, seq + 1, "stream ended while copying to hot")
+            last = events[-1].seq == head
+            await append_copy(
+                hot,
+                AppendRequest(agent_id, seq, tuple(events), head_tag=tag if last else None),
+                base,
+                (),  # (the hot copy holds no idempotency keys: the durable tier's are asked)
+            )
+            seq = events[-1].seq
+        for snap in await snapshots(self.durable, agent_id):
+            await hot.save_snapshot(agent_id, snap)

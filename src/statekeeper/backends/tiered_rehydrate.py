@@ -1,0 +1,208 @@
+"""Bringing a demoted agent back (*rehydration*) in
+:class:`~statekeeper.backends.tiered.TieredBackend`, and what makes every first use of
+an agent in a process look at its cold marker: the part an interrupted rehydration
+copied is never read as the agent (the *settled* memo of agents seen without one)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from ..errors import ConflictError, IntegrityError
+from .base import Backend
+from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
+from .tiered_cold import check_demoted_copy
+from .tiered_copy import copy_stream
+from .tiered_owner import IN_FLIGHT
+
+__all__ = ["TieredRehydrate"]
+
+logger = logging.getLogger("statekeeper.backends.tiered")
+
+#: the most agents ``_settled`` remembers: a memo, one forgotten costs one marker read
+#: at its next use (it is a first use again)
+_SETTLED_MAX = 65536
+
+
+class TieredRehydrate(TieredClaims):
+    """The rehydration part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
+
+    async def _durable_head(self, agent_id: str) -> int:
+        head = await self.durable.head(agent_id)
+        if head == 0 and self.cold is not None:
+            head = await self._rehydrate(agent_id)
+        elif self.cold is not None and head < self._settled.get(agent_id, head + 1):
+            head = await self._first_use(agent_id, head)
+        elif self.cold is not None:
+            self._settle_at(agent_id, head)
+        return head
+
+    def _settle_at(self, agent_id: str, head: int) -> None:
+        """``agent_id`` is settled here, its durable head seen at ``head``."""
+        self._set_settled(agent_id, max(head, self._settled.get(agent_id, 0)))
+
+    def _set_settled(self, agent_id: str, head: int) -> None:
+        """Remember ``agent_id`` settled at ``head``. Bounded: all forgotten when full,
+        each then a first use again (its marker read once more). Was: one entry per
+        agent a process ever touched, for the life of the worker (h/trialsoak: 50k
+        agents written once, 50k entries)."""
+        settled = self._settled
+        if agent_id not in settled and len(settled) >= _SETTLED_MAX:
+            settled.clear()
+        settled[agent_id] = head
+
+    async def _settle(self, agent_id: str) -> None:
+        """Before this process first reads ``agent_id``: its cold marker is looked at (see
+        :meth:`_first_use`), so a rehydration's part is never what the read returns."""
+        if self.cold is not None and agent_id not in self._settled:
+            await self._durable_head(agent_id)
+
+    async def _first_use(self, agent_id: str, head: int, *, locked: bool = False) -> int:
+        """The agent's durable head, after this process's first look at its cold marker:
+        a stream below the marker's head is what an interrupted rehydration copied
+        (a process killed part way), never the whole agent — it is copied again. A
+        marker at or below the stream's head (a demotion under way in another process,
+        or one that died before its last step) is left to that demotion."""
+        if head == 0:
+            return await self._rehydrate(agent_id, locked=locked)
+        marker = await self._marker(agent_id)
+        if marker is None:
+            self._set_settled(agent_id, head)  # (a stream deleted and written again: lower)
+        elif head < marker.head_seq:
+            return await self._rehydrate(agent_id, locked=locked)
+        return head
+
+    async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
+        """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
+
+        ``locked``: the caller holds the agent's lock already.
+        """
+        cold = self.cold
+        if cold is None or is_internal(agent_id):
+            return 0
+        marker_id = COLD_MARKER + agent_id
+        if await self.durable.head(marker_id) == 0:
+            if agent_id not in self._settled:
+                self._set_settled(agent_id, 0)
+            return 0
+        if not locked:
+            await self._locks.acquire(agent_id)
+        ours: dict[str, Any] | None = None
+        try:
+            entry = await self._marker_entry(agent_id)
+            if entry is None:  # rehydrated meanwhile
+                head = await self.durable.head(agent_id)
+                self._set_settled(agent_id, head)
+                return head
+            marker, body = entry
+            head = await self.durable.head(agent_id)
+            if head >= marker.head_seq or is_claim(body):
+                # a demotion's marker beside the whole stream: its claim, the demotion under
+                # way in another process (its copy, then its conditional delete of the
+                # stream) or dead before its end. Not
+                # a rehydration's to end: deleting the marker and the cold copy here while
+                # the demotion went on deleted the stream too — the agent lost everywhere
+                # (another process's create of it, conflicting, did that). Nor is a claim
+                # beside less (:func:`is_claim`): the stream deleted under it, the
+                # agent deleted — was brought back from the claim's whole cold copy. Nor a
+                # rehydration's claim beside the whole stream: its end is its own (or, it
+                # killed, its claim's to take over: :meth:`_take_over`)
+                return head
+            # this rehydration's claim, before anything is written: the end is the
+            # claim's owner's (None: another's claim, or a tier whose claims name none)
+            ours = await self._claim_rehydration(agent_id, body)
+            if (
+                ours is None
+                and self._fenced()
+                and not body.get("rehydrating")
+                and await self._marker_entry(agent_id) != entry
+            ):  # the marker changed meanwhile (another's claim, or gone): look again
+                return await self._rehydrate(agent_id, locked=True)
+            if ours is None and not self._fenced():
+                ours = body  # (the marker's: its end is the one that copies back, as ever)
+            if head > 0:
+                # the part an interrupted rehydration copied (the cold tier still holds
+                # the whole stream): copied again from the start, never taken as all
+                await self._drop_partial(agent_id, marker.head_seq)
+                head = await self.durable.head(agent_id)
+                if head >= marker.head_seq:
+                    # that rehydration finished its copy meanwhile: its end (the cold copy
+                    # and the marker deleted) is its own. Was: ended here too — with that
+                    # one's end and a demotion since in between, that demotion's cold copy
+                    # and marker were deleted, then its delete of the stream went through
+                    return head
+            if head == 0:
+                await check_demoted_copy(cold, agent_id, body)
+                try:
+                    await copy_stream(
+                        cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
+                    )
+                except (ConflictError, IntegrityError):
+                    again = await self._marker_entry(agent_id)
+                    head = await self.durable.head(agent_id)
+                    if again is None or (again[1] == ours and head >= marker.head_seq):
+                        # another process brought it back meanwhile (and deleted the
+                        # cold copy read here; or left the end to this one's claim):
+                        # the agent is its copy, nothing is wrong
+                        self._set_settled(agent_id, head)
+                        return head
+                    with contextlib.suppress(Exception):  # (else the next use drops it)
+                        await self._drop_partial(agent_id, marker.head_seq)
+                    raise
+                except BaseException:
+                    with contextlib.suppress(Exception):  # (else the next use drops it)
+                        await self._drop_partial(agent_id, marker.head_seq)
+                    raise
+                head = marker.head_seq
+            elif head < marker.head_seq:
+                raise IntegrityError(
+                    agent_id, marker.head_seq, f"a partial copy at {head} could not be dropped"
+                )
+            # the cold copy first: a process killed between the two leaves the marker
+            # beside the whole stream (harmless: see above), never a cold copy no marker
+            # claims (a deleted agent's data kept, and a later demotion of the id refused).
+            # Both only while they are what this rehydration copied and the marker it read:
+            # a delete of the agent, then a demotion of a new one of that id, meanwhile
+            # made another (its copy and claim, deleted here, and its stream by it). Not
+            # while another rehydration's claim is the marker: the end is its owner's
+            if ours is not None:
+                await self._drop_copied(cold, agent_id, head, ours)
+            self._set_settled(agent_id, head)
+            self.stats["rehydrations"] += 1
+            logger.info("rehydrated agent %r (head %d) from the cold tier", agent_id, head)
+            return head
+        finally:
+            if ours is not None:
+                IN_FLIGHT.discard(bytes.fromhex(ours["_token"]))
+            if not locked:
+                self._locks.release(agent_id)
+
+    async def _drop_copied(
+        self, cold: Backend, agent_id: str, head: int, body: dict[str, Any]
+    ) -> None:
+        """A rehydration's end: the cold copy it copied back (at ``head``, the head
+        record the durable copy has), then the marker (``body``: its claim, or the
+        marker it read), conditional on that record."""
+        checksum = await self.durable.head_checksum(agent_id, head)
+        if checksum is not None:  # (None: deleted meanwhile, its cold copy first)
+            with contextlib.suppress(ConflictError):
+                await cold.delete_agent_at(agent_id, head, checksum)
+        with contextlib.suppress(ConflictError):
+            await self.durable.delete_agent_at(
+                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
+            )
+
+    async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
+        """Delete what an interrupted rehydration copied into the durable tier (a part
+        of the stream the cold tier holds whole), if that is what is there."""
+        head = await self.durable.head(agent_id)
+        if 0 < head < marker_head and self.cold is not None:
+            # only the copy's own records: the head event must be the cold copy's at
+            # that seq (an append acknowledged on top of a part — by a process that read
+            # it as the agent — was deleted with it)
+            copied = await self.cold.read(agent_id, head - 1, head)
+            if not copied or copied[0].seq != head:
+                return
+            with contextlib.suppress(ConflictError):  # moved: the caller looks again
+                await self.durable.delete_agent_at(agent_id, head, copied[0].checksum)

@@ -1,0 +1,311 @@
+"""The writes of :class:`~statekeeper.backends.tiered.TieredBackend`: each decided by the
+durable tier under the agent's lock (a demoted agent brought back first), then mirrored
+into (or dropped from) the hot tier; deletes reach the cold tier's own copy too."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..arguments import MAX_ID_BYTES
+from ..errors import (
+    BackendError,
+    ConfigurationError,
+    ConflictError,
+    InvalidAgentId,
+    StatekeeperError,
+)
+from ..records import AppendRequest, AppendResult, RawSnapshot, RewriteRequest
+from .base import Capability, KeptKeys, validate_from_base, validate_request
+from .tiered_claims import COLD_MARKER
+from .tiered_hot import TieredHot
+from .tiered_rehydrate import TieredRehydrate
+
+__all__ = ["TieredWrites"]
+
+
+class TieredWrites(TieredRehydrate, TieredHot):
+    """The write part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
+
+    def _too_long(self, agent_id: str) -> InvalidAgentId | None:
+        """The refusal of an id longer than :attr:`max_id_bytes` (a tier's keys cannot
+        hold it), or None: checked before anything is written to any tier."""
+        limit = self.max_id_bytes
+        if limit >= MAX_ID_BYTES or len(agent_id) * 4 <= limit:
+            return None
+        size = len(agent_id.encode("utf-8", "surrogatepass"))
+        if size <= limit:
+            return None
+        shown = repr(agent_id if len(agent_id) <= 40 else agent_id[:40] + "…")
+        return InvalidAgentId(
+            f"agent_id {shown} is {size:,} bytes in UTF-8, over the limit of {limit:,} of"
+            " this tiered store (the longest id each of its tiers, and a demoted agent's"
+            " marker, holds)"
+        )
+
+    async def append(self, request: AppendRequest) -> AppendResult:
+        self._check_can_write()
+        validate_request(request)
+        refused = self._too_long(request.agent_id)
+        if refused is not None:
+            raise refused
+        agent_id = request.agent_id
+        self._touch(agent_id)
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            result = await self._durable_append(request)
+            if not result.duplicate:
+                await self._hot_apply([request])
+        return result
+
+    async def _durable_append(self, request: AppendRequest) -> AppendResult:
+        agent_id = request.agent_id
+        if request.expected_seq == 0 and self.cold is not None:
+            await self._rehydrate(agent_id, locked=True)  # a demoted agent is not a new one
+        elif self.cold is not None and agent_id not in self._settled:
+            await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
+        try:
+            result = await self.durable.append(request)
+        except ConflictError as exc:
+            if (
+                exc.current_seq == 0
+                and self.cold is not None
+                and await self._rehydrate(agent_id, locked=True)
+            ) or await self._went_back(agent_id, exc.current_seq):
+                result = await self.durable.append(request)
+            else:
+                await self._check_hot_head(agent_id, exc.current_seq)
+                raise
+        if agent_id in self._settled:
+            self._settle_at(agent_id, result.last_seq)
+        return result
+
+    async def _went_back(self, agent_id: str, head: int) -> bool:
+        """After a conflict at durable head ``head``: True when the agent was brought
+        back from the cold tier now — its stream was below the head this process saw
+        (another process demoted it since, and a third's rehydration is under way:
+        the stream is that copy's part, which an append here was acknowledged on and
+        deleted with the part, and read as the agent, stale)."""
+        if self.cold is None or head >= self._settled.get(agent_id, 0):
+            return False
+        del self._settled[agent_id]
+        return await self._first_use(agent_id, head, locked=True) != head
+
+    async def append_batch(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        self._check_can_write()
+        if not requests:
+            return []
+        refusals = {i: self._too_long(r.agent_id) for i, r in enumerate(requests)}
+        if any(refusals.values()):  # (each refused on its own, the others made)
+            rest = [r for i, r in enumerate(requests) if refusals[i] is None]
+            made = iter(await self.append_batch(rest))
+            return [refusals[i] or next(made) for i in range(len(requests))]
+        agents = sorted({r.agent_id for r in requests})
+        await self._check_hot(agents[0])
+        for agent_id in agents:
+            self._touch(agent_id)
+        held: list[str] = []
+        try:
+            for agent_id in agents:  # sorted: two batches never wait on each other
+                await self._locks.acquire(agent_id)
+                held.append(agent_id)
+            if self.cold is not None:  # a demoted agent is not a new one
+                for agent_id in sorted({r.agent_id for r in requests if r.expected_seq == 0}):
+                    await self._rehydrate(agent_id, locked=True)
+                for agent_id in sorted({r.agent_id for r in requests} - self._settled.keys()):
+                    await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
+            results = await self.durable.append_batch(requests)
+            if self.cold is not None:
+                for i, (req, res) in enumerate(zip(requests, results, strict=True)):
+                    if (
+                        isinstance(res, ConflictError)
+                        and res.current_seq == 0
+                        and await self._rehydrate(req.agent_id, locked=True)
+                    ):
+                        try:
+                            results[i] = await self.durable.append(req)
+                        except Exception as exc:
+                            results[i] = exc
+            accepted = [
+                req
+                for req, res in zip(requests, results, strict=True)
+                if isinstance(res, AppendResult) and not res.duplicate
+            ]
+            await self._hot_apply(accepted)
+            for req, res in zip(requests, results, strict=True):
+                if isinstance(res, ConflictError):
+                    await self._check_hot_head(req.agent_id, res.current_seq)
+        finally:
+            for agent_id in held:
+                self._locks.release(agent_id)
+        return results
+
+    async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
+        self._check_can_write()
+        self._touch(agent_id)
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            try:
+                await self.durable.save_snapshot(agent_id, snapshot)
+            except ConflictError as exc:
+                if not (exc.current_seq == 0 and await self._rehydrate(agent_id, locked=True)):
+                    raise
+                await self.durable.save_snapshot(agent_id, snapshot)
+            try:
+                await self._hot_call(
+                    lambda h: h.save_snapshot(agent_id, snapshot), [agent_id], write=True
+                )
+            except ConflictError as exc:
+                if exc.current_seq != 0:
+                    await self._drop_hot(agent_id)
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        """Delete the agent from every tier: its cold copy first (a demoted agent's, or
+        what a demotion cut short left of this stream), then its marker, then the durable
+        stream — a failure on the way leaves the agent whole, and deleting again
+        finishes. A cold copy that is not this store's (another store's sharing the cold
+        tier: no marker here, or not the copy the marker says) is never touched."""
+        self._check_can_write()
+        self._last_used.pop(agent_id, None)
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            existed = False
+            if self.cold is not None:
+                existed, ours = await self._own_cold(self.cold, agent_id)
+                if ours:
+                    await self.cold.delete_agent(agent_id)
+                if existed:
+                    await self.durable.delete_agent(COLD_MARKER + agent_id)
+            existed = await self.durable.delete_agent(agent_id) or existed
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+        return existed
+
+    async def delete_agent_at(
+        self, agent_id: str, head: int, checksum: bytes | None = None
+    ) -> bool:
+        """Delete ``agent_id`` only if its head is still ``head`` (and its head event's
+        checksum ``checksum``, when given) (:meth:`Backend.delete_agent_at`):
+        the durable tier's own conditional delete (one commit there), so an append that
+        lands between the check and the delete — from this process or another sharing
+        the durable tier — makes it a :class:`~statekeeper.errors.ConflictError` with
+        nothing deleted. (The default compared the head, then deleted whatever was there:
+        such an append was deleted with the agent, without an error.) A demoted agent is
+        brought back first; the hot copy, and a cold copy of this store's own that a
+        demotion cut short left (never another store's), go after the delete."""
+        self._check_can_write()
+        if head < 1:
+            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            marker, ours = False, False
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+                marker, ours = await self._own_cold(self.cold, agent_id)
+            if marker and self._fenced():
+                # a demotion's claim beside the stream: ended first (its last step then
+                # deletes nothing). Was: left until after the stream's delete — a load
+                # in between found the claim's marker alone, took the agent for demoted
+                # and brought the claim's whole cold copy back (the deleted agent served,
+                # and kept)
+                await self._end_claim(agent_id)
+                marker = False
+            await self.durable.delete_agent_at(agent_id, head, checksum)
+            self._last_used.pop(agent_id, None)
+            if self.cold is not None and ours:
+                try:
+                    await self.cold.delete_agent(agent_id)
+                except StatekeeperError as exc:
+                    raise BackendError(
+                        f"agent {agent_id!r} was deleted from the durable tier, but deleting"
+                        f" what a demotion cut short left of it in the cold tier"
+                        f" {self.cold!r} failed ({type(exc).__name__}: {exc}); that copy is"
+                        " left there (not the agent: nothing reads it), and a demotion of a"
+                        " new agent of that id is refused while it is",
+                        maybe_applied=True,
+                    ) from exc
+            if marker:
+                await self.durable.delete_agent(COLD_MARKER + agent_id)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+        return True
+
+    async def rewrite(self, request: RewriteRequest) -> None:
+        """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
+        dropped and refilled from the new bytes on the next read."""
+        self._check_can_write()
+        await self._check_hot(request.agent_id)
+        async with self._locks.hold(request.agent_id):
+            if self.cold is not None:
+                await self._rehydrate(request.agent_id, locked=True)
+            await self.durable.rewrite(request)
+            if self.hot is not None:
+                await self._drop_hot(request.agent_id)
+
+    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+        """Rename in the durable tier (a demoted agent brought back first, as for a
+        rewrite); the hot copy is dropped and refilled on the next read."""
+        self._check_can_write()
+        self.require(Capability.KEY_RENAME)
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            done = await self.durable.rename_keys(agent_id, renames)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+            return done
+
+    async def prune(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop_snapshots: Sequence[int] = (),
+        head: int | None = None,
+        checksum: bytes | None = None,
+    ) -> None:
+        """Prune in the durable tier (see :meth:`Backend.prune`: its atomic step
+        compares ``head`` and ``checksum``); the hot copy is dropped and refilled,
+        compacted, on the next read."""
+        self._check_can_write()
+        self.require(Capability.PRUNE)
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            if head is None and checksum is None:  # (also an override without them)
+                await self.durable.prune(agent_id, base_seq, drop_snapshots)
+            else:
+                await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+
+    async def append_from_base(
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
+    ) -> AppendResult:
+        """Create the compacted stream in the durable tier (a demoted agent exists: a
+        conflict, as anywhere); the hot copy is filled on the next read."""
+        self._check_can_write()
+        self.require(Capability.BASE_IMPORT)
+        validate_from_base(request, base, kept_keys)
+        refused = self._too_long(request.agent_id)
+        if refused is not None:
+            raise refused
+        agent_id = request.agent_id
+        self._touch(agent_id)
+        await self._check_hot(agent_id)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._rehydrate(agent_id, locked=True)
+            result = await self.durable.append_from_base(
+                request, base, kept_keys, **({"raise_floor": True} if raise_floor else {})
+            )
+            if self.hot is not None:
+                await self._drop_hot(agent_id)  # whatever an older process left there
+        return result
