@@ -571,6 +571,20 @@ class Keyring:
         link(agent_id, predecessor)
         return True
 
+    def continue_in(self, family: str | None, agent_id: str, predecessor: str) -> bool:
+        """Give ``agent_id`` (a new id continuing ``predecessor``: :meth:`link`) the key
+        the store of key family ``family`` writes ``predecessor`` with
+        (:func:`.keyscope.continue_key`). False without a family or a vault without
+        families, or when nothing was given."""
+        scoped = self.scoped
+        if family is None or scoped is None:
+            return False
+        given = keyscope.continue_key(self, scoped, family, agent_id, predecessor)
+        if given:
+            with self._lock:
+                self._forget_cached(agent_id)
+        return given
+
     def without(self, *key_ids: str) -> Keyring:
         """A keyring without the named keys (e.g. to check a retired key is unused)."""
         ring = object.__new__(Keyring)

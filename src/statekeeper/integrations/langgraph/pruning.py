@@ -187,7 +187,9 @@ class _SaverPruning(_SaverWrites):
         fence_seq = st.seq
         new_agent = m.agent_id(self.prefix, st.thread_id, m.next_generation(st.generation))
         # the old generation's key stays (a backup taken before this prune needs it);
-        # the vault links the generations, so forgetting the thread destroys both keys
+        # the vault links the generations, so forgetting the thread destroys both keys;
+        # the new one is sealed with the old one's key (in a restored copy, the source's:
+        # the source's forget of the thread reaches it)
         self._link_generation(new_agent, st.agent_id)
         await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
         try:
@@ -277,6 +279,7 @@ class _SaverPruning(_SaverWrites):
         if qualify is not None:
             new_agent, old_agent = qualify(new_agent), qualify(old_agent)
         keyring.link(new_agent, old_agent)
+        keyring.continue_in(self.store.codec.key_family, new_agent, old_agent)
 
     async def _thread_list(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
         if thread_ids is not None:
