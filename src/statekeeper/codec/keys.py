@@ -514,9 +514,18 @@ class Keyring:
                 self._forget_cached(agent_id)
         return adopted
 
-    def forgotten_in(self, family: str | None, agent_id: str) -> VaultEntry | None:
+    def forgotten_in(
+        self, family: str | None, agent_id: str, *, held: bool = False
+    ) -> VaultEntry | None:
         """The tombstone that refuses ``agent_id`` in ``family``'s store (its own, a
-        family it continues, or a legacy one), or None when it is not forgotten there."""
+        family it continues, or a legacy one), or None when it is not forgotten there.
+
+        ``held``: that store holds records of the agent (it lists it, or exported it).
+        When it has no key of the agent in its lineage (live or not) and no live legacy
+        one, its records are a copy sealed with another store's key (a restore made
+        before :func:`.keyscope.adopt`): then, when every key of the agent in the vault
+        is destroyed, the newest tombstone (before, None: the copy counted as not
+        forgotten although nothing opens it)."""
         vault = self.data_keys
         if vault is None:
             return None
@@ -525,10 +534,13 @@ class Keyring:
             entry = vault.load(agent_id)
             return entry if entry is not None and entry.wrapped is None else None
         families = scoped.families(family)
-        for entry in scoped.entries(agent_id):
+        entries = scoped.entries(agent_id)
+        for entry in entries:
             if entry.wrapped is None and (entry.family is None or entry.family in families):
                 return entry
-        return None
+        if not held or any(e.wrapped is not None or e.family in families for e in entries):
+            return None
+        return max(entries, key=lambda e: e.forgotten_at or 0.0, default=None)
 
     def forget(self, agent_id: str, *, at: float | None = None) -> bool:
         """Destroy the agent's data key (crypto-shredding): every record encrypted

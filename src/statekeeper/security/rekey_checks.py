@@ -44,6 +44,7 @@ def forgotten(vault: Any, store: StateStore, listed: str) -> bool:
     agent_id = qualify(listed) if callable(qualify) else listed
     keyring = store.codec.keyring
     if keyring is not None and keyring.data_keys is vault:  # (its family's tombstone)
-        return keyring.forgotten_in(store.codec.key_family, agent_id) is not None
+        # (the store lists the agent: a restored copy's source tombstone counts too)
+        return keyring.forgotten_in(store.codec.key_family, agent_id, held=True) is not None
     entry = vault.load(agent_id)
     return entry is not None and entry.wrapped is None
