@@ -348,6 +348,8 @@ def rekey(
         # under an older key, their events compacted away: a retry is stored again once
         # that key is removed (docs/security.md)
         "idempotency_records_left": stats.keys_left,
+        # data keys of agents not walked (deleted, pruned generations) wrapped again
+        "data_keys_rewrapped": stats.data_keys,
         # False under --as without admin on '**': the agents it administers only
         "whole_store": narrow is None,
     }

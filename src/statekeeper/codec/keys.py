@@ -444,6 +444,21 @@ class Keyring:
             self._forget_cached(agent_id)
         return done
 
+    def rewrap_family(self, family: str | None) -> int:
+        """:meth:`rewrap` of every live key of the store of key family ``family`` (and
+        the families it continues), its agents listed or not
+        (:func:`.keyscope.rewrap_family`): how many were wrapped again. 0 without a
+        family or a vault without families."""
+        scoped = self.scoped
+        if family is None or scoped is None:
+            return 0
+        done = keyscope.rewrap_family(self, scoped, family)
+        with self._lock:  # (a cached key names the master key it was wrapped under)
+            for agent_id in done:
+                self._data.pop(agent_id, None)
+                self._forget_cached(agent_id)
+        return len(done)
+
     def _forget_cached(self, agent_id: str) -> None:
         for pair in [p for p in self._writing if p[1] == agent_id]:
             del self._writing[pair]

@@ -41,6 +41,7 @@ __all__ = [
     "forget_plan",
     "no_data_key",
     "read_key",
+    "rewrap_family",
     "write_key",
 ]
 
@@ -304,3 +305,29 @@ def _writing_entry(
     if any(not _live(e) for e in lineage):
         return None
     return lineage[0] if lineage else None
+
+
+def rewrap_family(ring: Keyring, vault: ScopedKeyVault, family: str) -> list[str]:
+    """Wrap every live key of ``family`` and the families it continues under the active
+    master key (``rekey``: the keys of agents it does not walk — deleted agents', whose
+    backups need them, a LangGraph thread's pruned generations' — stayed wrapped under
+    the master key being retired). A key no key of this keyring opens (another key
+    file's) is left as it is. The agent ids whose key was wrapped again; none without
+    ``live_in`` (a custom vault)."""
+    live_in = getattr(vault, "live_in", None)
+    if live_in is None:
+        return []
+    master = ring.active
+    done: list[str] = []
+    for one in sorted(vault.families(family)):
+        for entry in live_in(one):
+            if entry.master_id in (None, master.id):
+                continue
+            try:
+                material = _material(ring, entry)
+            except (KeyNotFound, DecryptionError):
+                continue
+            wrapped = master.wrap(entry.agent_id, material, one)
+            vault.rewrap_in(one, entry.agent_id, master.id, wrapped)
+            done.append(entry.agent_id)
+    return done
