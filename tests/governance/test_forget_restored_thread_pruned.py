@@ -56,9 +56,11 @@ async def _generations(store: StateStore, thread: str) -> list[str]:
     return sorted(a for a in found if f"/{thread}#" in a)
 
 
-@pytest.mark.parametrize("vault_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize(
+    ("vault_kind", "reopened"), [("memory", False), ("sqlite", False), ("sqlite", True)]
+)
 async def test_a_prune_in_the_target_after_a_restore_is_shredded_by_the_sources_forget(
-    tmp_path: Path, vault_kind: str
+    tmp_path: Path, vault_kind: str, reopened: bool
 ) -> None:
     vault = MemoryKeyVault() if vault_kind == "memory" else SqliteKeyVault(tmp_path / "v.db")
     bkey = BackupKey(os.urandom(32))
@@ -71,12 +73,16 @@ async def test_a_prune_in_the_target_after_a_restore_is_shredded_by_the_sources_
         await backup(a, file, bkey)
     async with StateStore(b_url, keyring=_ring(vault)) as b, StatekeeperSaver(b) as saver:
         assert (await restore(b, [file], bkey)).agents == 2
-        await _chat(saver, "t1", 1)  # written on in the target, then pruned there
+        if not reopened:
+            await _chat(saver, "t1", 1)  # written on in the target, then pruned there
+    # (reopened: the prune is the first write of a process, its key family not read yet)
+    async with StateStore(b_url, keyring=_ring(vault)) as b, StatekeeperSaver(b) as saver:
         await saver.aprune(["t1", "t2"])
         (t1_b,) = await _generations(b, "t1")
         assert t1_b != t1  # a new generation, its records sealed in B
         got = await saver.aget_tuple(_config("t1"))
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 0"
+        newest = f"{SECRET} turn {2 if reopened else 0}"
+        assert got is not None and got.checkpoint["channel_values"]["ssn"] == newest
     async with StateStore(a_url, keyring=_ring(vault)) as a:
         assert (await forget(a, t1)).destroyed
     async with (

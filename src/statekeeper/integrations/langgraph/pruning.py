@@ -17,6 +17,7 @@ from typing import Any
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.conditional import delete_only_at
 from ...store.delete_shown import head_identity
+from ...store.keyguard import key_family
 from ...store.writes import SEEN, Seen
 from . import history as h
 from . import mapping as m
@@ -189,7 +190,8 @@ class _SaverPruning(_SaverWrites):
         # the old generation's key stays (a backup taken before this prune needs it);
         # the vault links the generations, so forgetting the thread destroys both keys;
         # the new one is sealed with the old one's key (in a restored copy, the source's:
-        # the source's forget of the thread reaches it)
+        # the source's forget of the thread reaches it; the store's key family read first)
+        await key_family(self.store.backend, self.store.codec)
         self._link_generation(new_agent, st.agent_id)
         await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
         try:
