@@ -100,3 +100,43 @@ async def test_a_second_run_rewraps_nothing_and_a_custom_vault_is_left_alone(
     async with StateStore(url, keyring=rotated) as store:
         assert (await rekey(store)).data_keys == 1  # u1's (the feed's stream is walked)
         assert (await rekey(store)).data_keys == 0
+
+
+def test_keys_status_counts_the_stores_data_keys_per_wrapping_key(tmp_path: Path) -> None:
+    # it counted records only: after a rotation it showed nothing under k1 while the
+    # vault still held data keys wrapped under it (a deleted agent's)
+    import asyncio
+    import json
+
+    from statekeeper.codec.keys import Keyring as Ring
+
+    from ..cli._subprocess import cli_env, cli_in_process
+
+    key_file = tmp_path / "keys.json"
+    Ring.write_file(key_file, {"k1": _b64(K1), "k2": _b64(K2)}, "k1", data_keys="vault.db")
+    db = tmp_path / "s.db"
+
+    async def write() -> None:
+        async with StateStore(f"sqlite:///{db}", keyring=Ring.from_file(key_file)) as store:
+            await store.save("u1", {"n": 1})
+            await store.save("u2", {"n": 2})
+            await store.delete("u2")
+
+    asyncio.run(write())
+    common = ("--key-file", str(key_file), "--db", str(db))
+    env = cli_env(STATEKEEPER_ACTIVE_KEY="k2")
+    before = cli_in_process("keys", "status", *common, "--json", env=env)
+    assert before.code == 0, before
+    assert json.loads(before.stdout)["data_keys"] == {"k1": 3}  # u1, u2, the feed's stream
+    shown = cli_in_process("keys", "status", *common, env=env)
+    assert "3 data key(s) in the key vault wrapped under key 'k1'" in shown.stdout, shown
+    assert cli_in_process("rekey", *common, env=env).code == 0
+    after = cli_in_process("keys", "status", *common, "--json", env=env)
+    assert json.loads(after.stdout)["data_keys"] == {"k2": 3}
+    assert "data key(s)" not in cli_in_process("keys", "status", *common, env=env).stdout
+
+
+def _b64(key: bytes) -> str:
+    import base64
+
+    return base64.b64encode(key).decode()
