@@ -286,9 +286,12 @@ def continue_key(
     source = _writing_entry(vault, families, family, predecessor)
     if source is None:
         return False
+    try:
+        material = _material(ring, source)
+    except (KeyNotFound, DecryptionError):  # (another key file's: write_key decides)
+        return False
     master = ring.active
-    wrapped = master.wrap(agent_id, _material(ring, source), family)
-    vault.create_in(family, agent_id, master.id, wrapped)
+    vault.create_in(family, agent_id, master.id, master.wrap(agent_id, material, family))
     return True
 
 
