@@ -42,7 +42,13 @@ def cli_env(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("STATEKEEPER_URL", "STATEKEEPER_KEY_FILE", "STATEKEEPER_KEYS")
+        if k
+        not in (
+            "STATEKEEPER_URL",
+            "STATEKEEPER_KEY_FILE",
+            "STATEKEEPER_KEYS",
+            "STATEKEEPER_ACTIVE_KEY",
+        )
     }
     env.update({"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb"})
     env.update(extra)

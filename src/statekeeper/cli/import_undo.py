@@ -159,10 +159,14 @@ def _suggested(agent: _Agent, seq: int, checksum: bytes | None) -> str:
 def shredded(store: StateStore, agent_id: str, source: str | None = None) -> bool:
     """Whether the store's key vault holds a tombstone for ``agent_id`` (its data key was
     destroyed: a write of it would raise ``AgentForgotten``), in the store's key family
-    or in ``source``, the key family of the store an export came from."""
+    or in ``source``, the key family of the store an export came from (a copy there,
+    restored before copies adopted their keys, is forgotten once every key of the
+    agent is destroyed: ``Keyring.forgotten_in(held=True)``)."""
     keyring = store.codec.keyring
     if keyring is None:
         return False
     if keyring.forgotten_in(store.codec.key_family, agent_id) is not None:
         return True
-    return source is not None and keyring.forgotten_in(source, agent_id) is not None
+    # (the store the file came from held the agent: a copy of another store's there
+    # counts as forgotten once every key of it is destroyed)
+    return source is not None and keyring.forgotten_in(source, agent_id, held=True) is not None

@@ -99,18 +99,19 @@ def keys_status(
     """Count stored records and stream heads per key id (read from clear headers; the
     pre-migration records a migration keeps in head events count under their key). A
     key no record names any more can be removed from the keyring."""
-    from ..security.keyusage import idempotency_usage
+    from ..security.keyusage import data_key_usage, idempotency_usage
     from ..security.rekey import key_usage
 
     url = resolve_url(ctx, db)
     keyring = env_keyring(key_file)
 
-    async def go() -> tuple[dict[str, int], dict[str, int], str | None]:
+    async def go() -> tuple[dict[str, int], dict[str, int], str | None, dict[str, int]]:
         async with open_store(url, key_file=key_file) as store:
             usage = await key_usage(store)
-            return usage, await idempotency_usage(store), _narrow_principal(store)
+            idem = await idempotency_usage(store)
+            return usage, idem, _narrow_principal(store), await data_key_usage(store)
 
-    counted, idem, narrow = run(go())
+    counted, idem, narrow, wrapping = run(go())
     # natural order (k1, k2, ..., k10), never as text (k1, k10, k2)
     usage = {k: counted[k] for k in sorted(counted, key=key_id_order)}
     missing = [
@@ -126,6 +127,9 @@ def keys_status(
         # compacted away, rekey's idempotency_records_left) need it, or a retry of
         # their append is stored again
         "idempotency_records": {k: idem[k] for k in sorted(idem, key=key_id_order)},
+        # the store's data keys in the key vault per master key wrapping them (deleted
+        # agents' too): a key still wrapping some is needed to open them
+        "data_keys": {k: wrapping[k] for k in sorted(wrapping, key=key_id_order)},
         # False under --as without admin on '**': the agents it may read only
         "whole_store": narrow is None,
     }
@@ -158,6 +162,13 @@ def keys_status(
                 f"[yellow]{idem[key_id]:,} idempotency record(s) under key {escape(key_id)!r}"
                 " (their events compacted away, so rekey cannot move them): removing the"
                 " key makes a retry of their append be stored again[/]"
+            )
+    for key_id in sorted(wrapping, key=key_id_order):
+        if key_id != active and keyring is not None:
+            out_console().print(
+                f"[yellow]{wrapping[key_id]:,} data key(s) in the key vault wrapped under key"
+                f" {escape(key_id)!r} (deleted agents' too): run 'statekeeper rekey' before"
+                " removing it[/]"
             )
     if narrow is not None:
         out_console().print(
@@ -348,6 +359,8 @@ def rekey(
         # under an older key, their events compacted away: a retry is stored again once
         # that key is removed (docs/security.md)
         "idempotency_records_left": stats.keys_left,
+        # data keys of agents not walked (deleted, pruned generations) wrapped again
+        "data_keys_rewrapped": stats.data_keys,
         # False under --as without admin on '**': the agents it administers only
         "whole_store": narrow is None,
     }

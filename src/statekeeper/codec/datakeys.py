@@ -251,6 +251,12 @@ class MemoryKeyVault:
             scoped = [e for (_, a), e in sorted(self._scoped.items()) if a == agent_id]
         return ([legacy] if legacy is not None else []) + scoped
 
+    def live_in(self, family: str) -> list[VaultEntry]:
+        """Every live key of ``family`` (any agent id), by agent id."""
+        with self._lock:
+            found = [e for (f, _), e in self._scoped.items() if f == family]
+        return sorted((e for e in found if e.wrapped is not None), key=lambda e: e.agent_id)
+
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:
             entry = self._entries.get(agent_id)
@@ -520,6 +526,15 @@ class SqliteKeyVault:
         if len(rows) > 1:  # the legacy entry first, then by family
             rows.sort(key=lambda row: (row[0] is not None, str(row[0])))
         return [_entry(agent_id, None if row[0] is None else str(row[0]), row[1:]) for row in rows]
+
+    def live_in(self, family: str) -> list[VaultEntry]:
+        """Every live key of ``family`` (any agent id), by agent id."""
+        rows = self._run(
+            "SELECT agent_id, master_id, wrapped, forgotten_at FROM family_data_keys"
+            " WHERE family = ? AND wrapped IS NOT NULL ORDER BY agent_id",
+            (family,),
+        )
+        return [_entry(str(row[0]), family, row[1:]) for row in rows]
 
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:

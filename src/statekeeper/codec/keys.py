@@ -444,6 +444,21 @@ class Keyring:
             self._forget_cached(agent_id)
         return done
 
+    def rewrap_family(self, family: str | None) -> int:
+        """:meth:`rewrap` of every live key of the store of key family ``family`` (and
+        the families it continues), its agents listed or not
+        (:func:`.keyscope.rewrap_family`): how many were wrapped again. 0 without a
+        family or a vault without families."""
+        scoped = self.scoped
+        if family is None or scoped is None:
+            return 0
+        done = keyscope.rewrap_family(self, scoped, family)
+        with self._lock:  # (a cached key names the master key it was wrapped under)
+            for agent_id in done:
+                self._data.pop(agent_id, None)
+                self._forget_cached(agent_id)
+        return len(done)
+
     def _forget_cached(self, agent_id: str) -> None:
         for pair in [p for p in self._writing if p[1] == agent_id]:
             del self._writing[pair]
@@ -514,9 +529,18 @@ class Keyring:
                 self._forget_cached(agent_id)
         return adopted
 
-    def forgotten_in(self, family: str | None, agent_id: str) -> VaultEntry | None:
+    def forgotten_in(
+        self, family: str | None, agent_id: str, *, held: bool = False
+    ) -> VaultEntry | None:
         """The tombstone that refuses ``agent_id`` in ``family``'s store (its own, a
-        family it continues, or a legacy one), or None when it is not forgotten there."""
+        family it continues, or a legacy one), or None when it is not forgotten there.
+
+        ``held``: that store holds records of the agent (it lists it, or exported it).
+        When it has no key of the agent in its lineage (live or not) and no live legacy
+        one, its records are a copy sealed with another store's key (a restore made
+        before :func:`.keyscope.adopt`): then, when every key of the agent in the vault
+        is destroyed, the newest tombstone (before, None: the copy counted as not
+        forgotten although nothing opens it)."""
         vault = self.data_keys
         if vault is None:
             return None
@@ -525,10 +549,13 @@ class Keyring:
             entry = vault.load(agent_id)
             return entry if entry is not None and entry.wrapped is None else None
         families = scoped.families(family)
-        for entry in scoped.entries(agent_id):
+        entries = scoped.entries(agent_id)
+        for entry in entries:
             if entry.wrapped is None and (entry.family is None or entry.family in families):
                 return entry
-        return None
+        if not held or any(e.wrapped is not None or e.family in families for e in entries):
+            return None
+        return max(entries, key=lambda e: e.forgotten_at or 0.0, default=None)
 
     def forget(self, agent_id: str, *, at: float | None = None) -> bool:
         """Destroy the agent's data key (crypto-shredding): every record encrypted
@@ -570,6 +597,20 @@ class Keyring:
             return False
         link(agent_id, predecessor)
         return True
+
+    def continue_in(self, family: str | None, agent_id: str, predecessor: str) -> bool:
+        """Give ``agent_id`` (a new id continuing ``predecessor``: :meth:`link`) the key
+        the store of key family ``family`` writes ``predecessor`` with
+        (:func:`.keyscope.continue_key`). False without a family or a vault without
+        families, or when nothing was given."""
+        scoped = self.scoped
+        if family is None or scoped is None:
+            return False
+        given = keyscope.continue_key(self, scoped, family, agent_id, predecessor)
+        if given:
+            with self._lock:
+                self._forget_cached(agent_id)
+        return given
 
     def without(self, *key_ids: str) -> Keyring:
         """A keyring without the named keys (e.g. to check a retired key is unused)."""

@@ -14,6 +14,11 @@ opens a record, and which keys ``forget`` destroys (see
   copy's keys: copies shred together), and the agent's legacy key (any store of the
   vault may have used it, as before families). Another store's own key of the same
   agent id is left alone.
+* **A new id that continues another** (a LangGraph thread's next generation, written by
+  a ``prune``) is given the key the store writes its predecessor with
+  (:func:`continue_key`), wrapped for the new id: in a restored copy that is the source's
+  key, so the source's ``forget`` (which follows the lineage) reaches the generation the
+  target wrote too.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ if TYPE_CHECKING:
 __all__ = [
     "LEGACY",
     "adopt",
+    "continue_key",
     "family_forget",
     "forget_plan",
     "no_data_key",
     "read_key",
+    "rewrap_family",
     "write_key",
 ]
 
@@ -256,3 +263,74 @@ def adopt(
         for agent_id, master_id, wrapped in rows:
             vault.create_in(family, agent_id, master_id, wrapped)
     return [agent_id for agent_id, _, _ in rows]
+
+
+def continue_key(
+    ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str, predecessor: str
+) -> bool:
+    """Give ``agent_id``, which continues ``predecessor`` in ``family``'s store (the
+    vault links the two), the key that store writes ``predecessor`` with, wrapped for
+    ``agent_id`` by the active master key (see the module docs). Before, the new id was
+    given a key of the store's own family: in a restored copy (whose key of the
+    predecessor is the source's, :func:`adopt`) the source's ``forget`` left it live, and
+    the thread it forgot stayed readable there. Nothing is made when ``agent_id`` has a
+    key or tombstone of ``family``'s lineage already (or a legacy tombstone), or the
+    predecessor has no live key there (:func:`write_key` then decides, as before). True
+    when the key was given."""
+    families = vault.families(family)
+    for entry in vault.entries(agent_id):
+        if entry.family is None and not _live(entry):
+            return False
+        if entry.family is not None and entry.family in families:
+            return False
+    source = _writing_entry(vault, families, family, predecessor)
+    if source is None:
+        return False
+    try:
+        material = _material(ring, source)
+    except (KeyNotFound, DecryptionError):  # (another key file's: write_key decides)
+        return False
+    master = ring.active
+    vault.create_in(family, agent_id, master.id, master.wrap(agent_id, material, family))
+    return True
+
+
+def _writing_entry(
+    vault: ScopedKeyVault, families: set[str], family: str, agent_id: str
+) -> VaultEntry | None:
+    """The live entry :func:`write_key` writes ``agent_id`` with in ``family``'s store
+    (its own, else one of a family it continues), or None (none, or a tombstone)."""
+    entries = [e for e in vault.entries(agent_id) if e.family is not None]
+    for entry in entries:
+        if entry.family == family:
+            return entry if _live(entry) else None
+    lineage = [e for e in entries if e.family in families]
+    if any(not _live(e) for e in lineage):
+        return None
+    return lineage[0] if lineage else None
+
+
+def rewrap_family(ring: Keyring, vault: ScopedKeyVault, family: str) -> list[str]:
+    """Wrap every live key of ``family`` and the families it continues under the active
+    master key (``rekey``: the keys of agents it does not walk — deleted agents', whose
+    backups need them, a LangGraph thread's pruned generations' — stayed wrapped under
+    the master key being retired). A key no key of this keyring opens (another key
+    file's) is left as it is. The agent ids whose key was wrapped again; none without
+    ``live_in`` (a custom vault)."""
+    live_in = getattr(vault, "live_in", None)
+    if live_in is None:
+        return []
+    master = ring.active
+    done: list[str] = []
+    for one in sorted(vault.families(family)):
+        for entry in live_in(one):
+            if entry.master_id in (None, master.id):
+                continue
+            try:
+                material = _material(ring, entry)
+            except (KeyNotFound, DecryptionError):
+                continue
+            wrapped = master.wrap(entry.agent_id, material, one)
+            vault.rewrap_in(one, entry.agent_id, master.id, wrapped)
+            done.append(entry.agent_id)
+    return done

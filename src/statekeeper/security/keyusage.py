@@ -15,7 +15,7 @@ from .rekey_checks import forgotten
 if TYPE_CHECKING:
     from ..store.store import StateStore
 
-__all__ = ["FORGOTTEN", "idempotency_usage", "key_usage"]
+__all__ = ["FORGOTTEN", "data_key_usage", "idempotency_usage", "key_usage"]
 
 #: where :func:`key_usage` counts the records of agents ``forget`` crypto-shredded
 FORGOTTEN = "(forgotten)"
@@ -141,3 +141,32 @@ async def idempotency_usage(store: StateStore) -> dict[str, int]:
                 name = "(none)"
             counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+async def data_key_usage(store: StateStore) -> dict[str, int]:
+    """How many live data keys of the store (its key family and the families it
+    continues, in the key vault) are wrapped under each master key id — the agents
+    listed or not (a deleted agent's key, kept for the backups taken before; a LangGraph
+    thread's pruned generations'). A key still wrapping some is needed to open them:
+    ``rekey`` wraps them all under the active key. Empty without a key vault that keys
+    by family (or one that cannot list a family's keys: a custom vault)."""
+    import asyncio
+
+    from ..store.keyguard import key_family
+
+    keyring = store.codec.keyring
+    scoped = keyring.scoped if keyring is not None else None
+    live_in = getattr(scoped, "live_in", None)
+    family = await key_family(store.backend, store.codec)
+    if scoped is None or live_in is None or family is None:
+        return {}
+
+    def count() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for one in scoped.families(family):
+            for entry in live_in(one):
+                name = entry.master_id or "(none)"
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    return await asyncio.to_thread(count)

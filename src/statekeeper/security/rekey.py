@@ -48,7 +48,7 @@ from ..errors import (
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .keyusage import key_usage
-from .rekey_checks import forgotten, sealed_now
+from .rekey_checks import forgotten, refuse_namespace, rewrap_unwalked, sealed_now
 from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 
@@ -84,6 +84,7 @@ def _check(store: StateStore) -> Codec:
         raise ConfigurationError(
             "rekey needs a keyring whose active key is the key to re-encrypt with"
         )
+    refuse_namespace(store)
     return codec
 
 
@@ -525,6 +526,7 @@ async def rekey(
     if await store.backend.head(HOLDS_STREAM):  # the legal holds, sealed as a stream is
         await _rekey_walking_again(store, HOLDS_STREAM, batch, total)
     await _rekey_feed_streams(store, batch, total)
+    total.data_keys += await rewrap_unwalked(store)
     progress.done = True
     if path is not None:
         progress.save(path)

@@ -1,17 +1,20 @@
 """What :mod:`.rekey` leaves as it is: a record sealed as the codec seals it now, and an
-agent whose data key ``forget`` destroyed."""
+agent whose data key ``forget`` destroyed; and what it does beside the agents it walks:
+the data keys of the agents it does not walk (:func:`rewrap_unwalked`)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..codec import Codec
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from ..codec.pipeline import Opened
     from ..store.store import StateStore
 
-__all__ = ["forgotten", "sealed_now"]
+__all__ = ["forgotten", "refuse_namespace", "rewrap_unwalked", "sealed_now"]
 
 
 def sealed_now(
@@ -44,6 +47,34 @@ def forgotten(vault: Any, store: StateStore, listed: str) -> bool:
     agent_id = qualify(listed) if callable(qualify) else listed
     keyring = store.codec.keyring
     if keyring is not None and keyring.data_keys is vault:  # (its family's tombstone)
-        return keyring.forgotten_in(store.codec.key_family, agent_id) is not None
+        # (the store lists the agent: a restored copy's source tombstone counts too)
+        return keyring.forgotten_in(store.codec.key_family, agent_id, held=True) is not None
     entry = vault.load(agent_id)
     return entry is not None and entry.wrapped is None
+
+
+async def rewrap_unwalked(store: StateStore) -> int:
+    """Wrap the data keys of the agents the run did not walk under the active key (see
+    :meth:`~statekeeper.codec.keys.Keyring.rewrap_family`); a narrower admin's run
+    (``--as``, not an admin on ``**``) leaves them, as it leaves other namespaces'."""
+    from ..store.governed import governance_of
+    from ..store.keyguard import key_family
+
+    keyring = store.codec.keyring
+    governance = governance_of(store)
+    if keyring is None or (governance is not None and not governance.store_admin()):
+        return 0
+    family = await key_family(store.backend, store.codec)
+    return await asyncio.to_thread(keyring.rewrap_family, family)
+
+
+def refuse_namespace(store: StateStore) -> None:
+    """:class:`~statekeeper.errors.ConfigurationError` for a store opened in a
+    namespace: ``rekey`` re-encrypts the whole store (as the CLI says: it refuses
+    ``--namespace``). Through such a store it walked the relative ids below the view,
+    found no stream under them and re-encrypted nothing, reporting the agents done."""
+    if getattr(store, "namespace", ""):
+        raise ConfigurationError(
+            "rekey re-encrypts the whole store: open it without a namespace (a"
+            " principal's policy decides which agents a run may rekey)"
+        )

@@ -39,6 +39,9 @@ class RekeyStats:
     keys: int = 0
     #: idempotency records left under an older key: their events compacted away
     keys_left: int = 0
+    #: data keys in the key vault of agents not walked (deleted ones, pruned LangGraph
+    #: generations) wrapped again under the active key
+    data_keys: int = 0
 
     def add(self, other: RekeyStats) -> None:
         """Accumulate ``other`` into this."""
@@ -51,6 +54,7 @@ class RekeyStats:
         self.forgotten += other.forgotten
         self.keys += other.keys
         self.keys_left += other.keys_left
+        self.data_keys += other.data_keys
 
 
 @dataclass(slots=True)

@@ -37,13 +37,18 @@ ENV_KEYS = "STATEKEEPER_KEYS"
 def configured_keyring(key_file: Path | None = None) -> Keyring | None:
     """The keyring from ``key_file``, else from the environment, else None.
 
+    ``$STATEKEEPER_ACTIVE_KEY`` names the active key whichever of them gives the keys
+    (``--key-file`` too, as ``$STATEKEEPER_KEY_FILE`` and ``$STATEKEEPER_KEYS``):
+    before, a ``--key-file`` kept the file's ``"active"``, and an operator who set the
+    variable to rotate wrote on under the old key, silently.
+
     Raises :class:`~statekeeper.errors.ConfigurationError` for a key file or variable
-    that cannot be read (naming it, never showing a key).
+    that cannot be read (naming it, never showing a key), or an active key it lacks.
     """
     if key_file is not None:
-        from ..codec.keys import Keyring
+        from ..codec.keys import ENV_ACTIVE, Keyring
 
-        return Keyring.from_file(key_file)
+        return Keyring.from_file(key_file, active=os.environ.get(ENV_ACTIVE, "").strip() or None)
     if os.environ.get(ENV_KEY_FILE, "").strip() or os.environ.get(ENV_KEYS, "").strip():
         from ..codec.keys import Keyring
 

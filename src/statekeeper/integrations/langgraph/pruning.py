@@ -17,6 +17,7 @@ from typing import Any
 from ...errors import AgentNotFound, ConfigurationError, ConflictError
 from ...store.conditional import delete_only_at
 from ...store.delete_shown import head_identity
+from ...store.keyguard import key_family
 from ...store.writes import SEEN, Seen
 from . import history as h
 from . import mapping as m
@@ -187,7 +188,10 @@ class _SaverPruning(_SaverWrites):
         fence_seq = st.seq
         new_agent = m.agent_id(self.prefix, st.thread_id, m.next_generation(st.generation))
         # the old generation's key stays (a backup taken before this prune needs it);
-        # the vault links the generations, so forgetting the thread destroys both keys
+        # the vault links the generations, so forgetting the thread destroys both keys;
+        # the new one is sealed with the old one's key (in a restored copy, the source's:
+        # the source's forget of the thread reaches it; the store's key family read first)
+        await key_family(self.store.backend, self.store.codec)
         self._link_generation(new_agent, st.agent_id)
         await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
         try:
@@ -277,6 +281,7 @@ class _SaverPruning(_SaverWrites):
         if qualify is not None:
             new_agent, old_agent = qualify(new_agent), qualify(old_agent)
         keyring.link(new_agent, old_agent)
+        keyring.continue_in(self.store.codec.key_family, new_agent, old_agent)
 
     async def _thread_list(self, thread_ids: Sequence[str] | None) -> builtins.list[str]:
         if thread_ids is not None:
