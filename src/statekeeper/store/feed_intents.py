@@ -24,8 +24,9 @@ tombstone, or an intent that ends in one.
 ``forget`` (crypto-shredding) takes the same path on every engine with a feed
 (:func:`forget_with_intent`): its data key lives outside the engine, so no commit holds
 both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when the
-agent's key is destroyed, and dropped when it is intact; the first delete or forget of a
-process on an engine settles the intents left (:func:`settle`), ``verify`` names them.
+agent's key is destroyed, and dropped when it is intact (left when this process's keyring
+has no key vault to tell); the first delete or forget of a process on an engine settles
+the intents left (:func:`settle`), ``verify`` names them.
 
 Under PostgreSQL row-level security a tenant's role may write no stream of the whole
 store: a forget's intent there is one of its namespace's (:func:`intent_stream`,
@@ -216,11 +217,14 @@ async def _write_intent(
     )
 
 
-def _key_destroyed(codec: Codec, agent_id: str) -> bool:
-    """Whether ``agent_id``'s data key is destroyed (a tombstone in the key vault)."""
+def _key_destroyed(codec: Codec, agent_id: str) -> bool | None:
+    """Whether ``agent_id``'s data key is destroyed (a tombstone in the key vault); None
+    when this process cannot tell (its keyring has no key vault: a delete job opened
+    with the master key alone). Such a process took every key for intact before, and
+    dropped the intent of a forget whose key was gone: its tombstone was never written."""
     keyring = codec.keyring
     if keyring is None or keyring.data_keys is None:
-        return False
+        return None
     return keyring.forgotten_in(codec.key_family, agent_id) is not None
 
 
@@ -253,7 +257,10 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
     key = stream[len(PENDING) :]
     if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
         agent_id, head = body["agent_id"], body["head"]
-        if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
+        destroyed = _key_destroyed(codec, agent_id)
+        if destroyed is None:  # no key vault here: left to a process with one
+            return False
+        if destroyed:  # destroyed: its tombstone, once
             await record(backend, codec, agent_id, head, forgotten=True, key=key)
             finished = True
     elif body is not None:
