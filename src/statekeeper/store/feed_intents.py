@@ -36,11 +36,11 @@ role settles the intents it may read and leaves those of namespaces it may not w
 (an ``AccessDenied``) to a role that may, and those it cannot settle (one that does not
 open, or whose namespace's tombstone stream refuses its tombstone: a role that may write
 the namespace wrote them so) for ``verify`` to name: they failed every delete of every
-role that may read the namespace, another tenant's and the store admin's. Before, no intent was written there: a crash
-between the key's destruction and the tombstone left the read models holding the
-forgotten agent for ever. (A schema whose row-level security an older statekeeper
-installed, ``intents_by_namespace`` False, goes on without one until
-``enforce_in_postgres`` runs again.)
+role that may read the namespace, another tenant's and the store admin's. Before, no
+intent was written there: a crash between the key's destruction and the tombstone left
+the read models holding the forgotten agent for ever. (A schema whose row-level
+security an older statekeeper installed, ``intents_by_namespace`` False, goes on without
+one until ``enforce_in_postgres`` runs again.)
 """
 
 from __future__ import annotations
