@@ -118,3 +118,34 @@ async def _intents(store: StateStore) -> AsyncIterator[Any]:
     for info in await store.backend.list_agents(after=PENDING, limit=100):
         if info.agent_id.startswith(PENDING):
             yield info
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_a_process_without_the_key_vault_leaves_a_forgets_intent(
+    engine: str, tmp_path: Path
+) -> None:
+    """A process whose keyring has no key vault (a delete or retention job opened with
+    the master key alone) cannot tell whether a forget's key was destroyed: it used to
+    take it for intact and drop the intent, and the forgotten agent never got its
+    tombstone (``verify`` found nothing either). It leaves it to one that can tell."""
+    async with opened(engine, tmp_path) as store:
+        for n in range(2):
+            await store.save("acme/alice", {"secret": f"s{n}"})
+            await store.save("keep", {"n": n})
+            await store.save("other", {"n": n})
+        _crash_on_tombstone(store.backend)
+        with pytest.raises(_Crash):
+            await forget(store, "acme/alice")
+    keyring = Keyring({"k1": bytes(range(32))})  # no key vault
+    async with StateStore(_backend(engine, tmp_path), keyring=keyring) as store:
+        assert await store.delete("keep")
+        assert [a.agent_id async for a in _intents(store)] != []  # (dropped, before)
+    async with opened(engine, tmp_path) as store:
+        report = await store.verify()
+        assert ("acme/alice", 2, "feed") in [(p.agent_id, p.seq, p.kind) for p in report.problems]
+        assert await store.delete("other")  # one with the vault finishes it
+        assert await _tombstones(store) == [
+            ("keep", 2, False),
+            ("acme/alice", 2, True),
+            ("other", 2, False),
+        ]

@@ -224,3 +224,55 @@ async def test_a_forged_intent_of_another_namespaces_agent_writes_no_tombstone(
         assert await _tombstones(ops) == [("tenant-b/u1", 2, False)]  # none of tenant-a/t1
         assert await ops.backend.count_prefix(PENDING) == 0
         assert (await ops.load("tenant-a/t1")).data == {"n": 1}
+
+
+def _sealed_intent(store: StateStore, stream: str, body: dict[str, Any]) -> RawEvent:
+    ts = time.time()
+    sealed = store.codec.encode(stream, 1, "statekeeper.delete_intent", ts, body, ZERO_LINK)
+    return RawEvent(1, "statekeeper.delete_intent", ts, sealed.payload, sealed.checksum)
+
+
+async def test_an_intent_a_tenant_wrote_unreadable_fails_no_other_tenants_delete(
+    enforced: tuple[str, dict[str, str]],
+) -> None:
+    """A namespace's intents are written by the roles that may write it: one record
+    that does not open, written by tenant a's role, made every delete of every role
+    that may read tenant a (tenant b's own, the store admin's of every namespace) and
+    the whole store's ``verify`` fail (``IntegrityError``), for good."""
+    schema, roles = enforced
+    await _enforce(schema, roles)
+    stream = f"{PENDING}in/tenant-a/{'2' * 32}"
+    async with _open(schema, roles, "a-admin") as tenant_a:
+        raw = RawEvent(1, "statekeeper.delete_intent", time.time(), b"garbage", b"\0" * 32)
+        await tenant_a.backend.append(AppendRequest(stream, 0, [raw]))
+    async with _open(schema, roles, "b-app") as tenant_b:
+        assert await tenant_b.delete("tenant-b/u1")  # (IntegrityError, before)
+    async with _open(schema, roles, "ops") as ops:
+        assert await ops.delete("tenant-a/t2")  # (IntegrityError, before)
+        report = await ops.verify()  # names it (IntegrityError, before)
+        assert [(p.agent_id, p.kind) for p in report.problems] == [(stream, "feed")]
+        assert await ops.backend.count_prefix(PENDING) == 1  # left as it is
+        assert await _tombstones(ops) == [("tenant-b/u1", 2, False), ("tenant-a/t2", 2, False)]
+
+
+async def test_a_tenants_intent_its_tombstones_refuse_fails_no_other_tenants_delete(
+    enforced: tuple[str, dict[str, str]],
+) -> None:
+    """Tenant a's role writes an intent of its namespace whose tombstone its stream
+    does not take (its head moved past its last record): settling it raised a
+    ``ConflictError`` of tenant a's tombstone stream out of tenant b's own delete."""
+    schema, roles = enforced
+    await _enforce(schema, roles)
+    stream = f"{PENDING}in/tenant-a/{'3' * 32}"
+    async with _open(schema, roles, "a-admin") as tenant_a:
+        assert await tenant_a.delete("tenant-a/t1")
+        body = {"agent_id": "tenant-a/t3", "head": 2, "checksum": "00" * 32, "forgotten": False}
+        raw = _sealed_intent(tenant_a, stream, body)
+        await tenant_a.backend.append(AppendRequest(stream, 0, [raw]))
+    _as_role(
+        roles["a-admin"], schema,
+        "UPDATE {s}.sk_agents SET head_seq = head_seq + 1 WHERE agent_id = %s", STREAM_A,
+    )  # fmt: skip
+    async with _open(schema, roles, "b-app") as tenant_b:
+        assert await tenant_b.delete("tenant-b/u1")  # (ConflictError, before)
+        assert await tenant_b.backend.count_prefix(PENDING) == 1

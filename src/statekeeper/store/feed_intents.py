@@ -24,19 +24,23 @@ tombstone, or an intent that ends in one.
 ``forget`` (crypto-shredding) takes the same path on every engine with a feed
 (:func:`forget_with_intent`): its data key lives outside the engine, so no commit holds
 both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when the
-agent's key is destroyed, and dropped when it is intact; the first delete or forget of a
-process on an engine settles the intents left (:func:`settle`), ``verify`` names them.
+agent's key is destroyed, and dropped when it is intact (left when this process's keyring
+has no key vault to tell); the first delete or forget of a process on an engine settles
+the intents left (:func:`settle`), ``verify`` names them.
 
 Under PostgreSQL row-level security a tenant's role may write no stream of the whole
 store: a forget's intent there is one of its namespace's (:func:`intent_stream`,
 ``"\\x01sk-feed/pending/in/<namespace>/<token>"``), which the policy lets the roles
 that may write the namespace's agents write and delete (``sql/row_security.sql``). A
 role settles the intents it may read and leaves those of namespaces it may not write
-(an ``AccessDenied``) to a role that may. Before, no intent was written there: a crash
-between the key's destruction and the tombstone left the read models holding the
-forgotten agent for ever. (A schema whose row-level security an older statekeeper
-installed, ``intents_by_namespace`` False, goes on without one until
-``enforce_in_postgres`` runs again.)
+(an ``AccessDenied``) to a role that may, and those it cannot settle (one that does not
+open, or whose namespace's tombstone stream refuses its tombstone: a role that may write
+the namespace wrote them so) for ``verify`` to name: they failed every delete of every
+role that may read the namespace, another tenant's and the store admin's. Before, no
+intent was written there: a crash between the key's destruction and the tombstone left
+the read models holding the forgotten agent for ever. (A schema whose row-level
+security an older statekeeper installed, ``intents_by_namespace`` False, goes on without
+one until ``enforce_in_postgres`` runs again.)
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from typing import Any, TypeVar
 from ..backends.base import Backend
 from ..codec import ZERO_LINK, Codec
 from ..codec.datakeys import MASTER_KEYED
-from ..errors import AccessDenied, ConflictError
+from ..errors import AccessDenied, ConflictError, IntegrityError, StorageError
 from ..namespaces import namespace_of
 from ..records import AppendRequest, RawEvent
 
@@ -216,11 +220,14 @@ async def _write_intent(
     )
 
 
-def _key_destroyed(codec: Codec, agent_id: str) -> bool:
-    """Whether ``agent_id``'s data key is destroyed (a tombstone in the key vault)."""
+def _key_destroyed(codec: Codec, agent_id: str) -> bool | None:
+    """Whether ``agent_id``'s data key is destroyed (a tombstone in the key vault); None
+    when this process cannot tell (its keyring has no key vault: a delete job opened
+    with the master key alone). Such a process took every key for intact before, and
+    dropped the intent of a forget whose key was gone: its tombstone was never written."""
     keyring = codec.keyring
     if keyring is None or keyring.data_keys is None:
-        return False
+        return None
     return keyring.forgotten_in(codec.key_family, agent_id) is not None
 
 
@@ -232,13 +239,17 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     finished: list[str] = []
 
     await key_family(backend, codec)  # (whose tombstones count: _key_destroyed)
-    async for stream, body in _intents(backend, codec):
+    async for stream in _streams(backend):
         try:
+            body = await _intent(backend, codec, stream)
             if await _finish(backend, codec, stream, body):
                 finished.append(body["agent_id"] if body is not None else stream)
-        except AccessDenied:
+        except (AccessDenied, StorageError):
             # under row-level security: an intent of a namespace this role may read
-            # but not write, left to a role that may (nothing of it was written)
+            # but not write, left to a role that may (nothing of it was written); or
+            # one that does not open, or whose namespace's tombstones do not take an
+            # append: a role that may write that namespace wrote it so, and it fails
+            # no delete of another's (``verify`` names it)
             if not getattr(backend, "intents_by_namespace", False):
                 raise
     return finished
@@ -253,7 +264,10 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
     key = stream[len(PENDING) :]
     if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
         agent_id, head = body["agent_id"], body["head"]
-        if _key_destroyed(codec, agent_id):  # destroyed: its tombstone, once
+        destroyed = _key_destroyed(codec, agent_id)
+        if destroyed is None:  # no key vault here: left to a process with one
+            return False
+        if destroyed:  # destroyed: its tombstone, once
             await record(backend, codec, agent_id, head, forgotten=True, key=key)
             finished = True
     elif body is not None:
@@ -269,28 +283,35 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
     return finished
 
 
-async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int]]:
-    """``(agent_id, head)`` of every intent left (for ``verify``: nothing is written)."""
+async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int, str]]:
+    """``(agent_id, head, "")`` of every intent left (for ``verify``: nothing is
+    written); under row-level security ``(stream, 1, why)`` of an intent of a namespace
+    that does not open (written so by a role that may write the namespace: no delete
+    settles it)."""
     if not await backend.count_prefix(PENDING):  # (see settle: a lost agent raised)
         return []
-    found = [
-        (body["agent_id"], body["head"])
-        async for _, body in _intents(backend, codec)
-        if body is not None
-    ]
+    found: list[tuple[str, int, str]] = []
+    async for stream in _streams(backend):
+        try:
+            body = await _intent(backend, codec, stream)
+        except IntegrityError as exc:
+            if not getattr(backend, "intents_by_namespace", False):
+                raise
+            found.append((stream, 1, str(exc)))
+            continue
+        if body is not None:
+            found.append((body["agent_id"], body["head"], ""))
     return sorted(found)
 
 
-async def _intents(
-    backend: Backend, codec: Codec
-) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
-    """Every intent stream and what it holds (:func:`_intent`), a page at a time."""
+async def _streams(backend: Backend) -> AsyncIterator[str]:
+    """Every intent stream, a page at a time."""
     after = PENDING
     while True:
         page = await backend.list_agents(after=after, limit=_PAGE)
         streams = [info.agent_id for info in page if info.agent_id.startswith(PENDING)]
         for stream in streams:
-            yield stream, await _intent(backend, codec, stream)
+            yield stream
         if len(streams) < len(page) or len(page) < _PAGE:
             return
         after = page[-1].agent_id

@@ -191,7 +191,11 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         )
     from .feed_intents import pending
 
-    for agent_id, head in await pending(store.backend, store.codec):
+    for agent_id, head, unopened in await pending(store.backend, store.codec):
+        if unopened:  # (row-level security: a namespace's role wrote it so)
+            why = f"a feed intent that does not open, which no delete settles: {unopened}"
+            problems.append(Problem(agent_id, head, why, "feed"))
+            continue
         problems.append(
             Problem(
                 agent_id,
