@@ -130,7 +130,9 @@ class TieredRehydrate(TieredClaims):
                     # that rehydration finished its copy meanwhile: its end (the cold copy
                     # and the marker deleted) is its own. Was: ended here too — with that
                     # one's end and a demotion since in between, that demotion's cold copy
-                    # and marker were deleted, then its delete of the stream went through
+                    # and marker were deleted, then its delete of the stream went through.
+                    # But for this one's claim: the end is this one's (see below)
+                    await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                     return head
             if head == 0:
                 await check_demoted_copy(cold, agent_id, body)
@@ -145,6 +147,8 @@ class TieredRehydrate(TieredClaims):
                         # another process brought it back meanwhile (and deleted the
                         # cold copy read here; or left the end to this one's claim):
                         # the agent is its copy, nothing is wrong
+                        if again is not None:
+                            await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         self._set_settled(agent_id, head)
                         return head
                     with contextlib.suppress(Exception):  # (else the next use drops it)
@@ -177,6 +181,19 @@ class TieredRehydrate(TieredClaims):
                 IN_FLIGHT.discard(bytes.fromhex(ours["_token"]))
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _end_for_another(
+        self, cold: Backend, agent_id: str, head: int, ours: dict[str, Any] | None
+    ) -> None:
+        """The end of this rehydration's claim (``ours``) when another process (one that
+        found the claim and so leaves the end to it) copied the agent back whole first
+        (at ``head``, the demoted head). Was: this one returned without its end, and
+        nobody else ends a live process's claim — the marker and the cold copy stayed
+        beside the stream, the agent not demoted again while this process lived.
+        Nothing on a tier whose claims name no owner (``ours`` is then the marker read:
+        that end is the copying one's, as ever)."""
+        if ours is not None and self._fenced():
+            await self._drop_copied(cold, agent_id, head, ours)
 
     async def _drop_copied(
         self, cold: Backend, agent_id: str, head: int, body: dict[str, Any]
