@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from ..errors import ConflictError, IntegrityError
+from ..records import AgentInfo, RawEvent
 from .base import Backend
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
@@ -136,12 +137,22 @@ class TieredRehydrate(TieredClaims):
                     return head
             if head == 0:
                 await check_demoted_copy(cold, agent_id, body)
+                wrote: list[RawEvent] = []
                 try:
                     await copy_stream(
-                        cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
+                        cold,
+                        self.durable,
+                        agent_id,
+                        marker.head_seq,
+                        all_snapshots=True,
+                        wrote=wrote,
                     )
                 except (ConflictError, IntegrityError):
                     again = await self._marker_entry(agent_id)
+                    if await self._deleted_under(agent_id, ours, again, wrote):
+                        return await self._rehydrate(agent_id, locked=True) or (
+                            await self.durable.head(agent_id)
+                        )
                     head = await self.durable.head(agent_id)
                     if again is None or (again[1] == ours and head >= marker.head_seq):
                         # another process brought it back meanwhile (and deleted the
@@ -158,6 +169,12 @@ class TieredRehydrate(TieredClaims):
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
                     raise
+                if await self._deleted_under(
+                    agent_id, ours, await self._marker_entry(agent_id), wrote
+                ):
+                    return await self._rehydrate(agent_id, locked=True) or (
+                        await self.durable.head(agent_id)
+                    )
                 head = marker.head_seq
             elif head < marker.head_seq:
                 raise IntegrityError(
@@ -181,6 +198,32 @@ class TieredRehydrate(TieredClaims):
                 IN_FLIGHT.discard(bytes.fromhex(ours["_token"]))
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _deleted_under(
+        self,
+        agent_id: str,
+        ours: dict[str, Any] | None,
+        entry: tuple[AgentInfo, dict[str, Any]] | None,
+        wrote: list[RawEvent],
+    ) -> bool:
+        """Was the agent deleted while this rehydration copied it back under its claim
+        (``ours``), the marker now ``entry``? Then what it copied (``wrote``: the last
+        record of each page) is dropped — a delete conditional on its last record, so a
+        write on top of it is kept — and True (the caller looks again). On a tier whose
+        claims name an owner only a delete ends a live process's claim (a takeover needs
+        its process gone). Was: the copy stayed — the deleted agent back whole, or the
+        part copied before the cold copy went served as the agent."""
+        if ours is None or not self._fenced() or (entry is not None and entry[1] == ours):
+            return False
+        if wrote:
+            last = wrote[-1]
+            with contextlib.suppress(ConflictError):  # (gone already, or written on)
+                await self.durable.delete_agent_at(agent_id, last.seq, last.checksum)
+        logger.warning(
+            "agent %r was deleted while this process brought it back: what it copied is dropped",
+            agent_id,
+        )
+        return True
 
     async def _end_for_another(
         self, cold: Backend, agent_id: str, head: int, ours: dict[str, Any] | None
