@@ -35,7 +35,7 @@ from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.testing import request
 
 from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _Pause, _redis, _until
+from .test_tiered_claims import _MAKERS, _final_step, _Pause, _redis, _until
 from .test_tiered_demote_concurrent import (
     _HEAD,
     Durable,
@@ -168,4 +168,44 @@ async def test_the_claims_owner_ends_it_when_another_copied_back_over_a_part(
         for t in (setup, r1, r2):
             await t.close()
     await _whole(tmp_path, durable)
+    await _drop(tmp_path, durable)
+
+
+@_MAKERS
+async def test_an_end_never_touches_a_new_agents_demotion(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """R1 (its claim made over a part) is held; meanwhile "a" is deleted (its claim with
+    it), a new "a" of as many events written, and demoted by D — held before its last
+    step, its whole cold copy made. R1 finds a stream of the demoted head: not its
+    claim's to end (the marker is D's), so D's cold copy is left, and D's demotion
+    finishes with the new agent whole in the cold tier."""
+    _ready(make)
+    durable = make(tmp_path)
+    setup = _process(tmp_path, durable)
+    r1, other, d = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _demoted(setup)
+        assert setup.cold is not None
+        part = await setup.cold.read("a", 0, 1)
+        await setup.durable.append(AppendRequest("a", 0, tuple(part)))
+        dropping = _Pause(r1, "_drop_partial")
+        t1 = asyncio.ensure_future(r1.head("a"))
+        await _until(dropping.reached, t1)  # (R1's claim made)
+        assert await other.delete_agent("a")
+        for seq in range(_HEAD):
+            await other.append(request("a", seq, timestamp=100.0 + seq))
+        last = _final_step(d)
+        t3 = asyncio.ensure_future(d.demote("a"))
+        await _until(last.reached, t3)  # (D's whole copy made, before its last step)
+        dropping.go.set()
+        assert await t1 == _HEAD  # (the new agent, in the durable tier still)
+        last.go.set()
+        assert await t3 is True
+        assert await setup.cold.head("a") == _HEAD  # (before: 0, deleted by R1's end)
+        loaded = await other.read("a")  # (before: IntegrityError, the new agent lost)
+        assert [e.timestamp for e in loaded] == [100.0 + seq for seq in range(_HEAD)]
+    finally:
+        for t in (setup, r1, other, d):
+            await t.close()
     await _drop(tmp_path, durable)

@@ -234,8 +234,14 @@ class TieredRehydrate(TieredClaims):
         nobody else ends a live process's claim — the marker and the cold copy stayed
         beside the stream, the agent not demoted again while this process lived.
         Nothing on a tier whose claims name no owner (``ours`` is then the marker read:
-        that end is the copying one's, as ever)."""
-        if ours is not None and self._fenced():
+        that end is the copying one's, as ever). Only while the marker is still that
+        claim: a delete of the agent ends it, and a new agent of that id, as long, may be
+        under a demotion since — its whole cold copy is not this one's to delete (that
+        demotion's last step then deleted the stream: the new agent lost)."""
+        if ours is None or not self._fenced():
+            return
+        entry = await self._marker_entry(agent_id)
+        if entry is not None and entry[1] == ours:
             await self._drop_copied(cold, agent_id, head, ours)
 
     async def _drop_copied(
