@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from statekeeper.backends import SQLiteBackend
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 from statekeeper.errors import BackendError
 from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
@@ -43,6 +44,7 @@ from .test_tiered_demote_concurrent import (
     _postgres,
     _process,
     _setup,
+    _sqlite,
     _whole,
 )
 
@@ -209,3 +211,35 @@ async def test_an_end_never_touches_a_new_agents_demotion(
         for t in (setup, r1, other, d):
             await t.close()
     await _drop(tmp_path, durable)
+
+
+async def test_an_earlier_versions_rehydration_left_beside_the_stream_is_never_taken_over(
+    tmp_path: Path,
+) -> None:
+    """A rehydration of an earlier version (no claim: its marker the demotion's, naming
+    no owner) that copied the agent back and never ended: nothing proves its process
+    gone — it may still be about to end it, deleting the cold copy and the marker a new
+    demotion would have made — so no demotion takes it over, however old; the agent is
+    read in the durable tier, whole, and a delete still clears every tier."""
+    durable = _sqlite(tmp_path)
+    setup = _process(tmp_path, durable)
+    later = TieredBackend(
+        durable(),
+        cold=SQLiteBackend(tmp_path / "cold.db"),
+        idle_after=1,
+        clock=lambda: time.time() + 3600,
+    )
+    try:
+        await _demoted(setup)
+        assert setup.cold is not None
+        copied = await setup.cold.read("a")  # (its copy back, then killed)
+        await setup.durable.append(AppendRequest("a", 0, tuple(copied)))
+        assert await later.head("a") == _HEAD
+        assert await later.demote("a") is False
+        assert await setup.durable.head(COLD_MARKER + "a") == 2  # (the demotion's)
+        assert await later.delete_agent("a")
+        assert await setup.cold.head("a") == 0
+        assert await setup.durable.head(COLD_MARKER + "a") == 0
+    finally:
+        await setup.close()
+        await later.close()
