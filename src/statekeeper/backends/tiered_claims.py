@@ -146,6 +146,12 @@ class TieredClaims(TieredPart):
         except ConflictError:
             IN_FLIGHT.discard(token)
             return None
+        except BaseException:
+            # (written or not — a reply lost — it is no longer under way: this process's
+            # next use of the agent takes it up. Was: left in IN_FLIGHT, the claim, if
+            # written, never taken up nor over while this process lived)
+            IN_FLIGHT.discard(token)
+            raise
         return claim | {"_seq": seq + 1, "_token": token.hex()}
 
     async def _take_over(

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from ..errors import ConflictError, IntegrityError
+from ..records import AgentInfo, RawEvent
 from .base import Backend
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
@@ -130,21 +131,35 @@ class TieredRehydrate(TieredClaims):
                     # that rehydration finished its copy meanwhile: its end (the cold copy
                     # and the marker deleted) is its own. Was: ended here too — with that
                     # one's end and a demotion since in between, that demotion's cold copy
-                    # and marker were deleted, then its delete of the stream went through
+                    # and marker were deleted, then its delete of the stream went through.
+                    # But for this one's claim: the end is this one's (see below)
+                    await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                     return head
             if head == 0:
                 await check_demoted_copy(cold, agent_id, body)
+                wrote: list[RawEvent] = []
                 try:
                     await copy_stream(
-                        cold, self.durable, agent_id, marker.head_seq, all_snapshots=True
+                        cold,
+                        self.durable,
+                        agent_id,
+                        marker.head_seq,
+                        all_snapshots=True,
+                        wrote=wrote,
                     )
                 except (ConflictError, IntegrityError):
                     again = await self._marker_entry(agent_id)
+                    if await self._deleted_under(agent_id, ours, again, wrote):
+                        return await self._rehydrate(agent_id, locked=True) or (
+                            await self.durable.head(agent_id)
+                        )
                     head = await self.durable.head(agent_id)
                     if again is None or (again[1] == ours and head >= marker.head_seq):
                         # another process brought it back meanwhile (and deleted the
                         # cold copy read here; or left the end to this one's claim):
                         # the agent is its copy, nothing is wrong
+                        if again is not None:
+                            await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         self._set_settled(agent_id, head)
                         return head
                     with contextlib.suppress(Exception):  # (else the next use drops it)
@@ -154,6 +169,12 @@ class TieredRehydrate(TieredClaims):
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
                     raise
+                if await self._deleted_under(
+                    agent_id, ours, await self._marker_entry(agent_id), wrote
+                ):
+                    return await self._rehydrate(agent_id, locked=True) or (
+                        await self.durable.head(agent_id)
+                    )
                 head = marker.head_seq
             elif head < marker.head_seq:
                 raise IntegrityError(
@@ -177,6 +198,51 @@ class TieredRehydrate(TieredClaims):
                 IN_FLIGHT.discard(bytes.fromhex(ours["_token"]))
             if not locked:
                 self._locks.release(agent_id)
+
+    async def _deleted_under(
+        self,
+        agent_id: str,
+        ours: dict[str, Any] | None,
+        entry: tuple[AgentInfo, dict[str, Any]] | None,
+        wrote: list[RawEvent],
+    ) -> bool:
+        """Was the agent deleted while this rehydration copied it back under its claim
+        (``ours``), the marker now ``entry``? Then what it copied (``wrote``: the last
+        record of each page) is dropped — a delete conditional on its last record, so a
+        write on top of it is kept — and True (the caller looks again). On a tier whose
+        claims name an owner only a delete ends a live process's claim (a takeover needs
+        its process gone). Was: the copy stayed — the deleted agent back whole, or the
+        part copied before the cold copy went served as the agent."""
+        if ours is None or not self._fenced() or (entry is not None and entry[1] == ours):
+            return False
+        if wrote:
+            last = wrote[-1]
+            with contextlib.suppress(ConflictError):  # (gone already, or written on)
+                await self.durable.delete_agent_at(agent_id, last.seq, last.checksum)
+        logger.warning(
+            "agent %r was deleted while this process brought it back: what it copied is dropped",
+            agent_id,
+        )
+        return True
+
+    async def _end_for_another(
+        self, cold: Backend, agent_id: str, head: int, ours: dict[str, Any] | None
+    ) -> None:
+        """The end of this rehydration's claim (``ours``) when another process (one that
+        found the claim and so leaves the end to it) copied the agent back whole first
+        (at ``head``, the demoted head). Was: this one returned without its end, and
+        nobody else ends a live process's claim — the marker and the cold copy stayed
+        beside the stream, the agent not demoted again while this process lived.
+        Nothing on a tier whose claims name no owner (``ours`` is then the marker read:
+        that end is the copying one's, as ever). Only while the marker is still that
+        claim: a delete of the agent ends it, and a new agent of that id, as long, may be
+        under a demotion since — its whole cold copy is not this one's to delete (that
+        demotion's last step then deleted the stream: the new agent lost)."""
+        if ours is None or not self._fenced():
+            return
+        entry = await self._marker_entry(agent_id)
+        if entry is not None and entry[1] == ours:
+            await self._drop_copied(cold, agent_id, head, ours)
 
     async def _drop_copied(
         self, cold: Backend, agent_id: str, head: int, body: dict[str, Any]
