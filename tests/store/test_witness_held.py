@@ -108,3 +108,29 @@ async def test_an_agent_deleted_and_created_again_elsewhere_is_no_rollback(
         state = await store.load("a")
         assert (state.seq, state.data) == (2, {"new": 2})
         assert (await store.save("a", {"n": 4})).last_seq == 3
+
+
+async def test_a_cold_load_read_inline_is_checked_too(tmp_path: Path) -> None:
+    """SQLite answers a cold load inline (no coroutine): a marked agent's record is
+    compared with the mark there, and the check runs when it is another one. The
+    server's loss is made by hand: seq 4's rows removed, the head put back at seq 3."""
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    async with StateStore(url, cache_size=0) as store, StateStore(url, witness=False) as other:
+        for n in range(1, 4):
+            await store.save("a", {"n": n})
+        with sqlite3.connect(db) as conn:
+            tag = conn.execute("SELECT head_tag FROM sk_agents WHERE agent_id = 'a'").fetchone()
+        assert (await store.save("a", {"n": 4})).last_seq == 4
+        assert (await store.load("a")).data == {"n": 4}  # (its own mark: no alarm)
+        with sqlite3.connect(db) as conn:
+            conn.execute("DELETE FROM sk_events WHERE agent_id = 'a' AND seq = 4")
+            conn.execute("DELETE FROM sk_snapshots WHERE agent_id = 'a' AND seq = 4")
+            conn.execute(
+                "UPDATE sk_agents SET head_seq = 3, head_tag = ? WHERE agent_id = 'a'", tag
+            )
+        await other.save("a", {"other": 4})
+        with pytest.raises(RollbackDetected, match="record at seq 4 is not the one"):
+            await store.load("a")

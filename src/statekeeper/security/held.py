@@ -29,6 +29,7 @@ now (``docs/security.md``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from ..store.store import StateStore
     from .highwater import HighWater
 
-__all__ = ["Held", "held_check", "rekeyed"]
+__all__ = ["Held", "held_check", "rekeyed", "unheld"]
 
 
 #: the check of a state read from storage, with the event rows read with it
@@ -75,6 +76,17 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
     return held
 
 
+def unheld(witness: HighWater) -> Callable[[AgentRecord], bool]:
+    """Whether a state read from storage needs :func:`held_check`'s check (False: the
+    witness marks no record of its agent, or this very one), without I/O: the read
+    path's inline answer (a cold load on SQLite) stays inline when it is False."""
+
+    def needs(record: AgentRecord) -> bool:
+        return _mark_of(witness, record) is not None
+
+    return needs
+
+
 def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
     """The mark of ``record``'s agent to check against storage: None when there is
     none, or when ``record`` is the marked record itself (seen without any I/O)."""
@@ -90,15 +102,27 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
     mark = witness._known.get(agent_id)
     if mark is None or int(mark["seq"]) < 1:
         return None
-    if (
-        record.seq == int(mark["seq"])
-        and record.link is not None
-        and witness._codec.check_witness_digest(
-            agent_id, record.seq, record.link, mark.get("key_id"), str(mark.get("digest"))
-        )
+    link = record.link
+    if record.seq != int(mark["seq"]) or link is None:
+        return mark
+    seen = _VERIFIED.get(agent_id)
+    if seen is not None and seen[0] is mark and seen[1] == link:
+        return None  # (this mark's digest checked against this link before: no HMAC)
+    if witness._codec.check_witness_digest(
+        agent_id, record.seq, link, mark.get("key_id"), str(mark.get("digest"))
     ):
+        _VERIFIED[agent_id] = (mark, link)
+        if len(_VERIFIED) > _VERIFIED_MAX:
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):  # (threads)
+                del _VERIFIED[next(iter(_VERIFIED))]
         return None
     return mark
+
+
+#: marks (the file's entries, by identity: a new read of the file makes new ones) whose
+#: digest was found to match a link, so a cold load of the same record compares bytes
+_VERIFIED: dict[str, tuple[dict[str, Any], bytes]] = {}
+_VERIFIED_MAX = 4096
 
 
 def _in_rows(

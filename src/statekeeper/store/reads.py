@@ -126,6 +126,7 @@ class ReadPath:
         #: whether it holds one of the agent, and the check that raises when the state
         #: read is not the one acknowledged (None: the store keeps no witness)
         self.marked: Callable[[str], bool] | None = None
+        self.unheld: Callable[[AgentRecord], bool] | None = None  # (a check to run: .held)
         self.held: Held | None = None
 
     #: the latest state from one read's snapshot and events (:func:`.thin.at_snapshot`)
@@ -440,8 +441,8 @@ class ReadPath:
         record = cache.get(agent_id)
         if record is not None:
             return record if cached or not self.validate else self._refreshed(record)
-        if not self.native_state or (self.marked is not None and self.marked(agent_id)):
-            return self._current_read(agent_id)  # (a marked agent: checked, in _folded)
+        if not self.native_state:
+            return self._current_read(agent_id)
         now = self.state_now
         if self._state_of is not self.backend:  # (swapped: an observer's wrapper, or back)
             self._state_of = self.backend
@@ -453,12 +454,16 @@ class ReadPath:
         head, tag, snap, events = now(agent_id)  # one read: head, latest snapshot, events
         if head == 0:
             return vanished(cache, agent_id, self.ask) if cache.gone else None
+        # an agent the witness marked: a record (its link), compared with the mark here
+        marked = self.unheld is not None and self.marked is not None and self.marked(agent_id)
         thin = (
-            self.at_snapshot(agent_id, head, tag, snap, events, bare)
+            self.at_snapshot(agent_id, head, tag, snap, events, bare and not marked)
             if events or (snap is not None and snap.seq == head)
             else None
         )
         if type(thin) is AgentRecord and not cache.gone:
+            if marked and self.unheld is not None and self.unheld(thin):  # (not the mark's)
+                return self._folded(agent_id, head, tag, snap, events, thin)
             cache.put(agent_id, thin)
             return thin
         if thin is not None and type(thin) is not AgentRecord:
