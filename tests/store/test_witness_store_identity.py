@@ -119,3 +119,20 @@ async def test_a_restore_renews_the_files_store_too(tmp_path: Path) -> None:
         assert (await target.load("mine")).data == {"n": 2}
         assert (await target.load("r")).data == {"n": 1}
         assert not (await target.verify()).problems
+
+
+async def test_an_exported_witness_names_its_store_and_a_check_on_another_says_so(
+    tmp_path: Path,
+) -> None:
+    from statekeeper.security import check_witness, export_witness
+
+    async with StateStore(_url(tmp_path / "x.db"), witness=False) as x:
+        await x.save("a", {"n": 1})
+        doc = await export_witness(x, tmp_path / "x.json")
+        assert doc["store"]["id"] == await x.backend.feed_id()
+        assert (await check_witness(x, tmp_path / "x.json")).ok
+    async with StateStore(_url(tmp_path / "y.db"), witness=False) as y:
+        await y.save("a", {"n": 1})
+        report = await check_witness(y, tmp_path / "x.json")
+    assert [p.agent_id for p in report.problems][:1] == ["*"]
+    assert "x.db" in report.problems[0].reason and "y.db" in report.problems[0].reason
