@@ -199,7 +199,7 @@ class HighWater:
 
     async def _write_at_shutdown(self) -> None:
         with contextlib.suppress(Exception):  # (close() logs what is still left)
-            await self.flush()
+            await self.flush(identify=False)  # (no server call as the loop ends)
 
     def _start(self) -> None:
         self._timer = None
@@ -220,11 +220,11 @@ class HighWater:
             if self._dirty:
                 self._schedule()
 
-    async def flush(self) -> None:
+    async def flush(self, *, identify: bool = True) -> None:
         """Write every mark noted so far (merged with the file's) now."""
         if not self._dirty:
             return
-        if self.store is None and self.identify is not None:  # (once: recorded with them)
+        if identify and self.store is None and self.identify is not None:  # (once)
             with contextlib.suppress(Exception):  # (unknown: the next flush asks again)
                 self.store = await self.identify()
         dirty, self._dirty = self._dirty, {}
