@@ -107,6 +107,7 @@ __all__ = [
     "UnsavedChangesWarning",
     "UpcasterFailed",
     "ValidationError",
+    "WitnessStoreMismatch",
     "WriteBufferError",
     "WrongFileKind",
 ]
@@ -1001,6 +1002,27 @@ class RollbackDetected(IntegrityError):
         self.found = found
         self.witness = witness
         super().__init__(agent_id, seq, f"rollback detected: {detail} (witness {witness})")
+
+
+class WitnessStoreMismatch(IntegrityError):
+    """The store's witness file (``witness``) was written for another store: its
+    recorded store identity (``expected``, in words: name and store id) is not this
+    store's (``found``). Another store's witness was given (``witness=PATH`` reused),
+    or this store was created again (its data lost) or replaced. None of the file's
+    marks is trusted: move the file away to accept the store as it is now (see
+    :mod:`statekeeper.security.witness_store`)."""
+
+    def __init__(self, witness: str, expected: str, found: str) -> None:
+        self.witness = witness
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            "*",
+            None,
+            f"the witness file {witness} was written for {expected}, and this store is "
+            f"{found}: another store's witness, or this store was created again (its data "
+            "lost) or replaced; move the witness file away to accept the store as it is now",
+        )
 
 
 class StoreLocked(BackendError):

@@ -52,8 +52,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, RollbackDetected, StatekeeperError
 from .witness_file import VERSION, canonical, write_atomically
+from .witness_store import Identity, another_store, describe, differs, parse_store
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from ..backends.base import Backend
     from ..codec import Codec
     from ..store.store import StateStore
@@ -127,6 +130,12 @@ class HighWater:
         self._released: asyncio.Future[None] | None = None  # (ends the guard: close())
         self._thread_lock = threading.Lock()
         self._failed = False
+        #: the store written from here, and the one the file records (see
+        #: :mod:`.witness_store`); ``identify`` learns the first at the first flush
+        self.store: Identity | None = None
+        self.filed_store: Identity | None = None
+        self.identify: Callable[[], Awaitable[Identity | None]] | None = None
+        self._adopt = False  # (the file records ``store`` at the next write: renewed)
 
     # -- the write path --------------------------------------------------------------
 
@@ -138,33 +147,11 @@ class HighWater:
             self._schedule()
 
     async def rekeyed(self, store: StateStore, agent_id: str) -> None:
-        """After ``agent_id`` was re-encrypted (``rekey``): its mark in the file, when
-        made under another key than the active one, is checked with that key (still in
-        the keyring during a rotation) and, when it holds, made again under the active
-        key with its time kept, so that it is still checked in full once the old key is
-        retired (a mark under a key the keyring lacks is checked by seq only). A mark
-        that does not hold is left as it is: ``verify`` reports it."""
-        mark = self._known.get(agent_id)
-        if agent_id in self._dirty or mark is None or int(mark.get("seq", 0)) < 1:
-            return
-        keyring = self._codec.keyring
-        if keyring is None or mark.get("key_id") in (None, keyring.active_id):
-            return
-        seq = int(mark["seq"])
-        try:
-            events = await store.backend.read(agent_id, seq - 1, seq)
-            if not events or events[0].seq != seq:
-                return
-            link = store._open_event(agent_id, events[0])[1].link
-            held = self._codec.check_witness_digest(
-                agent_id, seq, link, mark.get("key_id"), str(mark.get("digest"))
-            )
-        except StatekeeperError:
-            return  # a key already gone, a damaged record: left for verify
-        if held:
-            self._dirty[agent_id] = (seq, link, float(mark["t"]))
-            if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
-                self._schedule()
+        """After ``agent_id`` was re-encrypted (``rekey``): its mark made again under the
+        active key when it holds (:func:`.held.rekeyed`)."""
+        from .held import rekeyed
+
+        await rekeyed(self, store, agent_id)
 
     def _schedule(self) -> None:
         # (a store used from one event loop after another: the timer follows it)
@@ -212,7 +199,7 @@ class HighWater:
 
     async def _write_at_shutdown(self) -> None:
         with contextlib.suppress(Exception):  # (close() logs what is still left)
-            await self.flush()
+            await self.flush(identify=False)  # (no server call as the loop ends)
 
     def _start(self) -> None:
         self._timer = None
@@ -233,10 +220,13 @@ class HighWater:
             if self._dirty:
                 self._schedule()
 
-    async def flush(self) -> None:
+    async def flush(self, *, identify: bool = True) -> None:
         """Write every mark noted so far (merged with the file's) now."""
         if not self._dirty:
             return
+        if identify and self.store is None and self.identify is not None:  # (once)
+            with contextlib.suppress(Exception):  # (unknown: the next flush asks again)
+                self.store = await self.identify()
         dirty, self._dirty = self._dirty, {}
         try:
             try:
@@ -368,7 +358,12 @@ class HighWater:
     def absent(self) -> None:
         """The file was found absent: it holds no marks (what :meth:`load` reads then,
         without opening it)."""
-        self._known = {}
+        self._known, self.filed_store = {}, None
+
+    def marked(self, agent_id: str) -> bool:
+        """Whether a mark (or a deletion) of ``agent_id`` is known: its state read from
+        storage is checked against it (:mod:`.held`)."""
+        return agent_id in self._dirty or agent_id in self._known
 
     def empty(self) -> bool:
         """True when no mark is known: none read from the file, none noted since."""
@@ -383,6 +378,7 @@ class HighWater:
             raise self._unusable(f"cannot read it: {exc.strerror or exc}") from exc
         try:
             doc = json.loads(text)
+            filed = parse_store(doc.get("store"))
             streams = doc["streams"]
             seal = doc.get("seal") or {}
             if doc.get("statekeeper_witness") != VERSION or not isinstance(streams, list):
@@ -396,6 +392,7 @@ class HighWater:
             _seal(canonical(streams)), str(seal.get("mac", ""))
         ):
             raise self._unusable("it was altered (its seal does not match its content)")
+        self.filed_store = filed
         return entries
 
     def _unusable(self, why: str) -> IntegrityError:
@@ -408,7 +405,10 @@ class HighWater:
 
     def _merge(self, dirty: dict[str, tuple[int, bytes | None, float]]) -> None:
         with self._locked():
+            self.filed_store = None
             current = self._read()
+            filed = self.filed_store
+            store = self.store if self._adopt or filed is None else filed  # (never another)
             for agent_id, (seq, link, t) in dirty.items():
                 old = current.get(agent_id)
                 if old is not None and float(old["t"]) > t:
@@ -429,8 +429,11 @@ class HighWater:
                 "streams": streams,
                 "seal": {"key_id": key_id, "mac": mac},
             }
+            if store is not None:
+                doc["store"] = store
             write_atomically(Path(self.path), json.dumps(doc, separators=(",", ":")) + "\n")
             self._known = {str(e["agent_id"]): e for e in streams}
+            self.filed_store, self._adopt = store, False
 
     def _mark(self, agent_id: str, seq: int, link: bytes, t: float) -> dict[str, Any]:
         """The witness entry of a stream whose head ``seq`` has chain ``link``."""
@@ -526,7 +529,7 @@ class HighWater:
                 seq,
                 head,
                 self.path,
-                f"seq {seq} was acknowledged (by {when}) but {gone}",
+                f"seq {seq} was acknowledged (by {when}) but {gone}{self._whose()}",
             )
         if not events or events[0].seq != seq:
             return None  # a gap, not a rollback: reading and verify report it
@@ -547,8 +550,17 @@ class HighWater:
             head,
             self.path,
             f"the record at seq {seq} is not the one acknowledged (by {when}): the store "
-            "was rolled back and written again, or the stream was replaced",
+            f"was rolled back and written again, or the stream was replaced{self._whose()}",
         )
+
+    def _whose(self) -> str:
+        """The store the file witnesses, for a check's report (see :mod:`.witness_store`);
+        with this store's when it is another one."""
+        filed, ours = self.filed_store, self.store
+        if filed is not None and ours is not None and differs(filed, ours):
+            return f"; {another_store(filed, ours)}"
+        known = filed or ours
+        return f", in {describe(known)}" if known is not None else ""
 
 
 def _drop_closed() -> None:

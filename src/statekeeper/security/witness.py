@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentForgotten, KeyNotFound, StatekeeperError
 from .witness_file import VERSION, canonical, load_witness, write_atomically
+from .witness_store import another_store, differs, identify, parse_store
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -124,6 +125,9 @@ async def export_witness(
     namespace = _namespace(store)
     if namespace:
         doc["namespace"] = namespace
+    ident = await identify(store.backend)  # whose: a check on another store says so
+    if ident is not None:
+        doc["store"] = ident
     if forgotten:
         doc["forgotten"] = forgotten
     if path is not None:
@@ -160,6 +164,14 @@ async def check_witness(
             WitnessProblem("*", None, "the witness file was altered (its seal does not match)")
         )
         return report
+    try:  # the store the file names (a file written before it did names none)
+        filed = parse_store(doc.get("store"))
+    except ValueError as exc:
+        filed = None
+        report.problems.append(WitnessProblem("*", None, f"the witness file is damaged: {exc}"))
+    ours = await identify(store.backend) if filed is not None else None
+    if filed is not None and ours is not None and differs(filed, ours):
+        report.problems.append(WitnessProblem("*", None, another_store(filed, ours)))
     seen: set[str] = set()
     gov = governance_of(store)
     namespace = _namespace(store)

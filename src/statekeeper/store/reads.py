@@ -11,7 +11,7 @@ append into it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from time import thread_time
 from typing import Any
 
@@ -28,6 +28,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import EventRow, RawEvent, RawSnapshot, Snapshot, event_rows
+from ..security.held import Held
 from .autotune import AutoInterval
 from .body import SNAPSHOT_TYPE, plain_data, snapshot_record
 from .compaction import base_error, before_stored
@@ -121,6 +122,12 @@ class ReadPath:
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
         self.ask: Ask | None = None  # the witness, of an agent found gone: .seen.vanished
+        #: the witness's marks, of a state read from storage (:mod:`..security.held`):
+        #: whether it holds one of the agent, and the check that raises when the state
+        #: read is not the one acknowledged (None: the store keeps no witness)
+        self.marked: Callable[[str], bool] | None = None
+        self.unheld: Callable[[AgentRecord], bool] | None = None  # (a check to run: .held)
+        self.held: Held | None = None
 
     #: the latest state from one read's snapshot and events (:func:`.thin.at_snapshot`)
     at_snapshot = at_snapshot
@@ -447,12 +454,16 @@ class ReadPath:
         head, tag, snap, events = now(agent_id)  # one read: head, latest snapshot, events
         if head == 0:
             return vanished(cache, agent_id, self.ask) if cache.gone else None
+        # an agent the witness marked: a record (its link), compared with the mark here
+        marked = self.unheld is not None and self.marked is not None and self.marked(agent_id)
         thin = (
-            self.at_snapshot(agent_id, head, tag, snap, events, bare)
+            self.at_snapshot(agent_id, head, tag, snap, events, bare and not marked)
             if events or (snap is not None and snap.seq == head)
             else None
         )
         if type(thin) is AgentRecord and not cache.gone:
+            if marked and self.unheld is not None and self.unheld(thin):  # (not the mark's)
+                return self._folded(agent_id, head, tag, snap, events, thin)
             cache.put(agent_id, thin)
             return thin
         if thin is not None and type(thin) is not AgentRecord:
@@ -512,6 +523,8 @@ class ReadPath:
             record = await self.fold(agent_id, head, head, tag, at_head=True, latest=(snap, events))
         if self.cache.gone:  # a state dropped as no longer stored: a rollback?
             await check_seen(self.cache, self.backend, record, events)
+        if self.held is not None:  # the witness's mark of it: still what is stored?
+            await self.held(record, events)
         self.cache.put(agent_id, record)
         return record
 
@@ -529,6 +542,8 @@ class ReadPath:
                 continue
             record = await self.fold_latest(agent_id, read)
             await check_seen(self.cache, self.backend, record, event_rows(read.events))
+            if self.held is not None:
+                await self.held(record, event_rows(read.events))
             self.cache.put(agent_id, record)
             out[agent_id] = record
         return [

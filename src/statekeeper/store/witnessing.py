@@ -15,8 +15,10 @@ from ..errors import (
     NotAStore,
     RollbackDetected,
     StatekeeperError,
+    WitnessStoreMismatch,
 )
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
+from ..security.witness_store import describe, differs, identify
 from .keyguard import KeyGuard, key_family
 from .seen import Ask
 from .verification import Problem
@@ -43,7 +45,15 @@ def open_witness(
             )
     elif witness is not False:
         location = witness
-    return HighWater(location, codec, interval=interval) if location is not None else None
+    if location is None:
+        return None
+    found = HighWater(location, codec, interval=interval)
+
+    async def identified() -> dict[str, str] | None:  # (the backend: no cycle via the store)
+        return await identify(backend)
+
+    found.identify = identified  # the store it witnesses: recorded in the file
+    return found
 
 
 def asker(witness: HighWater, store: StateStore) -> Ask:
@@ -121,13 +131,16 @@ class WitnessGate:
             try:
                 if await _load(witness) and witness.empty():
                     return True  # no file, no marks: nothing to check (a new store's)
+                await _identified(witness)
                 found = await witness.check(store, OPEN_CHECKS)
             except IntegrityError as exc:
                 self._error = exc
             else:
-                if not found:
+                mismatch = _mismatch(witness)
+                if not found and mismatch is None:
                     return True
-                self._error = found[0]
+                self._error = found[0] if found else mismatch
+                assert self._error is not None
         raise _again(self._error)
 
     async def problems(self, store: StateStore, agent_ids: list[str] | None) -> list[Problem]:
@@ -137,9 +150,13 @@ class WitnessGate:
             return []
         try:
             await asyncio.to_thread(self.witness.load)
+            await _identified(self.witness)
             found = await self.witness.check(store, agents=agent_ids, exact=True)
         except IntegrityError as exc:
             return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
+        mismatch = _mismatch(self.witness)
+        if not found and mismatch is not None:
+            return [Problem("*", None, str(mismatch), "rollback")]
         return [Problem(p.agent_id, p.seq, str(p), "rollback") for p in found]
 
 
@@ -168,6 +185,20 @@ async def _load(witness: HighWater) -> bool:
     return False
 
 
+async def _identified(witness: HighWater) -> None:
+    """Learn the store's identity (once), to compare with the one the file records."""
+    if witness.store is None and witness.identify is not None:
+        witness.store = await witness.identify()
+
+
+def _mismatch(witness: HighWater) -> WitnessStoreMismatch | None:
+    """The file records another store than this one: the error that says so."""
+    filed, ours = witness.filed_store, witness.store
+    if filed is None or ours is None or not differs(filed, ours):
+        return None
+    return WitnessStoreMismatch(witness.path, describe(filed), describe(ours))
+
+
 def _again(exc: StatekeeperError) -> StatekeeperError:
     """A fresh copy of a remembered witness error (each raise gets its own traceback)."""
     if isinstance(exc, RollbackDetected):
@@ -175,6 +206,8 @@ def _again(exc: StatekeeperError) -> StatekeeperError:
         detail = detail.rsplit(f" (witness {exc.witness})", 1)[0]
         assert exc.seq is not None
         return RollbackDetected(exc.agent_id, exc.seq, exc.found, exc.witness, detail)
+    if isinstance(exc, WitnessStoreMismatch):
+        return WitnessStoreMismatch(exc.witness, exc.expected, exc.found)
     if isinstance(exc, IntegrityError):
         return IntegrityError(exc.agent_id, exc.seq, exc.reason)
     return exc

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ...backends.base import Capability
 from ...codec.pipeline import _FP, Codec
 from ...errors import AccessDenied, BackupError
+from ...security.witness_store import renewed
 from ...store.feed_retention import has_feed, trim_below_bases
 from ...store.keyguard import key_family
 from ...store.namespaced import NamespacedStateStore
@@ -77,6 +78,9 @@ async def renew_store_id(store: StateStore) -> None:
     data keys of its agents from before the restore."""
     old = await key_family(store.backend, store.codec)
     new = await store.backend.renew_feed_id()
+    witness = getattr(store, "witness", None)
+    if witness is not None:  # (it records the store's id: the new one from now on)
+        await renewed(witness, store.backend)
     keyring = store.codec.keyring
     scoped = keyring.scoped if keyring is not None else None
     if scoped is not None and old is not None and new is not None:
