@@ -245,6 +245,7 @@ CROSS_AGENT = {
     "feed_frontier",
     "feed_frontier_lsn",
     "feed_read",
+    "feed_read_id",
     "feed_floor",
     "feed_trim",
     "feed_floor_over",

@@ -55,7 +55,7 @@ def _reads(store: StateStore, monkeypatch: pytest.MonkeyPatch, second: Any) -> N
     """The backend's feed reads: the first as stored, the second ``second()``, then as
     stored again."""
     backend = store.backend
-    read = backend.read_feed
+    read = backend.read_feed_page  # (what a subscription reads: a page and the feed id)
     calls = []
 
     async def flaky(after: int, limit: int) -> Any:
@@ -64,7 +64,7 @@ def _reads(store: StateStore, monkeypatch: pytest.MonkeyPatch, second: Any) -> N
             return await second()
         return await read(after, limit)
 
-    monkeypatch.setattr(backend, "read_feed", flaky)
+    monkeypatch.setattr(backend, "read_feed_page", flaky)
 
 
 async def test_next_batch_keeps_what_it_took_when_a_later_read_fails(

@@ -42,11 +42,11 @@ async def test_a_live_subscription_followed_only_by_gaps_waits_for_the_next_appe
     await store.save("gone", {"n": 0})
     await store.backend.delete_agent("gone")  # the newest position: a gap (no tombstone)
     backend = store.backend
-    read, wait = backend.read_feed, backend.wait_feed
+    read, wait = backend.read_feed_page, backend.wait_feed  # (a subscription's read)
     reads = 0
     waiting = asyncio.Event()
 
-    async def counted_read(after: int = 0, limit: int = 500) -> list[FeedRecord]:
+    async def counted_read(after: int = 0, limit: int = 500) -> tuple[list[FeedRecord], str | None]:
         nonlocal reads
         reads += 1
         # re-reading the gaps without end (on memory and SQLite without ever yielding:
@@ -58,7 +58,7 @@ async def test_a_live_subscription_followed_only_by_gaps_waits_for_the_next_appe
         waiting.set()
         await wait(after, max_wait)
 
-    backend.read_feed = counted_read  # type: ignore[method-assign]
+    backend.read_feed_page = counted_read  # type: ignore[method-assign]
     backend.wait_feed = flagged_wait  # type: ignore[method-assign]
     sub = store.subscribe()
     assert (await anext(sub)).agent_id == "kept"

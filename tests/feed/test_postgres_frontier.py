@@ -155,16 +155,18 @@ def _ended_after_the_first_empty_read(
     """Run ``end`` once, right after the first read of ``store``'s feed that came back
     empty: between a catch-up's read and whatever it checks next."""
     backend = store.backend
-    read = backend.read_feed
+    read = backend.read_feed_page  # (what a subscription reads: a page and the feed id)
     pending = [end]
 
-    async def read_then_end(after: int = 0, limit: int = 500) -> list[FeedRecord]:
-        records = await read(after, limit)
+    async def read_then_end(
+        after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        records, feed = await read(after, limit)
         if not records and pending:
             await pending.pop()()
-        return records
+        return records, feed
 
-    backend.read_feed = read_then_end  # type: ignore[method-assign]
+    backend.read_feed_page = read_then_end  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("reader", ["postgresql", "tiered"])

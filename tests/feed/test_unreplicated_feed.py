@@ -71,12 +71,12 @@ async def test_a_live_subscription_waits_for_unconfirmed_entries(
 ) -> None:
     reader = await _unconfirmed(redis_url, open_store)
     backend = reader.backend
-    read, wait = backend.read_feed, backend.wait_feed
+    read, wait = backend.read_feed_page, backend.wait_feed  # (a subscription's read)
     reads = 0
     waits = 0
     waited = asyncio.Event()
 
-    async def counted_read(after: int = 0, limit: int = 500) -> list[FeedRecord]:
+    async def counted_read(after: int = 0, limit: int = 500) -> tuple[list[FeedRecord], str | None]:
         nonlocal reads
         reads += 1
         return await read(after, limit)
@@ -88,7 +88,7 @@ async def test_a_live_subscription_waits_for_unconfirmed_entries(
             waited.set()
         await wait(after, max_wait)
 
-    backend.read_feed = counted_read  # type: ignore[method-assign]
+    backend.read_feed_page = counted_read  # type: ignore[method-assign]
     backend.wait_feed = counted_wait  # type: ignore[method-assign]
     sub = reader.subscribe()
     nxt = asyncio.ensure_future(anext(sub))
@@ -115,21 +115,23 @@ async def test_next_batch_returns_the_events_before_unconfirmed_ones(
     for agent in ("a", "b", "c"):
         await store.save(agent, {"n": 0})
     backend = store.backend
-    read = backend.read_feed
+    read = backend.read_feed_page  # (what a subscription reads: a page and the feed id)
 
-    async def held_after_one(after: int = 0, limit: int = 500) -> list[FeedRecord]:
+    async def held_after_one(
+        after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
         # (the entries past position 1 unconfirmed: a page reaching them raises; a page
         # may start at the entry the cursor passed, to check it is still there)
-        records = await read(after, limit)
+        records, feed = await read(after, limit)
         if any(r.position > 1 for r in records):
             raise FeedNotReplicated(after, 1, 0, 0.1)
-        return records
+        return records, feed
 
-    backend.read_feed = held_after_one  # type: ignore[method-assign]
+    backend.read_feed_page = held_after_one  # type: ignore[method-assign]
     sub = store.subscribe(stop_at_head=True, batch_size=1)
     assert [e.agent_id for e in await sub.next_batch(10)] == ["a"]
     assert sub.position == 1
     with pytest.raises(FeedNotReplicated):
         await sub.next_batch(10)
-    backend.read_feed = read  # type: ignore[method-assign]
+    backend.read_feed_page = read  # type: ignore[method-assign]
     assert [e.agent_id for e in await sub.next_batch(10)] == ["b", "c"]

@@ -694,6 +694,19 @@ class Backend(abc.ABC):
         Capability ``FEED``."""
         raise CapabilityUnsupported(self.name, Capability.FEED.value)
 
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        """:meth:`read_feed`, and the feed's id (:meth:`feed_id`) as it stood when the
+        page was read or later: a page holding a position of a renewed feed (a restore
+        renews it before its first write) always comes with the new id, so a live
+        subscription is told (``FeedChanged``) instead of delivering another numbering.
+        The id is None when the page is empty (nothing to check) or the engine keeps
+        none. Engines read it with the page (SQLite, PostgreSQL: the same statement;
+        Redis: the same pipeline; memory); this default reads it after the page."""
+        page = await self.read_feed(after, limit)
+        return page, (await self.feed_id() if page else None)
+
     async def feed_bounds(self) -> tuple[int, int]:
         """``(floor, head)``: positions ``<= floor`` were trimmed away (0 when nothing
         was), ``head`` is the highest position within the safe frontier (0 when

@@ -394,6 +394,12 @@ class MemoryBackend(Backend):
             i += 1
         return out
 
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        page = await self.read_feed(after, limit)  # (no await inside: one moment)
+        return page, (self._feed_id if page else None)
+
     async def feed_bounds(self) -> tuple[int, int]:
         self._check()
         return self._feed_floor, max(self._feed_last, self._feed_floor)

@@ -36,6 +36,7 @@ __all__ = [
     "feed_position",
     "feed_positions",
     "read_feed",
+    "read_feed_page",
     "trim_feed",
 ]
 
@@ -64,7 +65,7 @@ _FEED_SCHEMA = (
 
 _READ = """
 SELECT f.position, f.agent_id, e.seq, e.kind, e.ts, CAST(e.payload AS BLOB),
-       CAST(e.checksum AS BLOB)
+       CAST(e.checksum AS BLOB){id}
 FROM sk_feed f
 JOIN sk_events e ON e.agent_id = f.agent_id AND e.seq = f.seq
 LEFT JOIN sk_feed_deleted d ON d.agent_id = f.agent_id
@@ -73,6 +74,10 @@ WHERE f.position > max(?, coalesce((SELECT CAST(value AS INTEGER) FROM sk_meta
   AND (d.through IS NULL OR f.position > d.through)
 ORDER BY f.position LIMIT ?
 """
+#: the feed's id in each row (SQLite evaluates the constant subquery once): a page and
+#: the id it belongs to in one statement, one snapshot (:func:`read_feed_page`)
+_READ_ID = _READ.format(id=",\n       (SELECT value FROM sk_meta WHERE key = 'feed_id')")
+_READ = _READ.format(id="")
 
 
 def ensure_feed(conn: sqlite3.Connection) -> None:
@@ -95,6 +100,17 @@ def read_feed(conn: sqlite3.Connection, after: int, limit: int) -> list[FeedReco
     """Feed records after ``after`` (one read statement: one consistent snapshot)."""
     rows: list[tuple[Any, ...]] = conn.execute(_READ, (after, limit)).fetchall()
     return [FeedRecord(r[0], r[1], RawEvent(r[2], r[3], r[4], r[5], r[6])) for r in rows]
+
+
+def read_feed_page(
+    conn: sqlite3.Connection, after: int, limit: int
+) -> tuple[list[FeedRecord], str | None]:
+    """:func:`read_feed` and the feed's id as of the same snapshot (one statement): a
+    restore renews the id before it writes, so a page holding one of its positions
+    carries the new id (None: an empty page, or a store without an id)."""
+    rows: list[tuple[Any, ...]] = conn.execute(_READ_ID, (after, limit)).fetchall()
+    page = [FeedRecord(r[0], r[1], RawEvent(r[2], r[3], r[4], r[5], r[6])) for r in rows]
+    return page, (None if not rows or rows[0][7] is None else str(rows[0][7]))
 
 
 def feed_bounds(conn: sqlite3.Connection) -> tuple[int, int]:

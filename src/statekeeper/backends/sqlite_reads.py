@@ -160,6 +160,12 @@ class SQLiteReads(SQLitePart):
         with translated(self.path):
             return sqlite_feed.read_feed(self._reader(), after, limit)
 
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        with translated(self.path):
+            return sqlite_feed.read_feed_page(self._reader(), after, limit)
+
     async def feed_bounds(self) -> tuple[int, int]:
         with translated(self.path):
             return sqlite_feed.feed_bounds(self._reader())

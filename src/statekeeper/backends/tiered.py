@@ -487,6 +487,13 @@ class TieredBackend(TieredWrites, TieredDemote, TieredInPlace, TieredAgents):
         self.require(Capability.FEED, "a tiered backend with a cold tier")
         return await self.durable.read_feed(after, limit)
 
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        self._check_open()
+        self.require(Capability.FEED, "a tiered backend with a cold tier")
+        return await self.durable.read_feed_page(after, limit)
+
     async def feed_bounds(self) -> tuple[int, int]:
         self._check_open()
         self.require(Capability.FEED, "a tiered backend with a cold tier")

@@ -1,5 +1,6 @@
 """The feed-id calls of :class:`~.observed.ObservedBackend` (``feed_id``,
-``renew_feed_id``: :mod:`statekeeper.store.feed_cursor`), each timed and counted like
+``renew_feed_id``: :mod:`statekeeper.store.feed_cursor`; ``read_feed_page``, a feed
+page with the id read with it), each timed and counted like
 every engine call: a part of the wrapper kept in its own module so that each stays
 small."""
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
+    from ..records import FeedRecord
     from .instrumentation import Instrumentation
 
 __all__ = ["FeedIdCalls"]
@@ -27,4 +29,12 @@ class FeedIdCalls:
 
     async def renew_feed_id(self) -> str | None:
         found: str | None = await self._obs.call("renew_feed_id", None, self.inner.renew_feed_id)
+        return found
+
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        found: tuple[list[FeedRecord], str | None] = await self._obs.call(
+            "read_feed", None, self.inner.read_feed_page, after, limit
+        )
         return found

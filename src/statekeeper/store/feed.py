@@ -59,6 +59,7 @@ from ..backends.base import Capability
 from ..errors import (
     AgentForgotten,
     CapabilityUnsupported,
+    FeedChanged,
     FeedNotReplicated,
     FeedPositionCompacted,
     FeedRewound,
@@ -287,8 +288,31 @@ class Subscription(AsyncIterator[FeedEvent]):
     async def _page(self, shard: int, after: int, limit: int) -> list[FeedRecord]:
         backend = self._store.backend
         if self._shards == 1:
-            return await backend.read_feed(after, limit)
+            page, feed = await backend.read_feed_page(after, limit)
+            self._same_feed(feed)
+            return page
         return list(await _sharded(backend).read_shard_feed(shard, after, limit))
+
+    def _same_feed(self, feed: str | None) -> None:
+        """Raise :class:`FeedChanged` when ``feed``, the store's feed id read with (or
+        after) a page, is not the one the subscription follows: a restore renewed it
+        (before its first write) and the page may hold positions of the new numbering.
+        Checked before anything of the page is taken (was: a live subscription went on
+        delivering the restored events, refused only once its cursor was resumed)."""
+        if feed is None or feed == self._feed:
+            return
+        if self._feed is None:  # (a store that had no id yet: its first one)
+            self._feed = feed
+            return
+        raise FeedChanged(
+            self._feed,
+            feed,
+            what="the subscription's cursor",
+            remedy="Nothing of the new numbering was delivered; the cursor stays before it."
+            " Rebuild what you derived from the events (statekeeper projections rebuild"
+            " NAME) and subscribe again from position 0 of this store (or its floor:"
+            " since_floor)",
+        )
 
     def _unchanged(self, shard: int, record: FeedRecord) -> None:
         """Raise :class:`FeedRewound` when ``record``, read at the cursor's position of
@@ -317,6 +341,10 @@ class Subscription(AsyncIterator[FeedEvent]):
             pages = list(
                 await asyncio.gather(*(self._read(k, limit) for k in want), return_exceptions=True)
             )
+        if self._shards > 1 and any(isinstance(p, list) and p for p in pages):
+            # one feed id for every shard, in the meta hash (another hash slot): read
+            # after the pages, so a page of a renewed feed meets the new id
+            self._same_feed(await self._store.backend.feed_id())
         gap = False
         got = False
         held: FeedNotReplicated | None = None

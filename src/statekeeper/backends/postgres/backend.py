@@ -471,6 +471,12 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         self._check_open()
         return await self._feed.read(after, limit)
 
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        self._check_open()
+        return await self._feed.read_page(after, limit)
+
     async def feed_bounds(self) -> tuple[int, int]:
         self._check_open()
         return await self._feed.bounds()

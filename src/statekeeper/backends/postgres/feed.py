@@ -127,14 +127,26 @@ class FeedReader:
         return self.safe
 
     async def read(self, after: int, limit: int) -> list[FeedRecord]:
+        return (await self.read_page(after, limit, with_id=False))[0]
+
+    async def read_page(
+        self, after: int, limit: int, *, with_id: bool = True
+    ) -> tuple[list[FeedRecord], str | None]:
+        """The page and the feed's id (its newest generation in ``sk_markers``, a column
+        of the same statement, ``feed_read_id``: one snapshot, so a page holding a
+        position written after a renewal carries the new id; None when the page is
+        empty, or without ``with_id``)."""
         safe = await self.frontier()
         if safe <= after:
-            return []
-        rows = await self.backend._query("feed_read", (after, safe, limit), lsn=self.lsn)
-        return [
+            return [], None
+        name = "feed_read_id" if with_id else "feed_read"
+        rows = await self.backend._query(name, (after, safe, limit), lsn=self.lsn)
+        page = [
             FeedRecord(int(r[0]), r[1], RawEvent(int(r[2]), r[3], r[4], bytes(r[5]), bytes(r[6])))
             for r in rows
         ]
+        marker = rows[0][7] if rows and with_id else None
+        return page, None if marker is None else str(marker).rpartition(":")[2]
 
     async def bounds(self) -> tuple[int, int]:
         safe = await self.frontier()

@@ -81,6 +81,7 @@ REPLICA_QUERIES = frozenset(
         "count",
         "count_prefix",
         "feed_read",
+        "feed_read_id",
     }
 )
 

@@ -2045,6 +2045,22 @@ class RedisBackend(Backend):
     async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
         return await self.read_shard_feed(0, after, limit, _store_wide=True)
 
+    async def read_feed_page(
+        self, after: int = 0, limit: int = 500
+    ) -> tuple[list[FeedRecord], str | None]:
+        """With the feed's id from the same pipeline (:func:`.feed.read_feed_page`); on
+        a cluster (the meta hash in another slot) read after the page instead."""
+        keys = self._shard(0, True)
+        if self.cluster:
+            return await super().read_feed_page(after, limit)
+        meta_key = self.layout.meta
+
+        async def op() -> tuple[list[FeedRecord], bytes | None]:
+            return await feed.read_feed_page(self, keys, after, limit, meta_key)
+
+        page, found = await self._retrying("read_feed", op)
+        return page, meta.as_text(found) if found is not None else None
+
     async def feed_bounds(self) -> tuple[int, int]:
         return await self.shard_feed_bounds(0, _store_wide=True)
 

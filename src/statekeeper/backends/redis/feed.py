@@ -74,6 +74,7 @@ __all__ = [
     "feed_positions",
     "keeps_feed",
     "read_feed",
+    "read_feed_page",
     "trim_feed",
     "wait_feed",
 ]
@@ -160,28 +161,44 @@ async def _check_contiguous(
 async def read_feed(
     backend: RedisBackend, keys: ShardKeys, after: int, limit: int
 ) -> list[FeedRecord]:
+    """Up to ``limit`` events of one shard after ``after`` (:func:`read_feed_page`)."""
+    return (await read_feed_page(backend, keys, after, limit, None))[0]
+
+
+async def read_feed_page(
+    backend: RedisBackend, keys: ShardKeys, after: int, limit: int, meta: bytes | None
+) -> tuple[list[FeedRecord], bytes | None]:
     """Up to ``limit`` events of one shard after ``after``: its entries (XRANGE,
     exclusive start) resolved to their events, page after page past entries that are
     gaps (a page of nothing but a deleted or expired agent's entries was returned as
     ``[]``: a subscriber stopped there, its catch-up ended without the events after
-    it, and a live one read it again for ever)."""
+    it, and a live one read it again for ever).
+
+    With ``meta`` (the meta hash, on the same server as the shard: not a cluster), the
+    feed's id too, read by an ``HGET`` after the ``XRANGE`` on the same connection (one
+    round trip; Redis runs them in order): a restore renews the id before it writes, so
+    a page holding one of its entries comes with the new id (None: an empty page)."""
     while True:
+        marked = None
         if backend.wait_replicas:
-            counter, entries = await _replicated_entries(backend, keys, after, limit)
+            counter, entries, marked = await _replicated_entries(backend, keys, after, limit, meta)
         else:
             async with backend._client.pipeline(transaction=False) as pipe:
                 pipe.get(keys.feed_counter)  # (before the entries: see _check_contiguous)
                 pipe.xrange(keys.feed_stream, min=f"(0-{after}", max="+", count=limit)
                 pipe.get(keys.epoch)
-                counter, found, marker = await pipe.execute()
+                if meta is not None:
+                    pipe.hget(meta, b"feed_id")  # (after the entries: see above)
+                counter, found, marker, *id_of = await pipe.execute()
             backend._identity.check(keys, marker)
             entries = _entries(found)
+            marked = id_of[0] if id_of else None
         await _check_contiguous(backend, keys, after, counter, entries)
         if not entries:
-            return []
+            return [], None
         out = await _resolved(backend, keys, entries)
         if out or len(entries) < limit:
-            return out
+            return out, (marked if out else None)
         after = _position(entries[-1][0])
 
 
@@ -211,8 +228,8 @@ def _entries(found: Any) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
 
 
 async def _replicated_entries(
-    backend: RedisBackend, keys: ShardKeys, after: int, limit: int
-) -> tuple[Any, Sequence[tuple[bytes, dict[bytes, bytes]]]]:
+    backend: RedisBackend, keys: ShardKeys, after: int, limit: int, meta: bytes | None
+) -> tuple[Any, Sequence[tuple[bytes, dict[bytes, bytes]]], bytes | None]:
     """The entries after ``after`` that ``wait_replicas`` replicas hold: the XRANGE,
     then the shard's replication barrier (a write to its ``sync`` counter and
     ``WAIT``) on the same connection to its master. When there are entries and the
@@ -222,7 +239,7 @@ async def _replicated_entries(
     cursor could pass a position the promoted replica never saw and then hands out
     again, to another event."""
     ms = max(1, round(backend.wait_timeout * 1000))
-    counter, found, marker, _, acked = await on_node(
+    replies = await on_node(
         backend._client,
         keys.sync,
         [
@@ -231,8 +248,10 @@ async def _replicated_entries(
             ("GET", keys.epoch),
             ("INCRBY", keys.sync, 0),
             ("WAIT", backend.wait_replicas, ms),
+            *((("HGET", meta, b"feed_id"),) if meta is not None else ()),
         ],
     )
+    counter, found, marker, _, acked, *id_of = replies
     if isinstance(found, BaseException):
         raise found
     backend._identity.check(keys, marker)
@@ -250,7 +269,10 @@ async def _replicated_entries(
             backend.wait_timeout,
             shard=shards.index(keys) if len(shards) > 1 else None,
         )
-    return counter, entries
+    marked = id_of[0] if id_of else None
+    if isinstance(marked, BaseException):
+        raise marked
+    return counter, entries, marked
 
 
 async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]:

@@ -174,8 +174,10 @@ async def feed_id(client: Any, layout: Layout, fresh: bytes | None, renew: bool)
     if fresh is not None and renew:
         await client.hset(layout.meta, b"feed_id", fresh)
         return fresh
-    if fresh is not None:
-        await client.hsetnx(layout.meta, b"feed_id", fresh)
+    found = await client.hget(layout.meta, b"feed_id")
+    if found is not None or fresh is None:
+        return found  # (the common case: one round trip, as a sharded live poll asks it)
+    await client.hsetnx(layout.meta, b"feed_id", fresh)
     return await client.hget(layout.meta, b"feed_id")
 
 

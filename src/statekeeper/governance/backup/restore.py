@@ -530,11 +530,11 @@ async def restore(
         async with restore_entry(store, given, audit, ids, tags) as entry:
             if tags:
                 # the events are numbered anew in the target's feed: a cursor taken before
-                # (on the source, or on the target) names other events then, and is refused
-                # (FeedChanged) instead of resuming at them. Renewed before the first write:
+                # is refused (FeedChanged; a tenant admin's restore leaves the id every
+                # tenant's cursors name: .restoretarget). Renewed before the first write:
                 # a restore stopped after its writes (SIGKILL) and run again finds every
                 # agent there, writes nothing, and would renew nothing
-                await renew_store_id(store)
+                await renew_store_id(store, list(tags))
             await carry_leases(store, paths, key, tags)  # before the agents (.leasetokens)
             if holds:  # placed before the agents they protect are written
                 carried = await carry_holds(store, holds, ids[-1], given)

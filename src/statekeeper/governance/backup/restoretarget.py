@@ -71,11 +71,33 @@ def check_namespace(store: StateStore, listed: set[str]) -> None:
         )
 
 
-async def renew_store_id(store: StateStore) -> None:
+async def renew_store_id(store: StateStore, agent_ids: Sequence[str] = ()) -> None:
     """Renew the target's feed id, which is also its key family
     (:mod:`statekeeper.codec.keyscope`): the new family is linked to the old one in
     the key vault, so the target keeps writing, and ``forget`` keeps destroying, the
-    data keys of its agents from before the restore."""
+    data keys of its agents from before the restore.
+
+    Only where the store may act on the feed every tenant shares (:func:`~..hooks.
+    is_store_admin`: opened without a principal, or as an admin of every namespace),
+    as for raising its floor (:func:`floor_over_bases`). A tenant admin's restore
+    (``agent_ids``: what it writes, all in its namespaces) renumbers none of another
+    tenant's events — the restored agents enter the feed as new positions after every
+    cursor — and renewing the id every cursor names made every tenant's subscribers
+    rebuild their read models (``FeedChanged``): it is left, and a warning says so."""
+    if not is_store_admin(store):
+        if has_feed(store.backend):
+            shown = sorted(a for a in agent_ids if a[:1] != "\x01")[:1]
+            _log.warning(
+                "the change feed's id was not renewed (only an admin of every namespace"
+                " may renew the id every tenant's cursors name): the %d restored stream(s)"
+                " (e.g. %r) enter the feed as new positions after every cursor, and a"
+                " subscriber of their namespace receives them as new appends",
+                len(agent_ids),
+                (store.relative(shown[0]) if isinstance(store, NamespacedStateStore) else shown[0])
+                if shown
+                else "-",
+            )
+        return
     old = await key_family(store.backend, store.codec)
     new = await store.backend.renew_feed_id()
     witness = getattr(store, "witness", None)

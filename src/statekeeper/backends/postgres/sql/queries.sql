@@ -268,6 +268,10 @@ SELECT safe, next_candidate, next_holders FROM {s}.sk_feed_frontier(%s, %s::bigi
 -- name: feed_read
 SELECT position, agent_id, seq, kind, ts, payload, checksum FROM {s}.sk_events WHERE position > greatest(%s::bigint, (SELECT floor FROM {s}.sk_feed_floor)) AND position <= %s ORDER BY position LIMIT %s
 
+-- name: feed_read_id
+-- (feed_read with the feed's id, its newest generation: one statement, one snapshot)
+SELECT position, agent_id, seq, kind, ts, payload, checksum, (SELECT name FROM {s}.sk_markers WHERE name LIKE 'feed-id:%%' ORDER BY name DESC LIMIT 1) FROM {s}.sk_events WHERE position > greatest(%s::bigint, (SELECT floor FROM {s}.sk_feed_floor)) AND position <= %s ORDER BY position LIMIT %s
+
 -- name: feed_floor
 SELECT floor FROM {s}.sk_feed_floor
 

@@ -1,0 +1,97 @@
+"""A tenant admin's restore and the feed id every tenant's cursors name. A restore
+renewed the store's feed id whoever ran it: the restore of ``acme``'s agents by
+``acme``'s admin made every other tenant's cursors and projection positions raise
+``FeedChanged`` (and, since a live subscription checks the id with each page, stopped
+their live subscriptions too) — every tenant made to rebuild its read models, though
+the restore numbered none of their events anew: the restored agents enter the feed as
+new positions after every cursor. Only a principal that may act on the feed every
+tenant shares (a store opened without a principal, or an admin of every namespace)
+renews it now, as only such a one raises its floor; a tenant admin's restore leaves
+it, and says so."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.errors import FeedChanged
+from statekeeper.governance import parse_policy
+from statekeeper.governance.backup import BackupKey, backup, restore
+
+from ..backends._services import fresh_url
+
+POLICY = parse_policy(
+    """\
+[principals.acme-admin]
+admin = ["acme/**"]
+
+[principals.ops]
+admin = ["**"]
+"""
+)
+
+
+async def _acme_backup(tmp_path: Path) -> tuple[Path, BackupKey]:
+    key = BackupKey(os.urandom(32))
+    async with StateStore(f"sqlite:///{tmp_path / 'src.db'}") as source:
+        for n in range(4):
+            await source.save(f"acme/a{n % 2}", {"n": n})
+        await backup(source, tmp_path / "acme.skb", key)
+    return tmp_path / "acme.skb", key
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_tenant_admins_restore_leaves_other_tenants_cursors_valid(
+    tmp_path: Path, engine: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, key = await _acme_backup(tmp_path)
+    (tmp_path / "dst").mkdir()
+    with fresh_url(engine, tmp_path / "dst") as url:
+        async with StateStore(url) as whole:
+            await whole.save("globex/g", {"n": 0})
+            feed = await whole.backend.feed_id()
+            globex = whole.subscribe(namespace="globex")
+            assert (await anext(globex)).agent_id == "globex/g"
+            saved = str(globex.cursor)  # what globex's consumer keeps
+            acme = StateStore(whole.backend, principal="acme-admin", policy=POLICY)
+            with caplog.at_level(logging.WARNING, logger="statekeeper.restore"):
+                result = await restore(acme, [path], key)
+            assert result.agents == 2
+            # was: renewed — globex's cursor refused, its live subscription stopped
+            assert await whole.backend.feed_id() == feed
+            await whole.save("globex/g", {"n": 1})
+            assert [(c.agent_id, c.seq) for c in await globex.next_batch(10)] == [("globex/g", 2)]
+            resumed = whole.subscribe(saved, namespace="globex", stop_at_head=True)
+            assert [(c.agent_id, c.seq) async for c in resumed] == [("globex/g", 2)]
+            said = [r.getMessage() for r in caplog.records if "not renewed" in r.getMessage()]
+            assert len(said) == 1 and "acme" in said[0]
+            # the restored agents are in the feed, after every cursor taken before
+            everything = [(c.agent_id, c.seq) async for c in whole.subscribe(stop_at_head=True)]
+            assert sorted(everything) == [
+                ("acme/a0", 1),
+                ("acme/a0", 2),
+                ("acme/a1", 1),
+                ("acme/a1", 2),
+                ("globex/g", 1),
+                ("globex/g", 2),
+            ]
+
+
+async def test_a_store_admins_restore_still_renews_it(tmp_path: Path) -> None:
+    path, key = await _acme_backup(tmp_path)
+    async with StateStore(f"sqlite:///{tmp_path / 'dst.db'}") as whole:
+        await whole.save("globex/g", {"n": 0})
+        globex = whole.subscribe(namespace="globex")
+        await anext(globex)
+        saved = str(globex.cursor)
+        ops = StateStore(whole.backend, principal="ops", policy=POLICY)
+        await restore(ops, [path], key)
+        with pytest.raises(FeedChanged):
+            await anext(whole.subscribe(saved, namespace="globex", stop_at_head=True))
+        await whole.save("globex/g", {"n": 1})
+        with pytest.raises(FeedChanged):
+            await anext(globex)
