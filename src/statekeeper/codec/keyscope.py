@@ -170,13 +170,17 @@ def forget_plan(
     agents in ``agent_ids``' order. Nothing is changed."""
     families = vault.families(family)
     plan: list[tuple[str | None, str]] = []
-    for agent_id in agent_ids:
-        entries = [e for e in vault.entries(agent_id) if _live(e)]
-        prints = set(fingerprints)
-        for entry in entries:  # its own keys: a copy of one (:func:`adopt`) goes too
+    live = {agent_id: [e for e in vault.entries(agent_id) if _live(e)] for agent_id in agent_ids}
+    prints = set(fingerprints)
+    # its own keys of every id of the lineage: a copy of one (:func:`adopt`) goes too,
+    # under any id (a prune continues the old generation's key: :func:`continue_key`)
+    for entries in live.values():
+        for entry in entries:
             if entry.family is not None and entry.family in families:
                 with contextlib.suppress(KeyNotFound, DecryptionError):
                     prints.add(_fingerprint(_material(ring, entry)))
+    for agent_id in agent_ids:
+        entries = live[agent_id]
         for entry in entries:
             if entry.family is None:
                 plan.append((None, agent_id))
