@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..codec.pipeline import Opened
     from ..store.store import StateStore
 
-__all__ = ["forgotten", "refuse_namespace", "rewrap_unwalked", "sealed_now"]
+__all__ = ["data_key_sealed", "forgotten", "refuse_namespace", "rewrap_unwalked", "sealed_now"]
 
 
 def sealed_now(
@@ -55,13 +55,14 @@ async def forgotten(vault: Any, store: StateStore, listed: str) -> bool:
         # the master key alone: another store's forget of the same id left them readable)
         if keyring.forgotten_in(family, agent_id, held=True) is None:
             return False
-        return await _data_key_sealed(store, agent_id)
+        return await data_key_sealed(store, agent_id)
     entry = vault.load(agent_id)
     return entry is not None and entry.wrapped is None
 
 
-async def _data_key_sealed(store: StateStore, agent_id: str) -> bool:
-    """Whether the head event of ``agent_id`` (a stored id) is sealed with a data key."""
+async def data_key_sealed(store: StateStore, agent_id: str) -> bool:
+    """Whether the head event of ``agent_id`` (a stored id) is sealed with a data key
+    (False: under the master key alone, written before the vault, or in the clear)."""
     backend = store.backend
     head = await backend.head(agent_id)
     rows = await backend.read(agent_id, head - 1, head) if head else []
