@@ -32,6 +32,12 @@ class ImportedAgent:
     base: Snapshot | None = None
 
     @property
+    def data_key(self) -> bool:
+        """False when the export says the source sealed the agent with no data key (under
+        the master key alone: another store's ``forget`` of the id is not its)."""
+        return (self.end or {}).get("data_key") is not False
+
+    @property
     def lease_token(self) -> int:
         """The newest fencing token the source granted the agent (0: none said)."""
         token = (self.end or {}).get("lease_token", 0)

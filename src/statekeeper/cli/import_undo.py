@@ -156,12 +156,15 @@ def _suggested(agent: _Agent, seq: int, checksum: bytes | None) -> str:
     return f" (undo: statekeeper delete {shlex.quote(agent.agent_id)} --at {seq}:{mark} --yes)"
 
 
-def shredded(store: StateStore, agent_id: str, source: str | None = None) -> bool:
+def shredded(
+    store: StateStore, agent_id: str, source: str | None = None, held: bool = True
+) -> bool:
     """Whether the store's key vault holds a tombstone for ``agent_id`` (its data key was
     destroyed: a write of it would raise ``AgentForgotten``), in the store's key family
     or in ``source``, the key family of the store an export came from (a copy there,
     restored before copies adopted their keys, is forgotten once every key of the
-    agent is destroyed: ``Keyring.forgotten_in(held=True)``)."""
+    agent is destroyed: ``Keyring.forgotten_in(held=True)``; not when ``held`` is False:
+    the file says its records there use no data key, :attr:`ImportedAgent.data_key`)."""
     keyring = store.codec.keyring
     if keyring is None:
         return False
@@ -169,4 +172,4 @@ def shredded(store: StateStore, agent_id: str, source: str | None = None) -> boo
         return True
     # (the store the file came from held the agent: a copy of another store's there
     # counts as forgotten once every key of it is destroyed)
-    return source is not None and keyring.forgotten_in(source, agent_id, held=True) is not None
+    return source is not None and keyring.forgotten_in(source, agent_id, held=held) is not None

@@ -107,6 +107,8 @@ async def export_agents(
     one "vanished"; an agent named in ``agent_ids`` that does not exist raises
     :class:`~statekeeper.errors.AgentNotFound`."""
     from ..governance.holds import list_holds
+    from ..security.rekey_checks import data_key_sealed
+    from ..store.namespaced import stored_id
 
     dumps = store.codec.copy_dumps
     out.write(dumps(await store_header(store, str(render.iso(_now())))) + b"\n")
@@ -165,6 +167,10 @@ async def export_agents(
         token = await _lease_token(store, agent_id)
         if token:  # the newest fencing token, for the target's next grant to pass it
             end["lease_token"] = token
+        if store.codec.key_family is not None and not await data_key_sealed(
+            store, stored_id(store, agent_id)
+        ):  # (import: another store's forget of the id is not this agent's)
+            end["data_key"] = False
         sealed.write(dumps(end) + b"\n")
         held.agent(agent_id)
         agents += 1
@@ -349,7 +355,9 @@ async def import_agents(
                 skipped.append(agent.agent_id)
                 if agent.base is not None and head == agent.base_seq + len(agent.events):
                     left[stored_id(store, agent.agent_id)] = agent.base_seq  # (at its head)
-            elif _undo.shredded(store, stored_id(store, agent.agent_id), header.key_family):
+            elif _undo.shredded(
+                store, stored_id(store, agent.agent_id), header.key_family, agent.data_key
+            ):
                 if forgotten is not None:
                     forgotten.append(agent.agent_id)
             else:

@@ -515,7 +515,9 @@ class Keyring:
         ids = [*sorted(i for i in linked if i[:1] != "\x01"), agent_id]
         return keyscope.scopes_of(keyscope.forget_plan(self, scoped, family, ids, fingerprints))
 
-    def adopt_in(self, family: str | None, copied: list[tuple[str, bytes]]) -> list[str]:
+    def adopt_in(
+        self, family: str | None, copied: list[tuple[str, bytes]], *, legacy: bool = True
+    ) -> list[str]:
         """Give the store of key family ``family`` the keys of the agents it holds a
         copy of (a restore's writes: :func:`.keyscope.adopt`); ``copied`` pairs an agent
         with its newest record's key fingerprint. The agents given a key; none without
@@ -523,7 +525,7 @@ class Keyring:
         scoped = self.scoped
         if family is None or scoped is None or not copied:
             return []
-        adopted = keyscope.adopt(self, scoped, family, copied)
+        adopted = keyscope.adopt(self, scoped, family, copied, legacy=legacy)
         with self._lock:
             for agent_id in adopted:
                 self._forget_cached(agent_id)

@@ -170,13 +170,17 @@ def forget_plan(
     agents in ``agent_ids``' order. Nothing is changed."""
     families = vault.families(family)
     plan: list[tuple[str | None, str]] = []
-    for agent_id in agent_ids:
-        entries = [e for e in vault.entries(agent_id) if _live(e)]
-        prints = set(fingerprints)
-        for entry in entries:  # its own keys: a copy of one (:func:`adopt`) goes too
+    live = {agent_id: [e for e in vault.entries(agent_id) if _live(e)] for agent_id in agent_ids}
+    prints = set(fingerprints)
+    # its own keys of every id of the lineage: a copy of one (:func:`adopt`) goes too,
+    # under any id (a prune continues the old generation's key: :func:`continue_key`)
+    for entries in live.values():
+        for entry in entries:
             if entry.family is not None and entry.family in families:
                 with contextlib.suppress(KeyNotFound, DecryptionError):
                     prints.add(_fingerprint(_material(ring, entry)))
+    for agent_id in agent_ids:
+        entries = live[agent_id]
         for entry in entries:
             if entry.family is None:
                 plan.append((None, agent_id))
@@ -224,7 +228,12 @@ def family_forget(
 
 
 def adopt(
-    ring: Keyring, vault: ScopedKeyVault, family: str, copied: list[tuple[str, bytes]]
+    ring: Keyring,
+    vault: ScopedKeyVault,
+    family: str,
+    copied: list[tuple[str, bytes]],
+    *,
+    legacy: bool = True,
 ) -> list[str]:
     """Give ``family``'s store the key of each agent it holds a copy of: ``copied``
     names the agent and the fingerprint of the key its newest record is sealed with (a
@@ -235,8 +244,9 @@ def adopt(
     agent in a family it continues (the target's own agent of that id, deleted before
     the restore renewed its id) stays, for the records it sealed, but the writes use
     the copy's key (:func:`write_key` takes ``family``'s own entry first): else the
-    source's forget left what the target wrote of the copy readable. Returns the
-    agents given a key."""
+    source's forget left what the target wrote of the copy readable. ``legacy=False``
+    adopts another family's key only (a legacy key stays the vault's, not the store's).
+    Returns the agents given a key."""
     families = vault.families(family)
     master = ring.active
     rows: list[tuple[str, str, bytes]] = []
@@ -246,7 +256,7 @@ def adopt(
         if any(e.family == family or not _live(e) for e in own):
             continue
         for entry in entries:
-            if not _live(entry):
+            if not _live(entry) or (entry.family is None and not legacy):
                 continue
             try:
                 material = _material(ring, entry)

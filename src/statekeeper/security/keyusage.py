@@ -76,7 +76,7 @@ async def key_usage(store: StateStore) -> dict[str, int]:
     async for agent_id in ids():
         # (its records named the master key they were sealed under: "old key: run
         # rekey" for ever, as rekey leaves a forgotten agent as it is)
-        shredded = vault is not None and forgotten(vault, store, agent_id)
+        shredded = vault is not None and await forgotten(vault, store, agent_id)
         _, tag = await backend.head_tag(agent_id)
         count(Codec.head_key_id(tag) if tag is not None and len(tag) > 1 and tag[1] else None)
         cursor = 0
@@ -131,7 +131,7 @@ async def idempotency_usage(store: StateStore) -> dict[str, int]:
     qualify = getattr(store, "qualify", None)
     counts: dict[str, int] = {}
     async for info in store.iter_agents():
-        if vault is not None and forgotten(vault, store, info.agent_id):
+        if vault is not None and await forgotten(vault, store, info.agent_id):
             continue
         stored_id = qualify(info.agent_id) if callable(qualify) else info.agent_id
         for stored, _, _ in await backend.idempotency_keys(stored_id):

@@ -489,7 +489,7 @@ async def rekey(
         while True:
             page = await store.list_agents(after=after, limit=_PAGE)
             for info in page:
-                if vault is not None and forgotten(vault, store, info.agent_id):
+                if vault is not None and await forgotten(vault, store, info.agent_id):
                     # its data key is destroyed: nothing of it opens, nothing to re-encrypt
                     # (it failed the whole run with AgentForgotten: no rotation possible)
                     result = RekeyStats(forgotten=1)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..codec.pipeline import Opened
     from ..store.store import StateStore
 
-__all__ = ["forgotten", "refuse_namespace", "rewrap_unwalked", "sealed_now"]
+__all__ = ["data_key_sealed", "forgotten", "refuse_namespace", "rewrap_unwalked", "sealed_now"]
 
 
 def sealed_now(
@@ -40,17 +40,34 @@ def sealed_now(
     return bytes(payload[end : end + len(legacy)]) != legacy
 
 
-def forgotten(vault: Any, store: StateStore, listed: str) -> bool:
+async def forgotten(vault: Any, store: StateStore, listed: str) -> bool:
     """Whether the key vault holds a tombstone for the agent ``listed`` (as the store
     lists it: relative in a namespaced store, whose vault holds stored ids)."""
     qualify = getattr(store, "qualify", None)
     agent_id = qualify(listed) if callable(qualify) else listed
     keyring = store.codec.keyring
     if keyring is not None and keyring.data_keys is vault:  # (its family's tombstone)
-        # (the store lists the agent: a restored copy's source tombstone counts too)
-        return keyring.forgotten_in(store.codec.key_family, agent_id, held=True) is not None
+        family = store.codec.key_family
+        if keyring.forgotten_in(family, agent_id) is not None:
+            return True
+        # (the store lists the agent: a restored copy's source tombstone counts too, when
+        # its records are sealed with a data key — not written before the vault, under
+        # the master key alone: another store's forget of the same id left them readable)
+        if keyring.forgotten_in(family, agent_id, held=True) is None:
+            return False
+        return await data_key_sealed(store, agent_id)
     entry = vault.load(agent_id)
     return entry is not None and entry.wrapped is None
+
+
+async def data_key_sealed(store: StateStore, agent_id: str) -> bool:
+    """Whether the head event of ``agent_id`` (a stored id) is sealed with a data key
+    (False: under the master key alone, written before the vault, or in the clear)."""
+    backend = store.backend
+    head = await backend.head(agent_id)
+    rows = await backend.read(agent_id, head - 1, head) if head else []
+    header = Codec.header(rows[-1].payload) if rows else None
+    return header is not None and header.data_key
 
 
 async def rewrap_unwalked(store: StateStore) -> int:

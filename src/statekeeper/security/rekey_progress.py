@@ -112,7 +112,7 @@ async def refuse_another_run(
     if head == 0:
         return
     vault = store.codec.keyring.data_keys if store.codec.keyring is not None else None
-    if vault is not None and forgotten(vault, store, after):
+    if vault is not None and await forgotten(vault, store, after):
         return
     rows = await backend.read(after, head - 1, head)
     header = Codec.header(rows[0].payload) if rows else None

@@ -110,7 +110,9 @@ async def renew_store_id(store: StateStore, agent_ids: Sequence[str] = ()) -> No
         store.codec.key_family = new
 
 
-async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
+async def adopt_copied_keys(
+    store: StateStore, agent_ids: Sequence[str], *, legacy: bool = True
+) -> int:
     """Give the target's key family the data key of each agent the restore wrote
     under another family's key (a copy of another store: :func:`statekeeper.codec.
     keyscope.adopt`): its writes after the restore are sealed with that key, so the
@@ -120,7 +122,8 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
     snapshots), with the agents it skipped as held too: a restore killed between its
     writes and this, run again (``skip_existing``), writes none of them. The newest
     record of each agent names the key (one read of every head per page); how many
-    agents were given a key."""
+    agents were given a key (``legacy=False``: another family's key only, see
+    :func:`~statekeeper.codec.keyscope.adopt`)."""
     keyring = store.codec.keyring
     agents = [a for a in agent_ids if a[:1] != "\x01"]  # (the store's own streams)
     if keyring is None or keyring.scoped is None or not agents:
@@ -139,7 +142,7 @@ async def adopt_copied_keys(store: StateStore, agent_ids: Sequence[str]) -> int:
             if raw is not None and header is not None and header.data_key:
                 end = 3 + raw.payload[2]
                 copied.append((agent_id, bytes(raw.payload[end : end + _FP])))
-        adopted += len(await asyncio.to_thread(keyring.adopt_in, family, copied))
+        adopted += len(await asyncio.to_thread(keyring.adopt_in, family, copied, legacy=legacy))
     return adopted
 
 

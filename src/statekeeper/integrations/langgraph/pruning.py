@@ -192,6 +192,7 @@ class _SaverPruning(_SaverWrites):
         # the new one is sealed with the old one's key (in a restored copy, the source's:
         # the source's forget of the thread reaches it; the store's key family read first)
         await key_family(self.store.backend, self.store.codec)
+        await self._adopt_generation(st.agent_id)
         self._link_generation(new_agent, st.agent_id)
         await self.store.create(new_agent, m.new_doc(st.thread_id, sealed=False))
         try:
@@ -272,6 +273,22 @@ class _SaverPruning(_SaverWrites):
                 with contextlib.suppress(ConflictError), delete_only_at(head[0], head[2]):
                     await store.delete(agent)
         return True
+
+    async def _adopt_generation(self, old_agent: str) -> None:
+        """Give the store's key family the key the old generation's records are sealed
+        with when it has none (a copy restored before restores adopted their keys:
+        :func:`~statekeeper.governance.backup.restoretarget.adopt_copied_keys`), so the
+        new generation continues it (:meth:`_link_generation`). Before, the new one got
+        a key of the copy's own, and the source's forget of the thread left it live."""
+        from ...governance.backup.restoretarget import adopt_copied_keys
+
+        keyring = self.store.codec.keyring
+        if keyring is None or keyring.scoped is None:
+            return
+        qualify = getattr(self.store, "qualify", None)  # a namespaced store: stored ids
+        stored = qualify(old_agent) if qualify else old_agent
+        # (a legacy key, from before key families, is the vault's: the new one gets its own)
+        await adopt_copied_keys(self.store, [stored], legacy=False)
 
     def _link_generation(self, new_agent: str, old_agent: str) -> None:
         keyring = self.store.codec.keyring
