@@ -202,7 +202,7 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
                 head,
                 "a delete at this seq whose feed tombstone a crash left pending (or a delete"
                 " under way): the store's next delete appends it, or drops it if the delete"
-                " did not happen",
+                " did not happen and the process that began it is provably gone",
                 "feed",
             )
         )
