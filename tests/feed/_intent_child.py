@@ -73,7 +73,7 @@ async def main(engine: str, where: Path, agent_id: str) -> None:
                 os.kill(os.getpid(), signal.SIGSTOP)  # the intent is written: stop here
             return await real_delete(target)
 
-        inner.delete_agent = delete_agent  # type: ignore[method-assign]
+        inner.delete_agent = delete_agent  # type: ignore[method-assign, assignment]
         await store.delete(agent_id)
     os._exit(3)  # (not reached: the tombstone's append ends it)
 

@@ -74,7 +74,7 @@ def _public(backend: Backend) -> dict[str, Any]:
             continue
         try:
             value = getattr(backend, name)
-        except Exception:  # noqa: S112 - (one that cannot be read yet)
+        except Exception:  # (one that cannot be read yet)
             continue
         if not callable(value):
             found[name] = value

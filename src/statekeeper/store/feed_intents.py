@@ -27,10 +27,11 @@ with its tombstone, or an intent that ends in one.
 
 ``forget`` (crypto-shredding) takes the same path on every engine with a feed
 (:func:`forget_with_intent`): its data key lives outside the engine, so no commit holds
-both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when the
-agent's key is destroyed, and dropped when it is intact and its owner provably gone (left
-when this process's keyring has no key vault to tell); the first delete or forget of a process on an engine settles
-the intents left (:func:`settle`), ``verify`` names them.
+both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when
+the agent's key is destroyed, and dropped when it is intact and its owner provably gone
+(left when this process's keyring has no key vault to tell); the first delete or forget
+of a process on an engine settles the intents left (:func:`settle`), ``verify`` names
+them.
 
 Under PostgreSQL row-level security a tenant's role may write no stream of the whole
 store: a forget's intent there is one of its namespace's (:func:`intent_stream`,
@@ -299,7 +300,9 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
         # deleted: the head event it named is gone
         done = not (still and raws[-1].checksum.hex() == body["checksum"])
     if done:  # its tombstone, once (the idempotency key: whoever appends it)
-        await record(backend, codec, agent_id, head, forgotten=forgotten, key=stream[len(PENDING) :])
+        await record(
+            backend, codec, agent_id, head, forgotten=forgotten, key=stream[len(PENDING) :]
+        )
     elif not owner_gone(body.get("owner"), stream.encode()):
         return False  # its owner may still delete the agent (destroy the key): left
     await backend.delete_agent(stream)
