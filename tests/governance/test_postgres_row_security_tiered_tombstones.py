@@ -26,12 +26,14 @@ from statekeeper.backends.tiered import TieredBackend
 from statekeeper.backends.url import open_backend
 from statekeeper.codec.datakeys import SqliteKeyVault
 from statekeeper.codec.keys import Keyring
-from statekeeper.governance import parse_policy
+from statekeeper.governance import Audit, parse_policy
 from statekeeper.governance.policy_postgres import enforce_in_postgres
 from statekeeper.governance.shredding import forget
 from statekeeper.observability.observed import ObservedBackend
+from statekeeper.store.feed_deletes import stream_of
 
 from ..backends._services import POSTGRES_DSN
+from ..feed.test_verify_tombstones import _append
 from .conftest import KEYRING
 from .test_postgres_row_security import _as, tenant_roles
 
@@ -135,3 +137,22 @@ async def test_a_tenants_delete_and_forget_through_a_tiered_store_leave_their_to
         ]
         assert tombs == [("acme/a1", 1, False), ("acme/a2", 1, True)]  # ([] before)
         assert (await ops.verify()).ok
+
+
+async def test_verify_names_a_namespaces_tombstone_record_that_does_not_open(
+    store: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    """Under row-level security too: a tenant's role may append a record that does not
+    open to its namespace's tombstone stream; the store admin's verify names it."""
+    schema, roles = store
+    await _seeded(schema, roles)
+    async with StateStore(f"{_as(roles['acme-app'])}?schema={schema}", keyring=KEYRING) as acme:
+        assert await acme.delete("acme/a1")
+        stream = stream_of(acme.backend, "acme/a1")
+        assert stream != stream_of(MemoryBackend(), "acme/a1")  # (the namespace's own)
+        damaged = await _append(acme, stream, {"agent_id": "acme/a3", "head": 1}, damaged=True)
+    url = f"{_as(roles['ops'])}?schema={schema}"
+    governed = {"principal": "ops", "policy": POLICY, "audit": Audit()}
+    async with StateStore(url, keyring=KEYRING, **governed) as ops:  # type: ignore[arg-type]
+        problems = [(p.agent_id, p.seq, p.kind) for p in (await ops.verify()).problems]
+        assert problems == [(stream, damaged, "feed")]  # ([] before)
