@@ -32,7 +32,13 @@ from statekeeper.governance.shredding import forget
 from statekeeper.observability.observed import ObservedBackend
 from statekeeper.store.feed_deletes import stream_of
 
-from ..backends._services import POSTGRES_DSN
+from ..backends._services import (
+    POSTGRES_DSN,
+    REDIS_URL,
+    delete_prefix,
+    namespace,
+    require_redis,
+)
 from ..feed.test_verify_tombstones import _append
 from .conftest import KEYRING
 from .test_postgres_row_security import _as, tenant_roles
@@ -99,7 +105,11 @@ async def test_every_flag_an_engine_sets_as_it_opens_is_the_engines_through_a_wr
         PostgresBackend(_as(roles["acme-app"]), schema=schema),  # row-level security on
         PostgresBackend(_as(roles["ops"]), schema=schema),
         SQLiteBackend(str(tmp_path / "new.db")),
+        MemoryBackend(),
     ]
+    require_redis()
+    prefix = namespace(tmp_path, "sk_rltt_r_") + ":"
+    engines.append(open_backend(f"{REDIS_URL}?prefix={prefix}"))
     set_at_open: set[str] = set()
     for engine in engines:
         before = _public(engine)
@@ -114,6 +124,7 @@ async def test_every_flag_an_engine_sets_as_it_opens_is_the_engines_through_a_wr
             for flag in set(OPENED_FLAGS) - kept:
                 assert getattr(wrapper, flag) == getattr(engine, flag), (wrapper, flag)
         await engine.close()
+    delete_prefix(prefix)
     # (the row-level security engine did set them: the comparison above is not empty)
     assert set_at_open >= {"audit_links", "reads_audit_log", "tombstones_by_namespace"}
 
