@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from .sqlite_pages import PageSnapshot
 
 __all__ = [
+    "OPENED_FLAGS",
     "Backend",
     "Capability",
     "Health",
@@ -230,6 +231,20 @@ def _checking_batch(
     return checked
 
 
+#: the declarations an engine sets as it opens (PostgreSQL learns whether row-level
+#: security is on only then): a wrapper of an engine (observed, tiered) reads each one
+#: from the engine as it is now, never a copy taken before it opened (a tiered store
+#: over PostgreSQL under row-level security kept ``tombstones_by_namespace`` False and
+#: wrote no feed tombstone: its deletes reached no read model)
+OPENED_FLAGS = (
+    "audit_links",
+    "reads_audit_log",
+    "tombstones_by_namespace",
+    "intents_by_namespace",
+    "opened_new",
+)
+
+
 class Backend(abc.ABC):
     """Storage engine contract. All methods are coroutines; implementations must be
     safe to call concurrently from one event loop.
@@ -257,6 +272,12 @@ class Backend(abc.ABC):
     #: through it is refused (:class:`~statekeeper.errors.AccessDenied`) rather than
     #: reported empty or truncated. Set as the backend opens
     reads_audit_log: bool = True
+    #: True under row-level security whose policy knows the namespaces' feed tombstone
+    #: streams (:mod:`statekeeper.store.feed_deletes`); ``intents_by_namespace``: and
+    #: their forget intents (:mod:`statekeeper.store.feed_intents`). Set as the backend
+    #: opens (PostgreSQL)
+    tombstones_by_namespace: bool = False
+    intents_by_namespace: bool = False
     #: True when opening the backend created its store (a new SQLite file, empty then):
     #: a store over it takes an agent it has not written, read nor lost from its cache
     #: for a new one, and creates it without reading its head first, the create's

@@ -263,6 +263,19 @@ class TieredBackend(TieredWrites, TieredDemote, TieredInPlace, TieredAgents):
         of deleted entries."""
         return self.durable.reads_audit_log
 
+    @property
+    def tombstones_by_namespace(self) -> bool:  # type: ignore[override]
+        """The tier of record's, as it is now (see :attr:`audit_links`): the deletes'
+        feed tombstones go to its namespaces' streams under row-level security. A copy
+        (the class default, False) made every delete there write none: read models
+        kept the deleted agents."""
+        return self.durable.tombstones_by_namespace
+
+    @property
+    def intents_by_namespace(self) -> bool:  # type: ignore[override]
+        """The tier of record's, as it is now (see :attr:`tombstones_by_namespace`)."""
+        return self.durable.intents_by_namespace
+
     @classmethod
     def from_url(
         cls, url: str, *, connect_timeout: float | None = None, readonly: bool = False

@@ -22,9 +22,10 @@ from typing import Any
 
 __all__ = ["IN_FLIGHT", "abandoned_here", "claim_owner", "owner_gone"]
 
-#: the claim tokens of this process's demotions and rehydrations under way (a claim of
-#: this process whose token is not here is one its operation left: cancelled or failed
-#: before its clean-up)
+#: the claim tokens of this process's demotions and rehydrations under way, and the
+#: streams (encoded) of its feed intents under way (:mod:`statekeeper.store.feed_intents`;
+#: a claim or intent of this process whose token is not here is one its operation
+#: left: cancelled or failed before its clean-up)
 IN_FLIGHT: set[bytes] = set()
 
 

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..backends.base import (
+    OPENED_FLAGS,
     Backend,
     Capability,
     Health,
@@ -61,7 +62,7 @@ FLAGS = tuple(
     if not name.startswith("_")
     and not callable(value)
     and not isinstance(value, (property, staticmethod, classmethod))
-    and name not in ("audit_links", "reads_audit_log")  # set by the engine as it opens
+    and name not in OPENED_FLAGS  # set by the engine as it opens: read as it is now
 )
 
 
@@ -108,6 +109,21 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
     def reads_audit_log(self) -> bool:  # type: ignore[override]
         """The engine's, as it is now (see :attr:`audit_links`)."""
         return self.inner.reads_audit_log
+
+    @property
+    def tombstones_by_namespace(self) -> bool:  # type: ignore[override]
+        """The engine's, as it is now (see :attr:`audit_links`)."""
+        return self.inner.tombstones_by_namespace
+
+    @property
+    def intents_by_namespace(self) -> bool:  # type: ignore[override]
+        """The engine's, as it is now (see :attr:`audit_links`)."""
+        return self.inner.intents_by_namespace
+
+    @property
+    def opened_new(self) -> bool:  # type: ignore[override]
+        """The engine's, as it is now (see :attr:`audit_links`)."""
+        return self.inner.opened_new
 
     # -- the hot calls ---------------------------------------------------------------
 

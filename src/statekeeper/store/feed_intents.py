@@ -15,18 +15,23 @@ delete without it, and every consumer kept the deleted agent for ever. Now:
 
 :func:`finish_pending` (run by a store's first delete on such an engine;
 :meth:`~statekeeper.store.StateStore.verify` of the whole store reports each intent
-left, kind ``"feed"``) settles every intent left: when the agent's head event is still the one the
-intent names the delete did not happen (the intent is dropped); otherwise it did, and
-the tombstone is appended (a duplicate when step 3 had been reached) before the intent
-goes. Steps 3 and 4 are each one write, so a crash anywhere leaves the delete with its
-tombstone, or an intent that ends in one.
+left, kind ``"feed"``) settles every intent left: when the agent's head event is no
+longer the one the intent names the delete happened, and the tombstone is appended (a
+duplicate when step 3 had been reached) before the intent goes; when it still is, the
+intent is dropped only once the process that wrote it (its ``"owner"``) is provably
+gone, or is this process with the operation no longer under way
+(:func:`~statekeeper.backends.tiered_owner.owner_gone`); otherwise it is left, its
+delete may still come (dropped before, a crash of its owner after the delete lost the
+tombstone). Steps 3 and 4 are each one write, so a crash anywhere leaves the delete
+with its tombstone, or an intent that ends in one.
 
 ``forget`` (crypto-shredding) takes the same path on every engine with a feed
 (:func:`forget_with_intent`): its data key lives outside the engine, so no commit holds
-both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when the
-agent's key is destroyed, and dropped when it is intact (left when this process's keyring
-has no key vault to tell); the first delete or forget of a process on an engine settles
-the intents left (:func:`settle`), ``verify`` names them.
+both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when
+the agent's key is destroyed, and dropped when it is intact and its owner provably gone
+(left when this process's keyring has no key vault to tell); the first delete or forget
+of a process on an engine settles the intents left (:func:`settle`), ``verify`` names
+them.
 
 Under PostgreSQL row-level security a tenant's role may write no stream of the whole
 store: a forget's intent there is one of its namespace's (:func:`intent_stream`,
@@ -52,6 +57,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from ..backends.base import Backend
+from ..backends.tiered_owner import IN_FLIGHT, claim_owner, owner_gone
 from ..codec import ZERO_LINK, Codec
 from ..codec.datakeys import MASTER_KEYED
 from ..errors import AccessDenied, ConflictError, IntegrityError, StorageError
@@ -100,15 +106,19 @@ async def with_intent(
         return existed
     stream = intent_stream(backend, agent_id)
     token = stream[len(PENDING) :]
-    await _write_intent(backend, codec, stream, agent_id, head, raws[-1], forgotten)
+    IN_FLIGHT.add(stream.encode())  # (its operation under way: no settle drops it)
     try:
-        existed = await delete()
-    except ConflictError:
-        await backend.delete_agent(stream)  # nothing was deleted
-        raise
-    if existed:
-        await record(backend, codec, agent_id, head, forgotten=forgotten, key=token)
-    await backend.delete_agent(stream)
+        await _write_intent(backend, codec, stream, agent_id, head, raws[-1], forgotten)
+        try:
+            existed = await delete()
+        except ConflictError:
+            await backend.delete_agent(stream)  # nothing was deleted
+            raise
+        if existed:
+            await record(backend, codec, agent_id, head, forgotten=forgotten, key=token)
+        await backend.delete_agent(stream)
+    finally:
+        IN_FLIGHT.discard(stream.encode())
     return existed
 
 
@@ -165,16 +175,20 @@ async def forget_with_intent(
     await settle(backend, codec)  # intents a crash left, before this one's own
     stream = intent_stream(backend, agent_id)
     token = stream[len(PENDING) :]
-    await _write_intent(backend, codec, stream, agent_id, head, raws[-1], True, what="forget")
+    IN_FLIGHT.add(stream.encode())  # (its operation under way: no settle drops it)
     try:
-        out = destroy()
-    except Exception:
-        await backend.delete_agent(stream)  # nothing was destroyed
-        raise
-    purged = await purge()
-    if not purged:
-        await record(backend, codec, agent_id, head, forgotten=True, key=token)
-    await backend.delete_agent(stream)
+        await _write_intent(backend, codec, stream, agent_id, head, raws[-1], True, what="forget")
+        try:
+            out = destroy()
+        except Exception:
+            await backend.delete_agent(stream)  # nothing was destroyed
+            raise
+        purged = await purge()
+        if not purged:
+            await record(backend, codec, agent_id, head, forgotten=True, key=token)
+        await backend.delete_agent(stream)
+    finally:
+        IN_FLIGHT.discard(stream.encode())
     return out, purged
 
 
@@ -203,12 +217,15 @@ async def _write_intent(
 ) -> None:
     """The intent ``stream`` for ``agent_id`` at ``head`` (whose event is ``at``),
     written; a delete's intent has no ``"kind"`` (as every earlier version wrote it), a
-    forget's is ``"forget"``."""
+    forget's is ``"forget"``. It names its ``"owner"``, this process
+    (:func:`~statekeeper.backends.tiered_owner.claim_owner`): no settle drops it while
+    that process may still go on with it (:func:`_finish`)."""
     body: dict[str, Any] = {
         "agent_id": agent_id,
         "head": head,
         "checksum": at.checksum.hex(),
         "forgotten": forgotten,
+        "owner": claim_owner(),
     }
     if what is not None:
         body["kind"] = what
@@ -257,30 +274,39 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
 
 async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, Any] | None) -> bool:
     """Settle the intent ``stream`` (holding ``body``); True when it appended the
-    tombstone."""
+    tombstone. Decided only when its operation is provably over (the agent deleted,
+    its key destroyed: the tombstone) or provably dead (neither, and its owner is
+    gone: :func:`~statekeeper.backends.tiered_owner.owner_gone`, this process's when
+    it is no longer under way: dropped). An intent whose owner may still go on with it
+    is left: dropped before, by another process's first delete, between its write and
+    the delete (or the key's destruction), a crash of its owner after that step lost
+    the tombstone (read models kept the agent, ``verify`` found nothing). One of an
+    earlier version (no owner) or of another host is never proven dead: left while its
+    agent is intact (``verify`` names it)."""
     from .feed_deletes import record
 
-    finished = False
-    key = stream[len(PENDING) :]
-    if body is not None and body.get("kind") == "forget":  # (forget_with_intent)
-        agent_id, head = body["agent_id"], body["head"]
-        destroyed = _key_destroyed(codec, agent_id)
-        if destroyed is None:  # no key vault here: left to a process with one
+    if body is None:  # not one a delete wrote
+        await backend.delete_agent(stream)
+        return False
+    agent_id, head = body["agent_id"], body["head"]
+    forgotten = bool(body.get("forgotten"))
+    if body.get("kind") == "forget":  # (forget_with_intent)
+        done = _key_destroyed(codec, agent_id)
+        if done is None:  # no key vault here: left to a process with one
             return False
-        if destroyed:  # destroyed: its tombstone, once
-            await record(backend, codec, agent_id, head, forgotten=True, key=key)
-            finished = True
-    elif body is not None:
-        agent_id, head = body["agent_id"], body["head"]
+    else:
         raws = await backend.read(agent_id, head - 1, head)
         still = bool(raws) and raws[-1].seq == head
-        if not (still and raws[-1].checksum.hex() == body["checksum"]):
-            # deleted (the head event it named is gone): its tombstone, once
-            forgotten = bool(body.get("forgotten"))
-            await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
-            finished = True
+        # deleted: the head event it named is gone
+        done = not (still and raws[-1].checksum.hex() == body["checksum"])
+    if done:  # its tombstone, once (the idempotency key: whoever appends it)
+        await record(
+            backend, codec, agent_id, head, forgotten=forgotten, key=stream[len(PENDING) :]
+        )
+    elif not owner_gone(body.get("owner"), stream.encode()):
+        return False  # its owner may still delete the agent (destroy the key): left
     await backend.delete_agent(stream)
-    return finished
+    return done
 
 
 async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int, str]]:

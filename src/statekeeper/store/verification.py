@@ -66,7 +66,9 @@ class Problem:
     an agent its index does not list: no listing sees it; found when the whole store
     is verified, on engines that can tell, SQLite, PostgreSQL and Redis), or ``"feed"``
     (a delete whose feed tombstone a crash left pending, on an engine that cannot
-    commit the two together: :mod:`statekeeper.store.feed_intents`).
+    commit the two together: :mod:`statekeeper.store.feed_intents`; or a record of a
+    feed tombstone stream, named by ``agent_id``, that does not open or is no
+    tombstone: :mod:`statekeeper.store.feed_verify`).
     """
 
     agent_id: str
@@ -190,7 +192,9 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
     from .feed_intents import pending
+    from .feed_verify import tombstone_problems
 
+    problems.extend(await tombstone_problems(store))  # (the feed's tombstone streams)
     for agent_id, head, unopened in await pending(store.backend, store.codec):
         if unopened:  # (row-level security: a namespace's role wrote it so)
             why = f"a feed intent that does not open, which no delete settles: {unopened}"
@@ -202,7 +206,7 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
                 head,
                 "a delete at this seq whose feed tombstone a crash left pending (or a delete"
                 " under way): the store's next delete appends it, or drops it if the delete"
-                " did not happen",
+                " did not happen and the process that began it is provably gone",
                 "feed",
             )
         )
