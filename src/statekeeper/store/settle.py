@@ -126,7 +126,10 @@ async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     one's snapshot (its compacted base: its history gone). The prune is checked at the
     head again in its own commit (:func:`~.conditional.prune_at`); a change between this
     read and ``save_snapshot`` is not seen (it takes no head to check; a stream without
-    head tags is not told apart either)."""
+    head tags is not told apart either). Appends and a compaction past ``record.seq``
+    there leave the row below the stream's base: a load below the base raises
+    HistoryCompacted as for any such seq (:meth:`~.reads.ReadPath.catch_up`), and a
+    later compaction drops the row with the snapshots below its new base."""
     head, tag = await writes.backend.head_tag(record.agent_id)
     if head != record.seq:
         return False
