@@ -74,6 +74,9 @@ from .export_listing import every_agent_id
 from .import_lines import ImportedAgent as _Agent
 from .import_lines import creatable
 from .import_lines import parse_lines as _parse
+from .import_resume import as_written as _as_written
+from .import_resume import data_at, same_at, stored_start
+from .import_resume import interrupted as _interrupted
 from .import_write import write_agent as _write
 from .stores import refuse_in_memory
 
@@ -193,47 +196,14 @@ async def _lease_token(store: StateStore, agent_id: str) -> int:
     return lease.token if lease is not None else 0
 
 
-async def _interrupted(store: StateStore, agent: _Agent, head: int) -> bool:
-    """Whether the stored agent is the start of the file's (an import of this file was
-    interrupted after ``head`` of its events): the rest may be written."""
-    base = agent.base_seq
-    if not base < head < base + len(agent.events):
-        return False
-    try:
-        stored = [
-            _event_line(ev)
-            async for ev in store.history(agent.agent_id, after_seq=base, to_seq=head)
-        ]
-        if agent.base is not None and state_of(await store.load(agent.agent_id, at_seq=base)) != (
-            state_of(agent.base)
-        ):
-            return False
-    except (HistoryCompacted, AgentForgotten):  # compacted at another base, or shredded:
-        return False  # not this file's agent
-    return stored == [_as_written(store, w) for w in agent.events[: head - base]]
-
-
-def _as_written(store: StateStore, line: dict[str, Any]) -> dict[str, Any]:
-    """A file's event line as ``store`` writes it: its time a float, and — through a
-    store opened as a principal, which names the writer of every event that names none
-    (the stream says who wrote it) — the principal as the actor of an event the file
-    gives no actor. Was: every import as a principal of an event without an actor
-    failed its read-back ("imported event differs from the file") and was undone."""
-    from ..store.governed import governance_of
-
-    written = {**line, "ts": float(line["ts"])}
-    gov = governance_of(store)
-    if "actor" not in written and gov is not None and gov.principal is not None:
-        written["actor"] = gov.principal
-    return written
-
-
 async def _check(store: StateStore, agent: _Agent) -> None:
     """The imported agent reads back exactly as the file says."""
     agent_id = agent.agent_id
     base = agent.base
-    got = [_event_line(ev) async for ev in store.history(agent_id, after_seq=agent.base_seq)]
-    want = agent.events
+    # (past the file's base when a retention run compacted what a stopped import left)
+    start = await stored_start(store, agent)
+    got = [_event_line(ev) async for ev in store.history(agent_id, after_seq=start)]
+    want = agent.events[start - agent.base_seq :]
     if len(got) != len(want):
         raise IntegrityError(agent_id, None, f"imported {len(got)} event(s), file has {len(want)}")
     for g, w in zip(got, want, strict=True):
@@ -241,7 +211,11 @@ async def _check(store: StateStore, agent: _Agent) -> None:
             raise IntegrityError(agent_id, g["seq"], "imported event differs from the file")
     snap = await store.load(agent_id)
     end = agent.end or {}
-    if base is not None:
+    if start > agent.base_seq:
+        if not await same_at(store, agent, start):
+            raise IntegrityError(agent_id, start, "stored base state differs from the file")
+        folded, rest = data_at(agent, start), want
+    elif base is not None:
         if state_of(await store.load(agent_id, at_seq=base.seq)) != state_of(base):
             raise IntegrityError(agent_id, base.seq, "imported base state differs from the file")
         if agent.base_seq > 1:  # compacted before it there too

@@ -321,11 +321,14 @@ class ReadPath:
             events = event_rows(
                 await self.backend.read(agent_id, record.seq, target, limit=PAGE * 10)
             )
-            if not events and record.seq == 0:
+            if not events:
                 first = await self.backend.read(agent_id, 0, None, limit=1)
-                if first and first[0].seq > 1:  # retention removed the history up to it
+                if first and first[0].seq - 1 > record.seq:
+                    # retention removed the history up to it — after a snapshot too: one
+                    # stored below the base (a settle's, written after a compaction passed
+                    # its seq) is compacted history, not a fold to retry with a warning
                     raise await base_error(self, agent_id, first[0].seq - 1)
-                if not first and await self.backend.head(agent_id) == 0:
+                if not first and record.seq == 0 and await self.backend.head(agent_id) == 0:
                     raise AgentNotFound(agent_id)  # deleted since its head was read
             if not events:
                 raise IntegrityError(

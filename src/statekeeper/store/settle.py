@@ -42,6 +42,9 @@ from ..errors import (
     ConflictError,
     IntegrityError,
 )
+from ..records import RawSnapshot
+from .body import SNAPSHOT_TYPE, snapshot_body
+from .compaction import marked
 from .conditional import prune_at
 from .snapshots import mark_snapshot
 
@@ -98,6 +101,12 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
             raise
         mark_snapshot(record, marks)
         writes.snapshots_written += 1
+        if record.link is not None and (await backend.stream_bases([agent_id]))[0] == head:
+            # compacted to this very seq by another process since the last look: the row
+            # just stored replaced the compaction's base, the one row carrying its mark
+            # (without it a load below the base is "history deleted", not compacted)
+            await backend.save_snapshot(agent_id, _compaction_base(writes, record, record.link))
+            return head
         if (
             below is not None
             and await _replaceable(writes, agent_id, below.seq, head)
@@ -117,6 +126,17 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
         return head
 
 
+def _compaction_base(writes: WritePipeline, record: AgentRecord, link: bytes) -> RawSnapshot:
+    """``record`` (the head) as a compaction stores its base: whole, marked
+    (:func:`~.compaction.marked`), sealed on the head's ``link``."""
+    codec = writes.codec
+    plaintext = codec.serialize(marked(snapshot_body(record, None)), "state")
+    sealed = codec.seal(
+        record.agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, link
+    )
+    return RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+
+
 async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     """The stored head is still ``record``'s: the same seq, its tag over ``record``'s
     link. Read again just before each write: another process (whose saves this store's
@@ -126,7 +146,14 @@ async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     one's snapshot (its compacted base: its history gone). The prune is checked at the
     head again in its own commit (:func:`~.conditional.prune_at`); a change between this
     read and ``save_snapshot`` is not seen (it takes no head to check; a stream without
-    head tags is not told apart either)."""
+    head tags is not told apart either). Appends and a compaction past ``record.seq``
+    there leave the row below the stream's base: a load below the base raises
+    HistoryCompacted as for any such seq (:meth:`~.reads.ReadPath.catch_up`), and a
+    later compaction drops the row with the snapshots below its new base. A compaction
+    to ``record.seq`` itself there has its base row replaced by this one: :func:`settle`
+    finds the base at its seq after the write and stores the row marked again (a
+    process killed in between leaves it unmarked: loads below the base raise
+    IntegrityError naming ``statekeeper retention adopt-compactions``, which marks it)."""
     head, tag = await writes.backend.head_tag(record.agent_id)
     if head != record.seq:
         return False
