@@ -193,6 +193,36 @@ class TieredClaims(TieredPart):
         )
         return True
 
+    async def _end_deleted(
+        self, cold: Backend, agent_id: str, entry: tuple[AgentInfo, dict[str, Any]]
+    ) -> bool:
+        """End a rehydration's claim (``entry``) that a delete of the agent left beside
+        no stream and no cold copy (True: the marker deleted, conditional on that claim,
+        or changed meanwhile: look again). Its owner's end (the cold copy, then the
+        marker) is made only beside the whole stream; a delete deletes the cold copy,
+        then the marker, then the stream — but an earlier version's conditional delete
+        ends only a marker of two records, so the claim's three stayed, beside nothing.
+        Was: every load of the deleted agent, and every write of a new agent of that
+        id, raised :class:`~statekeeper.errors.IntegrityError` (the cold copy of a
+        demoted agent missing) — the delete meant the agent absent."""
+        body = entry[1]
+        if not body.get("rehydrating"):
+            return False
+        if await self.durable.head(agent_id) or await cold.head(agent_id):
+            return False
+        try:
+            await self.durable.delete_agent_at(
+                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
+            )
+        except ConflictError:
+            return True  # (changed meanwhile)
+        logger.warning(
+            "agent %r: a rehydration's claim beside no stream and no cold copy (what a"
+            " delete of the agent by an earlier version left) ended: the agent is absent",
+            agent_id,
+        )
+        return True
+
     @staticmethod
     def _claimed(agent_id: str) -> bool:
         """A demotion that found the agent's marker: False, nothing written. (A marker

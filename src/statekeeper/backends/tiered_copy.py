@@ -8,7 +8,7 @@ from __future__ import annotations
 import secrets
 
 from ..errors import ConflictError, IntegrityError
-from ..records import AppendRequest, RawEvent, RawSnapshot
+from ..records import AppendRequest, RawEvent, RawSnapshot, StreamChange
 from .base import Backend, Capability, KeptKeys
 from .tiered_base import PAGE
 
@@ -23,6 +23,7 @@ async def copy_stream(
     *,
     all_snapshots: bool,
     wrote: list[RawEvent] | None = None,
+    guard: StreamChange | None = None,
 ) -> None:
     """Append the agent's events 1..head from ``src`` to (empty) ``dst``, keeping the
     idempotency keys (when both tiers can list them) and the snapshots; ``wrote`` gets
@@ -37,7 +38,15 @@ async def copy_stream(
     ``dst`` compares head tags a page is appended only while the head carries it, in
     the append's compare-and-set; elsewhere (S3) the head tag is read and compared just
     before each append — a window of one round trip left.
-    :class:`~statekeeper.errors.ConflictError` when the head is another's."""
+    :class:`~statekeeper.errors.ConflictError` when the head is another's.
+
+    ``guard`` (a check of another stream of ``dst``, made with ``append_together``):
+    each page lands only in one commit with it, else a
+    :class:`~statekeeper.errors.ConflictError` and nothing of that page written — a
+    rehydration's pages only while the marker is still the claim it copies under (a
+    delete of the agent deletes the marker before the stream: a page committed under
+    the claim is deleted with the stream). The first page of a compacted stream (its
+    base) is appended alone (``append_from_base`` takes no other stream)."""
     keyed: dict[int, tuple[str, int]] = {}
     kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed or cut in two)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
@@ -90,6 +99,7 @@ async def copy_stream(
             ),
             base,
             kept,
+            guard,
         )
         if wrote is not None:
             wrote.append(events[-1])
@@ -111,14 +121,21 @@ async def base_of(src: Backend, agent_id: str) -> RawSnapshot | None:
 
 
 async def append_copy(
-    dst: Backend, request: AppendRequest, base: RawSnapshot | None, kept: KeptKeys
+    dst: Backend,
+    request: AppendRequest,
+    base: RawSnapshot | None,
+    kept: KeptKeys,
+    guard: StreamChange | None = None,
 ) -> None:
     """Append a copied page; the first one of a compacted stream with its base (and
-    the idempotency records ``kept`` of the appends its prune removed)."""
+    the idempotency records ``kept`` of the appends its prune removed); any other in
+    one commit with ``guard``, when given."""
     if base is not None and request.expected_seq == base.seq and kept:
         await dst.append_from_base(request, base, kept)
     elif base is not None and request.expected_seq == base.seq:  # (older engines too)
         await dst.append_from_base(request, base)
+    elif guard is not None:
+        await dst.append_together([request], [guard])
     else:
         await dst.append(request)
 

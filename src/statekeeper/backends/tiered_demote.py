@@ -77,9 +77,11 @@ class TieredDemote(TieredClaims, TieredHot):
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             head = await self.durable.head(agent_id)
-            if head == 0:
-                return False
             entry = await self._marker_entry(agent_id)
+            if head == 0:
+                if entry is not None:  # (what a delete left, if that: ended)
+                    await self._end_deleted(cold, agent_id, entry)
+                return False
             if entry is not None and not await self._take_over(agent_id, entry, head):
                 return self._claimed(agent_id)
             first = await self.durable.read(agent_id, 0, None, limit=1)

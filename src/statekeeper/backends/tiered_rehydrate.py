@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from ..errors import ConflictError, IntegrityError
-from ..records import AgentInfo, RawEvent
+from ..records import AgentInfo, RawEvent, RewriteRequest, StreamChange
 from .base import Backend
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
@@ -110,6 +110,8 @@ class TieredRehydrate(TieredClaims):
                 # rehydration's claim beside the whole stream: its end is its own (or, it
                 # killed, its claim's to take over: :meth:`_take_over`)
                 return head
+            if head == 0 and await self._end_deleted(cold, agent_id, entry):
+                return await self._rehydrate(agent_id, locked=True)
             # this rehydration's claim, before anything is written: the end is the
             # claim's owner's (None: another's claim, or a tier whose claims name none)
             ours = await self._claim_rehydration(agent_id, body)
@@ -138,6 +140,9 @@ class TieredRehydrate(TieredClaims):
             if head == 0:
                 await check_demoted_copy(cold, agent_id, body)
                 wrote: list[RawEvent] = []
+                # another's claim: each page copied only while it holds (its own claim's
+                # copy needs no such check: only a delete ends it, see _deleted_under)
+                theirs = body if ours is None else None
                 try:
                     await copy_stream(
                         cold,
@@ -146,10 +151,13 @@ class TieredRehydrate(TieredClaims):
                         marker.head_seq,
                         all_snapshots=True,
                         wrote=wrote,
+                        guard=None if theirs is None else self._guard(agent_id, theirs),
                     )
                 except (ConflictError, IntegrityError):
                     again = await self._marker_entry(agent_id)
-                    if await self._deleted_under(agent_id, ours, again, wrote):
+                    if await self._deleted_under(
+                        agent_id, ours, again, wrote
+                    ) or await self._deleted_under_theirs(agent_id, theirs, again, wrote, marker):
                         return await self._rehydrate(agent_id, locked=True) or (
                             await self.durable.head(agent_id)
                         )
@@ -224,6 +232,48 @@ class TieredRehydrate(TieredClaims):
             agent_id,
         )
         return True
+
+    def _guard(self, agent_id: str, claim: dict[str, Any]) -> StreamChange | None:
+        """The check each page a rehydration that found another's claim copies back is
+        committed with (:func:`~.tiered_copy.copy_stream`): the marker still ``claim``,
+        by a rewrite of nothing at that head and tag.
+        None where the durable tier cannot (not :meth:`_fenced`, or no rewrite in
+        ``append_together``), or the marker is no rehydration's claim."""
+        durable = self.durable
+        if (
+            not claim.get("rehydrating")
+            or not self._fenced()
+            or not durable.changes_leases_and_rewrites
+        ):
+            return None
+        marker_id = COLD_MARKER + agent_id
+        held = RewriteRequest(marker_id, claim["_seq"], bytes.fromhex(claim["_token"]))
+        return StreamChange(marker_id, rewrite=held)
+
+    async def _deleted_under_theirs(
+        self,
+        agent_id: str,
+        theirs: dict[str, Any] | None,
+        entry: tuple[AgentInfo, dict[str, Any]] | None,
+        wrote: list[RawEvent],
+        marker: AgentInfo,
+    ) -> bool:
+        """:meth:`_deleted_under` for a rehydration that found another's claim
+        (``theirs``) and copied under it (each page committed only while it holds:
+        :meth:`_guard`): the marker no longer that claim and the stream not whole is a
+        delete of the agent — that claim's owner ends it only beside the whole stream
+        (so does a takeover). What this one copied after the delete is dropped
+        (conditional on its last record) and True. Was: a page read before the delete
+        landed after it, on no stream — the deleted agent back whole (one page), or the
+        part copied served as the agent, no marker beside it (the next page's read
+        found the cold copy gone)."""
+        if theirs is None or self._guard(agent_id, theirs) is None:
+            return False
+        if entry is not None and entry[1] == theirs:
+            return False
+        if await self.durable.head(agent_id) >= marker.head_seq:
+            return False  # (brought back whole: that claim's owner ended it)
+        return await self._deleted_under(agent_id, theirs, entry, wrote)
 
     async def _end_for_another(
         self, cold: Backend, agent_id: str, head: int, ours: dict[str, Any] | None

@@ -1,0 +1,186 @@
+"""A delete of a demoted agent while a *second* rehydration (one that found another's
+claim) brings it back: the delete stands, and the claim owner's own end is still told
+apart from it.
+
+R1 claims the rehydration of "a" and is held before its first page lands in the durable
+tier; R2 (another process) finds R1's claim and copies the agent back itself, held with
+its first page read from the cold tier, before it lands. Meanwhile a third process
+deletes "a" (acknowledged). R2 goes on. Before: R2 could not tell the delete (the
+marker, the cold copy and the stream gone) from R1's normal end (the cold copy and the
+marker gone beside the whole stream): its page landed on no stream — an agent of one
+page came back whole and was served, and of several pages the part copied stayed (the
+next page's read found the cold copy gone), no marker beside it, served as the agent.
+Now each page R2 copies is committed only with a check that the marker is still R1's
+claim (a delete deletes the marker before the stream): its page is refused, what it
+copied is dropped, and the agent reads as deleted. R1's own end while R2 is held (the
+agent whole) still leaves the agent whole.
+
+Each "process" is a TieredBackend of its own over one durable store (SQLite file, or a
+PostgreSQL schema, or a Redis prefix) and one cold SQLite file; held on hooked calls,
+no timing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
+from statekeeper.testing import request
+
+from ._services import require_postgres, require_redis
+from .test_tiered_claims import _MAKERS, _redis, _until
+from .test_tiered_demote_concurrent import Durable, _drop, _postgres, _process
+
+
+class _PageHeld:
+    """Holds the first page of "a" a backend's durable tier is asked to commit, alone
+    (``append``) or with other streams (``append_together``), until :attr:`go`."""
+
+    def __init__(self, backend: TieredBackend) -> None:
+        self.reached, self.go = asyncio.Event(), asyncio.Event()
+        durable = backend.durable
+        for name in ("append", "append_together"):
+            setattr(durable, name, self._hook(getattr(durable, name)))
+
+    def _hook(self, call: Any) -> Any:
+        async def hooked(req: Any, *args: Any, **kwargs: Any) -> Any:
+            ids = [r.agent_id for r in req] if isinstance(req, list | tuple) else [req.agent_id]
+            if "a" in ids and not self.reached.is_set():
+                self.reached.set()
+                await self.go.wait()
+            return await call(req, *args, **kwargs)
+
+        return hooked
+
+
+async def _demoted(setup: TieredBackend, pages: int) -> None:
+    await setup.durable.initialize()
+    for seq in range(3):  # (each keyed append a page of a copy of its own)
+        await setup.append(request("a", seq, key=f"k{seq}" if pages > 1 else None))
+    await setup.append(request("b", 0))
+    assert await setup.demote("a")
+
+
+def _ready(make: Callable[[Path], Durable]) -> None:
+    if make is _postgres:
+        require_postgres()
+    if make is _redis:
+        require_redis()
+
+
+@_MAKERS
+@pytest.mark.parametrize("pages", [1, 3], ids=["one-page", "pages"])
+async def test_a_delete_during_a_second_rehydration_is_not_undone(
+    tmp_path: Path, make: Callable[[Path], Durable], pages: int
+) -> None:
+    _ready(make)
+    durable = make(tmp_path)
+    setup = _process(tmp_path, durable)
+    r1, r2, other, fresh = (_process(tmp_path, durable) for _ in range(4))
+    try:
+        await _demoted(setup, pages)
+        held1, held2 = _PageHeld(r1), _PageHeld(r2)
+        t1 = asyncio.ensure_future(r1.head("a"))
+        await _until(held1.reached, t1)  # (R1's claim made)
+        t2 = asyncio.ensure_future(r2.head("a"))
+        await _until(held2.reached, t2)  # (R2 found R1's claim: its first page in hand)
+        assert await other.delete_agent("a")
+        held2.go.set()
+        assert await t2 == 0  # (before: 3 — the deleted agent — or an IntegrityError)
+        held1.go.set()
+        assert await t1 == 0
+        assert await fresh.head("a") == 0  # (before: 3, or 1 — a part)
+        assert await fresh.read("a") == []
+        assert await setup.durable.head("a") == 0
+        assert await setup.durable.head(COLD_MARKER + "a") == 0
+        assert setup.cold is not None and await setup.cold.head("a") == 0
+        assert [i.agent_id for i in await fresh.list_agents()] == ["b"]
+        await fresh.append(request("a", 0))  # (a new agent of that id, as ever)
+        assert await fresh.head("a") == 1
+    finally:
+        for t in (setup, r1, r2, other, fresh):
+            await t.close()
+    await _drop(tmp_path, durable)
+
+
+@_MAKERS
+@pytest.mark.parametrize("pages", [1, 3], ids=["one-page", "pages"])
+async def test_the_claims_own_end_during_a_second_rehydration_keeps_the_agent(
+    tmp_path: Path, make: Callable[[Path], Durable], pages: int
+) -> None:
+    """As above, but no delete: R1 goes on first, copies "a" back whole and ends its
+    claim (the cold copy and the marker gone) while R2 is held; R2's page is refused
+    too (the claim gone), and R2 finds the agent whole — not a delete: nothing dropped.
+    (Passes before and after: it pins the rule that tells the two apart.)"""
+    _ready(make)
+    durable = make(tmp_path)
+    setup = _process(tmp_path, durable)
+    r1, r2, fresh = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _demoted(setup, pages)
+        held1, held2 = _PageHeld(r1), _PageHeld(r2)
+        t1 = asyncio.ensure_future(r1.head("a"))
+        await _until(held1.reached, t1)
+        t2 = asyncio.ensure_future(r2.head("a"))
+        await _until(held2.reached, t2)
+        held1.go.set()
+        assert await t1 == 3
+        assert await setup.durable.head(COLD_MARKER + "a") == 0  # (R1's end made)
+        held2.go.set()
+        assert await t2 == 3
+        assert await fresh.head("a") == 3
+        assert [e.seq for e in await fresh.read("a")] == [1, 2, 3]
+        assert setup.cold is not None and await setup.cold.head("a") == 0
+        assert sorted(i.agent_id for i in await fresh.list_agents()) == ["a", "b"]
+    finally:
+        for t in (setup, r1, r2, fresh):
+            await t.close()
+    await _drop(tmp_path, durable)
+
+
+@_MAKERS
+@pytest.mark.parametrize("use", ["load", "append", "demote"])
+async def test_a_claim_an_earlier_versions_delete_left_is_ended_on_the_next_use(
+    tmp_path: Path, make: Callable[[Path], Durable], use: str
+) -> None:
+    """Mixed versions: R1 (this version) claims the rehydration of "a" and is held
+    before its first page lands; an earlier version's ``delete_agent_at`` (it brings
+    the agent back itself and ends a marker of two records only) deletes the cold copy
+    and the stream but not the claim's three records — made here by deleting the cold
+    copy alone (the stream is not there yet). Before: every load of "a", and every
+    write of a new agent of that id, raised IntegrityError (the cold copy of a demoted
+    agent missing) and list_agents listed it. Now the next load, write or demotion ends
+    the claim: the agent is absent, as the delete meant; R1 then finds it deleted."""
+    _ready(make)
+    durable = make(tmp_path)
+    setup = _process(tmp_path, durable)
+    r1, fresh = _process(tmp_path, durable), _process(tmp_path, durable)
+    try:
+        await _demoted(setup, 1)
+        held1 = _PageHeld(r1)
+        t1 = asyncio.ensure_future(r1.head("a"))
+        await _until(held1.reached, t1)  # (R1's claim made: the marker's third record)
+        assert setup.cold is not None and await setup.cold.delete_agent("a")
+        if use == "load":
+            assert await fresh.head("a") == 0  # (before: IntegrityError)
+            assert await fresh.read("a") == []
+        elif use == "append":
+            await fresh.append(request("a", 0))  # (before: IntegrityError)
+            assert await fresh.head("a") == 1
+        else:
+            assert not await fresh.demote("a")
+            assert await fresh.head("a") == 0
+        assert await setup.durable.head(COLD_MARKER + "a") == 0
+        held1.go.set()
+        assert await t1 == (1 if use == "append" else 0)
+        want = ["a", "b"] if use == "append" else ["b"]
+        assert [i.agent_id for i in await fresh.list_agents()] == want
+        assert await fresh.count_agents() == len(want)
+    finally:
+        for t in (setup, r1, fresh):
+            await t.close()
+    await _drop(tmp_path, durable)
