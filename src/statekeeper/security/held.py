@@ -19,8 +19,10 @@ no I/O when the state read is at the marked seq and its link is known, or the ma
 record came with the read (the events after the latest snapshot: SQLite, PostgreSQL,
 Redis read them in one call), one read of the marked record otherwise. A mark that
 does not hold is looked up again in the file (another process may have deleted the
-agent, or rewritten its head, since: their marks are newer), and raises
-:class:`RollbackDetected` naming the witness when it still does not — on every such
+agent, or rewritten its head, since: their marks are newer; a file that holds no
+entry of it any more, moved away or its entry pushed out by newer marks, leaves only
+this process's marks not yet written to check, tests/store/test_witness_held_stale.py),
+and raises :class:`RollbackDetected` naming the witness when it still does not — on every such
 read, as when the store opens: the store went back in time, and writing on top would
 make the witness forget it. Move the witness file away to accept the store as it is
 now (``docs/security.md``).
@@ -64,6 +66,12 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
         witness._known = fresh
         filed = fresh.get(agent_id)
         dirty = witness._dirty.get(agent_id)
+        if filed is None and dirty is None:
+            # the file holds no mark of it any more (moved away to accept the store as
+            # it is, or the entry pushed out by newer marks, a deletion's too): as for
+            # a process opening the store now, nothing witnessed (this one's old copy
+            # of the mark, read before, is no longer the file's)
+            return
         if filed is not None and (dirty is None or float(filed["t"]) > dirty[2]):
             if dirty is not None:  # (older than the file's: the merge would skip it)
                 del witness._dirty[agent_id]
