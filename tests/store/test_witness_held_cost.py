@@ -61,3 +61,39 @@ async def test_the_same_seq_with_another_record_is_still_checked(tmp_path: Path)
                 await other.save("a", {"other": n})
         with pytest.raises(RollbackDetected, match="record at seq 5 is not the one"):
             await store.load("a")
+
+
+async def test_a_mark_behind_the_head_is_read_once_not_on_every_cold_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process saved the agent since this one read the file: the mark is one
+    seq behind the head, below the snapshot read (no event of it comes with the read).
+    Was: one more read of the marked record on every cold load."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    async with StateStore(url, snapshot_every=4) as writer:
+        for n in range(4):
+            await writer.save("a", {"items": list(range(n + 1))})
+    async with StateStore(url, cache_size=0, snapshot_every=4) as store:
+        assert store.witness is not None
+        await store.load("a")
+        async with StateStore(url, witness=False, snapshot_every=4) as other:
+            await other.save("a", {"items": list(range(5))})
+        assert (await store.load("a")).seq == 5  # (the mark checked: it holds)
+        checked: list[object] = []
+        real = store.witness._check_mark
+
+        async def counted(*args: object) -> object:
+            checked.append(args)
+            return await real(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store.witness, "_check_mark", counted)
+        for _ in range(3):
+            assert (await store.load("a")).data == {"items": list(range(5))}
+        assert checked == []
+        async with StateStore(url, witness=False, snapshot_every=4) as other:  # rolled back
+            await other.delete("a")
+            for n in range(6):
+                await other.save("a", {"other": n})
+        with pytest.raises(RollbackDetected, match="record at seq 4 is not the one"):
+            await store.load("a")  # (another head: checked again)
+        assert checked

@@ -56,10 +56,15 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
     async def held(record: AgentRecord, events: Sequence[EventRow]) -> None:
         agent_id = record.agent_id
         mark = _mark_of(witness, record)
-        if mark is None or _in_rows(witness, store, mark, events):
+        if mark is None:
+            return
+        ident = witness._dirty.get(agent_id) or witness._known.get(agent_id)
+        if _in_rows(witness, store, mark, events):
+            _held_at(witness, ident, record)
             return
         problem = await witness._check_mark(store, mark)
         if problem is None:
+            _held_at(witness, ident, record)
             return
         # another process may have deleted or rewritten it since: its mark is newer
         fresh = await asyncio.to_thread(witness._read)
@@ -78,10 +83,27 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
             if int(filed["seq"]) < 1:
                 return  # deleted since
             problem = await witness._check_mark(store, filed)
+            if problem is None:
+                _held_at(witness, filed, record)
         if problem is not None:
             raise problem
 
     return held
+
+
+def _held_at(witness: HighWater, ident: object, record: AgentRecord) -> None:
+    """The mark ``ident`` (the dirty tuple or the file's entry) was found to hold in the
+    stream ``record`` was read from: its head remembered (:func:`marked_at`), when that
+    mark is still the agent's. The head's tag is over the chain link of every record up
+    to it: the same tag at the same head is the same records, the marked one too —
+    was: a process whose mark was behind the head (another process saved the agent
+    since) checked it again on every cold load, one more read each."""
+    agent_id = record.agent_id
+    if (
+        ident is not None
+        and (witness._dirty.get(agent_id) or witness._known.get(agent_id)) is ident
+    ):
+        _tagged(agent_id, ident, record)
 
 
 def unheld(witness: HighWater) -> Callable[[AgentRecord], bool]:
