@@ -142,7 +142,7 @@ def _tagged(agent_id: str, mark: object, record: AgentRecord) -> None:
     """``mark`` (the dirty tuple or the file's entry, by identity) holds at ``record``'s
     head: remembered with its head tag, for :func:`marked_at`."""
     tag = record.tag
-    if tag is not None and record.tag_known:
+    if tag is not None and record.tag_known and record.link is not None:  # (a bound tag)
         _TAGGED[agent_id] = (mark, record.seq, bytes(tag))
         if len(_TAGGED) > _VERIFIED_MAX:
             with contextlib.suppress(RuntimeError, KeyError, StopIteration):  # (threads)
