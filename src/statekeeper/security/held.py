@@ -19,8 +19,10 @@ no I/O when the state read is at the marked seq and its link is known, or the ma
 record came with the read (the events after the latest snapshot: SQLite, PostgreSQL,
 Redis read them in one call), one read of the marked record otherwise. A mark that
 does not hold is looked up again in the file (another process may have deleted the
-agent, or rewritten its head, since: their marks are newer), and raises
-:class:`RollbackDetected` naming the witness when it still does not — on every such
+agent, or rewritten its head, since: their marks are newer; a file that holds no
+entry of it any more, moved away or its entry pushed out by newer marks, leaves only
+this process's marks not yet written to check, tests/store/test_witness_held_stale.py),
+and raises :class:`RollbackDetected` naming the witness when it still does not — on every such
 read, as when the store opens: the store went back in time, and writing on top would
 make the witness forget it. Move the witness file away to accept the store as it is
 now (``docs/security.md``).
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from ..store.store import StateStore
     from .highwater import HighWater
 
-__all__ = ["Held", "held_check", "rekeyed", "unheld"]
+__all__ = ["Held", "held_check", "marked_at", "rekeyed", "unheld"]
 
 
 #: the check of a state read from storage, with the event rows read with it
@@ -54,26 +56,54 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
     async def held(record: AgentRecord, events: Sequence[EventRow]) -> None:
         agent_id = record.agent_id
         mark = _mark_of(witness, record)
-        if mark is None or _in_rows(witness, store, mark, events):
+        if mark is None:
+            return
+        ident = witness._dirty.get(agent_id) or witness._known.get(agent_id)
+        if _in_rows(witness, store, mark, events):
+            _held_at(witness, ident, record)
             return
         problem = await witness._check_mark(store, mark)
         if problem is None:
+            _held_at(witness, ident, record)
             return
         # another process may have deleted or rewritten it since: its mark is newer
         fresh = await asyncio.to_thread(witness._read)
         witness._known = fresh
         filed = fresh.get(agent_id)
         dirty = witness._dirty.get(agent_id)
+        if filed is None and dirty is None:
+            # the file holds no mark of it any more (moved away to accept the store as
+            # it is, or the entry pushed out by newer marks, a deletion's too): as for
+            # a process opening the store now, nothing witnessed (this one's old copy
+            # of the mark, read before, is no longer the file's)
+            return
         if filed is not None and (dirty is None or float(filed["t"]) > dirty[2]):
             if dirty is not None:  # (older than the file's: the merge would skip it)
                 del witness._dirty[agent_id]
             if int(filed["seq"]) < 1:
                 return  # deleted since
             problem = await witness._check_mark(store, filed)
+            if problem is None:
+                _held_at(witness, filed, record)
         if problem is not None:
             raise problem
 
     return held
+
+
+def _held_at(witness: HighWater, ident: object, record: AgentRecord) -> None:
+    """The mark ``ident`` (the dirty tuple or the file's entry) was found to hold in the
+    stream ``record`` was read from: its head remembered (:func:`marked_at`), when that
+    mark is still the agent's. The head's tag is over the chain link of every record up
+    to it: the same tag at the same head is the same records, the marked one too —
+    was: a process whose mark was behind the head (another process saved the agent
+    since) checked it again on every cold load, one more read each."""
+    agent_id = record.agent_id
+    if (
+        ident is not None
+        and (witness._dirty.get(agent_id) or witness._known.get(agent_id)) is ident
+    ):
+        _tagged(agent_id, ident, record)
 
 
 def unheld(witness: HighWater) -> Callable[[AgentRecord], bool]:
@@ -87,6 +117,38 @@ def unheld(witness: HighWater) -> Callable[[AgentRecord], bool]:
     return needs
 
 
+def marked_at(witness: HighWater) -> Callable[[str, int, Any], bool]:
+    """Whether a state read from storage at head ``(seq, tag)`` needs its record (the
+    read path's ``bare`` load makes none) for :func:`held_check`, without I/O: False
+    when the witness marks nothing of the agent, or when the same mark was found to
+    hold at this very head and head tag before. The read path checks the head tag
+    against the chain link it computes from the records read (``check_head``): the
+    same tag is the same link, so the marked record is still the one read. Was: every
+    cold load of a marked agent (on SQLite, every agent the store wrote) made its
+    record, +4.8 % instructions at a snapshot (docs/benchmarks.md, "held")."""
+
+    def needs(agent_id: str, seq: int, tag: Any) -> bool:
+        # (the dicts are looked up each time: a flush or a read of the file replaces them)
+        mark = witness._dirty.get(agent_id) or witness._known.get(agent_id)
+        if mark is None:
+            return False
+        seen = _TAGGED.get(agent_id)
+        return seen is None or seen[0] is not mark or seen[1] != seq or seen[2] != tag
+
+    return needs
+
+
+def _tagged(agent_id: str, mark: object, record: AgentRecord) -> None:
+    """``mark`` (the dirty tuple or the file's entry, by identity) holds at ``record``'s
+    head: remembered with its head tag, for :func:`marked_at`."""
+    tag = record.tag
+    if tag is not None and record.tag_known and record.link is not None:  # (a bound tag)
+        _TAGGED[agent_id] = (mark, record.seq, bytes(tag))
+        if len(_TAGGED) > _VERIFIED_MAX:
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):  # (threads)
+                del _TAGGED[next(iter(_TAGGED))]
+
+
 def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
     """The mark of ``record``'s agent to check against storage: None when there is
     none, or when ``record`` is the marked record itself (seen without any I/O)."""
@@ -97,6 +159,7 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
         if seq < 1 or link is None:
             return None  # a deletion (or a rewrite's) noted
         if record.seq == seq and record.link == link:
+            _tagged(agent_id, dirty, record)
             return None
         return witness._mark(agent_id, seq, link, t)
     mark = witness._known.get(agent_id)
@@ -107,11 +170,13 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
         return mark
     seen = _VERIFIED.get(agent_id)
     if seen is not None and seen[0] is mark and seen[1] == link:
+        _tagged(agent_id, mark, record)
         return None  # (this mark's digest checked against this link before: no HMAC)
     if witness._codec.check_witness_digest(
         agent_id, record.seq, link, mark.get("key_id"), str(mark.get("digest"))
     ):
         _VERIFIED[agent_id] = (mark, link)
+        _tagged(agent_id, mark, record)
         if len(_VERIFIED) > _VERIFIED_MAX:
             with contextlib.suppress(RuntimeError, KeyError, StopIteration):  # (threads)
                 del _VERIFIED[next(iter(_VERIFIED))]
@@ -122,6 +187,8 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
 #: marks (the file's entries, by identity: a new read of the file makes new ones) whose
 #: digest was found to match a link, so a cold load of the same record compares bytes
 _VERIFIED: dict[str, tuple[dict[str, Any], bytes]] = {}
+#: marks found to hold at a head (its seq and head tag): :func:`marked_at`
+_TAGGED: dict[str, tuple[object, int, bytes]] = {}
 _VERIFIED_MAX = 4096
 
 

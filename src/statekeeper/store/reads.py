@@ -125,7 +125,7 @@ class ReadPath:
         #: the witness's marks, of a state read from storage (:mod:`..security.held`):
         #: whether it holds one of the agent, and the check that raises when the state
         #: read is not the one acknowledged (None: the store keeps no witness)
-        self.marked: Callable[[str], bool] | None = None
+        self.marked: Callable[[str, int, Any], bool] | None = None  # (agent, head, tag)
         self.unheld: Callable[[AgentRecord], bool] | None = None  # (a check to run: .held)
         self.held: Held | None = None
 
@@ -458,7 +458,7 @@ class ReadPath:
         if head == 0:
             return vanished(cache, agent_id, self.ask) if cache.gone else None
         # an agent the witness marked: a record (its link), compared with the mark here
-        marked = self.unheld is not None and self.marked is not None and self.marked(agent_id)
+        marked = self.marked is not None and self.marked(agent_id, head, tag)
         thin = (
             self.at_snapshot(agent_id, head, tag, snap, events, bare and not marked)
             if events or (snap is not None and snap.seq == head)

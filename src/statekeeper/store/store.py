@@ -56,7 +56,7 @@ from ..errors import (
     UnsavedChangesWarning,
 )
 from ..records import AgentInfo, AppendResult, Event, EventType, RawEvent, Snapshot
-from ..security.held import held_check, unheld
+from ..security.held import held_check, marked_at, unheld
 from ..security.highwater import DEFAULT_INTERVAL, HighWater
 from . import digests, feed_deletes, forks, verification
 from .cache import CacheStats
@@ -342,7 +342,7 @@ class StateStore:
         if self._witness is not None:  # (an agent found gone: deleted, or lost?)
             self._reads.ask = asker(self._witness, self)
             # (a state read from storage: still holding the record the witness marked?)
-            self._reads.marked = self._witness.marked
+            self._reads.marked = marked_at(self._witness)
             self._reads.held = held_check(self._witness, self)
             self._reads.unheld = unheld(self._witness)
         self._snapshots = SnapshotPolicy(
