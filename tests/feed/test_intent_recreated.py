@@ -27,26 +27,22 @@ async def _left_intent(store: StateStore, agent_id: str, owner: Any, legacy: boo
     """An intent for ``agent_id`` at its head, as a process that crashed before its
     delete left it (``legacy``: as an earlier version wrote it, no owner and no
     tombstone head)."""
-    head = await store.backend.head(agent_id)
-    raws = await store.backend.read(agent_id, head - 1, head)
-    stream = feed_intents.intent_stream(store.backend, agent_id)
-    real = feed_intents.claim_owner
-    feed_intents.claim_owner = lambda: owner  # type: ignore[assignment]
-    try:
+    backend = store.backend
+    head = await backend.head(agent_id)
+    raws = await backend.read(agent_id, head - 1, head)
+    stream = feed_intents.intent_stream(backend, agent_id)
+    real_head = backend.head
+
+    async def head_of(agent: str) -> Any:  # (the tombstone stream's: none, as before)
+        return await real_head(agent) if agent == agent_id else None
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(feed_intents, "claim_owner", lambda: owner)
         if legacy:
-            real_head = store.backend.head
-
-            async def no_head(agent: str) -> Any:
-                return None if agent != agent_id else await real_head(agent)
-
-            store.backend.head = no_head  # type: ignore[method-assign]
+            patch.setattr(backend, "head", head_of)
         await feed_intents._write_intent(
-            store.backend, store.codec, stream, agent_id, head, raws[-1], False
+            backend, store.codec, stream, agent_id, head, raws[-1], False
         )
-    finally:
-        feed_intents.claim_owner = real  # type: ignore[assignment]
-        if legacy:
-            del store.backend.head
 
 
 @pytest.mark.parametrize("engine", ["split", "tiered"])
