@@ -17,7 +17,8 @@ delete without it, and every consumer kept the deleted agent for ever. Now:
 :meth:`~statekeeper.store.StateStore.verify` of the whole store reports each intent
 left, kind ``"feed"``) settles every intent left: when the agent's head event is no
 longer the one the intent names the delete happened, and the tombstone is appended (a
-duplicate when step 3 had been reached) before the intent goes; when it still is, the
+duplicate when step 3 had been reached; none when a tombstone of the agent written after
+the intent is there: :func:`_announced`) before the intent goes; when it still is, the
 intent is dropped only once the process that wrote it (its ``"owner"``) is provably
 gone, or is this process with the operation no longer under way
 (:func:`~statekeeper.backends.tiered_owner.owner_gone`); otherwise it is left, its
