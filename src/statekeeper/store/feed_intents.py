@@ -17,7 +17,8 @@ delete without it, and every consumer kept the deleted agent for ever. Now:
 :meth:`~statekeeper.store.StateStore.verify` of the whole store reports each intent
 left, kind ``"feed"``) settles every intent left: when the agent's head event is no
 longer the one the intent names the delete happened, and the tombstone is appended (a
-duplicate when step 3 had been reached) before the intent goes; when it still is, the
+duplicate when step 3 had been reached; none when a tombstone of the agent written after
+the intent is there: :func:`_announced`) before the intent goes; when it still is, the
 intent is dropped only once the process that wrote it (its ``"owner"``) is provably
 gone, or is this process with the operation no longer under way
 (:func:`~statekeeper.backends.tiered_owner.owner_gone`); otherwise it is left, its
@@ -60,7 +61,7 @@ from ..backends.base import Backend
 from ..backends.tiered_owner import IN_FLIGHT, claim_owner, owner_gone
 from ..codec import ZERO_LINK, Codec
 from ..codec.datakeys import MASTER_KEYED
-from ..errors import AccessDenied, ConflictError, IntegrityError, StorageError
+from ..errors import AccessDenied, ConflictError, IntegrityError, SerializationError, StorageError
 from ..namespaces import namespace_of
 from ..records import AppendRequest, RawEvent
 
@@ -220,12 +221,17 @@ async def _write_intent(
     forget's is ``"forget"``. It names its ``"owner"``, this process
     (:func:`~statekeeper.backends.tiered_owner.claim_owner`): no settle drops it while
     that process may still go on with it (:func:`_finish`)."""
+    from .feed_deletes import stream_of
+
     body: dict[str, Any] = {
         "agent_id": agent_id,
         "head": head,
         "checksum": at.checksum.hex(),
         "forgotten": forgotten,
         "owner": claim_owner(),
+        # the head of the agent's tombstone stream, read after its head event: a
+        # tombstone of the agent past it announced the delete (:func:`_announced`)
+        "after": await backend.head(stream_of(backend, agent_id)),
     }
     if what is not None:
         body["kind"] = what
@@ -250,7 +256,8 @@ def _key_destroyed(codec: Codec, agent_id: str) -> bool | None:
 
 async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     """Settle every intent left by a delete a crash stopped (see the module
-    documentation); returns the agents whose tombstone it appended."""
+    documentation); returns the agents whose tombstone it appended (or found in the
+    feed already, written after the intent: :func:`_announced`)."""
     from .keyguard import key_family
 
     finished: list[str] = []
@@ -274,15 +281,16 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
 
 async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, Any] | None) -> bool:
     """Settle the intent ``stream`` (holding ``body``); True when it appended the
-    tombstone. Decided only when its operation is provably over (the agent deleted,
-    its key destroyed: the tombstone) or provably dead (neither, and its owner is
-    gone: :func:`~statekeeper.backends.tiered_owner.owner_gone`, this process's when
-    it is no longer under way: dropped). An intent whose owner may still go on with it
-    is left: dropped before, by another process's first delete, between its write and
-    the delete (or the key's destruction), a crash of its owner after that step lost
-    the tombstone (read models kept the agent, ``verify`` found nothing). One of an
-    earlier version (no owner) or of another host is never proven dead: left while its
-    agent is intact (``verify`` names it)."""
+    tombstone (or found one of its agent written after it). Decided only when its
+    operation is provably over (the agent deleted, its key destroyed: the tombstone,
+    unless one is in the feed already: :func:`_announced`) or provably dead (neither,
+    and its owner is gone: :func:`~statekeeper.backends.tiered_owner.owner_gone`, this
+    process's when it is no longer under way: dropped). An intent whose owner may
+    still go on with it is left: dropped before, by another process's first delete,
+    between its write and the delete (or the key's destruction), a crash of its owner
+    after that step lost the tombstone (read models kept the agent, ``verify`` found
+    nothing). One of an earlier version (no owner) or of another host is never proven
+    dead: left while its agent is intact (``verify`` names it)."""
     from .feed_deletes import record
 
     if body is None:  # not one a delete wrote
@@ -299,7 +307,9 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
         still = bool(raws) and raws[-1].seq == head
         # deleted: the head event it named is gone
         done = not (still and raws[-1].checksum.hex() == body["checksum"])
-    if done:  # its tombstone, once (the idempotency key: whoever appends it)
+    if done and await _announced(backend, codec, stream, body):
+        pass  # its tombstone (or a later delete's) is in the feed: none more (see there)
+    elif done:  # its tombstone, once (the idempotency key: whoever appends it)
         await record(
             backend, codec, agent_id, head, forgotten=forgotten, key=stream[len(PENDING) :]
         )
@@ -307,6 +317,41 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
         return False  # its owner may still delete the agent (destroy the key): left
     await backend.delete_agent(stream)
     return done
+
+
+async def _announced(backend: Backend, codec: Codec, stream: str, body: dict[str, Any]) -> bool:
+    """Is there a tombstone of the intent's agent written after the intent (past its
+    ``"after"``; an intent of an earlier version has none: one stamped no earlier)?
+    Then the agent's deletion (or a later one's) is announced already, and the
+    intent's own tombstone, appended now, would come after whatever was written to an
+    agent of that id since: an intent left while its agent was intact (its owner not
+    provably gone), the agent deleted by another process with its own tombstone and
+    created again, the next settle appended the old delete's tombstone after the new
+    agent's events, and every read model dropped the live agent."""
+    from .feed_deletes import stream_of
+
+    tombstones = stream_of(backend, body["agent_id"])
+    after = body.get("after")
+    since: float | None = None
+    if type(after) is not int:
+        raws = await backend.read(stream, 0, 1)
+        since, after = (raws[0].timestamp if raws else 0.0), 0
+    while True:
+        page = await backend.read(tombstones, after, limit=_PAGE)
+        for raw in page:
+            if since is not None and raw.timestamp < since:
+                continue
+            try:
+                found, _ = codec.decode(
+                    tombstones, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
+                )
+            except (IntegrityError, SerializationError):  # (verify names it: feed_verify)
+                continue
+            if isinstance(found, dict) and found.get("agent_id") == body["agent_id"]:
+                return True
+        if len(page) < _PAGE:
+            return False
+        after = page[-1].seq
 
 
 async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int, str]]:
