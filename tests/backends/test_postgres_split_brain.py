@@ -19,7 +19,6 @@ directories); conditions only.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 from pathlib import Path
 
@@ -29,63 +28,10 @@ from statekeeper import StateStore
 from statekeeper.concurrency import LeaseManager
 from statekeeper.errors import RollbackDetected
 
-from ._services import free_port
 from .test_postgres_replica import ReplicaPair
+from .test_postgres_replica_set import Standby
 
 pytestmark = pytest.mark.slow
-
-
-class Standby:
-    """A second standby of ``pair``'s primary."""
-
-    def __init__(self, pair: ReplicaPair) -> None:
-        self.pair = pair
-        self.port = free_port()
-        self.data = os.path.join(pair.primary.dir, "standby2")
-        primary = pair.primary
-        subprocess.run(
-            [
-                *primary._as,
-                f"{pair.bindir}/pg_basebackup",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(primary.port),
-                "-U",
-                "postgres",
-                "-D",
-                self.data,
-                "-R",
-                "-X",
-                "stream",
-                "--no-sync",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self._ctl(
-            "-o",
-            f"-p {self.port} -k {primary.dir} -c listen_addresses=127.0.0.1",
-            "-l",
-            os.path.join(primary.dir, "standby2.log"),
-            "start",
-        )
-
-    def _ctl(self, *args: str) -> None:
-        subprocess.run(
-            [*self.pair.primary._as, f"{self.pair.bindir}/pg_ctl", "-D", self.data, "-w", *args],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    @property
-    def dsn(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def stop(self) -> None:
-        self._ctl("-m", "immediate", "stop")
 
 
 async def test_two_promoted_standbys_what_is_detected(tmp_path: Path) -> None:
@@ -122,7 +68,7 @@ async def test_two_promoted_standbys_what_is_detected(tmp_path: Path) -> None:
                 await moved.load("a")
     finally:
         with contextlib.suppress(subprocess.CalledProcessError):
-            second.stop()
+            second._ctl("-m", "immediate", "stop")
         pair.close()
 
 
