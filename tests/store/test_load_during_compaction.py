@@ -24,7 +24,7 @@ from statekeeper.records import RawSnapshot
 from ..backends._services import fresh_url
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3", "tiered"])
 @pytest.mark.parametrize("at", [10, 11, 12])
 async def test_a_load_raced_by_a_compaction_to_below_its_seq_returns_the_state(
     engine: str, at: int, tmp_path: Path, caplog: pytest.LogCaptureFixture

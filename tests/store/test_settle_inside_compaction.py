@@ -27,7 +27,7 @@ from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from ..backends._services import fresh_url
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3", "tiered"])
 async def test_a_settle_between_a_compactions_base_and_its_prune_keeps_the_mark(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
