@@ -28,9 +28,11 @@ from ..errors import (
     AgentNotFound,
     ConflictError,
     IntegrityError,
+    SerializationError,
     StatekeeperError,
 )
 from ..records import RawEvent, RawSnapshot
+from ..store.compaction import COMPACTED
 from ..store.conditional import prune_at
 from ..store.verification import AHEAD
 from .retention_ahead import idle
@@ -197,6 +199,27 @@ async def prune_planned(
         if full is not None:
             await _take_back(store, agent_id, full)
         raise
+    if full is not None:
+        await _remark(store, agent_id, full)
+
+
+async def _remark(store: StateStore, agent_id: str, full: RawSnapshot) -> None:
+    """``full`` stored again when the row at its seq, after the prune, is another
+    process's unmarked one of the same state (a settle's, stored over ``full`` between
+    its write and the prune: the settle's own look at the base, before the prune, saw
+    none at its seq). Was: the base left unmarked, with no process killed — every load
+    below it raised IntegrityError ('the stream's history was deleted')."""
+    reads = store._reads
+    stored = await store.backend.latest_snapshot(agent_id, full.seq)
+    if stored is None or stored.seq != full.seq or stored.checksum == full.checksum:
+        return
+    try:
+        body, opened = reads.open_snapshot(agent_id, stored)
+        _, ours = reads.open_snapshot(agent_id, full)
+    except (IntegrityError, SerializationError):
+        return  # (verify names a damaged row; not this compaction's to judge)
+    if body.get(COMPACTED) is not True and opened.prev is not None and opened.prev == ours.prev:
+        await store.backend.save_snapshot(agent_id, full)
 
 
 async def _take_back(store: StateStore, agent_id: str, full: RawSnapshot) -> None:

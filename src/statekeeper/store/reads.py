@@ -303,7 +303,13 @@ class ReadPath:
             if record.seq < target:  # (a load at a snapshot, or its events read: nothing)
                 await self.catch_up(record, target)
         except HistoryCompacted as exc:
-            raise await base_error(self, agent_id, exc.base_seq) from None
+            error = await base_error(self, agent_id, exc.base_seq)
+            if type(error) is HistoryCompacted and start < exc.base_seq <= target:
+                snap = await self.backend.latest_snapshot(agent_id, target)  # (compacted since)
+                if snap is not None and snap.seq > start:
+                    record = await self.decode_snapshot(agent_id, snap)
+                    return await self.fold_from(record, agent_id, head, target, tag, at_head)
+            raise error from None
         if tuner is not None:  # snapshot_every="auto": the replay cost per event (r)
             tuner.replayed(thread_time() - began, record.seq - start)
         if record.seq == 0:
@@ -321,12 +327,11 @@ class ReadPath:
             events = event_rows(
                 await self.backend.read(agent_id, record.seq, target, limit=PAGE * 10)
             )
-            if not events:
+            if not events or events[0][0] > record.seq + 1:
                 first = await self.backend.read(agent_id, 0, None, limit=1)
                 if first and first[0].seq - 1 > record.seq:
-                    # retention removed the history up to it — after a snapshot too: one
-                    # stored below the base (a settle's, written after a compaction passed
-                    # its seq) is compacted history, not a fold to retry with a warning
+                    # retention removed the history up to it — after a snapshot too (a
+                    # settle's below the base; one read before it: fold_from goes on)
                     raise await base_error(self, agent_id, first[0].seq - 1)
                 if not first and record.seq == 0 and await self.backend.head(agent_id) == 0:
                     raise AgentNotFound(agent_id)  # deleted since its head was read

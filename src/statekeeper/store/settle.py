@@ -151,9 +151,14 @@ async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     HistoryCompacted as for any such seq (:meth:`~.reads.ReadPath.catch_up`), and a
     later compaction drops the row with the snapshots below its new base. A compaction
     to ``record.seq`` itself there has its base row replaced by this one: :func:`settle`
-    finds the base at its seq after the write and stores the row marked again (a
-    process killed in between leaves it unmarked: loads below the base raise
-    IntegrityError naming ``statekeeper retention adopt-compactions``, which marks it)."""
+    finds the base at its seq after the write and stores the row marked again — or, the
+    write landing between the compaction's base and its prune (the base not moved yet
+    at that look), the compaction stores its base again after the prune
+    (:func:`~statekeeper.governance.retention_idle.prune_planned`). A process killed in
+    between leaves it unmarked: loads below the base raise IntegrityError naming
+    ``statekeeper retention adopt-compactions``, which marks it (checked by hand: a
+    settle killed there on SQLite, ``adopt-compactions --keyless`` adopted it, loads
+    below raised HistoryCompacted again, verify ok)."""
     head, tag = await writes.backend.head_tag(record.agent_id)
     if head != record.seq:
         return False
