@@ -91,7 +91,8 @@ async def renew_store_id(store: StateStore, agent_ids: Sequence[str] = ()) -> No
     come (was: applied them twice)."""
     if not is_store_admin(store):
         if has_feed(store.backend):
-            await key_family(store.backend, store.codec)  # (read before sealing a record)
+            await store._ready(write=True)  # (a key checked, the family read: then seal)
+            await key_family(store.backend, store.codec)
             await record_restored(
                 store.backend, store.codec, [a for a in agent_ids if a[:1] != "\x01"]
             )
