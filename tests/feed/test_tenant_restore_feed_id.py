@@ -14,11 +14,14 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from statekeeper import StateStore
 from statekeeper.errors import FeedChanged
+from statekeeper.feed import ProjectionRunner
+from statekeeper.feed.builtins import BUILTINS
 from statekeeper.governance import parse_policy
 from statekeeper.governance.backup import BackupKey, backup, restore
 
@@ -33,6 +36,9 @@ admin = ["acme/**"]
 admin = ["**"]
 """
 )
+
+
+ACME_X = "acme/x"
 
 
 async def _acme_backup(tmp_path: Path) -> tuple[Path, BackupKey]:
@@ -70,10 +76,13 @@ async def test_a_tenant_admins_restore_leaves_other_tenants_cursors_valid(
             said = [r.getMessage() for r in caplog.records if "not renewed" in r.getMessage()]
             assert len(said) == 1 and "acme" in said[0]
             # the restored agents are in the feed, after every cursor taken before
+            # (each after a tombstone of it: see the test below)
             everything = [(c.agent_id, c.seq) async for c in whole.subscribe(stop_at_head=True)]
             assert sorted(everything) == [
+                ("acme/a0", 0),
                 ("acme/a0", 1),
                 ("acme/a0", 2),
+                ("acme/a1", 0),
                 ("acme/a1", 1),
                 ("acme/a1", 2),
                 ("globex/g", 1),
@@ -95,3 +104,45 @@ async def test_a_store_admins_restore_still_renews_it(tmp_path: Path) -> None:
         await whole.save("globex/g", {"n": 1})
         with pytest.raises(FeedChanged):
             await anext(globex)
+
+
+async def test_a_tenant_admins_restore_of_an_expired_agent_is_not_applied_twice(
+    tmp_path: Path,
+) -> None:
+    """An agent that expired (``ttl``) left no tombstone: its subscribers still hold
+    what they derived from its events. A tenant admin's restore renews no id, so the
+    restored events come as new appends — each restored agent is announced first with
+    a tombstone (was: a read model applied the same events a second time, no error;
+    a store admin's restore renews the id: ``FeedChanged``, rebuild)."""
+    key = BackupKey(os.urandom(32))
+    (tmp_path / "dst").mkdir()
+    with fresh_url("redis", tmp_path / "dst") as url:
+        prefix = parse_qs(urlparse(url).query)["prefix"][0]
+        async with StateStore(url + "&ttl=3600") as whole:
+            for n in range(3):
+                await whole.save("acme/x", {"n": n})
+            await whole.save("globex/g", {"n": 0})
+            await backup(StateStore(whole.backend, namespace="acme"), tmp_path / "acme.skb", key)
+            models = tmp_path / "models.db"
+            query = "SELECT agent_id, events FROM agent_activity ORDER BY agent_id"
+            async with ProjectionRunner(whole, models, [BUILTINS["agent_activity"]()]) as runner:
+                await runner.catch_up()
+                assert await runner.query(query) == [("acme/x", 3), ("globex/g", 1)]
+                # acme/x expires (as its ttl would): no tombstone
+                client = whole.backend._client  # type: ignore[attr-defined]
+                keys = [k async for k in client.scan_iter(match=f"{prefix}*acme/x*")]
+                assert keys
+                for k in keys:
+                    await client.pexpire(k, 1)
+                while await client.exists(*keys):  # (EXISTS expires a key past its time)
+                    pass
+                assert await whole.head("acme/x") == 0
+                acme = StateStore(whole.backend, principal="acme-admin", policy=POLICY)
+                assert (await restore(acme, [tmp_path / "acme.skb"], key)).agents == 1
+                await runner.catch_up()
+                # was: ("acme/x", 6)
+                assert await runner.query(query) == [("acme/x", 3), ("globex/g", 1)]
+            sub = whole.subscribe(namespace="acme", stop_at_head=True)
+            got = [(c.agent_id, c.seq, c.deleted) async for c in sub]
+            # (the expired events are gaps now): the tombstone, then the restored events
+            assert got == [(ACME_X, 0, True)] + [(ACME_X, s, False) for s in (1, 2, 3)]

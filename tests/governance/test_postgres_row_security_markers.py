@@ -14,13 +14,15 @@ application, holding ``write`` on ``acme/**`` only) then:
   ``FeedChanged`` (rebuild every read model).
 
 Now "audit-log" is every role's, "encrypted" and the first feed id a writer's (its
-first write with a key, the store's first use), a new feed id generation (a restore's
-renewal) an administrator's of some namespace, and every other name (the legal holds')
-only the roles of admins of every namespace, who alone write the holds.
+first write with a key, the store's first use), and a new feed id generation (a store
+administrator's restore renews it; a tenant admin's leaves it) and every other name
+(the legal holds') only the roles of admins of every namespace, who alone write the
+holds.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +32,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.errors import AccessDenied
 from statekeeper.governance import parse_policy
+from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.holds import add_hold
 from statekeeper.governance.policy_postgres import enforce_in_postgres
 
@@ -121,9 +124,46 @@ async def test_a_tenant_role_cannot_renew_the_store_id_under_everyones_cursors(
         await globex.save("globex/g1", {"n": 2})
         resumed = [c.event.seq async for c in globex.subscribe(cursor, stop_at_head=True)]
         assert resumed == [2]
-    # a restore's renewal stays a namespace administrator's
+    # a restore's renewal is a store administrator's (the admins of every namespace):
+    # acme's admin may not renew the id globex's cursor names either (was: allowed,
+    # though its restore no longer renews it: one INSERT refused every tenant's cursor)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _insert_marker(schema, roles["acme-admin"], "feed-id:9999999999:0123456789abcdef")
     async with _open(schema, roles, "acme-admin") as acme_admin:
-        assert await acme_admin.backend.renew_feed_id()
+        with pytest.raises(AccessDenied):
+            await acme_admin.backend.renew_feed_id()
+    async with _open(schema, roles, "globex-app") as globex:
+        resumed = [c.event.seq async for c in globex.subscribe(cursor, stop_at_head=True)]
+        assert resumed == [2]
+    async with _open(schema, roles, "ops") as ops:
+        assert await ops.backend.renew_feed_id()
+
+
+async def test_a_tenant_admins_restore_under_row_security_leaves_the_id(
+    store: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    """acme's admin role restores acme's agents (its restore renews nothing: a store
+    administrator's does), and globex's cursor resumes after it."""
+    schema, roles = store
+    key = BackupKey(os.urandom(32))
+    async with StateStore(f"sqlite:///{tmp_path / 'src.db'}", keyring=KEYRING) as source:
+        await source.save("acme/a1", {"n": 1})
+        await backup(source, tmp_path / "acme.skb", key)
+    async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+        await owner.save("globex/g1", {"n": 1})
+        feed = await owner.backend.feed_id()
+    await enforce_in_postgres(POSTGRES_DSN, schema, POLICY, roles=roles)
+    async with _open(schema, roles, "globex-app") as globex:
+        sub = globex.subscribe(stop_at_head=True)
+        assert [c.agent_id async for c in sub] == ["globex/g1"]
+        cursor = sub.cursor
+    async with _open(schema, roles, "acme-admin") as acme_admin:
+        assert (await restore(acme_admin, [tmp_path / "acme.skb"], key)).agents == 1
+        assert await acme_admin.backend.feed_id() == feed
+    async with _open(schema, roles, "globex-app") as globex:
+        await globex.save("globex/g1", {"n": 2})
+        resumed = [c.event.seq async for c in globex.subscribe(cursor, stop_at_head=True)]
+        assert resumed == [2]
 
 
 async def test_a_writer_still_sets_the_markers_its_own_first_writes_set(

@@ -280,7 +280,9 @@ async def import_agents(
     written; a refusal is audited."""
     from ..governance.backup.restoretarget import floor_over_bases
     from ..store import StateStore
+    from ..store.feed_deletes import has_feed, record_restored
     from ..store.governed import governance_of
+    from ..store.keyguard import key_family
     from ..store.namespaced import stored_id
     from .stores import check_store, env_keyring, governance_options, namespace_options
 
@@ -354,6 +356,13 @@ async def import_agents(
                 " this store, which is not encrypted (readable without a key)",
                 getattr(source, "name", "stdin"),
             )
+        # a tombstone of each new agent first: a subscriber still holding events of one
+        # (expired: no tombstone) drops them before these come (was: applied twice)
+        fresh = [stored_id(store, a.agent_id) for a, stored in todo if not stored]
+        if fresh and has_feed(store.backend):
+            await store._ready(write=True)  # (a key checked, the family read: then seal)
+            await key_family(store.backend, store.codec)
+            await record_restored(store.backend, store.codec, fresh)
         for agent, stored in todo:
             last: list[tuple[int, bytes | None] | None] = []
             await _undo.written(

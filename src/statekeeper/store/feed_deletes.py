@@ -50,7 +50,14 @@ if TYPE_CHECKING:
     from .feed import FeedAccess
     from .store import StateStore
 
-__all__ = ["AGENT_DELETED", "erase", "is_tombstone_stream", "record", "tombstone_event"]
+__all__ = [
+    "AGENT_DELETED",
+    "erase",
+    "is_tombstone_stream",
+    "record",
+    "record_restored",
+    "tombstone_event",
+]
 
 #: the type of a feed event that says its agent was deleted or forgotten
 AGENT_DELETED = "statekeeper.agent_deleted"
@@ -59,6 +66,8 @@ _STREAM = "\x01sk-feed/deleted"
 #: the tombstone streams of one namespace each (under row-level security)
 _IN = _STREAM + "/in/"
 _RETRIES = 50
+#: tombstones per append of :func:`record_restored`
+_PAGE = 256
 
 #: set while ``forget`` purges an agent: its delete's tombstone says ``forgotten``
 forgetting: ContextVar[bool] = ContextVar("statekeeper_forgetting", default=False)
@@ -151,8 +160,20 @@ async def tombstone_request(
 async def _request(
     backend: Backend, codec: Codec, stream: str, agent_id: str, head: int, forgotten: bool
 ) -> AppendRequest:
-    """The append of one tombstone after the stream's head, chained to the record
-    before it and tagged as every stream's head (a backup verifies it so)."""
+    """The append of one tombstone after the stream's head (:func:`_requests`)."""
+    return await _requests(backend, codec, stream, [(agent_id, head)], forgotten)
+
+
+async def _requests(
+    backend: Backend,
+    codec: Codec,
+    stream: str,
+    agents: list[tuple[str, int]],
+    forgotten: bool,
+) -> AppendRequest:
+    """The append of the tombstones of ``agents`` (id, head) after the stream's head,
+    each chained to the record before it, tagged as every stream's head (a backup
+    verifies it so)."""
     base, tag = await backend.head_tag(stream)
     link = ZERO_LINK
     if base:
@@ -169,14 +190,18 @@ async def _request(
             raw_last.checksum,
         )[1].link
     ts = time.time()
-    body = {"agent_id": agent_id, "head": head, "forgotten": forgotten}
-    sealed = codec.encode(stream, base + 1, AGENT_DELETED, ts, body, link)
-    raw = RawEvent(base + 1, AGENT_DELETED, ts, sealed.payload, sealed.checksum)
+    raws: list[RawEvent] = []
+    for agent_id, head in agents:
+        seq = base + 1 + len(raws)
+        body = {"agent_id": agent_id, "head": head, "forgotten": forgotten}
+        sealed = codec.encode(stream, seq, AGENT_DELETED, ts, body, link)
+        raws.append(RawEvent(seq, AGENT_DELETED, ts, sealed.payload, sealed.checksum))
+        link = sealed.link
     return AppendRequest(
         stream,
         base,
-        [raw],
-        head_tag=codec.head_tag(stream, base + 1, sealed.link),
+        raws,
+        head_tag=codec.head_tag(stream, base + len(raws), link),
         expected_tag=tag,
         check_tag=backend.compares_head_tag,
     )
@@ -205,6 +230,40 @@ async def record(
             request = dataclasses.replace(request, idempotency_key=key)
         try:
             await backend.append(request)
+            return
+        except ConflictError as exc:
+            if exc.agent_id != stream:
+                raise
+            last = exc
+    assert last is not None
+    raise RetriesExhausted(stream, _RETRIES, last)
+
+
+async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) -> None:
+    """Append a tombstone (head 0: not held here) of each of ``agent_ids`` before a
+    restore that renews no feed id writes them (a tenant admin's:
+    :func:`~statekeeper.governance.backup.restoretarget.renew_store_id`): a subscriber
+    that still holds events of one — an agent expired (``ttl``) or deleted by an older
+    version, which left no tombstone — drops them before the restored ones arrive as
+    new appends (was: it applied the same events a second time, no error). A page of
+    tombstones per append; a rerun writes them again (a delete again: nothing lost)."""
+    if not has_feed(backend):
+        return
+    by_stream: dict[str, list[tuple[str, int]]] = {}
+    for agent_id in agent_ids:
+        by_stream.setdefault(stream_of(backend, agent_id), []).append((agent_id, 0))
+    for stream, agents in sorted(by_stream.items()):
+        for at in range(0, len(agents), _PAGE):
+            await _append_retried(backend, codec, stream, agents[at : at + _PAGE])
+
+
+async def _append_retried(
+    backend: Backend, codec: Codec, stream: str, agents: list[tuple[str, int]]
+) -> None:
+    last: ConflictError | None = None
+    for _ in range(_RETRIES):
+        try:
+            await backend.append(await _requests(backend, codec, stream, agents, False))
             return
         except ConflictError as exc:
             if exc.agent_id != stream:

@@ -19,8 +19,8 @@ log. The store-level markers
 (``sk_markers``; the "encrypted" marker of :mod:`statekeeper.store.keyguard`) are
 readable by every role, cleared by none, and set only by the roles whose work sets
 them (sql/row_security.sql, "markers": "encrypted" and the store's first id by a
-writer, a renewed id by an admin of some namespace, "legal-holds" and any other name by
-the admins of every namespace alone: a marker is every tenant's).
+writer; a renewed id, "legal-holds" and any other name by the admins of every
+namespace alone: a marker is every tenant's).
 
 Run it as the owner of the schema (the role that created the store), after the store
 exists; run it again after a policy change (it replaces the grants) or after an upgrade

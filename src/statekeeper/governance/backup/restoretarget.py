@@ -17,6 +17,7 @@ from ...backends.base import Capability
 from ...codec.pipeline import _FP, Codec
 from ...errors import AccessDenied, BackupError
 from ...security.witness_store import renewed
+from ...store.feed_deletes import record_restored
 from ...store.feed_retention import has_feed, trim_below_bases
 from ...store.keyguard import key_family
 from ...store.namespaced import NamespacedStateStore
@@ -83,15 +84,25 @@ async def renew_store_id(store: StateStore, agent_ids: Sequence[str] = ()) -> No
     (``agent_ids``: what it writes, all in its namespaces) renumbers none of another
     tenant's events — the restored agents enter the feed as new positions after every
     cursor — and renewing the id every cursor names made every tenant's subscribers
-    rebuild their read models (``FeedChanged``): it is left, and a warning says so."""
+    rebuild their read models (``FeedChanged``): it is left, and a warning says so.
+    Each restored agent gets a tombstone first (:func:`~...store.feed_deletes.
+    record_restored`): a subscriber that still held its events (it expired, or an
+    older version deleted it: no tombstone then) drops them before the restored ones
+    come (was: applied them twice)."""
     if not is_store_admin(store):
         if has_feed(store.backend):
+            await store._ready(write=True)  # (a key checked, the family read: then seal)
+            await key_family(store.backend, store.codec)
+            await record_restored(
+                store.backend, store.codec, [a for a in agent_ids if a[:1] != "\x01"]
+            )
             shown = sorted(a for a in agent_ids if a[:1] != "\x01")[:1]
             _log.warning(
                 "the change feed's id was not renewed (only an admin of every namespace"
                 " may renew the id every tenant's cursors name): the %d restored stream(s)"
                 " (e.g. %r) enter the feed as new positions after every cursor, and a"
-                " subscriber of their namespace receives them as new appends",
+                " subscriber of their namespace receives them as new appends, each after"
+                " a tombstone of it",
                 len(agent_ids),
                 (store.relative(shown[0]) if isinstance(store, NamespacedStateStore) else shown[0])
                 if shown

@@ -243,7 +243,10 @@ ALTER TABLE {s}.sk_snapshots ENABLE ALWAYS TRIGGER sk_audit_link_kept;
 --   "feed-id:<generation>:<id>", the store's id (its change feed's, its key family:
 --     postgres/feed_id.py): the first by a role that may write some namespace (the
 --     store's first use), a new generation (a restore's renewal: every subscriber's
---     cursor is refused from then on) by one that may administer some namespace;
+--     cursor is refused from then on, every tenant's) only by the admins of every
+--     namespace (sk_log_admin), as only a store administrator's restore renews it
+--     (governance/backup/restoretarget.py; was: any namespace's admin role, so one
+--     tenant's admin refused every other tenant's cursors with one INSERT);
 --   "legal-holds" (statekeeper.store.holds: set with the holds' first record, which
 --     only the admins of every namespace write; set without them, every purge of
 --     every tenant is refused as "the legal holds are missing") and any other name:
@@ -258,10 +261,10 @@ CREATE POLICY sk_set ON {s}.sk_markers FOR INSERT WITH CHECK (
     OR (name = 'encrypted'
         AND EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user AND g.perm >= 2))
     OR (pg_catalog."left"(name, 8) = 'feed-id:'
+        AND NOT EXISTS (SELECT 1 FROM {s}.sk_markers m
+                         WHERE pg_catalog."left"(m.name, 8) = 'feed-id:')
         AND EXISTS (SELECT 1 FROM {s}.sk_grants g WHERE g.db_role = current_user
-                     AND g.perm >= (CASE WHEN EXISTS (SELECT 1 FROM {s}.sk_markers m
-                                         WHERE pg_catalog."left"(m.name, 8) = 'feed-id:')
-                                    THEN 3 ELSE 2 END))));
+                     AND g.perm >= 2)));
 
 -- name: marker_role
 GRANT SELECT, INSERT ON {s}.sk_markers TO {r};
