@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StatekeeperError
 from ..records import EventRow, RawEvent
+from .witness_store import reidentified
 
 if TYPE_CHECKING:
     from ..store.state import AgentRecord
@@ -69,6 +70,7 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
         # another process may have deleted or rewritten it since: its mark is newer
         fresh = await asyncio.to_thread(witness._read)
         witness._known = fresh
+        await reidentified(witness)  # (another process's restore renewed the id: named right)
         filed = fresh.get(agent_id)
         dirty = witness._dirty.get(agent_id)
         if filed is None and dirty is None:

@@ -51,8 +51,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, RollbackDetected, StatekeeperError
+from .expiry import expired_since
 from .witness_file import VERSION, canonical, write_atomically
 from .witness_store import Identity, another_store, describe, differs, parse_store
+from .witness_store import reidentified as reidentified
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -485,6 +487,7 @@ class HighWater:
             return found
         fresh = await asyncio.to_thread(self._read)
         self._known = fresh
+        await reidentified(self)  # (a restore elsewhere renewed it: named right)
         for mark in suspects:
             agent_id = str(mark["agent_id"])
             now = fresh.get(agent_id, mark) if agent_id not in self._dirty else mark
@@ -504,7 +507,10 @@ class HighWater:
         mark = self._known.get(agent_id)
         if mark is None or int(mark["seq"]) < 1:
             return None
-        return await self._check_mark(store, mark)
+        found = await self._check_mark(store, mark)
+        if found is not None and await reidentified(self):  # (named after a restore)
+            found = await self._check_mark(store, mark)
+        return found
 
     async def _check_mark(
         self, store: StateStore, mark: dict[str, Any], exact: bool = False
@@ -522,7 +528,7 @@ class HighWater:
             # a damaged file (or an id the engine refuses, in an edited witness), not a
             # rollback: reading and verify report it
             return None
-        if head < seq:
+        if head < seq and not await expired_since(store, agent_id, float(mark["t"]), head):
             gone = "the agent is gone" if head == 0 else f"the store's head is seq {head}"
             return RollbackDetected(
                 agent_id,
@@ -540,7 +546,7 @@ class HighWater:
             )
         except StatekeeperError:
             return None  # a damaged record, not a rollback: reading and verify report it
-        if same:
+        if same or await expired_since(store, agent_id, float(mark["t"]), head):
             return None
         with contextlib.suppress(StatekeeperError):  # the head found, for the report
             head = await store.backend.head(agent_id)

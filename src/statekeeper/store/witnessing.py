@@ -18,7 +18,7 @@ from ..errors import (
     WitnessStoreMismatch,
 )
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
-from ..security.witness_store import describe, differs, identify
+from ..security.witness_store import adopt_renewed, describe, differs, identify
 from .keyguard import KeyGuard, key_family
 from .seen import Ask
 from .verification import Problem
@@ -132,6 +132,7 @@ class WitnessGate:
                 if await _load(witness) and witness.empty():
                     return True  # no file, no marks: nothing to check (a new store's)
                 await _identified(witness)
+                await adopt_renewed(witness, store.backend)  # (this store's, before a restore)
                 found = await witness.check(store, OPEN_CHECKS)
             except IntegrityError as exc:
                 self._error = exc
@@ -151,6 +152,7 @@ class WitnessGate:
         try:
             await asyncio.to_thread(self.witness.load)
             await _identified(self.witness)
+            await adopt_renewed(self.witness, store.backend)
             found = await self.witness.check(store, agents=agent_ids, exact=True)
         except IntegrityError as exc:
             return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]

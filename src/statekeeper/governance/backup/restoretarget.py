@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ...backends.base import Capability
 from ...codec.pipeline import _FP, Codec
 from ...errors import AccessDenied, BackupError
-from ...security.witness_store import renewed
+from ...security.witness_store import renewed, renewing
 from ...store.feed_deletes import record_restored
 from ...store.feed_retention import has_feed, trim_below_bases
 from ...store.keyguard import key_family
@@ -110,6 +110,10 @@ async def renew_store_id(store: StateStore, agent_ids: Sequence[str] = ()) -> No
             )
         return
     old = await key_family(store.backend, store.codec)
+    # first, the id it has now marked as one it had: a witness file naming it (one the
+    # restore does not know, witness=PATH; or this one, stopped before renewed()) is
+    # taken over at the next opening (.witness_store.adopt_renewed), not refused
+    await renewing(store.backend)
     new = await store.backend.renew_feed_id()
     witness = getattr(store, "witness", None)
     if witness is not None:  # (it records the store's id: the new one from now on)

@@ -1,0 +1,45 @@
+"""A witness mark of an agent the store's TTL expired (Redis ``ttl=``) is no rollback.
+
+A store that expires its agents (:attr:`Backend.expires_agents`) deletes them by
+itself, without a mark in the witness file (no process deleted them): an agent that
+expired "is gone as the TTL says, never reported lost" (docs/backends.md), but the
+witness (:mod:`.highwater`) held its mark, and raised ``RollbackDetected`` at every
+opening of the store and every read of the agent; and an agent saved again after it
+expired — a new stream, shorter than the mark, or as long with other records — in
+another process, whose mark of it was not yet written (``witness_interval``), was a
+rollback too for every process reading the file meanwhile.
+
+On such a store, a mark whose agent is gone is taken as expired, and one whose
+agent's stream starts (seq 1) after the mark was made as a stream made again after
+it expired: neither is a rollback. A stream that starts before the mark (the same
+stream, gone back in time) still is. The cost: on a store that expires its agents, an
+agent wholly lost (a server restarted from an older copy that lacked it) reads as
+expired, as it does to a process without a witness.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import StatekeeperError
+
+if TYPE_CHECKING:
+    from ..store.store import StateStore
+
+__all__ = ["expired_since"]
+
+
+async def expired_since(store: StateStore, agent_id: str, marked_at: float, head: int) -> bool:
+    """True when ``agent_id``'s mark, made at ``marked_at`` (seconds since the epoch),
+    no longer holding (``head``: the stream's head now) is explained by the store's
+    TTL: the agent expired (gone), or expired and was made again after the mark."""
+    backend = store.backend
+    if not backend.expires_agents:
+        return False
+    if head == 0:
+        return True
+    try:
+        first = await backend.read(agent_id, 0, 1)
+    except StatekeeperError:
+        return False
+    return bool(first) and first[0].seq == 1 and first[0].timestamp > marked_at
