@@ -31,13 +31,14 @@ from ..errors import (
 from ..store.feed import store_feed_bounds
 from ..store.feed_cursor import FeedCursor
 from . import feedcheck
+from .rebuild_lock import rebuild_held
 from .seeding import seed_all
 
 if TYPE_CHECKING:
     from .projection import Projection
     from .runner import Progress, ProjectionRunner
 
-__all__ = ["ATTEMPTS", "rebuild"]
+__all__ = ["ATTEMPTS", "rebuild", "resume_seeding"]
 
 #: how many times in all a rebuild starts (over) before retention outpacing it is an error
 ATTEMPTS = 5
@@ -61,6 +62,29 @@ async def rebuild(
             " implement Projection.seed)",
         )
     runner.seeded = 0
+    async with rebuild_held(runner.path, name):  # (a live runner finishes one killed)
+        return await _rebuild(runner, projection, progress, from_states, since_floor)
+
+
+async def resume_seeding(runner: ProjectionRunner, name: str) -> None:
+    """Finish projection ``name``'s rebuild from the states, found ``seeding`` with no
+    rebuild alive (:mod:`.rebuild_lock`); nothing when another runner finished it
+    meanwhile (under the lock, the state is read again)."""
+    projection = runner.get(name)
+    async with rebuild_held(runner.path, name):
+        _, state, _ = await runner._position(name)
+        if state == "seeding":
+            await _rebuild(runner, projection, None, False, False)
+
+
+async def _rebuild(
+    runner: ProjectionRunner,
+    projection: Projection,
+    progress: Progress | None,
+    from_states: bool,
+    since_floor: bool,
+) -> int:
+    name = projection.name
     stored, state, _ = await runner._position(name)
     if state in ("rebuilding", "seeding"):
         bounds = await store_feed_bounds(runner.store)

@@ -57,7 +57,8 @@ from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from . import feedcheck
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name, with_deletes
-from .rebuilding import rebuild
+from .rebuild_lock import abandoned
+from .rebuilding import rebuild, resume_seeding
 from .seeding import SEEDS, forget_seed, has_seeds, seeded_seq
 
 if TYPE_CHECKING:
@@ -383,9 +384,16 @@ class ProjectionRunner:
                     " it"
                 )
             # live: wait for the rebuild (in another task or process) to finish seeding,
-            # then follow from where it stands, its seeds known; said once, so a wait
-            # on a rebuild that died is not silent
-            if not waited:
+            # then follow from where it stands, its seeds known; one that died (its
+            # lock free: rebuild_lock.py) is finished here, then followed on
+            if await asyncio.to_thread(abandoned, self.path, projection.name):
+                _log.warning(
+                    "projection %r: its rebuild from the agents' states was interrupted;"
+                    " finishing it",
+                    projection.name,
+                )
+                await resume_seeding(self, projection.name)
+            elif not waited:
                 waited = True
                 _log.warning(
                     "projection %r is being rebuilt from the agents' states: waiting for the"
