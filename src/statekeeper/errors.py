@@ -76,6 +76,7 @@ __all__ = [
     "ProjectionError",
     "ProjectionFailed",
     "ProjectionNeedsHistory",
+    "ProjectionRebuildOutpaced",
     "ReadModelOfAnotherStore",
     "ReadOnlyStore",
     "RestoredPartWay",
@@ -1717,6 +1718,30 @@ class ProjectionNeedsHistory(ProjectionError, FeedPositionCompacted):
             f"runner.rebuild({name!r}, since_floor=True): it then counts from position"
             f" {floor} on); or restore a backup taken before the trim into another store"
             " and rebuild it there",
+        )
+
+
+class ProjectionRebuildOutpaced(ProjectionError, FeedPositionCompacted):
+    """Projection ``name``'s rebuild started over ``attempts`` times and each time the
+    change feed's floor was raised past it before it finished (retention, or
+    ``trim_feed``, running beside it: through position ``floor`` of ``shard`` last).
+    Its read model is left being rebuilt (the next rebuild starts over); nothing stored
+    was changed."""
+
+    def __init__(self, name: str, attempts: int, floor: int, *, shard: int | None = None) -> None:
+        self.name = name
+        self.attempts = attempts
+        self.position = 0
+        self.floor = floor
+        self.shard = shard
+        where = "" if shard is None else f" of shard {shard}"
+        StatekeeperError.__init__(
+            self,
+            f"projection {name!r} could not be rebuilt: {attempts} times the change feed's"
+            f" floor was raised past the rebuild before it finished (last through position"
+            f" {floor}{where}: retention or trim_feed running beside it, faster than the"
+            f" rebuild). Run `statekeeper projections rebuild {name}` again when retention"
+            " runs less often (or not at all) for a while",
         )
 
 

@@ -26,6 +26,8 @@ from .app import (
     stop_signal,
 )
 from .governance_data import _given_keys_open
+from .retention_lines import UNSUPPORTED as _UNSUPPORTED
+from .retention_lines import action_line as _action_line
 from .retention_resume import Done, Problems, whole_run
 from .stores import KeyFileOption, open_store
 
@@ -475,40 +477,6 @@ def _unmatched_line(pattern: str, agent: str) -> str:
     return (
         f"{said}; {pattern!r} {what}, and rules name namespaces: hold it ('hold {agent}') or {use}"
     )
-
-
-#: what a retention action the engine cannot make is called (the policy's word)
-_UNSUPPORTED = {"expire-keys": "keys_ttl", "compact": "compaction", "purge": "ttl"}
-
-
-def _action_line(a: RetentionAction) -> str:
-    """One action of a retention run, as ``retention apply`` prints it: ``deleted ...``
-    when done, ``would delete ...`` in a dry run, ``not deleted (ttl): access denied:
-    ...`` when the principal was refused, ``could not delete ... [failed: why]``
-    otherwise."""
-    if a.outcome == "refused":  # nothing was planned: no counts to give, only the reason
-        refused = {"purge": "deleted (ttl)", "expire-keys": "forgotten (keys_ttl)"}
-        return f"not {refused.get(a.kind, 'compacted')}: {escape(a.reason)}"
-    planned = a.events_removed or a.snapshots_removed or a.base_seq
-    if a.outcome in ("failed", "forgotten") and a.kind in ("purge", "compact") and not planned:
-        what = "delete (ttl)" if a.kind == "purge" else "compact"  # failed before planning
-        return f"could not {what} {escape(f'[{a.outcome}: {a.reason}]')}"
-    if a.kind == "purge":
-        verbs, what = ("delete", "deleted"), f"({a.events_removed} events; {a.reason})"
-    elif a.kind == "expire-keys":
-        verbs = ("forget", "forgot")
-        what = f"{a.keys_expired} idempotency record(s) ({a.reason})"
-    else:
-        verbs = ("remove", "removed")
-        what = (
-            f"{a.events_removed} event(s) before seq {a.base_seq + 1},"
-            f" {a.snapshots_removed} snapshot(s)"
-        )
-    if a.outcome == "done":
-        return f"{verbs[1]} {what}"
-    if a.outcome == "dry-run":
-        return f"would {verbs[0]} {what}"
-    return f"could not {verbs[0]} {what} {escape(f'[{a.outcome}: {a.reason}]')}"
 
 
 @retention_app.command("adopt-compactions")

@@ -48,7 +48,6 @@ from ..errors import (
     InvalidArgument,
     ProjectionError,
     ProjectionFailed,
-    ProjectionNeedsHistory,
     StatekeeperError,
     UnknownProjection,
 )
@@ -58,7 +57,9 @@ from ..store.feed_cursor import FeedCursor, as_cursor, check_count
 from . import feedcheck
 from .builtins import BUILTINS
 from .projection import Projection, check_projection_name, with_deletes
-from .seeding import SEEDS, forget_seed, has_seeds, seed_all, seeded_seq
+from .rebuild_lock import abandoned
+from .rebuilding import rebuild, resume_seeding
+from .seeding import SEEDS, forget_seed, has_seeds, seeded_seq
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -383,9 +384,16 @@ class ProjectionRunner:
                     " it"
                 )
             # live: wait for the rebuild (in another task or process) to finish seeding,
-            # then follow from where it stands, its seeds known; said once, so a wait
-            # on a rebuild that died is not silent
-            if not waited:
+            # then follow from where it stands, its seeds known; one that died (its
+            # lock free: rebuild_lock.py) is finished here, then followed on
+            if await asyncio.to_thread(abandoned, self.path, projection.name):
+                _log.warning(
+                    "projection %r: its rebuild from the agents' states was interrupted;"
+                    " finishing it",
+                    projection.name,
+                )
+                await resume_seeding(self, projection.name)
+            elif not waited:
                 waited = True
                 _log.warning(
                     "projection %r is being rebuilt from the agents' states: waiting for the"
@@ -500,87 +508,9 @@ class ProjectionRunner:
         does not raises :class:`~statekeeper.errors.ProjectionNeedsHistory` (a
         :class:`~statekeeper.errors.FeedPositionCompacted`) and changes nothing.
         ``since_floor=True`` rebuilds it from the events still in the feed alone.
+
+        A floor raised past the rebuild while it runs (retention beside it) starts it
+        over from that floor by itself, a few times at most (:mod:`.rebuilding`), then
+        raises :class:`~statekeeper.errors.ProjectionRebuildOutpaced`.
         """
-        projection = self.get(name)
-        if from_states and since_floor:
-            raise InvalidArgument("since_floor", "give from_states or since_floor, not both")
-        if from_states and not projection.seeds():
-            raise InvalidArgument(
-                "from_states",
-                f"projection {name!r} cannot start from the agents' states (it does not"
-                " implement Projection.seed)",
-            )
-        self.seeded = 0
-        stored, state, _ = await self._position(name)
-        if state in ("rebuilding", "seeding"):
-            bounds = await store_feed_bounds(self.store)
-            if any(p < floor for p, (floor, _) in zip(stored.positions, bounds, strict=True)):
-                # the feed was trimmed past the interrupted rebuild: it cannot resume, so
-                # it starts over as below (was: resumed, and raised FeedPositionCompacted
-                # at every call, since_floor=True included — the projection stuck)
-                state = "trimmed"
-        feed = await self.store.backend.feed_id()
-        if (
-            state in ("rebuilding", "seeding")
-            and feed is not None
-            and await self._in_db(feedcheck.stored_feed, name) not in (None, feed)
-        ):
-            state = "restored"  # an interrupted rebuild of another feed: start over
-        if state not in ("rebuilding", "seeding"):
-            bounds = await store_feed_bounds(self.store)
-            floors = FeedCursor(tuple(floor for floor, _ in bounds))
-            head = sum(h for _, h in bounds)
-            trimmed = [(shard, floor) for shard, (floor, _) in enumerate(bounds) if floor > 0]
-            start, state = FeedCursor.start(len(bounds)), "rebuilding"
-            if since_floor:
-                start = floors
-            elif trimmed or from_states:
-                if not projection.seeds():
-                    shard, floor = trimmed[0]
-                    raise ProjectionNeedsHistory(
-                        name, floor, shard=shard if len(bounds) > 1 else None
-                    )
-                start, state = floors, "seeding"
-
-            def reset(db: sqlite3.Connection) -> None:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    projection.reset(db)
-                    db.execute("DELETE FROM sk_projection_seeds WHERE name = ?", (name,))
-                    db.execute(
-                        "UPDATE sk_projections SET position = ?, cursor = ?, applied = 0,"
-                        " state = ?, rebuild_target = ?, error = NULL,"
-                        " error_position = NULL, updated_at = ?, feed = ?,"
-                        " store = coalesce(?, store) WHERE name = ?",
-                        (
-                            start.total,
-                            None if start.shards == 1 else str(start),
-                            state,
-                            head,
-                            time.time(),
-                            feed,
-                            feedcheck.store_mark(self.store.backend),
-                            name,
-                        ),
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-
-            await self._in_db(reset)
-        if state == "seeding":
-            self.seeded = await seed_all(self, projection)
-        applied = await self._follow(projection, stop_at_head=True, progress=progress)
-
-        def done(db: sqlite3.Connection) -> None:
-            db.execute("BEGIN IMMEDIATE")
-            db.execute(
-                "UPDATE sk_projections SET state = 'live', rebuild_target = NULL WHERE name = ?",
-                (name,),
-            )
-            db.execute("DELETE FROM sk_projection_seeds WHERE name = ?", (name,))
-            db.execute("COMMIT")
-
-        await self._in_db(done)
-        return int(applied)
+        return await rebuild(self, name, progress, from_states, since_floor)

@@ -104,6 +104,7 @@ from .retention_ahead import pages as _pages
 from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated, head_seen
 from .retention_idle import prune_planned as _prune_planned
 from .retention_policy import RetentionPolicy, Rule, RuleUse
+from .retention_raced import Raced, planned_again
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
 from .retention_snapshots import tail_chains as _tail_chains
@@ -135,7 +136,8 @@ class RetentionAction:
     prune), ``"forgotten"`` (crypto-shredded: nothing to compact), ``"refused"`` (the
     store's principal lacks admin on the agent; the refusal is in the audit log),
     ``"skipped"`` (a purge whose agent was written after the run listed it: no longer
-    idle, not deleted) or ``"failed"``.
+    idle, not deleted; a compaction that lost its race to a writer or another run
+    twice, :mod:`.retention_raced`: left to the next run) or ``"failed"``.
     """
 
     agent_id: str
@@ -523,19 +525,15 @@ async def apply_retention(
                             if made is not None:
                                 announced.append(made)
 
-                        try:
-                            action = await _plan_and_apply(
-                                store,
-                                rule,
-                                agent_id,
-                                info.head_seq,
-                                info.updated_at,
-                                clock,
-                                dry_run,
-                                can_prune,
-                                before,
-                                together,
-                                ahead,
+                        call = (
+                            store, rule, agent_id, info.head_seq, info.updated_at, clock,
+                            dry_run, can_prune, before, together, ahead,
+                        )  # fmt: skip
+                        try:  # a compaction that lost a race to a writer: planned again
+                            action = await (
+                                _plan_and_apply(*call)
+                                if idle
+                                else planned_again(_plan_and_apply, announced, *call)
                             )
                         except BaseException as exc:
                             for made in announced:
@@ -550,11 +548,13 @@ async def apply_retention(
                     except AccessDenied as exc:
                         reason = str(_caller_error(store, exc))
                         action = RetentionAction(agent_id, kind, "refused", reason=reason)
+                    except Raced as exc:  # lost twice: left to the next run (nothing removed)
+                        action = RetentionAction(agent_id, kind, "skipped", reason=exc.reason)
+                        recorded = True  # nothing changed: no entry (an announced one voided)
                     except ConflictError as exc:
-                        if not idle and exc.expected_seq == exc.current_seq:  # (made again)
-                            action = RetentionAction(
-                                agent_id, kind, "skipped", reason=_REMADE_SINCE
-                            )
+                        if not idle and exc.expected_seq >= exc.current_seq:  # (made again)
+                            why = _REMADE_SINCE if exc.current_seq else _DELETED_SINCE
+                            action = RetentionAction(agent_id, kind, "skipped", reason=why)
                             recorded = True  # nothing changed: no entry (an announced one voided)
                         elif not idle:
                             reason = str(_caller_error(store, exc))

@@ -1,0 +1,78 @@
+"""Whether a projection's rebuild is alive: the rebuild lock.
+
+A rebuild from the agents' states leaves the projection ``seeding`` until it has read
+them all; a live runner (``run``) meanwhile applies nothing to it. A rebuild killed
+there (SIGKILL, a crash) left it ``seeding`` for good: the live runner warned once and
+waited for someone to run ``rebuild`` by hand. Now every rebuild holds
+``<read model>.rebuild-<name>.lock`` for as long as it runs — an advisory ``flock``
+the operating system releases when its process exits or dies — and a live runner that
+finds the projection ``seeding`` with that lock free knows the rebuild is gone: it
+finishes the rebuild itself (resuming the seeding where it stopped) and then follows.
+A rebuild alive, in this process or another, holds the lock: the runner waits for it,
+as before. A read model in memory (``":memory:"``), or a system without ``fcntl``,
+has no lock: the runner waits, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["abandoned", "rebuild_held"]
+
+#: seconds between two tries of a rebuild waiting for another one to end
+_POLL = 0.1
+
+
+def _lock_path(path: str, name: str) -> str | None:
+    if fcntl is None or path == ":memory:" or path.startswith("file:"):
+        return None
+    return f"{path}.rebuild-{name}.lock"
+
+
+def _try(fd: int) -> bool:
+    assert fcntl is not None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextlib.asynccontextmanager
+async def rebuild_held(path: str, name: str) -> AsyncIterator[None]:
+    """Hold projection ``name``'s rebuild lock for the block (waiting while another
+    rebuild holds it)."""
+    lock = _lock_path(path, name)
+    if lock is None:
+        yield
+        return
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:  # (another process's lock: nothing to be woken by but a look)
+            if _try(fd):
+                break
+            await asyncio.sleep(_POLL)
+        yield
+    finally:
+        os.close(fd)  # (releases the flock)
+
+
+def abandoned(path: str, name: str) -> bool:
+    """Whether no rebuild of projection ``name`` holds its lock now (False when there is
+    no lock to tell by: the caller waits)."""
+    lock = _lock_path(path, name)
+    if lock is None:
+        return False
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        return _try(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,94 @@
+"""A compaction that lost a race to a writer or to another retention run: planned again.
+
+Retention plans a ``keep_last`` compaction (or a thinning) on the head the listing
+found, and its prune is conditional on that head (``Backend.prune(..., head,
+checksum)``): nothing is removed from a stream that changed since. An agent written
+between the listing and the prune — routine while agents are active — made the prune
+raise :class:`~statekeeper.errors.ConflictError` ("expected head seq ..."), and one
+another retention run compacted past the plan meanwhile made its fold raise
+:class:`~statekeeper.errors.HistoryCompacted`; both were reported ``failed`` (exit code
+1 from ``retention apply``) although nothing was lost, so operators learned to ignore
+the failures that matter.
+
+:func:`planned_again` runs the plan, and when it lost such a race (the stored head moved
+past the listed one, or the base moved above the plan), plans it once more on the
+head stored now; one that loses again is :class:`Raced`, reported ``skipped`` (left to
+the next run, nothing removed). A stream deleted and written again since (the same
+head, another record) stays what it was: ``skipped`` by the caller, never re-planned
+(the listing's agent is gone). Anything else is raised as it was: ``failed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ..errors import ConflictError, HistoryCompacted, StatekeeperError
+
+if TYPE_CHECKING:
+    from ..store import StateStore
+    from .hooks import Announced
+
+__all__ = ["Raced", "planned_again"]
+
+T = TypeVar("T")
+
+
+class Raced(StatekeeperError):
+    """A compaction that lost its race twice (control flow of retention: reported
+    ``skipped`` with :attr:`reason`, never raised to a caller)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+async def _lost_race(store: StateStore, agent_id: str, exc: Exception) -> str | None:
+    """Why ``exc`` (raised by a compaction) is a race lost to another process, or None
+    when it is not one (a real failure)."""
+    if isinstance(exc, ConflictError):
+        if exc.agent_id != agent_id or exc.current_seq <= exc.expected_seq:
+            return None  # (deleted, or made again: the caller's own cases)
+        return f"written since it was listed (head {exc.expected_seq}, now {exc.current_seq})"
+    if isinstance(exc, HistoryCompacted) and exc.agent_id == agent_id:
+        # another run compacted it past the plan: its base is stored now
+        first = await store.backend.read(agent_id, 0, None, limit=1)
+        stored = first[0].seq - 1 if first else await store.backend.head(agent_id)
+        if stored == exc.base_seq:
+            return f"compacted by another retention run since it was listed (base {stored})"
+    return None
+
+
+async def planned_again(
+    plan: Callable[..., Awaitable[T]],
+    announced: list[Announced],
+    store: StateStore,
+    rule: object,
+    agent_id: str,
+    head: int,
+    *rest: object,
+) -> T:
+    """``plan(store, rule, agent_id, head, *rest)``; when it lost a race to another
+    process, ``plan`` once more on the head stored now (the audit entries the first
+    attempt announced voided first); a second race lost raises :class:`Raced` naming
+    both."""
+    try:
+        return await plan(store, rule, agent_id, head, *rest)
+    except (ConflictError, HistoryCompacted) as exc:
+        why = await _lost_race(store, agent_id, exc)
+        if why is None:
+            raise
+        for made in announced:  # (nothing of that attempt was changed)
+            await made.failed(exc)
+        announced.clear()
+        first = exc
+    now = await store.backend.head(agent_id)
+    try:
+        return await plan(store, rule, agent_id, now, *rest)
+    except (ConflictError, HistoryCompacted) as exc:
+        again = await _lost_race(store, agent_id, exc)
+        if again is None:
+            raise
+        raise Raced(
+            f"{why}; planned again on seq {now}: {again} (left to the next run, nothing removed)"
+        ) from first

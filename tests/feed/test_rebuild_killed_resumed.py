@@ -1,0 +1,89 @@
+"""A live runner finishes a rebuild that was killed while it seeded. Was: ``run()``
+found the projection ``seeding``, warned once and waited for someone to run
+``rebuild`` by hand — for ever, if nobody did. Now a rebuild holds a lock the system
+releases when its process dies (:mod:`statekeeper.feed.rebuild_lock`), and a live
+runner that finds the projection ``seeding`` with that lock free resumes the rebuild
+itself, then follows. The rebuild is killed at a named point (a child process that
+SIGKILLs itself right after its first page of states was seeded), never by timing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.feed import ProjectionRunner
+
+from ..backends._services import fresh_url
+
+CHILD = Path(__file__).with_name("_rebuild_child.py")
+#: the longest the runner may take to finish the rebuild (a bound, not a pace)
+DEADLINE = 60.0
+
+
+async def _current(store: StateStore) -> list[tuple[Any, ...]]:
+    rows = []
+    for info in await store.list_agents():
+        state = await store.load(info.agent_id)
+        rows.append((info.agent_id, state.fsm_state, state.seq))
+    return rows
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_live_runner_finishes_a_killed_rebuild(engine: str, tmp_path: Path) -> None:
+    read_model = tmp_path / "rm.db"
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url) as store:
+            for i in range(10):
+                await store.save(f"a{i % 5}", {"i": i}, fsm_state=f"s{i}")
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+            child = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, str(CHILD), url, str(read_model)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+            assert child.returncode == -signal.SIGKILL, child.stderr + child.stdout
+            async with ProjectionRunner(store, read_model) as runner:
+                states = {s.name: s.state for s in await runner.status()}
+                assert states["agent_states"] == "seeding"  # killed part-way
+                await store.save("a1", {"after": True}, fsm_state="after-the-kill")
+                live = asyncio.create_task(runner.run(["agent_states"]))
+                try:
+                    expected = await _current(store)
+                    loop = asyncio.get_running_loop()
+                    deadline = loop.time() + DEADLINE
+                    while True:  # the condition: finished and up to date
+                        (status,) = [s for s in await runner.status() if s.name == "agent_states"]
+                        got = await runner.query(
+                            "SELECT agent_id, state, seq FROM agent_states ORDER BY 1"
+                        )
+                        if status.state == "live" and got == expected:
+                            break
+                        assert not live.done(), live
+                        assert loop.time() < deadline, (status, got)
+                        await asyncio.sleep(0.05)
+                    await store.save("a2", {"later": True}, fsm_state="followed")
+                    expected = await _current(store)
+                    while (
+                        await runner.query(
+                            "SELECT agent_id, state, seq FROM agent_states ORDER BY 1"
+                        )
+                        != expected
+                    ):
+                        assert loop.time() < deadline
+                        await asyncio.sleep(0.05)
+                finally:
+                    live.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await live
