@@ -32,7 +32,7 @@ from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 from statekeeper.testing import request
 
 from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _redis, _until
+from .test_tiered_claims import _MAKERS, _Pause, _redis, _until
 from .test_tiered_demote_concurrent import Durable, _drop, _postgres, _process
 
 
@@ -136,6 +136,43 @@ async def test_the_claims_own_end_during_a_second_rehydration_keeps_the_agent(
         assert [e.seq for e in await fresh.read("a")] == [1, 2, 3]
         assert setup.cold is not None and await setup.cold.head("a") == 0
         assert sorted(i.agent_id for i in await fresh.list_agents()) == ["a", "b"]
+    finally:
+        for t in (setup, r1, r2, fresh):
+            await t.close()
+    await _drop(tmp_path, durable)
+
+
+@_MAKERS
+async def test_a_second_rehydration_that_loses_to_the_claims_owner_reads_the_agent(
+    tmp_path: Path, make: Callable[[Path], Durable]
+) -> None:
+    """R2 (found R1's claim) holds its first page; R1 copies "a" back whole and is held
+    before its end (the claim still the marker); R2's page is then refused (the stream
+    is there). R2's load reads the agent R1 brought back. Before: it raised
+    ConflictError ("expected head seq 0, stored head is 3"), the agent whole."""
+    _ready(make)
+    durable = make(tmp_path)
+    setup = _process(tmp_path, durable)
+    r1, r2, fresh = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _demoted(setup, 1)
+        held1, held2 = _PageHeld(r1), _PageHeld(r2)
+        assert r1.cold is not None
+        ending = _Pause(r1.cold, "delete_agent_at")
+        t1 = asyncio.ensure_future(r1.head("a"))
+        await _until(held1.reached, t1)  # (R1's claim made)
+        t2 = asyncio.ensure_future(r2.head("a"))
+        await _until(held2.reached, t2)  # (R2 found R1's claim: its first page in hand)
+        held1.go.set()
+        await _until(ending.reached, t1)  # (R1's copy whole, its end not made)
+        held2.go.set()
+        assert await t2 == 3  # (before: ConflictError)
+        assert [e.seq for e in await r2.read("a")] == [1, 2, 3]
+        ending.go.set()
+        assert await t1 == 3
+        assert await fresh.head("a") == 3
+        assert await setup.durable.head(COLD_MARKER + "a") == 0  # (R1's end made)
+        assert setup.cold is not None and await setup.cold.head("a") == 0
     finally:
         for t in (setup, r1, r2, fresh):
             await t.close()

@@ -162,10 +162,12 @@ class TieredRehydrate(TieredClaims):
                             await self.durable.head(agent_id)
                         )
                     head = await self.durable.head(agent_id)
-                    if again is None or (again[1] == ours and head >= marker.head_seq):
+                    if again is None or (again[1] in (ours, theirs) and head >= marker.head_seq):
                         # another process brought it back meanwhile (and deleted the
-                        # cold copy read here; or left the end to this one's claim):
-                        # the agent is its copy, nothing is wrong
+                        # cold copy read here; or left the end to this one's claim; or,
+                        # the claim's owner, copied it whole first, its end to come):
+                        # the agent is its copy, nothing is wrong. Was, for the last:
+                        # this load raised ConflictError (the agent whole)
                         if again is not None:
                             await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         self._set_settled(agent_id, head)
