@@ -13,6 +13,7 @@ file meanwhile. A stream that went back in time is still one.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,5 +91,23 @@ async def test_a_stream_gone_back_in_time_on_a_ttl_store_is_still_a_rollback(
         # its first record only, as an older copy of the server holds it
         await behind.backend.append(AppendRequest("a", 0, raw[:1]))
     async with StateStore(url, witness=witness) as app:
+        with pytest.raises(RollbackDetected, match="head is seq 1"):
+            await app.load("a")
+
+
+async def test_a_writer_clock_ahead_does_not_hide_a_stream_gone_back_in_time(
+    url: str, tmp_path: Path
+) -> None:
+    # its records stamped an hour ahead of the clock the marks are made by (a writer's
+    # clock ahead, or clock= of its own): its first record is not "made after the mark"
+    witness = tmp_path / "app.sk-witness"
+    async with StateStore(url, witness=witness, clock=lambda: time.time() + 3600) as app:
+        await app.save("a", {"n": 1})
+        await app.save("a", {"n": 2})
+    async with StateStore(url, witness=False) as behind:
+        raw = await behind.backend.read("a")
+        await behind.backend.delete_agent("a")
+        await behind.backend.append(AppendRequest("a", 0, raw[:1]))
+    async with StateStore(url, witness=witness) as app:  # was: {"n": 1} served, no error
         with pytest.raises(RollbackDetected, match="head is seq 1"):
             await app.load("a")

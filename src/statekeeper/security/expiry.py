@@ -14,11 +14,16 @@ agent's stream starts (seq 1) after the mark was made as a stream made again aft
 it expired: neither is a rollback. A stream that starts before the mark (the same
 stream, gone back in time) still is. The cost: on a store that expires its agents, an
 agent wholly lost (a server restarted from an older copy that lacked it) reads as
-expired, as it does to a process without a witness.
+expired, as it does to a process without a witness. The comparison takes the
+writers' clocks (record timestamps: :attr:`StateStore.clock`) to agree with this one's
+(the mark's time): a first record stamped later than now (a writer's clock ahead, or a
+``clock=`` of its own) proves nothing, and the stream is checked as a rollback; a
+writer's clock ahead by less than the time since is not told apart.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from ..errors import StatekeeperError
@@ -42,4 +47,7 @@ async def expired_since(store: StateStore, agent_id: str, marked_at: float, head
         first = await backend.read(agent_id, 0, 1)
     except StatekeeperError:
         return False
-    return bool(first) and first[0].seq == 1 and first[0].timestamp > marked_at
+    if not first or first[0].seq != 1:
+        return False
+    # (stamped after now: the writer's clock is not this one's, its time proves nothing)
+    return marked_at < first[0].timestamp <= time.time()
