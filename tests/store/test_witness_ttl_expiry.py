@@ -13,6 +13,7 @@ file meanwhile. A stream that went back in time is still one.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +93,63 @@ async def test_a_stream_gone_back_in_time_on_a_ttl_store_is_still_a_rollback(
     async with StateStore(url, witness=witness) as app:
         with pytest.raises(RollbackDetected, match="head is seq 1"):
             await app.load("a")
+
+
+async def test_a_writer_clock_ahead_does_not_hide_a_stream_gone_back_in_time(
+    url: str, tmp_path: Path
+) -> None:
+    # its records stamped an hour ahead of the clock the marks are made by (a writer's
+    # clock ahead, or clock= of its own): its first record is not "made after the mark"
+    witness = tmp_path / "app.sk-witness"
+    async with StateStore(url, witness=witness, clock=lambda: time.time() + 3600) as app:
+        await app.save("a", {"n": 1})
+        await app.save("a", {"n": 2})
+    async with StateStore(url, witness=False) as behind:
+        raw = await behind.backend.read("a")
+        await behind.backend.delete_agent("a")
+        await behind.backend.append(AppendRequest("a", 0, raw[:1]))
+    async with StateStore(url, witness=witness) as app:  # was: {"n": 1} served, no error
+        with pytest.raises(RollbackDetected, match="head is seq 1"):
+            await app.load("a")
+
+
+async def test_an_agent_expired_by_its_own_ttl_is_no_rollback(tmp_path: Path) -> None:
+    # a store without ttl=: one agent given its own TTL (set_ttl, as typed states with
+    # an expiry are); gone, it expired — the backend itself answers AgentNotFound
+    require_redis()
+    prefix = namespace(tmp_path, "sk_wown_")
+    url = f"{REDIS_URL}?prefix={prefix}"
+    witness = tmp_path / "app.sk-witness"
+    try:
+        async with StateStore(url, witness=witness) as app:
+            for n in range(3):
+                await app.save("a", {"n": n})
+            await app.save("b", {"n": 1})
+            await _expire(app, "a")
+        for _ in range(2):  # (the second after a read of it: still no rollback)
+            async with StateStore(url, witness=witness) as app:  # was: RollbackDetected
+                with pytest.raises(AgentNotFound):
+                    await app.load("a")
+                assert (await app.load("b")).data == {"n": 1}
+                assert not (await app.verify()).problems
+    finally:
+        delete_prefix(prefix)
+
+
+async def test_an_agent_lost_on_a_store_without_ttl_is_still_a_rollback(tmp_path: Path) -> None:
+    # no TTL of its own: its keys gone (a DEL outside the store) is a loss, not an expiry
+    require_redis()
+    prefix = namespace(tmp_path, "sk_wlost_")
+    url = f"{REDIS_URL}?prefix={prefix}"
+    witness = tmp_path / "app.sk-witness"
+    try:
+        async with StateStore(url, witness=witness) as app:
+            await app.save("a", {"n": 1})
+            await app.save("a", {"n": 2})
+        async with StateStore(url, witness=False) as behind:
+            await behind.backend.delete_agent("a")
+        async with StateStore(url, witness=witness) as app:
+            with pytest.raises(RollbackDetected, match="the agent is gone"):
+                await app.load("a")
+    finally:
+        delete_prefix(prefix)

@@ -14,32 +14,61 @@ agent's stream starts (seq 1) after the mark was made as a stream made again aft
 it expired: neither is a rollback. A stream that starts before the mark (the same
 stream, gone back in time) still is. The cost: on a store that expires its agents, an
 agent wholly lost (a server restarted from an older copy that lacked it) reads as
-expired, as it does to a process without a witness.
+expired, as it does to a process without a witness. The comparison takes the
+writers' clocks (record timestamps: :attr:`StateStore.clock`) to agree with this one's
+(the mark's time): a first record stamped later than now (a writer's clock ahead, or a
+``clock=`` of its own) proves nothing, and the stream is checked as a rollback; a
+writer's clock ahead by less than the time since is not told apart.
+
+On a store without a TTL, an agent given one of its own (Redis ``set_ttl``, as typed
+states with an expiry are) and gone is taken as expired when its backend says so
+(``expired_own_ttl``: the mark ``set_ttl`` leaves in the agent index, which an append
+making it again takes off), and noted deleted in the witness file; one lost (no such
+mark) is still a rollback.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from ..errors import StatekeeperError
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
+    from .highwater import HighWater
 
 __all__ = ["expired_since"]
 
 
-async def expired_since(store: StateStore, agent_id: str, marked_at: float, head: int) -> bool:
+async def expired_since(
+    store: StateStore, agent_id: str, marked_at: float, head: int, witness: HighWater | None = None
+) -> bool:
     """True when ``agent_id``'s mark, made at ``marked_at`` (seconds since the epoch),
     no longer holding (``head``: the stream's head now) is explained by the store's
-    TTL: the agent expired (gone), or expired and was made again after the mark."""
+    TTL: the agent expired (gone), or expired and was made again after the mark. An
+    agent gone by a TTL of its own is noted deleted in ``witness`` (the index mark that
+    tells it goes when a listing takes the agent off the index)."""
     backend = store.backend
     if not backend.expires_agents:
-        return False
+        # (a store without a TTL: an agent given its own, set_ttl, gone, expired)
+        own = getattr(backend, "expired_own_ttl", None)
+        if head != 0 or own is None:
+            return False
+        try:
+            expired = bool(await own(agent_id))
+        except StatekeeperError:
+            return False
+        if expired and witness is not None:
+            witness.deleted(agent_id)
+        return expired
     if head == 0:
         return True
     try:
         first = await backend.read(agent_id, 0, 1)
     except StatekeeperError:
         return False
-    return bool(first) and first[0].seq == 1 and first[0].timestamp > marked_at
+    if not first or first[0].seq != 1:
+        return False
+    # (stamped after now: the writer's clock is not this one's, its time proves nothing)
+    return marked_at < first[0].timestamp <= time.time()

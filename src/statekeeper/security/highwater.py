@@ -528,7 +528,8 @@ class HighWater:
             # a damaged file (or an id the engine refuses, in an edited witness), not a
             # rollback: reading and verify report it
             return None
-        if head < seq and not await expired_since(store, agent_id, float(mark["t"]), head):
+        t = float(mark["t"])
+        if head < seq and not await expired_since(store, agent_id, t, head, self):
             gone = "the agent is gone" if head == 0 else f"the store's head is seq {head}"
             return RollbackDetected(
                 agent_id,

@@ -523,6 +523,21 @@ class RedisBackend(Backend):
 
         return meta.as_text(await self._retrying("renew_feed_id", op))
 
+    async def expired_own_ttl(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` carries the mark of a TTL of its own (``set_ttl``) in its
+        shard's index: gone, it expired (an append that makes it again takes the mark
+        off). The witness takes such an agent for expired (:mod:`...security.expiry`)."""
+        self._check_open()
+        if not self._reached:
+            await self.open()
+        index = self.layout.agent(agent_id).shard.index
+        mark = PROOF + b"t:" + agent_id.encode()
+
+        async def op() -> Any:
+            return await self._client.zscore(index, mark)
+
+        return await self._retrying("expired_own_ttl", op) is not None
+
     async def read_marker(self, name: str) -> bool | None:
         """Whether the store-level marker ``name`` is set, in the meta hash or its copy
         in shard 0's index (see :mod:`.meta`: either lost alone is harmless). With
