@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import pytest
+
 from statekeeper import StateStore
+from statekeeper.cli.export_holds import place_holds
 from statekeeper.cli.transfer import export_agents, import_agents
+from statekeeper.errors import ConflictError
 from statekeeper.feed import ProjectionRunner
 from statekeeper.feed.builtins import BUILTINS
 
@@ -49,3 +54,34 @@ async def test_an_import_of_an_expired_agent_is_not_applied_twice(tmp_path: Path
                 assert await store.backend.feed_id() == feed  # kept: every cursor valid
                 await runner.catch_up()
                 assert await runner.query(QUERY) == [("x", 3), ("y", 1)]  # was: ("x", 6)
+
+
+async def test_an_agent_made_meanwhile_keeps_its_read_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process creates an agent of the file after the import found it absent
+    and before its tombstone: the import is refused (the agent exists), and the
+    tombstone is not written — was: written anyway, so a read model dropped the
+    agent, which is still stored with its events (no error said so)."""
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    async with StateStore(f"sqlite:///{tmp_path / 'source.db'}") as source:
+        await source.save("x", {"n": 1})
+        out = io.BytesIO()
+        await export_agents(source, ["x"], out)
+    async with StateStore(url) as store:
+        await store.save("y", {"n": 0})
+
+        async def meanwhile(*args: Any, **kwargs: Any) -> Any:
+            await store.save("x", {"mine": 1})  # (another process, between the checks)
+            await store.save("x", {"mine": 2})
+            return await place_holds(*args, **kwargs)
+
+        monkeypatch.setattr("statekeeper.cli.transfer.place_holds", meanwhile)
+        async with ProjectionRunner(
+            store, tmp_path / "models.db", [BUILTINS["agent_activity"]()]
+        ) as runner:
+            with pytest.raises(ConflictError):
+                await import_agents(url, io.BytesIO(out.getvalue()))
+            await runner.catch_up()
+            assert await store.head("x") == 2
+            assert await runner.query(QUERY) == [("x", 2), ("y", 1)]  # was: [("y", 1)]

@@ -11,19 +11,22 @@ it, and says so."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.errors import FeedChanged
+from statekeeper.errors import ConflictError, FeedChanged
 from statekeeper.feed import ProjectionRunner
 from statekeeper.feed.builtins import BUILTINS
 from statekeeper.governance import parse_policy
 from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.backup.restoreholds import holds_of
 
 from ..backends._services import fresh_url
 
@@ -146,3 +149,33 @@ async def test_a_tenant_admins_restore_of_an_expired_agent_is_not_applied_twice(
             got = [(c.agent_id, c.seq, c.deleted) async for c in sub]
             # (the expired events are gaps now): the tombstone, then the restored events
             assert got == [(ACME_X, 0, True)] + [(ACME_X, s, False) for s in (1, 2, 3)]
+
+
+async def test_an_agent_made_during_a_tenant_admins_restore_keeps_its_read_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process creates an agent of the backup after the restore found the
+    target without it and before its tombstone: the restore is refused, and no
+    tombstone of the agent is written (was: written, so a read model dropped the
+    agent, which the store still holds with its events; no error said so)."""
+    path, key = await _acme_backup(tmp_path)
+    async with StateStore(f"sqlite:///{tmp_path / 'dst.db'}") as whole:
+        await whole.save("globex/g", {"n": 0})
+
+        async def meanwhile(*args: Any, **kwargs: Any) -> Any:
+            await whole.save("acme/a0", {"mine": 1})  # (another process, in between)
+            await whole.save("acme/a0", {"mine": 2})
+            return await holds_of(*args, **kwargs)
+
+        module = importlib.import_module("statekeeper.governance.backup.restore")
+        monkeypatch.setattr(module, "holds_of", meanwhile)
+        query = "SELECT agent_id, events FROM agent_activity ORDER BY agent_id"
+        models = tmp_path / "models.db"
+        async with ProjectionRunner(whole, models, [BUILTINS["agent_activity"]()]) as runner:
+            acme = StateStore(whole.backend, principal="acme-admin", policy=POLICY)
+            with pytest.raises(ConflictError):
+                await restore(acme, [path], key)
+            await runner.catch_up()
+            assert await whole.head("acme/a0") == 2
+            # was: [("globex/g", 1)]
+            assert await runner.query(query) == [("acme/a0", 2), ("globex/g", 1)]

@@ -34,6 +34,7 @@ per-agent order of a sharded feed requires.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from contextvars import ContextVar
@@ -246,7 +247,15 @@ async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) 
     that still holds events of one — an agent expired (``ttl``) or deleted by an older
     version, which left no tombstone — drops them before the restored ones arrive as
     new appends (was: it applied the same events a second time, no error). A page of
-    tombstones per append; a rerun writes them again (a delete again: nothing lost)."""
+    tombstones per append; a rerun writes them again (a delete again: nothing lost).
+
+    Each page's agents are read again right before its append: one another process
+    created since the caller found it absent raises :class:`ConflictError` (as the
+    caller's own write of it would) and its tombstone is not written (was: written,
+    so every subscriber dropped what it derived from an agent still stored, and the
+    restore or import was refused after). A creation between that read and the
+    append is not caught (no engine checks a stream's absence in the tombstone's
+    commit)."""
     if not has_feed(backend):
         return
     by_stream: dict[str, list[tuple[str, int]]] = {}
@@ -254,7 +263,12 @@ async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) 
         by_stream.setdefault(stream_of(backend, agent_id), []).append((agent_id, 0))
     for stream, agents in sorted(by_stream.items()):
         for at in range(0, len(agents), _PAGE):
-            await _append_retried(backend, codec, stream, agents[at : at + _PAGE])
+            page = agents[at : at + _PAGE]
+            heads = await asyncio.gather(*(head_or_lost(backend, a) for a, _ in page))
+            for (agent_id, _), head in zip(page, heads, strict=True):
+                if head:
+                    raise ConflictError(agent_id, 0, head)
+            await _append_retried(backend, codec, stream, page)
 
 
 async def _append_retried(
