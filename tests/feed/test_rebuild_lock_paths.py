@@ -42,3 +42,17 @@ async def test_a_relative_path_is_the_same_lock(
     monkeypatch.chdir(tmp_path)
     async with rebuild_held("rm.db", "agent_states"):
         assert not abandoned(str(tmp_path / "rm.db"), "agent_states")
+
+
+async def test_a_private_temporary_read_model_has_no_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``""`` is SQLite's temporary database, private to its connection: no lock file is
+    made for it (was: ``.rebuild-<name>.lock`` in the working directory)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    async with rebuild_held("", "agent_states"):
+        assert not abandoned("", "agent_states")  # (no lock to tell by: the runner waits)
+    assert sorted(os.listdir(tmp_path)) == ["work"]
+    assert os.listdir(work) == []

@@ -10,7 +10,8 @@ the operating system releases when its process exits or dies — and a live runn
 finds the projection ``seeding`` with that lock free knows the rebuild is gone: it
 finishes the rebuild itself (resuming the seeding where it stopped) and then follows.
 A rebuild alive, in this process or another, holds the lock: the runner waits for it,
-as before. A read model in memory (``":memory:"``), or a system without ``fcntl``,
+as before. A read model in memory (``":memory:"``, or ``""``: SQLite's private temporary
+database), or a system without ``fcntl``,
 has no lock: the runner waits, as before.
 """
 
@@ -33,7 +34,8 @@ _POLL = 0.1
 
 
 def _lock_path(path: str, name: str) -> str | None:
-    if fcntl is None or path == ":memory:" or path.startswith("file:"):
+    if fcntl is None or path in ("", ":memory:") or path.startswith("file:"):
+        # (a database of this connection only: "" is SQLite's private temporary one)
         return None
     # the read model's own lock, whatever path names it: a runner that opened it
     # through a symlink looked at another lock file, found it free while the rebuild
