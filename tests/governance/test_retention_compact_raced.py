@@ -22,6 +22,7 @@ from statekeeper.governance import retention as r
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.governance.retention_idle import check_unchanged
 from statekeeper.governance.retention_snapshots import snapshot_seqs
+from statekeeper.store.feed import store_feed_bounds
 
 from ..backends._services import fresh_url
 from ..cli._subprocess import cli_in_process
@@ -153,3 +154,36 @@ def test_retention_apply_exits_0_when_a_compaction_lost_its_race(
     assert as_json.code == 0, str(as_json)
     actions = json.loads(as_json.stdout)["actions"]
     assert [(a["action"], a["outcome"]) for a in actions] == [("compact", "skipped")]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_skipped_compaction_reports_the_feed_floor_it_raised(
+    tmp_path: Path, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The feed's floor is raised before the prune (so a subscriber never reads past a
+    removal): a compaction that then lost its race twice left the floor raised, its
+    events all kept. Was: its ``skipped`` action said no floor (report.feed_through
+    None), so ``retention apply`` neither said the floor rose nor named a projection
+    behind it — whose next resume raised FeedPositionCompacted, no run having said so."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url) as store:
+            for i in range(9):
+                await store.save("acme/b", {"i": i})
+
+            async def then_written(*args: Any) -> None:
+                await check_unchanged(*args)
+                for _ in range(3):
+                    await store.save("acme/b", {"i": "more"})
+
+            monkeypatch.setattr(r, "check_unchanged", then_written)
+            report = await apply_retention(store, POLICY)
+            monkeypatch.undo()
+            (action,) = report.actions
+            assert (action.kind, action.outcome) == ("compact", "skipped"), action
+            assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == list(
+                range(1, 16)
+            )  # nothing removed from the stream
+            floors = [floor for floor, _ in await store_feed_bounds(store)]
+            assert max(floors) > 0  # the feed trimmed all the same (before the prune)
+            assert report.feed_through is not None, action
+            assert list(report.feed_through.positions) == floors

@@ -4,12 +4,14 @@ A rebuild from the agents' states leaves the projection ``seeding`` until it has
 them all; a live runner (``run``) meanwhile applies nothing to it. A rebuild killed
 there (SIGKILL, a crash) left it ``seeding`` for good: the live runner warned once and
 waited for someone to run ``rebuild`` by hand. Now every rebuild holds
-``<read model>.rebuild-<name>.lock`` for as long as it runs — an advisory ``flock``
+``<read model>.rebuild-<name>.lock`` (next to the read model's file, symlinks
+resolved) for as long as it runs — an advisory ``flock``
 the operating system releases when its process exits or dies — and a live runner that
 finds the projection ``seeding`` with that lock free knows the rebuild is gone: it
 finishes the rebuild itself (resuming the seeding where it stopped) and then follows.
 A rebuild alive, in this process or another, holds the lock: the runner waits for it,
-as before. A read model in memory (``":memory:"``), or a system without ``fcntl``,
+as before. A read model in memory (``":memory:"``, or ``""``: SQLite's private temporary
+database), or a system without ``fcntl``,
 has no lock: the runner waits, as before.
 """
 
@@ -32,9 +34,13 @@ _POLL = 0.1
 
 
 def _lock_path(path: str, name: str) -> str | None:
-    if fcntl is None or path == ":memory:" or path.startswith("file:"):
+    if fcntl is None or path in ("", ":memory:") or path.startswith("file:"):
+        # (a database of this connection only: "" is SQLite's private temporary one)
         return None
-    return f"{path}.rebuild-{name}.lock"
+    # the read model's own lock, whatever path names it: a runner that opened it
+    # through a symlink looked at another lock file, found it free while the rebuild
+    # was alive, and "finished" it beside the rebuild
+    return f"{os.path.realpath(path)}.rebuild-{name}.lock"
 
 
 def _try(fd: int) -> bool:

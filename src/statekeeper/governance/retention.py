@@ -104,7 +104,7 @@ from .retention_ahead import pages as _pages
 from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated, head_seen
 from .retention_idle import prune_planned as _prune_planned
 from .retention_policy import RetentionPolicy, Rule, RuleUse
-from .retention_raced import Raced, planned_again
+from .retention_raced import Raced, floor_raised, planned_again
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
 from .retention_snapshots import tail_chains as _tail_chains
@@ -383,6 +383,7 @@ async def _raise_floor(store: StateStore, through: FeedCursor) -> bool:
         await trim_removed(store, through)
     except AccessDenied:
         return False
+    floor_raised(max(through.positions))  # (reported by a compaction that then lost a race)
     return True
 
 
@@ -550,6 +551,7 @@ async def apply_retention(
                         action = RetentionAction(agent_id, kind, "refused", reason=reason)
                     except Raced as exc:  # lost twice: left to the next run (nothing removed)
                         action = RetentionAction(agent_id, kind, "skipped", reason=exc.reason)
+                        action = dataclasses.replace(action, feed_position=exc.feed_position)
                         recorded = True  # nothing changed: no entry (an announced one voided)
                     except ConflictError as exc:
                         if not idle and exc.expected_seq >= exc.current_seq:  # (made again)

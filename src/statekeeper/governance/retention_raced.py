@@ -21,6 +21,7 @@ head, another record) stays what it was: ``skipped`` by the caller, never re-pla
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ConflictError, HistoryCompacted, StatekeeperError
@@ -29,17 +30,33 @@ if TYPE_CHECKING:
     from ..store import StateStore
     from .hooks import Announced
 
-__all__ = ["Raced", "planned_again"]
+__all__ = ["Raced", "floor_raised", "planned_again"]
 
 T = TypeVar("T")
+
+#: the feed positions the compaction being planned (again) raised the floor through
+_RAISED: ContextVar[list[int] | None] = ContextVar("retention_floor_raised", default=None)
+
+
+def floor_raised(position: int) -> None:
+    """The change feed's floor was raised through ``position`` for the compaction being
+    made: it is trimmed before the prune, so a compaction that then loses its race
+    trimmed the feed all the same. Was: its ``skipped`` action said no floor, so
+    ``retention apply`` did not say the floor rose nor name the projections behind it
+    (their next resume: FeedPositionCompacted, with no word from the run)."""
+    noted = _RAISED.get()
+    if noted is not None:
+        noted.append(position)
 
 
 class Raced(StatekeeperError):
     """A compaction that lost its race twice (control flow of retention: reported
     ``skipped`` with :attr:`reason`, never raised to a caller)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, feed_position: int = 0) -> None:
         self.reason = reason
+        #: the feed position its attempts raised the floor through (0: not raised)
+        self.feed_position = feed_position
         super().__init__(reason)
 
 
@@ -72,6 +89,24 @@ async def planned_again(
     process, ``plan`` once more on the head stored now (the audit entries the first
     attempt announced voided first); a second race lost raises :class:`Raced` naming
     both."""
+    raised: list[int] = []
+    token = _RAISED.set(raised)
+    try:
+        return await _planned_again(plan, announced, raised, store, rule, agent_id, head, *rest)
+    finally:
+        _RAISED.reset(token)
+
+
+async def _planned_again(
+    plan: Callable[..., Awaitable[T]],
+    announced: list[Announced],
+    raised: list[int],
+    store: StateStore,
+    rule: object,
+    agent_id: str,
+    head: int,
+    *rest: object,
+) -> T:
     try:
         return await plan(store, rule, agent_id, head, *rest)
     except (ConflictError, HistoryCompacted) as exc:
@@ -90,5 +125,6 @@ async def planned_again(
         if again is None:
             raise
         raise Raced(
-            f"{why}; planned again on seq {now}: {again} (left to the next run, nothing removed)"
+            f"{why}; planned again on seq {now}: {again} (left to the next run, nothing removed)",
+            max(raised, default=0),
         ) from first
