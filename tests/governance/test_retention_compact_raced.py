@@ -39,15 +39,13 @@ def _options(governed: bool) -> dict[str, Any]:
     return {"keyring": KEYRING, "principal": "ops", "policy": ADMIN, "audit": Audit()}
 
 
-async def _audit_ok(store: StateStore, engine: str) -> list[str]:
+async def _audit_ok(store: StateStore) -> list[str]:
     """The outcomes of the log's compaction entries (an entry announced before a
     change that did not happen is followed by its void: ``error:...``)."""
     log = AuditLog(store.backend, KEYRING)
     verified = await log.verify()
     assert verified.ok, verified.problems
-    # (tiered: verify names the saves a compaction removed as unapplied, with or
-    # without a race — left alone here)
-    assert engine == "tiered" or not verified.unapplied, verified.unapplied
+    assert not verified.unapplied, verified.unapplied
     return [e.outcome async for e in log.entries() if e.operation == "compact"]
 
 
@@ -86,7 +84,7 @@ async def test_a_compaction_raced_by_a_writer_is_planned_again_or_skipped(
             assert (await store.load("acme/b")).data == {"i": head - 1}
             assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == kept
             if governed:
-                audited = await _audit_ok(store, engine)
+                audited = await _audit_ok(store)
                 if writes == "once":  # the compaction made, last
                     assert audited[-1:] == ["done"], audited
                 else:  # none, or each announced one voided
@@ -126,7 +124,7 @@ async def test_a_compaction_overlapping_another_run_is_not_failed(
             assert (await store.load("acme/b")).data == {"i": 11}
             assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == [10, 11, 12]
             if governed:
-                await _audit_ok(store, engine)
+                await _audit_ok(store)
 
 
 def test_retention_apply_exits_0_when_a_compaction_lost_its_race(
