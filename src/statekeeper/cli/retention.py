@@ -273,7 +273,8 @@ def retention_apply(
     unsupported_n = sum(a.outcome == "unsupported" for a in report.actions)
     this = {"scanned": report.scanned, "held": report.held, "unsupported": unsupported_n}
     this |= {"failed": failed, "refused": refused, "lost": len(report.lost)}
-    this["actions"] = len(report.actions) - unsupported_n - refused - failed
+    this["skipped"] = sum(a.outcome == "skipped" for a in report.actions)  # (not made)
+    this["actions"] = len(report.actions) - unsupported_n - refused - failed - this["skipped"]
     total, note = whole_run(this, before, done_before) if after is not None else (this, "")
     if json_out:
         render.print_json(
@@ -341,6 +342,7 @@ def retention_apply(
     console.print(
         f"{n['scanned']:,} agent(s) scanned, {n['held']:,} on legal hold,"
         f" {n['actions']:,} action(s)"
+        + (f", {n['skipped']:,} skipped (left to the next run)" if n["skipped"] else "")
         + (f", {n['failed']:,} failed" if n["failed"] else "")
         + (f", {n['refused']:,} refused (access denied)" if n["refused"] else "")
         + (f", {n['unsupported']:,} unsupported" if n["unsupported"] else "")

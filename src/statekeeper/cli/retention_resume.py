@@ -86,12 +86,16 @@ class Done:
     counts all of it: it said "1 agent(s) scanned, 1 action(s)" for a run of three
     agents resumed after two. None from a file written before these were kept."""
 
-    _KEYS = ("scanned", "held", "actions", "unsupported")
+    _KEYS = ("scanned", "held", "actions", "unsupported", "skipped")
 
-    def __init__(self, scanned: int = 0, held: int = 0, actions: int = 0, unsupported: int = 0):
+    def __init__(
+        self, scanned: int = 0, held: int = 0, actions: int = 0, unsupported: int = 0,
+        skipped: int = 0,
+    ):  # fmt: skip
         self.scanned, self.held, self.actions, self.unsupported = (
             scanned, held, actions, unsupported,
         )  # fmt: skip
+        self.skipped = skipped  # (a file written before it was kept: in actions)
         self._seen = (0, 0, 0)  # (scanned, held, actions) of the report counted already
 
     @classmethod
@@ -100,10 +104,10 @@ class Done:
             return None
         if not isinstance(doc, dict):
             raise ValueError("done")
-        return cls(*(int(doc[k]) for k in cls._KEYS))
+        return cls(*(int(doc[k]) for k in cls._KEYS if k in doc or k != "skipped"))
 
     def copy(self) -> Done:
-        return Done(self.scanned, self.held, self.actions, self.unsupported)
+        return Done(self.scanned, self.held, self.actions, self.unsupported, self.skipped)
 
     def count(self, report: RetentionReport) -> None:
         """Add what ``report`` holds since the last call (as :meth:`Problems.count`)."""
@@ -112,7 +116,8 @@ class Done:
         self.held += report.held - held
         for a in report.actions[actions:]:
             self.unsupported += a.outcome == "unsupported"
-            self.actions += a.outcome not in ("failed", "refused", "unsupported")
+            self.skipped += a.outcome == "skipped"
+            self.actions += a.outcome not in ("failed", "refused", "unsupported", "skipped")
         self._seen = (report.scanned, report.held, len(report.actions))
 
     def json(self) -> dict[str, int]:

@@ -339,6 +339,10 @@ async def import_agents(
             else:
                 creatable(store, agent.agent_id)
                 todo.append((agent, 0))
+        # the key checked before the first write (a hold, a token, a tombstone, an
+        # agent): an import refused for want of it writes nothing
+        if holds or todo:
+            await store._ready(write=True)
         # the file's legal holds first: no agent of it is ever stored unheld (.export_holds)
         placed = await place_holds(store, holds, f"export {getattr(source, 'name', 'stdin')}")
         if holds_placed is not None:
@@ -360,7 +364,6 @@ async def import_agents(
         # (expired: no tombstone) drops them before these come (was: applied twice)
         fresh = [stored_id(store, a.agent_id) for a, stored in todo if not stored]
         if fresh and has_feed(store.backend):
-            await store._ready(write=True)  # (a key checked, the family read: then seal)
             await key_family(store.backend, store.codec)
             await record_restored(store.backend, store.codec, fresh)
         for agent, stored in todo:

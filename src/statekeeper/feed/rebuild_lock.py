@@ -22,6 +22,8 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 
+from ..errors import ProjectionError
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -43,6 +45,21 @@ def _lock_path(path: str, name: str) -> str | None:
     return f"{os.path.realpath(path)}.rebuild-{name}.lock"
 
 
+def _open(lock: str, name: str) -> int:
+    """The lock file ``lock`` opened (created); one this process may not open (its
+    permissions, a directory there, a read-only folder) is a :class:`ProjectionError`
+    naming it, not a raw ``OSError`` out of ``run``/``rebuild``."""
+    try:
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ProjectionError(
+            f"projection {name!r}: cannot open its rebuild lock file {lock!r}"
+            f" ({exc.strerror or exc}): let this user read and write that file (and"
+            " create it in its folder), or remove what is there if it is not that lock"
+            " file; the read model was not changed"
+        ) from None
+
+
 def _try(fd: int) -> bool:
     assert fcntl is not None
     try:
@@ -60,7 +77,7 @@ async def rebuild_held(path: str, name: str) -> AsyncIterator[None]:
     if lock is None:
         yield
         return
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open(lock, name)
     try:
         while True:  # (another process's lock: nothing to be woken by but a look)
             if _try(fd):
@@ -77,7 +94,7 @@ def abandoned(path: str, name: str) -> bool:
     lock = _lock_path(path, name)
     if lock is None:
         return False
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open(lock, name)
     try:
         return _try(fd)
     finally:

@@ -486,7 +486,22 @@ class ProjectionRunner:
             except ProjectionFailed as exc:
                 failures.append(exc)
 
-        await asyncio.gather(*(one(p) for p in chosen))
+        # structured (asyncio.TaskGroup's way, its error raised as it is): one that
+        # raises, or run() cancelled, cancels the others and awaits them first; none
+        # goes on following the feed on its own (was: gather left them running)
+        tasks = [asyncio.create_task(one(p)) for p in chosen]
+        done: set[asyncio.Task[None]] = set()
+        try:
+            if tasks:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in tasks:  # (in their order: the same error each time)
+            error = task.exception() if task in done and not task.cancelled() else None
+            if error is not None:
+                raise error
         return failures
 
     async def rebuild(

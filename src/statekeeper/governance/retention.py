@@ -553,12 +553,13 @@ async def apply_retention(
                         action = RetentionAction(agent_id, kind, "skipped", reason=exc.reason)
                         action = dataclasses.replace(action, feed_position=exc.feed_position)
                         recorded = True  # nothing changed: no entry (an announced one voided)
-                    except ConflictError as exc:
-                        if not idle and exc.expected_seq >= exc.current_seq:  # (made again)
+                    except ConflictError as exc:  # (another stream's, the audit log's: failed)
+                        ours = exc.agent_id == agent_id
+                        if ours and not idle and exc.expected_seq >= exc.current_seq:  # (remade)
                             why = _REMADE_SINCE if exc.current_seq else _DELETED_SINCE
                             action = RetentionAction(agent_id, kind, "skipped", reason=why)
                             recorded = True  # nothing changed: no entry (an announced one voided)
-                        elif not idle:
+                        elif not ours or not idle:
                             reason = str(_caller_error(store, exc))
                             action = RetentionAction(agent_id, kind, "failed", reason=reason)
                         else:  # the purge's delete found the agent written since it was listed
