@@ -1,0 +1,157 @@
+"""A feed tombstone appended after an agent of its id was created again: every read
+model drops the live agent, no error.
+
+Two paths append one so (docs/feed.md, "A late tombstone"):
+
+1. a delete through an intent (an engine with no commit of two streams: Redis Cluster,
+   tiered, S3; here a tiered store, and SQLite, PostgreSQL and Redis with
+   ``appends_together`` off, as such an engine) whose process dies after the delete,
+   before the tombstone; the agent is created again before any delete settles the
+   intent; the settle then appends the old delete's tombstone after the new agent's
+   events;
+2. ``statekeeper import`` (a tenant admin's restore likewise: ``record_restored``)
+   writes a tombstone of each agent it writes anew, after reading the page's agents
+   again; an agent another process creates between that read and the append gets the
+   tombstone after its events.
+
+Both are known and open: the tests are strict xfail (they fail today; the day a fix
+makes one pass, its xfail must go)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.backends.memory import MemoryBackend
+from statekeeper.backends.sqlite import SQLiteBackend
+from statekeeper.backends.tiered import TieredBackend
+from statekeeper.cli.transfer import export_agents, import_agents
+from statekeeper.codec.keys import Keyring
+from statekeeper.errors import ConflictError
+from statekeeper.feed import ProjectionRunner
+from statekeeper.feed.builtins import BUILTINS
+from statekeeper.store import feed_deletes
+from statekeeper.store.feed_deletes import is_tombstone_stream
+
+from ..backends._services import fresh_url
+
+ENGINES = ["sqlite", "postgresql", "redis"]
+KEYRING = Keyring({"k1": bytes(range(32))})
+STATES = "SELECT agent_id, seq FROM agent_states ORDER BY agent_id"
+LATE_DELETE = (
+    "open: a settled intent's tombstone follows the events of the agent created again"
+    " since (docs/feed.md, 'A late tombstone')"
+)
+LATE_IMPORT = (
+    "open: an import's tombstone follows the events of an agent another process created"
+    " between its re-read and the append (docs/feed.md, 'A late tombstone')"
+)
+
+
+class _Died(BaseException):
+    """The process dies here (no code catches it)."""
+
+
+def _split(store: StateStore) -> StateStore:
+    store.backend.appends_together = False  # as an engine with no commit of two streams
+    return store
+
+
+@contextlib.contextmanager
+def _opener(engine: str, tmp_path: Path) -> Iterator[Callable[[], StateStore]]:
+    """Opens the engine's store afresh each call (as a new process would); ``tiered``:
+    memory over SQLite, an engine whose deletes go through an intent."""
+    if engine == "tiered":
+        yield lambda: StateStore(
+            TieredBackend(SQLiteBackend(str(tmp_path / "t.db")), hot=MemoryBackend()),
+            keyring=KEYRING,
+        )
+        return
+    with fresh_url(engine, tmp_path) as url:
+        yield lambda: _split(StateStore(url, keyring=KEYRING))
+
+
+async def _last_of(store: StateStore, agent_id: str) -> tuple[bool, int]:
+    seen = [(c.deleted, c.seq) async for c in store.subscribe(stop_at_head=True)
+            if c.agent_id == agent_id]  # fmt: skip
+    return seen[-1]
+
+
+@pytest.mark.xfail(strict=True, reason=LATE_DELETE)
+@pytest.mark.parametrize("engine", [*ENGINES, "tiered"])
+async def test_a_settled_delete_does_not_drop_the_agent_created_again(
+    engine: str, tmp_path: Path
+) -> None:
+    with _opener(engine, tmp_path) as opened:
+        async with opened() as store:
+            for n in range(2):
+                await store.save("x", {"n": n})
+                await store.save("y", {"n": n})
+            backend = store.backend
+            real = backend.append
+
+            async def append(request: Any) -> Any:
+                if is_tombstone_stream(request.agent_id):
+                    raise _Died("after the delete, before its tombstone")
+                return await real(request)
+
+            backend.append = append  # type: ignore[method-assign]
+            with pytest.raises(_Died):
+                await store.delete("x")
+            backend.append = real  # type: ignore[method-assign]
+            assert await store.head("x") == 0  # deleted, its intent left
+        async with opened() as store:  # (another process)
+            await store.save("x", {"fresh": True})  # created again before any settle
+            async with ProjectionRunner(
+                store, tmp_path / "models.db", [BUILTINS["agent_states"]()]
+            ) as runner:
+                await runner.catch_up()
+                assert await runner.query(STATES) == [("x", 1), ("y", 2)]
+                assert await store.delete("y")  # its first delete settles the intent
+                await runner.catch_up()
+                assert (await store.load("x")).data == {"fresh": True}
+                # the feed's last word on x is its live event (today: the old
+                # delete's tombstone, seq 2) and the read model keeps it (today: dropped)
+                assert await _last_of(store, "x") == (False, 1)
+                assert await runner.query(STATES) == [("x", 1)]
+
+
+@pytest.mark.xfail(strict=True, reason=LATE_IMPORT)
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_an_import_does_not_drop_an_agent_made_after_its_re_read(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with StateStore(f"sqlite:///{tmp_path / 'source.db'}") as source:
+        await source.save("x", {"n": 1})
+        out = io.BytesIO()
+        await export_agents(source, ["x"], out)
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url) as store:
+            await store.save("y", {"n": 0})
+            real = feed_deletes._append_retried
+
+            async def append_retried(*args: Any, **kwargs: Any) -> Any:
+                # (another process creates x after the page's agents were read again)
+                await store.save("x", {"mine": 1})
+                await store.save("x", {"mine": 2})
+                return await real(*args, **kwargs)
+
+            monkeypatch.setattr(feed_deletes, "_append_retried", append_retried)
+            async with ProjectionRunner(
+                store, tmp_path / "models.db", [BUILTINS["agent_states"]()]
+            ) as runner:
+                await runner.catch_up()
+                with pytest.raises(ConflictError):  # x exists: the import is refused
+                    await import_agents(url, io.BytesIO(out.getvalue()))
+                assert (await store.load("x")).data == {"mine": 2}
+                await runner.catch_up()
+                # x is stored with its two events: the feed's last word on it is its
+                # own event (today: a tombstone after them) and the read model has it
+                assert await _last_of(store, "x") == (False, 2)
+                assert await runner.query(STATES) == [("x", 2), ("y", 1)]
