@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -224,20 +226,12 @@ async def record(
     if not has_feed(backend):
         return
     stream = stream_of(backend, agent_id)
-    last: ConflictError | None = None
-    for _ in range(_RETRIES):
+
+    async def made() -> AppendRequest:
         request = await _request(backend, codec, stream, agent_id, head, forgotten)
-        if key is not None:
-            request = dataclasses.replace(request, idempotency_key=key)
-        try:
-            await backend.append(request)
-            return
-        except ConflictError as exc:
-            if exc.agent_id != stream:
-                raise
-            last = exc
-    assert last is not None
-    raise RetriesExhausted(stream, _RETRIES, last)
+        return request if key is None else dataclasses.replace(request, idempotency_key=key)
+
+    await _append_retried(backend, stream, made)
 
 
 async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) -> None:
@@ -268,16 +262,21 @@ async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) 
             for (agent_id, _), head in zip(page, heads, strict=True):
                 if head:
                     raise ConflictError(agent_id, 0, head)
-            await _append_retried(backend, codec, stream, page)
+            await _append_retried(
+                backend, stream, functools.partial(_requests, backend, codec, stream, page, False)
+            )
 
 
 async def _append_retried(
-    backend: Backend, codec: Codec, stream: str, agents: list[tuple[str, int]]
+    backend: Backend, stream: str, made: Callable[[], Awaitable[AppendRequest]]
 ) -> None:
+    """Append ``made()`` to the tombstone ``stream``, made again on the stream's
+    head each time another writer's tombstone won the race (``RetriesExhausted``
+    after ``_RETRIES``); a conflict of any other stream is raised as it is."""
     last: ConflictError | None = None
     for _ in range(_RETRIES):
         try:
-            await backend.append(await _requests(backend, codec, stream, agents, False))
+            await backend.append(await made())
             return
         except ConflictError as exc:
             if exc.agent_id != stream:
