@@ -75,6 +75,7 @@ def _scratch(tmp: Path) -> None:
             "'processing', 'procesXing') AS BLOB) WHERE agent_id = 'alpha' AND seq = 2"
         )
     _langgraph_source(tmp / "langgraph.sqlite")
+    _stuck_intents(tmp / "intents.db")
     # the tenants of the `--namespace` section
     from statekeeper import SyncStateStore
 
@@ -85,6 +86,30 @@ def _scratch(tmp: Path) -> None:
     (tmp / "policy.toml").write_text(
         '[principals.viewer]\nread = [""]\n\n[principals.ops]\nadmin = ["**"]\n'
     )
+
+
+def _stuck_intents(path: Path) -> None:
+    """A store holding two feed intents no delete settles, written at BASE: one of an
+    earlier version (no owner) whose agent is intact, one of another host whose agent
+    it deleted (killed before the tombstone) — the ``intents`` section."""
+    from statekeeper import SyncStateStore
+    from statekeeper.store import feed_intents as fi
+
+    elsewhere = {"host": "worker-2", "boot": "b", "pidns": "p", "pid": 4242, "start": 7}
+    with SyncStateStore(f"sqlite:///{path}", clock=lambda: BASE, witness=False) as store:
+        for n in range(2):
+            for agent_id in ("ticket-7", "ticket-9"):
+                store.save(agent_id, {"n": n})
+        backend, codec = store.store.backend, store.store.codec
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(time, "time", lambda: BASE)  # (when the intents were written)
+            for agent_id, owner in (("ticket-7", None), ("ticket-9", elsewhere)):
+                patch.setattr(fi, "claim_owner", lambda owner=owner: owner)
+                at = store._portal.call(backend.read(agent_id, 1, 2))[-1]
+                stream = fi.intent_stream(backend, agent_id)
+                write = fi._write_intent(backend, codec, stream, agent_id, 2, at, False)
+                store._portal.call(write)
+        store._portal.call(backend.delete_agent("ticket-9"))
 
 
 def _langgraph_source(path: Path) -> None:

@@ -20,7 +20,7 @@ import socket
 import sys
 from typing import Any
 
-__all__ = ["IN_FLIGHT", "abandoned_here", "claim_owner", "owner_gone"]
+__all__ = ["IN_FLIGHT", "abandoned_here", "claim_owner", "owner_gone", "owner_where"]
 
 #: the claim tokens of this process's demotions and rehydrations under way, and the
 #: streams (encoded) of its feed intents under way (:mod:`statekeeper.store.feed_intents`;
@@ -99,3 +99,26 @@ def abandoned_here(owner: Any, token: bytes) -> bool:
     if not isinstance(owner, dict) or None in me.values():
         return False
     return all(owner.get(k) == v for k, v in me.items()) and token not in IN_FLIGHT
+
+
+def owner_where(owner: Any, token: bytes) -> str:
+    """Where the process that made a claim is, as far as this process can tell:
+    ``"running"`` (this process with the operation under way, or a process of this
+    boot and pid namespace of its pid and start time), ``"gone"`` (:func:`owner_gone`),
+    ``"unknown"`` (no owner recorded: an earlier version), ``"host"``, ``"boot"`` or
+    ``"pidns"`` (another host, boot or pid namespace: its liveness cannot be looked up),
+    ``"unprovable"`` (a platform without /proc, or a malformed owner)."""
+    if not isinstance(owner, dict):
+        return "unknown"
+    me = claim_owner()
+    for key in ("host", "boot", "pidns"):
+        if owner.get(key) != me[key]:
+            return key
+    if owner_gone(owner, token):
+        return "gone"
+    pid, start = owner.get("pid"), owner.get("start")
+    if None in (me["boot"], me["pidns"], me["start"]) or not isinstance(pid, int):
+        return "unprovable"
+    if (pid, start) == (me["pid"], me["start"]):
+        return "running"  # (this process, its operation under way: owner_gone said no)
+    return "running" if _started(pid) == start else "unprovable"

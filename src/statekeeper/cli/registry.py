@@ -59,6 +59,10 @@ COMMANDS: dict[str, Entry] = {
         "repair",
         "Rebuild damaged snapshots from the verified events (dry run unless --apply).",
     ),
+    "feed-intents": Entry(
+        "intents",
+        "List the change feed's pending delete intents; --settle ends those no process can.",
+    ),
     "migrate": Entry(
         "schema",
         "Rewrite stored states to a model's schema version, in batches, while the store stays "

@@ -279,7 +279,14 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     return finished
 
 
-async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, Any] | None) -> bool:
+async def _finish(
+    backend: Backend,
+    codec: Codec,
+    stream: str,
+    body: dict[str, Any] | None,
+    *,
+    abandoned: bool = False,
+) -> bool:
     """Settle the intent ``stream`` (holding ``body``); True when it appended the
     tombstone (or found one of its agent written after it). Decided only when its
     operation is provably over (the agent deleted, its key destroyed: the tombstone,
@@ -290,7 +297,9 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
     between its write and the delete (or the key's destruction), a crash of its owner
     after that step lost the tombstone (read models kept the agent, ``verify`` found
     nothing). One of an earlier version (no owner) or of another host is never proven
-    dead: left while its agent is intact (``verify`` names it)."""
+    dead: left while its agent is intact (``verify`` names it) — unless ``abandoned``
+    (an operator settles it: :mod:`.feed_intent_repair`), which takes its owner for
+    gone."""
     from .feed_deletes import record
 
     if body is None:  # not one a delete wrote
@@ -313,7 +322,7 @@ async def _finish(backend: Backend, codec: Codec, stream: str, body: dict[str, A
         await record(
             backend, codec, agent_id, head, forgotten=forgotten, key=stream[len(PENDING) :]
         )
-    elif not owner_gone(body.get("owner"), stream.encode()):
+    elif not abandoned and not owner_gone(body.get("owner"), stream.encode()):
         return False  # its owner may still delete the agent (destroy the key): left
     await backend.delete_agent(stream)
     return done

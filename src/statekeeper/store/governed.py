@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from ..backends.base import Backend
     from ..codec.keys import Keyring
     from .digests import StreamDigest
+    from .feed_intent_repair import FeedIntent, SettledIntent
     from .heads import AgentHead, StoredSize
     from .verification import Problem, VerifyReport
 
@@ -650,6 +651,30 @@ class GovernedStateStore(StateStore):
         mark = through if isinstance(through, int) else str(through)
         await gov.record("trim_feed", detail={"through": mark, "dropped": dropped})
         return dropped
+
+    async def feed_intents(self) -> list[FeedIntent]:
+        """:meth:`StateStore.feed_intents`: ``admin`` on the whole store (every tenant's
+        deletes)."""
+        await self._allowed(None, "admin", "feed_intents")
+        return await super().feed_intents()
+
+    async def settle_feed_intents(
+        self,
+        agent_ids: Collection[str] | None = None,
+        *,
+        older_than: float | None = None,
+        force: bool = False,
+    ) -> list[SettledIntent]:
+        """:meth:`StateStore.settle_feed_intents`: ``admin`` on the whole store; audited
+        (what each intent became)."""
+        gov = await self._allowed(None, "admin", "settle_feed_intents")
+        done = await super().settle_feed_intents(agent_ids, older_than=older_than, force=force)
+        settled = [
+            {"agent_id": s.intent.agent_id, "head": s.intent.head, "outcome": s.outcome}
+            for s in done
+        ]
+        await gov.record("settle_feed_intents", detail={"force": force, "intents": settled})
+        return done
 
     # -- writing --------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from .store import StateStore
 if TYPE_CHECKING:
     from ..backends.base import Backend
     from .digests import StreamDigest
+    from .feed_intent_repair import FeedIntent, SettledIntent
     from .heads import AgentHead, StoredSize
     from .verification import Problem, VerifyReport
 
@@ -270,6 +271,31 @@ class NamespacedStateStore(StateStore):
         relative ids (``verified`` relative too)."""
         found = await super().orphan_problems([self._prefix + a for a in verified])
         return [self._out(p) for p in found if p.agent_id.startswith(self._prefix)]
+
+    async def feed_intents(self) -> list[FeedIntent]:
+        """:meth:`StateStore.feed_intents` of this namespace's agents, ids relative."""
+        found = await super().feed_intents()
+        return [self._out(i) for i in found if i.agent_id.startswith(self._prefix)]
+
+    async def settle_feed_intents(
+        self,
+        agent_ids: Collection[str] | None = None,
+        *,
+        older_than: float | None = None,
+        force: bool = False,
+    ) -> list[SettledIntent]:
+        """:meth:`StateStore.settle_feed_intents` in this namespace (``agent_ids``
+        relative; without them, every intent of the namespace older than
+        ``older_than``)."""
+        if agent_ids is None or isinstance(agent_ids, str):
+            full: Any = agent_ids
+            if agent_ids is None and older_than is not None:
+                full = [i.agent_id for i in await super().feed_intents()]
+                full = [a for a in full if a.startswith(self._prefix)]
+        else:
+            full = [self._full(a, "agent_ids[]") for a in agent_ids]
+        done = await super().settle_feed_intents(full, older_than=older_than, force=force)
+        return [dataclasses.replace(s, intent=self._out(s.intent)) for s in done]
 
     def subscribe(
         self,

@@ -58,7 +58,7 @@ from ..errors import (
 from ..records import AgentInfo, AppendResult, Event, EventType, RawEvent, Snapshot
 from ..security.held import held_check, marked_at, unheld
 from ..security.highwater import DEFAULT_INTERVAL, HighWater
-from . import digests, feed_deletes, forks, verification
+from . import digests, feed_deletes, feed_intent_repair, forks, verification
 from .cache import CacheStats
 from .digests import StreamDigest
 from .durability import Durability
@@ -69,6 +69,7 @@ from .feed import (
     trim_feed_through,
 )
 from .feed_cursor import FeedBounds, FeedCursor
+from .feed_intent_repair import FeedIntent, SettledIntent
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .history import read_history
 from .holds import refuse_if_held
@@ -717,6 +718,37 @@ class StateStore:
         # one path for ints and cursors: a position beyond the head is refused there (a
         # floor above the head would hide every event still to be written)
         return await trim_feed_through(self, through)
+
+    async def feed_intents(self) -> list[FeedIntent]:
+        """Every feed intent a delete or forget left (its agent, owner, age, and why it
+        is kept: :mod:`~statekeeper.store.feed_intent_repair`); nothing is written."""
+        self._check_open()
+        await self._ready()
+        return await feed_intent_repair.feed_intents(self.backend, self.codec)
+
+    async def settle_feed_intents(
+        self,
+        agent_ids: Collection[str] | None = None,
+        *,
+        older_than: float | None = None,
+        force: bool = False,
+    ) -> list[SettledIntent]:
+        """Settle the feed intents of ``agent_ids`` and (or) older than ``older_than``
+        seconds as their owner's end would (the agent deleted: its tombstone, once;
+        intact: the intent dropped); one whose owner runs on this host is refused
+        unless ``force``. For intents no process can prove dead (an earlier version's,
+        another host's): ``verify`` names them."""
+        self._check_open()
+        if agent_ids is not None:
+            if isinstance(agent_ids, str) or not isinstance(agent_ids, Iterable):
+                raise InvalidArgument(
+                    "agent_ids", f"agent_ids must be a list of agent ids, not {agent_ids!r}"
+                )
+            agent_ids = [check_agent_id(a, "agent_ids[]") for a in agent_ids]
+        await self._ready(write=True)
+        return await feed_intent_repair.settle_intents(
+            self.backend, self.codec, agent_ids, older_than=older_than, force=force
+        )
 
     async def list_agents(self, after: str | None = None, limit: int = 100) -> list[AgentInfo]:
         """One page of agents ordered by id (use ``after`` = last id for the next page)."""

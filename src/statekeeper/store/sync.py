@@ -25,6 +25,7 @@ from .feed_cursor import FeedBounds, FeedCursor
 from .portal import Portal
 from .store import StateStore, StoreStats, StreamDigest, VerifyReport
 from .sync_exit import OPEN, close_at_exit
+from .sync_intents import SyncIntents
 
 _M = TypeVar("_M")
 
@@ -45,7 +46,7 @@ __all__ = ["SyncDurableAgent", "SyncStateStore", "SyncSubscription"]
 logger = logging.getLogger("statekeeper.store.sync")
 
 
-class SyncStateStore:
+class SyncStateStore(SyncIntents):
     """The :class:`StateStore` API, blocking, with the same signatures (a test compares
     them with the async ones).
 

@@ -191,25 +191,26 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         problems.append(
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
-    from .feed_intents import pending
+    from .feed_intent_repair import feed_intents
     from .feed_verify import tombstone_problems
 
     problems.extend(await tombstone_problems(store))  # (the feed's tombstone streams)
-    for agent_id, head, unopened in await pending(store.backend, store.codec):
-        if unopened:  # (row-level security: a namespace's role wrote it so)
-            why = f"a feed intent that does not open, which no delete settles: {unopened}"
-            problems.append(Problem(agent_id, head, why, "feed"))
-            continue
-        problems.append(
-            Problem(
-                agent_id,
-                head,
+    for intent in await feed_intents(store.backend, store.codec):
+        if intent.state == "unopened":  # (row-level security: a namespace's role wrote it so)
+            why = f"a feed intent that {intent.why}"
+        elif intent.state == "intact" and intent.where not in ("running", "gone"):
+            why = (
+                "a delete at this seq that did not happen, whose feed intent no process can"
+                f" settle ({intent.why}): settle it with"
+                f" 'statekeeper feed-intents --settle {intent.agent_id}'"
+            )
+        else:
+            why = (
                 "a delete at this seq whose feed tombstone a crash left pending (or a delete"
                 " under way): the store's next delete appends it, or drops it if the delete"
-                " did not happen and the process that began it is provably gone",
-                "feed",
+                " did not happen and the process that began it is provably gone"
             )
-        )
+        problems.append(Problem(intent.agent_id, intent.head, why, "feed"))
     return problems
 
 

@@ -1,0 +1,119 @@
+"""``statekeeper feed-intents``: list the feed intents no delete settles, and settle
+them (``--settle``), as an operator would (``tests/feed/test_intent_settle.py`` covers
+the store's calls). The intents are crafted as another host's delete writes them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import SyncStateStore
+from statekeeper.backends.tiered_owner import _started, claim_owner
+from statekeeper.store import feed_intents as fi
+
+from ._proc import sk_in_process
+
+ELSEWHERE = {"host": "worker-2", "boot": "b", "pidns": "p", "pid": 4242, "start": 7}
+POLICY = '[principals.ops]\nadmin = ["**"]\n\n[principals.tenant]\nadmin = ["acme/**"]\n'
+
+
+def stuck(db: Path, owners: dict[str, Any], deleted: tuple[str, ...] = ()) -> None:
+    """Agents ``owners`` names (two events each), an intent of a delete of each written
+    by its owner; those ``deleted`` deleted after it, the tombstone never written."""
+    with SyncStateStore(f"sqlite:///{db}", witness=False) as store:
+        for n in range(2):
+            for agent_id in owners:
+                store.save(agent_id, {"n": n})
+        backend, codec = store.store.backend, store.store.codec
+        with pytest.MonkeyPatch.context() as patch:
+            for agent_id, owner in owners.items():
+                patch.setattr(fi, "claim_owner", lambda owner=owner: owner)
+                at = store._portal.call(backend.read(agent_id, 1, 2))[-1]
+                stream = fi.intent_stream(backend, agent_id)
+                store._portal.call(fi._write_intent(backend, codec, stream, agent_id, 2, at, False))
+        for agent_id in deleted:
+            store._portal.call(backend.delete_agent(agent_id))
+
+
+def tombstones(db: Path) -> list[tuple[str, int]]:
+    with SyncStateStore(f"sqlite:///{db}", witness=False) as store:
+        sub = store.subscribe(stop_at_head=True)
+        return [(c.agent_id, c.seq) for c in sub if c.deleted]
+
+
+def test_another_hosts_intent_is_listed_and_settled_once(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    stuck(db, {"acme/gone": ELSEWHERE, "acme/kept": ELSEWHERE}, deleted=("acme/gone",))
+    listed = sk_in_process("feed-intents", "--db", str(db), "--json")
+    assert listed.returncode == 0, listed.stderr
+    found = {i["agent_id"]: i for i in json.loads(listed.stdout)}
+    assert found["acme/gone"]["state"] == "done" and found["acme/kept"]["state"] == "intact"
+    assert found["acme/kept"]["owner"] == ELSEWHERE
+    assert "another host" in found["acme/kept"]["why"]
+    verify = sk_in_process("verify", "--db", str(db), "--json")
+    reasons = [p["reason"] for p in json.loads(verify.stdout)["problems"]]
+    assert any("statekeeper feed-intents --settle acme/kept" in r for r in reasons)
+
+    declined = sk_in_process("feed-intents", "--db", str(db), "--settle", "acme/gone", input="n\n")
+    assert declined.returncode == 1 and tombstones(db) == []
+    settled = sk_in_process("feed-intents", "--db", str(db), "--settle", "acme/gone", "--yes")
+    assert settled.returncode == 0, settled.stderr
+    assert "acme/gone (seq 2): tombstone written" in settled.stdout
+    again = sk_in_process("feed-intents", "--db", str(db), "--settle", "acme/gone", "--yes")
+    assert again.returncode == 1 and "nothing settled" in again.stdout
+    assert tombstones(db) == [("acme/gone", 2)]
+
+    kept = sk_in_process(
+        "feed-intents", "--db", str(db), "--settle", "acme/kept", "--yes", "--json"
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert [(s["agent_id"], s["outcome"]) for s in json.loads(kept.stdout)] == [
+        ("acme/kept", "dropped")
+    ]
+    assert tombstones(db) == [("acme/gone", 2)]
+    assert sk_in_process("verify", "--db", str(db)).returncode == 0
+    with SyncStateStore(f"sqlite:///{db}", witness=False) as store:
+        assert store.load("acme/kept").data == {"n": 1}
+
+
+def test_a_running_owners_intent_is_refused_unless_forced(tmp_path: Path) -> None:
+    if None in claim_owner().values():
+        pytest.skip("no /proc: no owner is provably running")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        owner = {**claim_owner(), "pid": child.pid, "start": _started(child.pid)}
+        db = tmp_path / "s.db"
+        stuck(db, {"acme/kept": owner})
+        refused = sk_in_process("feed-intents", "--db", str(db), "--settle", "acme/kept", "-y")
+        assert refused.returncode == 1
+        assert "refused" in refused.stdout and "running on this host" in refused.stdout
+        assert len(json.loads(sk_in_process("feed-intents", "--db", str(db), "--json").stdout)) == 1
+        forced = sk_in_process(
+            "feed-intents", "--db", str(db), "--settle", "acme/kept", "-y", "--force"
+        )
+        assert forced.returncode == 0 and "intent dropped" in forced.stdout
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+
+
+def test_a_tenant_principal_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    stuck(db, {"acme/gone": ELSEWHERE}, deleted=("acme/gone",))
+    (tmp_path / "policy.toml").write_text(POLICY, encoding="utf-8")
+    as_tenant = ("--as", "tenant", "--policy", str(tmp_path / "policy.toml"))
+    for args in (("feed-intents",), ("feed-intents", "--settle", "acme/gone", "--yes")):
+        refused = sk_in_process(*as_tenant, *args, "--db", str(db))
+        assert refused.returncode == 4 and "access denied" in refused.stderr
+    assert tombstones(db) == []
+    as_ops = ("--as", "ops", "--policy", str(tmp_path / "policy.toml"))
+    done = sk_in_process(*as_ops, "feed-intents", "--settle", "acme/gone", "--yes", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert tombstones(db) == [("acme/gone", 2)]
