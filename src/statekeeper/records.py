@@ -440,7 +440,13 @@ class StreamChange:
     ``rewrite`` alone (engines with ``rewrite``): the :class:`RewriteRequest` of the
     same agent applied as by ``Backend.rewrite`` (a stale head raises
     :class:`~statekeeper.errors.ConflictError`), so a key rotation or a schema
-    migration of an agent commits with its entry."""
+    migration of an agent commits with its entry.
+
+    Or ``absent=True`` alone (engines with ``checks_absence_together``): nothing is
+    changed, the commit is made only while the stream has no events (head 0), else
+    :class:`~statekeeper.errors.ConflictError` naming it (expected 0, its head) and
+    nothing is written — a write of another stream (a feed tombstone of an agent an
+    import writes anew) conditional on the agent not existing at its commit."""
 
     agent_id: str
     delete_at: int | None = None
@@ -452,6 +458,7 @@ class StreamChange:
     delete_checksum: bytes | None = None
     prune_head: int | None = None
     prune_checksum: bytes | None = None
+    absent: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -444,6 +444,15 @@ class Backend(abc.ABC):
     #: (``validate_together(..., engine=self)``, and the store before it calls)
     prunes_together_at_head: bool = False
 
+    #: True when :meth:`append_together` takes an absence check
+    #: (``StreamChange(agent_id, absent=True)``: the commit is made only while that
+    #: stream has no events, checked in the commit): an import's feed tombstones then
+    #: cannot follow the events of an agent created since it looked. An engine without
+    #: it (an ``append_together`` written before the field, which would ignore it) is
+    #: refused such a change with :class:`~statekeeper.errors.CapabilityUnsupported`
+    #: (``validate_together(..., engine=self)``), and the store does not send one
+    checks_absence_together: bool = False
+
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
     ) -> list[AppendResult | None]:
@@ -1345,7 +1354,8 @@ def validate_together(
     """The checks of every engine's ``append_together`` before it writes: each
     request well-formed, one request or change per stream, each change a delete, or
     a snapshot and/or a prune, or (``engine`` with ``changes_leases_and_rewrites``) a
-    lease change or a rewrite alone; another ``engine`` refuses those with
+    lease change or a rewrite alone, or (``engine`` with ``checks_absence_together``)
+    an absence check alone; another ``engine`` refuses those with
     :class:`~statekeeper.errors.CapabilityUnsupported` (never ignores them)."""
     for request in requests:
         validate_request(request)
@@ -1363,6 +1373,27 @@ def validate_together(
             raise CapabilityUnsupported(
                 engine.name, "append_together", "a lease change or a rewrite in the same commit"
             )
+        if change.absent:
+            if engine is not None and not engine.checks_absence_together:
+                raise CapabilityUnsupported(
+                    engine.name, "append_together", "a check of a stream's absence in the commit"
+                )
+            if (
+                change.delete_at is not None
+                or change.snapshot is not None
+                or change.prune_to is not None
+                or change.lease is not None
+                or change.rewrite is not None
+                or change.drop_snapshots
+                or change.prune_head is not None
+                or change.prune_checksum is not None
+                or change.delete_checksum is not None
+            ):
+                raise ConfigurationError(
+                    "an absence check is made alone: no delete, snapshot, prune, lease or rewrite"
+                )
+            ids.append(change.agent_id)
+            continue
         if change.lease is not None:
             _validate_lease_change(change)
             ids.append(change.agent_id)

@@ -120,6 +120,7 @@ class MemoryBackend(Backend):
     changes_alone_together = True
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
+    checks_absence_together = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
@@ -141,6 +142,10 @@ class MemoryBackend(Backend):
                 continue
             stream = self._streams.get(change.agent_id)
             head = len(stream.events) if stream is not None else 0
+            if change.absent:
+                if head:
+                    raise ConflictError(change.agent_id, 0, head)
+                continue
             if change.snapshot is not None and not 0 < change.snapshot.seq <= head:
                 raise ConflictError(change.agent_id, change.snapshot.seq, head)
             if change.delete_at is not None and head != change.delete_at:
@@ -187,6 +192,8 @@ class MemoryBackend(Backend):
                 continue
             if change.rewrite is not None:
                 self._apply_rewrite(change.rewrite)
+                continue
+            if change.absent:  # (checked above: nothing to write)
                 continue
             if change.delete_at is not None:
                 del self._streams[change.agent_id]

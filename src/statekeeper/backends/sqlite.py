@@ -1813,6 +1813,10 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
         ).fetchone()
         head = row[0] if row else 0
+        if change.absent:  # (the writer's transaction: no append can come between)
+            if head:
+                raise ConflictError(agent_id, 0, head)
+            return
         if change.delete_at is None:
             if change.prune_head is not None:  # the stream planned on (same transaction)
                 check_prune_at(
@@ -2789,6 +2793,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     changes_alone_together = True  # (a conditional delete alone: delete_agent_at)
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
+    checks_absence_together = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()

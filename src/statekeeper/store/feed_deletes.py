@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import time
-from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -226,12 +224,20 @@ async def record(
     if not has_feed(backend):
         return
     stream = stream_of(backend, agent_id)
-
-    async def made() -> AppendRequest:
+    last: ConflictError | None = None
+    for _ in range(_RETRIES):
         request = await _request(backend, codec, stream, agent_id, head, forgotten)
-        return request if key is None else dataclasses.replace(request, idempotency_key=key)
-
-    await _append_retried(backend, stream, made)
+        if key is not None:
+            request = dataclasses.replace(request, idempotency_key=key)
+        try:
+            await backend.append(request)
+            return
+        except ConflictError as exc:
+            if exc.agent_id != stream:
+                raise
+            last = exc
+    assert last is not None
+    raise RetriesExhausted(stream, _RETRIES, last)
 
 
 async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) -> None:
@@ -243,40 +249,53 @@ async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) 
     new appends (was: it applied the same events a second time, no error). A page of
     tombstones per append; a rerun writes them again (a delete again: nothing lost).
 
-    Each page's agents are read again right before its append: one another process
-    created since the caller found it absent raises :class:`ConflictError` (as the
-    caller's own write of it would) and its tombstone is not written (was: written,
-    so every subscriber dropped what it derived from an agent still stored, and the
-    restore or import was refused after). A creation between that read and the
-    append is not caught (no engine checks a stream's absence in the tombstone's
-    commit)."""
+    One another process created since the caller found it absent raises
+    :class:`ConflictError` naming it (as the caller's own write of it would) and no
+    tombstone of its page is written (was: written, so every subscriber dropped what
+    it derived from an agent still stored, and the restore or import was refused
+    after). Where the engine checks absence in a commit
+    (``Backend.checks_absence_together``: memory, SQLite, PostgreSQL, Redis on one
+    server) each page's append is conditional on every agent of the page having no
+    events, in the same commit, so no creation can fall between the check and the
+    tombstones. Elsewhere the page's agents are read again right before its append:
+    a creation between that read and the append is not caught."""
     if not has_feed(backend):
         return
+    together = backend.appends_together and backend.checks_absence_together
     by_stream: dict[str, list[tuple[str, int]]] = {}
-    for agent_id in agent_ids:
+    for agent_id in dict.fromkeys(agent_ids):  # (each once)
         by_stream.setdefault(stream_of(backend, agent_id), []).append((agent_id, 0))
     for stream, agents in sorted(by_stream.items()):
         for at in range(0, len(agents), _PAGE):
             page = agents[at : at + _PAGE]
-            heads = await asyncio.gather(*(head_or_lost(backend, a) for a, _ in page))
-            for (agent_id, _), head in zip(page, heads, strict=True):
-                if head:
-                    raise ConflictError(agent_id, 0, head)
-            await _append_retried(
-                backend, stream, functools.partial(_requests, backend, codec, stream, page, False)
-            )
+            if not together:
+                heads = await asyncio.gather(*(head_or_lost(backend, a) for a, _ in page))
+                for (agent_id, _), head in zip(page, heads, strict=True):
+                    if head:
+                        raise ConflictError(agent_id, 0, head)
+            await _append_retried(backend, codec, stream, page, absent=together)
 
 
 async def _append_retried(
-    backend: Backend, stream: str, made: Callable[[], Awaitable[AppendRequest]]
+    backend: Backend,
+    codec: Codec,
+    stream: str,
+    agents: list[tuple[str, int]],
+    *,
+    absent: bool = False,
 ) -> None:
-    """Append ``made()`` to the tombstone ``stream``, made again on the stream's
-    head each time another writer's tombstone won the race (``RetriesExhausted``
-    after ``_RETRIES``); a conflict of any other stream is raised as it is."""
+    """The tombstones of ``agents`` in ``stream`` (its head moved meanwhile: again);
+    with ``absent``, in a commit made only while none of ``agents`` has events."""
     last: ConflictError | None = None
     for _ in range(_RETRIES):
         try:
-            await backend.append(await made())
+            request = await _requests(backend, codec, stream, agents, False)
+            if absent:
+                # (in id order: two imports' checks lock head rows in one order)
+                checks = [StreamChange(a, absent=True) for a, _ in sorted(agents)]
+                await backend.append_together([request], checks)
+            else:
+                await backend.append(request)
             return
         except ConflictError as exc:
             if exc.agent_id != stream:

@@ -22,7 +22,7 @@ A backend never interprets payloads, so the records here are arbitrary bytes.
 The tests are grouped by part of the contract: this module holds the core (append,
 idempotency, batches, reads, snapshots, listing); :mod:`._contract` the hooks, fixtures
 and record builders; :mod:`.lifecycle`, :mod:`.leases`, :mod:`.head_tags`,
-:mod:`.capabilities`, :mod:`.prune_at` and :mod:`.feed` the rest.
+:mod:`.capabilities`, :mod:`.prune_at`, :mod:`.absence` and :mod:`.feed` the rest.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from statekeeper.records import (
 )
 
 from ._contract import event, fenced, request, snapshot, tagged, untagged_at
+from .absence import AbsenceConformance
 from .capabilities import CapabilityConformance
 from .feed import FeedConformance
 from .head_tags import HeadTagConformance
@@ -73,6 +74,7 @@ class BackendConformance(
     KeyRenameConformance,
     FeedConformance,
     PruneAtConformance,
+    AbsenceConformance,
 ):
     """The shared contract of :class:`statekeeper.backends.base.Backend`.
 

@@ -43,6 +43,7 @@ from ..base import (
     validate_request,
     validate_together,
 )
+from .absence import absent_in
 from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
 from .connection import kept_cursor, transient
 from .deletes import refusal
@@ -221,14 +222,15 @@ class Appends(PostgresPart):
     appends_together = True
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
+    checks_absence_together = True
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
     ) -> list[AppendResult | None]:
         """One ``sk_append_batch`` statement in a transaction rolled back whole when a
         request fails or is a duplicate (:meth:`Backend.append_together`); the
-        ``changes`` (a conditional delete, a snapshot) go first in the same
-        transaction. After a lost connection, whether it committed is read back from
+        ``changes`` (a conditional delete, a snapshot, an absence check) go first in
+        the same transaction. After a lost connection, whether it committed is read back from
         the first request's stream (all or none landed)."""
         self._check_can_write()
         validate_together(requests, changes, self)
@@ -320,11 +322,11 @@ class Appends(PostgresPart):
         rolls back) when the stream is not where the change expects it."""
         agent_id = change.agent_id
         if change.lease is not None:
-            await self._lease_in(conn, agent_id, change.lease)
-            return
+            return await self._lease_in(conn, agent_id, change.lease)
         if change.rewrite is not None:
-            await self._rewrite_in(conn, change.rewrite)
-            return
+            return await self._rewrite_in(conn, change.rewrite)
+        if change.absent:  # (.absence)
+            return await absent_in(self._sql, conn, agent_id)
         if change.snapshot is not None and change.prune_to is not None:
             # the head row locked before the snapshot's row, as a delete and a plain
             # prune lock them (head row, then snapshots): the other order deadlocked

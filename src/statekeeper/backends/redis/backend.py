@@ -419,6 +419,7 @@ class RedisBackend(Backend):
         #: leases and rewrites commit with their audit entries there too (together.lua)
         self.changes_leases_and_rewrites = not self.cluster
         self.prunes_together_at_head = not self.cluster  # (together.lua: prune_head)
+        self.checks_absence_together = not self.cluster  # (together.lua: 'a')
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))
@@ -1219,7 +1220,7 @@ class RedisBackend(Backend):
             lease = change.lease
             args += [
                 change.agent_id.encode(),
-                "" if change.delete_at is None else str(change.delete_at),
+                "a" if change.absent else "" if change.delete_at is None else str(change.delete_at),
                 str(snap.seq) if snap is not None else "0",
                 pack_snapshot(snap) if snap is not None else b"",
                 "" if change.prune_to is None else str(change.prune_to),

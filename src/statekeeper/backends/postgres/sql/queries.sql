@@ -185,6 +185,20 @@ SELECT count(*) FROM {s}.sk_agents WHERE agent_id >= %s AND agent_id < %s
 -- name: del_agent
 DELETE FROM {s}.sk_agents WHERE agent_id = %s
 
+-- name: absent_claim
+-- (an absence check in append_together: a head row of 0 claimed, removed again by
+-- absent_release in the same transaction; a creation of the agent committing meanwhile
+-- makes it insert nothing, one still to commit is waited for, and one after waits on
+-- it until the transaction ends: its events follow what the transaction wrote)
+INSERT INTO {s}.sk_agents (agent_id, head_seq, created_at, updated_at)
+VALUES (%s, 0, 0, 0) ON CONFLICT (agent_id) DO NOTHING
+
+-- name: absent_release
+DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = 0
+
+-- name: absent_head
+SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
+
 -- name: del_agent_at
 DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = %s
 

@@ -5,7 +5,7 @@
 -- per change hash, snapshot zset, index, lease.
 -- ARGV: number of appends, number of changes, feed 1|0, default ttl ms; per append its
 -- number of events n, append.lua's 13 fields, its n events; per change agent,
--- delete_at|'', snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops,
+-- delete_at|''|'a' (an absence check: the stream has no events), snapshot seq|'0', snapshot blob, prune_to|'', number of drops, drops,
 -- lease 'g' grant|'r' release|'', its holder, token, ttl s, rewrite 1|0 and (1)
 -- rewrite_write.lua's fields; then the head event's expected checksum of a delete ('' for
 -- any); then the expected head of a snapshot and/or prune ('' for any) and its head
@@ -53,6 +53,7 @@ for j = 1, nchg do
   c.sum = ARGV[at]
   c.at_head, c.at_sum = ARGV[at + 1], ARGV[at + 2]
   at = at + 2
+  if c.delete_at == 'a' then c.absent, c.delete_at = true, '' end
   changes[j] = c
 end
 -- the checks: nothing is written before all passed
@@ -69,7 +70,8 @@ for j, c in ipairs(changes) do
     end
   end
   local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
-  if head == 0 and c.delete_at == '' and c.lease == '' then presence_check(c.idx, c.agent, ttl) end
+  if c.absent and head ~= 0 then return {5, j, head} end
+  if head == 0 and c.delete_at == '' and c.lease == '' and not c.absent then presence_check(c.idx, c.agent, ttl) end
   if c.prune ~= '' and c.at_head ~= '' then  -- the stream planned on (see prune.lua)
     if tonumber(c.at_head) ~= head then return {5, j, head} end
     if c.at_sum ~= '' then
@@ -124,6 +126,8 @@ for _, c in ipairs(changes) do
   elseif c.rewrite then
     rewrite_write(c.h, c.sz, ARGV, c.rewrite)
     touch(c.h, c.sz, ttl_of(c.h, ttl))
+  elseif c.absent then
+    -- (an absence check: nothing to write)
   elseif c.delete_at ~= '' then
     redis.call('DEL', c.h, c.sz)
     redis.call('ZREM', c.idx, c.agent, '\0t:' .. c.agent)
