@@ -183,3 +183,26 @@ def test_the_sync_store_settles_too(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (done,) = store.settle_feed_intents(["acme/kept"])
         assert done.outcome == "dropped"
         assert store.feed_intents() == []
+
+
+async def test_settling_refuses_a_tombstone_after_a_recreated_agents_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent deleted (its owner killed before the tombstone), then created again:
+    the old delete's tombstone appended now would come after the new agent's events,
+    and every read model would drop the live agent (was: written, "tombstone")."""
+    async with StateStore(split(tmp_path / "s.db"), witness=False) as store:
+        await seed(store)
+        await craft(store, "acme/gone", ELSEWHERE, monkeypatch)
+        await store.backend.delete_agent("acme/gone")  # killed before the tombstone
+        await store.save("acme/gone", {"n": "again"})  # created again
+        (done,) = await store.settle_feed_intents(["acme/gone"])
+        assert done.outcome == "refused" and "created again" in done.reason
+        assert ("acme/gone", 2) not in await tombstones(store)
+        assert (await store.load("acme/gone")).data == {"n": "again"}
+
+
+async def test_older_than_must_be_a_number_of_seconds(tmp_path: Path) -> None:
+    async with StateStore(split(tmp_path / "s.db"), witness=False) as store:
+        with pytest.raises(InvalidArgument):  # (was: NaN matched every intent)
+            await store.settle_feed_intents(older_than=float("nan"))

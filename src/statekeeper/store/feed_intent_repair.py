@@ -14,6 +14,7 @@ host (a delete under way) is refused unless ``force``.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from ..backends.tiered_owner import owner_where
 from ..codec import Codec
 from ..errors import IntegrityError, InvalidArgument
 from . import feed_intents as fi
+from .feed_deletes import head_or_lost
 
 __all__ = ["FeedIntent", "SettledIntent", "feed_intents", "settle_intents"]
 
@@ -150,7 +152,10 @@ async def settle_intents(
             "agent_ids", "name the intents to settle: agent ids, older_than, or both"
         )
     if older_than is not None and (
-        isinstance(older_than, bool) or not isinstance(older_than, int | float) or older_than < 0
+        isinstance(older_than, bool)
+        or not isinstance(older_than, int | float)
+        or math.isnan(older_than)  # (matched every intent: no age is below NaN)
+        or older_than < 0
     ):
         raise InvalidArgument("older_than", f"older_than must be seconds >= 0, not {older_than!r}")
     names = None if agent_ids is None else set(agent_ids)
@@ -170,6 +175,20 @@ async def settle_intents(
             continue
         body = await fi._intent(backend, codec, intent.stream)
         if body is None:  # settled meanwhile (by its owner, or a delete's settle)
+            continue
+        if (
+            intent.state == "done"
+            and intent.kind == "delete"
+            and await head_or_lost(backend, intent.agent_id)
+            and not await fi._announced(backend, codec, intent.stream, body)
+        ):
+            # its tombstone now would come after the new agent's events: every read
+            # model would drop a live agent (was: appended)
+            reason = (
+                "its agent was deleted and created again since: its tombstone now would"
+                " drop the live agent from every read model"
+            )
+            done.append(SettledIntent(intent, "refused", reason))
             continue
         ended = await fi._finish(backend, codec, intent.stream, body, abandoned=True)
         done.append(SettledIntent(intent, "tombstone" if ended else "dropped"))
