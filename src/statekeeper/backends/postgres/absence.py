@@ -16,12 +16,18 @@ async def absent_in(sql: Mapping[str, Any], conn: Any, agent_id: str) -> None:
     or waits for the transaction's end, its events after what the transaction wrote.
     A plain read would miss a creation still to commit, whose events then come before
     the transaction's in the feed."""
-    cur = await conn.execute(sql["absent_claim"], (agent_id,))
-    if cur.rowcount == 1:
-        await conn.execute(sql["absent_release"], (agent_id,))
+    while True:
+        cur = await conn.execute(sql["absent_claim"], (agent_id,))
+        if cur.rowcount == 1:
+            await conn.execute(sql["absent_release"], (agent_id,))
+            return
+        cur = await conn.execute(sql["absent_head"], (agent_id,))
+        row = await cur.fetchone()
+        if row is None:
+            # deleted between the claim and this read: nothing held, so claim again
+            # (was: passed, and a creation committed meanwhile came before the commit)
+            continue
+        head = int(row[0])
+        if head:
+            raise ConflictError(agent_id, 0, head)
         return
-    cur = await conn.execute(sql["absent_head"], (agent_id,))
-    row = await cur.fetchone()
-    head = int(row[0]) if row is not None else 0
-    if head:
-        raise ConflictError(agent_id, 0, head)
