@@ -182,6 +182,7 @@ STORE_COMMANDS: dict[str, list[str]] = {
     "show": ["alpha"],
     "history": ["alpha"],
     "verify": [],
+    "feed-intents": [],
     "stats": [],
     "keys status": [],
     "witness export": ["{out}/witness.json"],

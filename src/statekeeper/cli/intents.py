@@ -76,8 +76,13 @@ def intents_command(
             raise typer.BadParameter("agents, --older-than and --force go with --settle")
 
         async def listing() -> list[FeedIntent]:
+            from ..governance.keycheck import check_keys
+
             async with open_store(url, key_file=key_file) as store:
-                return await store.feed_intents()
+                found = await store.feed_intents()
+                if not found:  # "no feed intent pending" only from keys that open the store
+                    await check_keys(store)
+                return found
 
         found = run(listing())
         if json_out:

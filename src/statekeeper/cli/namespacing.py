@@ -77,6 +77,7 @@ COMMANDS: dict[str, str | None] = {
     "keys vault": "it sets up a key file's vault and opens no store",
     "keys vault init": "it sets up a key file's vault and opens no store",
     "witness": None,
+    "feed-intents": None,
     "rekey": f"{_WHOLE}: it re-encrypts every stored record",
     "witness export": None,
     "witness check": None,
