@@ -238,6 +238,26 @@ class TieredClaims(TieredPart):
         )
         return False
 
+    async def _end_demotion(self, agent_id: str) -> None:
+        """Before a change that keeps the stream's head record (a prune, a rewrite, a key
+        rename): end a demotion's claim (:func:`is_claim`) beside the stream, by a delete
+        conditional on it, so that demotion's last step — conditional on the claim still
+        its own — deletes nothing, and the agent stays in the durable tier, changed.
+        Was: that step, conditional on the head record alone, went through; the cold
+        copy it had made before the change became the agent (a prune's history, the
+        old key names back after the next load, without an error). Not on a tier that
+        is not :meth:`_fenced` (its demotion's delete is conditional on the head record
+        alone: ending its marker would leave the stream's delete to go on)."""
+        if not self._fenced():
+            return
+        entry = await self._marker_entry(agent_id)
+        if entry is not None and is_claim(entry[1]):
+            body = entry[1]
+            with contextlib.suppress(ConflictError):  # (its demotion done meanwhile)
+                await self.durable.delete_agent_at(
+                    COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
+                )
+
     async def _end_claim(self, agent_id: str) -> None:
         """Delete ``agent_id``'s marker, conditional on the one read now (a claim since
         is another demotion's, left to it)."""

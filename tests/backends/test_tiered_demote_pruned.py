@@ -1,0 +1,79 @@
+"""A change that keeps the head record (a prune, a key rename: neither moves the head
+nor alters its record) made by another process while a demotion of the agent is held
+before its last step (hooked, no timing). Before: that step, conditional on the head
+record alone, deleted the stream; the cold copy made before the change became the
+agent — the pruned history, or the keys under their old names, back at the next load,
+no error (SQLite, PostgreSQL, Redis). Now the change ends the demotion's claim first:
+its last step deletes nothing, the changed stream stays in the durable tier."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
+from statekeeper.testing import request
+
+from ._services import require_postgres, require_redis
+from .test_tiered_claims import _MAKERS, _final_step, _redis, _until
+from .test_tiered_demote_concurrent import _HEAD, Durable, _drop, _postgres, _process, _setup
+
+
+async def _prune(b: TieredBackend) -> None:
+    await b.prune("a", 3)
+
+
+async def _rename(b: TieredBackend) -> None:
+    assert await b.rename_keys("a", [("k1", "n1")]) == 1
+
+
+async def _pruned(b: TieredBackend) -> None:
+    assert (await b.read("a"))[0].seq == 4  # (before: 1, the history back)
+
+
+async def _renamed(b: TieredBackend) -> None:
+    names = [k for k, _, _ in await b.idempotency_keys("a")]
+    assert "n1" in names and "k1" not in names  # (before: k1, n1 lost)
+
+
+_CHANGES = pytest.mark.parametrize(
+    ("change", "kept"), [(_prune, _pruned), (_rename, _renamed)], ids=["prune", "rename_keys"]
+)
+
+
+@_CHANGES
+@_MAKERS
+async def test_a_change_during_a_demotion_is_kept(
+    tmp_path: Path,
+    make: Callable[[Path], Durable],
+    change: Callable[[TieredBackend], Awaitable[None]],
+    kept: Callable[[TieredBackend], Awaitable[None]],
+) -> None:
+    if make is _postgres:
+        require_postgres()
+    if make is _redis:
+        require_redis()
+    durable = make(tmp_path)
+    setup = _process(tmp_path, durable)
+    d1, other, fresh = (_process(tmp_path, durable) for _ in range(3))
+    try:
+        await _setup(setup)
+        last = _final_step(d1)
+        t1 = asyncio.ensure_future(d1.demote("a"))
+        await _until(last.reached, t1)  # (its cold copy whole, its claim the marker)
+        await change(other)
+        last.go.set()
+        assert await t1 is False  # (not demoted: the change is kept in the durable tier)
+        await kept(fresh)
+        assert await fresh.durable.head("a") == _HEAD
+        assert await fresh.durable.head(COLD_MARKER + "a") == 0
+        assert (await fresh.append(request("a", _HEAD))).last_seq == _HEAD + 1
+        assert await fresh.demote("a")  # (the copy left in the cold tier is replaced)
+        await kept(fresh)
+    finally:
+        for t in (setup, d1, other, fresh):
+            await t.close()
+        await _drop(tmp_path, durable)
