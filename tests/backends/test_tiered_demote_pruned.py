@@ -1,10 +1,11 @@
-"""A change that keeps the head record (a prune, a key rename: neither moves the head
-nor alters its record) made by another process while a demotion of the agent is held
+"""A change that keeps the head record (a prune, a key rename, a rewrite below the head:
+none moves the head or alters its record) made by another process while a demotion of the agent is held
 before its last step (hooked, no timing). Before: that step, conditional on the head
 record alone, deleted the stream; the cold copy made before the change became the
 agent — the pruned history, or the keys under their old names, back at the next load,
-no error (SQLite, PostgreSQL, Redis). Now the change ends the demotion's claim first:
-its last step deletes nothing, the changed stream stays in the durable tier."""
+no error (SQLite, PostgreSQL, Redis). Now the change fences the demotion's claim first
+(another head tag on its marker): its last step deletes nothing, its clean-up deletes
+its cold copy and marker, and the changed stream stays in the durable tier."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
+from statekeeper.records import RawEvent, RewriteRequest
 from statekeeper.testing import request
 
 from ._services import require_postgres, require_redis
@@ -30,6 +32,18 @@ async def _rename(b: TieredBackend) -> None:
     assert await b.rename_keys("a", [("k1", "n1")]) == 1
 
 
+async def _rewrite(b: TieredBackend) -> None:
+    """A rewrite of a record below the head (a rekey rewrites a long stream in parts)."""
+    head, tag = await b.head_tag("a")
+    first = (await b.read("a", 0, 1))[0]
+    again = RawEvent(1, first.type, first.timestamp, b"rekeyed", first.checksum)
+    await b.rewrite(RewriteRequest("a", head, tag, (again,)))
+
+
+async def _rewritten(b: TieredBackend) -> None:
+    assert (await b.read("a", 0, 1))[0].payload == b"rekeyed"  # (before: the old bytes)
+
+
 async def _pruned(b: TieredBackend) -> None:
     assert (await b.read("a"))[0].seq == 4  # (before: 1, the history back)
 
@@ -40,7 +54,9 @@ async def _renamed(b: TieredBackend) -> None:
 
 
 _CHANGES = pytest.mark.parametrize(
-    ("change", "kept"), [(_prune, _pruned), (_rename, _renamed)], ids=["prune", "rename_keys"]
+    ("change", "kept"),
+    [(_prune, _pruned), (_rename, _renamed), (_rewrite, _rewritten)],
+    ids=["prune", "rename_keys", "rewrite"],
 )
 
 
@@ -69,7 +85,8 @@ async def test_a_change_during_a_demotion_is_kept(
         assert await t1 is False  # (not demoted: the change is kept in the durable tier)
         await kept(fresh)
         assert await fresh.durable.head("a") == _HEAD
-        assert await fresh.durable.head(COLD_MARKER + "a") == 0
+        assert await fresh.durable.head(COLD_MARKER + "a") == 0  # (its claim ended,
+        assert fresh.cold is not None and await fresh.cold.head("a") == 0  # its copy too)
         assert (await fresh.append(request("a", _HEAD))).last_seq == _HEAD + 1
         assert await fresh.demote("a")  # (the copy left in the cold tier is replaced)
         await kept(fresh)

@@ -23,8 +23,8 @@ import orjson
 
 from ..arguments import INTERNAL_PREFIX
 from ..errors import ConfigurationError, ConflictError, IntegrityError
-from ..records import AgentInfo, AppendRequest, RawEvent
-from .base import Backend
+from ..records import AgentInfo, AppendRequest, RawEvent, RewriteRequest
+from .base import Backend, Capability
 from .tiered_base import TieredPart
 from .tiered_cold import check_demoted_copy, marker_body, same_record
 from .tiered_owner import IN_FLIGHT, abandoned_here, claim_owner, owner_gone
@@ -238,25 +238,30 @@ class TieredClaims(TieredPart):
         )
         return False
 
-    async def _end_demotion(self, agent_id: str) -> None:
-        """Before a change that keeps the stream's head record (a prune, a rewrite, a key
-        rename): end a demotion's claim (:func:`is_claim`) beside the stream, by a delete
-        conditional on it, so that demotion's last step — conditional on the claim still
-        its own — deletes nothing, and the agent stays in the durable tier, changed.
-        Was: that step, conditional on the head record alone, went through; the cold
-        copy it had made before the change became the agent (a prune's history, the
-        old key names back after the next load, without an error). Not on a tier that
-        is not :meth:`_fenced` (its demotion's delete is conditional on the head record
-        alone: ending its marker would leave the stream's delete to go on)."""
-        if not self._fenced():
+    async def _fence_demotion(self, agent_id: str) -> None:
+        """Before a change that keeps the stream's head record (a prune, a rewrite below
+        the head, a key rename): a demotion's claim (:func:`is_claim`) beside the stream
+        gets another head tag (a rewrite of nothing, conditional on the tag read), so
+        that demotion's last step — committed only while the marker carries its own
+        token as its tag — deletes nothing; its clean-up then deletes its cold copy and
+        its marker (both still its own) and the changed stream stays. Was: that step,
+        conditional on the head record alone, went through; the cold copy made before
+        the change became the agent (a prune's history, the old key names, a rekey's
+        records under the old key back at the next load, without an error). Nothing on
+        a tier that is not :meth:`_fenced` (its demotion's delete is conditional on the
+        head record alone)."""
+        if not self._fenced() or not self.durable.supports(Capability.REWRITE):
             return
         entry = await self._marker_entry(agent_id)
-        if entry is not None and is_claim(entry[1]):
-            body = entry[1]
-            with contextlib.suppress(ConflictError):  # (its demotion done meanwhile)
-                await self.durable.delete_agent_at(
-                    COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-                )
+        if entry is None or not is_claim(entry[1]):
+            return
+        marker_id = COLD_MARKER + agent_id
+        seq, tag = await self.durable.head_tag(marker_id)
+        if seq != 1:
+            return  # (its demotion done meanwhile: the caller brings the agent back)
+        fence = RewriteRequest(marker_id, seq, tag, head_tag=secrets.token_bytes(16))
+        with contextlib.suppress(ConflictError):  # (changed meanwhile: done, or ended)
+            await self.durable.rewrite(fence)
 
     async def _end_claim(self, agent_id: str) -> None:
         """Delete ``agent_id``'s marker, conditional on the one read now (a claim since
