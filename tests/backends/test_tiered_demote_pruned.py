@@ -1,11 +1,12 @@
-"""A change that keeps the head record (a prune, a key rename, a rewrite below the head:
-none moves the head or alters its record) made by another process while a demotion of the agent is held
-before its last step (hooked, no timing). Before: that step, conditional on the head
-record alone, deleted the stream; the cold copy made before the change became the
-agent — the pruned history, or the keys under their old names, back at the next load,
-no error (SQLite, PostgreSQL, Redis). Now the change fences the demotion's claim first
-(another head tag on its marker): its last step deletes nothing, its clean-up deletes
-its cold copy and marker, and the changed stream stays in the durable tier."""
+"""A change that keeps the head record (a prune, a key rename, a rewrite below the
+head: none moves the head or alters its record) made by another process while a
+demotion of the agent is held before its last step (hooked, no timing). Before: that
+step, conditional on the head record alone, deleted the stream; the cold copy made
+before the change became the agent — the pruned history, the keys under their old
+names, the records' old bytes back at the next load, no error (SQLite, PostgreSQL,
+Redis). Now the change fences the demotion's claim first (another head tag on its
+marker): its last step deletes nothing, its clean-up deletes its cold copy and marker,
+and the changed stream stays in the durable tier."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 from statekeeper.records import RawEvent, RewriteRequest
 from statekeeper.testing import request
 
-from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _final_step, _redis, _until
-from .test_tiered_demote_concurrent import _HEAD, Durable, _drop, _postgres, _process, _setup
+from ._tiered_interleave import MAKERS, Make, processes
+from .test_tiered_claims import _final_step, _until
+from .test_tiered_demote_concurrent import _HEAD, _setup
 
 
 async def _prune(b: TieredBackend) -> None:
@@ -61,21 +62,14 @@ _CHANGES = pytest.mark.parametrize(
 
 
 @_CHANGES
-@_MAKERS
+@MAKERS
 async def test_a_change_during_a_demotion_is_kept(
     tmp_path: Path,
-    make: Callable[[Path], Durable],
+    make: Make,
     change: Callable[[TieredBackend], Awaitable[None]],
     kept: Callable[[TieredBackend], Awaitable[None]],
 ) -> None:
-    if make is _postgres:
-        require_postgres()
-    if make is _redis:
-        require_redis()
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    d1, other, fresh = (_process(tmp_path, durable) for _ in range(3))
-    try:
+    async with processes(tmp_path, make, 4) as (_, (setup, d1, other, fresh)):
         await _setup(setup)
         last = _final_step(d1)
         t1 = asyncio.ensure_future(d1.demote("a"))
@@ -88,9 +82,5 @@ async def test_a_change_during_a_demotion_is_kept(
         assert await fresh.durable.head(COLD_MARKER + "a") == 0  # (its claim ended,
         assert fresh.cold is not None and await fresh.cold.head("a") == 0  # its copy too)
         assert (await fresh.append(request("a", _HEAD))).last_seq == _HEAD + 1
-        assert await fresh.demote("a")  # (the copy left in the cold tier is replaced)
+        assert await fresh.demote("a")  # (and demotes cleanly later)
         await kept(fresh)
-    finally:
-        for t in (setup, d1, other, fresh):
-            await t.close()
-        await _drop(tmp_path, durable)
