@@ -272,6 +272,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
         compacted, on the next read."""
         self._check_can_write()
         self.require(Capability.PRUNE)
+        if head is None and checksum is not None:  # (refused before any tier is touched)
+            raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
