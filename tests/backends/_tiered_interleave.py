@@ -59,12 +59,13 @@ async def demoted(setup: TieredBackend, pages: int = 1) -> None:
 
 
 class PageHeld:
-    """Holds the first page of "a" a backend's durable tier is asked to commit — alone
-    (``append``), with other streams (``append_together``) or as a compacted stream's
-    base (``append_from_base``) — until :attr:`go`."""
+    """Holds the first (``nth``) page of "a" a backend's durable tier is asked to
+    commit — alone (``append``), with other streams (``append_together``) or as a
+    compacted stream's base (``append_from_base``) — until :attr:`go`."""
 
-    def __init__(self, backend: TieredBackend) -> None:
+    def __init__(self, backend: TieredBackend, nth: int = 1) -> None:
         self.reached, self.go = asyncio.Event(), asyncio.Event()
+        self.nth, self.seen = nth, 0
         durable = backend.durable
         for name in ("append", "append_together", "append_from_base"):
             setattr(durable, name, self._hook(getattr(durable, name)))
@@ -73,8 +74,10 @@ class PageHeld:
         async def hooked(req: Any, *args: Any, **kwargs: Any) -> Any:
             ids = [r.agent_id for r in req] if isinstance(req, list | tuple) else [req.agent_id]
             if "a" in ids and not self.reached.is_set():
-                self.reached.set()
-                await self.go.wait()
+                self.seen += 1
+                if self.seen == self.nth:
+                    self.reached.set()
+                    await self.go.wait()
             return await call(req, *args, **kwargs)
 
         return hooked

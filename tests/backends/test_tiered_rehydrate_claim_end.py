@@ -33,7 +33,7 @@ from statekeeper.errors import BackendError
 from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.testing import request
 
-from ._tiered_interleave import MAKERS, Make, processes
+from ._tiered_interleave import MAKERS, Make, PageHeld, demoted, held_at, processes
 from .test_tiered_claims import _final_step, _Pause, _until
 from .test_tiered_demote_concurrent import _HEAD, _process, _setup, _sqlite, _whole
 
@@ -192,3 +192,30 @@ async def test_an_earlier_versions_rehydration_left_beside_the_stream_is_never_t
     finally:
         await setup.close()
         await later.close()
+
+
+@MAKERS
+async def test_two_rehydrations_that_drop_each_others_part_both_read_the_agent(
+    tmp_path: Path, make: Make
+) -> None:
+    """R1 (the claim's owner) lands its first page of three and is held before its
+    second; R2 finds R1's claim beside that part, drops it (it cannot tell it from
+    what a killed rehydration left), lands its own first page and is held before its
+    second. R1 goes on: its page conflicts, and it drops R2's part. Before: both loads
+    raised ConflictError ("its head record (seq 1) was rewritten since this process
+    read it (by `statekeeper migrate`…", "expected head seq 1, stored head is 0") —
+    loads, of an agent whole in the cold tier. Now R1 starts its copy again and ends
+    its claim; R2 finds the agent whole."""
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, r2, fresh)):
+        await demoted(setup, pages=3)
+        held1, held2 = PageHeld(r1, nth=2), PageHeld(r2, nth=2)
+        t1 = await held_at(r1, held1)  # (its claim made, its first page landed)
+        t2 = await held_at(r2, held2)  # (R1's part dropped, its own first page landed)
+        held1.go.set()
+        assert await t1 == 3  # (before: ConflictError)
+        held2.go.set()
+        assert await t2 == 3  # (before: ConflictError)
+        assert [e.seq for e in await fresh.read("a")] == [1, 2, 3]
+        assert await setup.durable.head(COLD_MARKER + "a") == 0  # (R1's end made)
+        assert setup.cold is not None and await setup.cold.head("a") == 0
+        assert (await fresh.append(request("a", 2, key="k2"))).duplicate  # (its keys too)
