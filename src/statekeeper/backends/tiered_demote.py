@@ -152,7 +152,7 @@ class TieredDemote(TieredClaims, TieredHot):
                 )
             else:
                 await self.durable.delete_agent_at(agent_id, head, last.checksum)
-        except ConflictError as exc:
+        except ConflictError:
             # the stream written to, or deleted, meanwhile, or changed in place (its
             # marker fenced by the change: _fence_demotion): its claim ended (its own
             # copy, then its marker, both conditional, and only while the marker is its
