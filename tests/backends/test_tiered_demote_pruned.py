@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from statekeeper.backends import SQLiteBackend
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 from statekeeper.records import RawEvent, RewriteRequest
 from statekeeper.testing import request
@@ -84,3 +85,36 @@ async def test_a_change_during_a_demotion_is_kept(
         assert (await fresh.append(request("a", _HEAD))).last_seq == _HEAD + 1
         assert await fresh.demote("a")  # (and demotes cleanly later)
         await kept(fresh)
+
+
+class _Unfenced(SQLiteBackend):
+    """A durable tier that commits no several streams at once (as a Redis cluster):
+    a demotion's last step is a delete conditional on the head record alone."""
+
+    appends_together = False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="a durable tier without append_together (a Redis cluster) deletes a demoted"
+    " stream on its head record alone: a prune during the demotion is undone",
+)
+async def test_a_prune_during_a_demotion_on_a_tier_without_fencing(tmp_path: Path) -> None:
+    def process() -> TieredBackend:
+        durable = _Unfenced(tmp_path / "durable.db")
+        return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
+
+    setup, d1, other, fresh = (process() for _ in range(4))
+    try:
+        await _setup(setup)
+        last = _final_step(d1)
+        t1 = asyncio.ensure_future(d1.demote("a"))
+        await _until(last.reached, t1)
+        await _prune(other)
+        last.go.set()
+        await t1
+        await _pruned(fresh)  # (today: the history back)
+    finally:
+        for t in (setup, d1, other, fresh):
+            await t.close()

@@ -61,7 +61,7 @@ async def killed_at_each_step(
     """Run the child (``op``: demote, rehydrate) killed before its K-th step for K = 1,
     2, … until it finishes, ``check`` (the store's folder, the step) after each; the
     steps it was killed before, in order."""
-    steps = []
+    steps: list[str] = []
     for k in range(1, 40):
         where = tmp_path / f"{op}{k}"
         await asyncio.to_thread(where.mkdir)
