@@ -94,6 +94,13 @@ class TieredClaims(TieredPart):
         )
         return info, body
 
+    async def _delete_marker(self, agent_id: str, body: dict[str, Any]) -> None:
+        """Delete ``agent_id``'s marker only while its head record is the one ``body``
+        (:meth:`_marker_entry`'s) was read from, else
+        :class:`~statekeeper.errors.ConflictError` and nothing deleted."""
+        marker_id = COLD_MARKER + agent_id
+        await self.durable.delete_agent_at(marker_id, body["_seq"], bytes.fromhex(body["_token"]))
+
     def _fenced(self) -> bool:
         """Does the durable tier commit a demotion's last step with its claim's check
         (several streams in one commit, a head tag compared)? Else claims record no
@@ -182,7 +189,7 @@ class TieredClaims(TieredPart):
         if not owner_gone(body.get("owner"), token):
             return False
         try:
-            await self.durable.delete_agent_at(COLD_MARKER + agent_id, body["_seq"], token)
+            await self._delete_marker(agent_id, body)
         except ConflictError:
             return False
         logger.warning(
@@ -211,9 +218,7 @@ class TieredClaims(TieredPart):
         if await self.durable.head(agent_id) or await cold.head(agent_id):
             return False
         try:
-            await self.durable.delete_agent_at(
-                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-            )
+            await self._delete_marker(agent_id, body)
         except ConflictError:
             return True  # (changed meanwhile)
         logger.warning(
@@ -270,9 +275,7 @@ class TieredClaims(TieredPart):
         if entry is not None:
             body = entry[1]
             with contextlib.suppress(ConflictError):
-                await self.durable.delete_agent_at(
-                    COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-                )
+                await self._delete_marker(agent_id, body)
 
     async def _release(
         self,

@@ -322,9 +322,7 @@ class TieredRehydrate(TieredClaims):
             with contextlib.suppress(ConflictError):
                 await cold.delete_agent_at(agent_id, head, checksum)
         with contextlib.suppress(ConflictError):
-            await self.durable.delete_agent_at(
-                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-            )
+            await self._delete_marker(agent_id, body)
 
     async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
         """Delete what an interrupted rehydration copied into the durable tier (a part
