@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -54,11 +55,13 @@ async def _check(where: Path, step: str) -> None:
         assert (await store.load("a")).data == {"other": True}, step
 
 
-@pytest.mark.parametrize("op", ["demote", "rehydrate"])
-async def test_a_process_killed_at_each_step_leaves_the_agent_whole(
-    tmp_path: Path, op: str
-) -> None:
-    steps = []
+async def killed_at_each_step(
+    tmp_path: Path, op: str, check: Callable[[Path, str], Awaitable[None]]
+) -> list[str]:
+    """Run the child (``op``: demote, rehydrate) killed before its K-th step for K = 1,
+    2, … until it finishes, ``check`` (the store's folder, the step) after each; the
+    steps it was killed before, in order."""
+    steps: list[str] = []
     for k in range(1, 40):
         where = tmp_path / f"{op}{k}"
         await asyncio.to_thread(where.mkdir)
@@ -72,12 +75,18 @@ async def test_a_process_killed_at_each_step_leaves_the_agent_whole(
         )
         said = child.stdout.strip().splitlines()
         assert said, child.stderr[-2000:]
-        await _check(where, said[-1])
+        await check(where, said[-1])
         if said[-1] == "done":
             assert child.returncode == 0, child.stderr[-2000:]
-            break
+            return steps
         assert child.returncode == -9, (said, child.stderr[-2000:])
         steps.append(said[-1])
-    else:
-        pytest.fail("the child never finished")
+    pytest.fail("the child never finished")
+
+
+@pytest.mark.parametrize("op", ["demote", "rehydrate"])
+async def test_a_process_killed_at_each_step_leaves_the_agent_whole(
+    tmp_path: Path, op: str
+) -> None:
+    steps = await killed_at_each_step(tmp_path, op, _check)
     assert len(steps) >= 7, steps  # every page, the snapshot, the marker, the deletes

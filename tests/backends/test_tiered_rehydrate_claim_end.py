@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,18 +33,9 @@ from statekeeper.errors import BackendError
 from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.testing import request
 
-from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _final_step, _Pause, _redis, _until
-from .test_tiered_demote_concurrent import (
-    _HEAD,
-    Durable,
-    _drop,
-    _postgres,
-    _process,
-    _setup,
-    _sqlite,
-    _whole,
-)
+from ._tiered_interleave import MAKERS, Make, PageHeld, demoted, held_at, processes
+from .test_tiered_claims import _final_step, _Pause, _until
+from .test_tiered_demote_concurrent import _HEAD, _process, _setup, _sqlite, _whole
 
 
 async def _demoted(backend: TieredBackend) -> None:
@@ -60,22 +49,11 @@ async def _demoted(backend: TieredBackend) -> None:
     assert await backend.demote("a")
 
 
-def _ready(make: Callable[[Path], Durable]) -> None:
-    if make is _postgres:
-        require_postgres()
-    if make is _redis:
-        require_redis()
-
-
-@_MAKERS
+@MAKERS
 async def test_the_claims_owner_ends_a_rehydration_another_copied_back(
-    tmp_path: Path, make: Callable[[Path], Durable]
+    tmp_path: Path, make: Make
 ) -> None:
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, r2 = _process(tmp_path, durable), _process(tmp_path, durable)
-    try:
+    async with processes(tmp_path, make, 3) as (durable, (setup, r1, r2)):
         await _demoted(setup)
         copying = _Pause(r1.durable, "append", when=lambda req: req.agent_id == "a")
         t1 = asyncio.ensure_future(r1.head("a"))
@@ -88,11 +66,7 @@ async def test_the_claims_owner_ends_a_rehydration_another_copied_back(
         assert await setup.durable.head(COLD_MARKER + "a") == 0  # (before: 3, R1's claim)
         assert setup.cold is not None
         assert await setup.cold.head("a") == 0  # (before: the cold copy, left)
-    finally:
-        for t in (setup, r1, r2):
-            await t.close()
-    await _whole(tmp_path, durable)  # (demoted again at once; before: False)
-    await _drop(tmp_path, durable)
+        await _whole(tmp_path, durable)  # (demoted again at once; before: False)
 
 
 def _lost_reply(backend: TieredBackend) -> list[int]:
@@ -110,15 +84,11 @@ def _lost_reply(backend: TieredBackend) -> list[int]:
     return failed
 
 
-@_MAKERS
+@MAKERS
 async def test_a_rehydration_claim_whose_reply_was_lost_is_taken_up(
-    tmp_path: Path, make: Callable[[Path], Durable]
+    tmp_path: Path, make: Make
 ) -> None:
-    _ready(make)
-    durable = make(tmp_path)
-    setup, r1 = _process(tmp_path, durable), _process(tmp_path, durable)
-    later: Any = None
-    try:
+    async with processes(tmp_path, make, 2) as (durable, (setup, r1)):
         await _setup(setup, demoted=True)
         failed = _lost_reply(r1)
         with pytest.raises(BackendError, match="reply was lost"):
@@ -131,28 +101,21 @@ async def test_a_rehydration_claim_whose_reply_was_lost_is_taken_up(
         later = TieredBackend(
             durable(), cold=setup.cold, idle_after=1, clock=lambda: time.time() + 3600
         )
-        assert await later.demote("a")  # (before: False while this process lived)
-        assert await later.head("a") == _HEAD
-    finally:
-        for t in (setup, r1):
-            await t.close()
-        if later is not None:
+        try:
+            assert await later.demote("a")  # (before: False while this process lived)
+            assert await later.head("a") == _HEAD
+        finally:
             await later.durable.close()
-    await _whole(tmp_path, durable)
-    await _drop(tmp_path, durable)
+        await _whole(tmp_path, durable)
 
 
-@_MAKERS
+@MAKERS
 async def test_the_claims_owner_ends_it_when_another_copied_back_over_a_part(
-    tmp_path: Path, make: Callable[[Path], Durable]
+    tmp_path: Path, make: Make
 ) -> None:
     """The same when R1 found the part an interrupted rehydration left (it drops the
     part, then copies): R2 dropped it and copied the agent back whole first."""
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, r2 = _process(tmp_path, durable), _process(tmp_path, durable)
-    try:
+    async with processes(tmp_path, make, 3) as (durable, (setup, r1, r2)):
         await _demoted(setup)
         assert setup.cold is not None
         part = await setup.cold.read("a", 0, 1)  # (what a killed rehydration copied)
@@ -166,27 +129,17 @@ async def test_the_claims_owner_ends_it_when_another_copied_back_over_a_part(
         assert await t1 == _HEAD
         assert await setup.durable.head(COLD_MARKER + "a") == 0  # (before: 3, R1's claim)
         assert await setup.cold.head("a") == 0  # (before: the cold copy, left)
-    finally:
-        for t in (setup, r1, r2):
-            await t.close()
-    await _whole(tmp_path, durable)
-    await _drop(tmp_path, durable)
+        await _whole(tmp_path, durable)
 
 
-@_MAKERS
-async def test_an_end_never_touches_a_new_agents_demotion(
-    tmp_path: Path, make: Callable[[Path], Durable]
-) -> None:
+@MAKERS
+async def test_an_end_never_touches_a_new_agents_demotion(tmp_path: Path, make: Make) -> None:
     """R1 (its claim made over a part) is held; meanwhile "a" is deleted (its claim with
     it), a new "a" of as many events written, and demoted by D — held before its last
     step, its whole cold copy made. R1 finds a stream of the demoted head: not its
     claim's to end (the marker is D's), so D's cold copy is left, and D's demotion
     finishes with the new agent whole in the cold tier."""
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, other, d = (_process(tmp_path, durable) for _ in range(3))
-    try:
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, other, d)):
         await _demoted(setup)
         assert setup.cold is not None
         part = await setup.cold.read("a", 0, 1)
@@ -207,10 +160,6 @@ async def test_an_end_never_touches_a_new_agents_demotion(
         assert await setup.cold.head("a") == _HEAD  # (before: 0, deleted by R1's end)
         loaded = await other.read("a")  # (before: IntegrityError, the new agent lost)
         assert [e.timestamp for e in loaded] == [100.0 + seq for seq in range(_HEAD)]
-    finally:
-        for t in (setup, r1, other, d):
-            await t.close()
-    await _drop(tmp_path, durable)
 
 
 async def test_an_earlier_versions_rehydration_left_beside_the_stream_is_never_taken_over(
@@ -243,3 +192,30 @@ async def test_an_earlier_versions_rehydration_left_beside_the_stream_is_never_t
     finally:
         await setup.close()
         await later.close()
+
+
+@MAKERS
+async def test_two_rehydrations_that_drop_each_others_part_both_read_the_agent(
+    tmp_path: Path, make: Make
+) -> None:
+    """R1 (the claim's owner) lands its first page of three and is held before its
+    second; R2 finds R1's claim beside that part, drops it (it cannot tell it from
+    what a killed rehydration left), lands its own first page and is held before its
+    second. R1 goes on: its page conflicts, and it drops R2's part. Before: both loads
+    raised ConflictError ("its head record (seq 1) was rewritten since this process
+    read it (by `statekeeper migrate`…", "expected head seq 1, stored head is 0") —
+    loads, of an agent whole in the cold tier. Now R1 starts its copy again and ends
+    its claim; R2 finds the agent whole."""
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, r2, fresh)):
+        await demoted(setup, pages=3)
+        held1, held2 = PageHeld(r1, nth=2), PageHeld(r2, nth=2)
+        t1 = await held_at(r1, held1)  # (its claim made, its first page landed)
+        t2 = await held_at(r2, held2)  # (R1's part dropped, its own first page landed)
+        held1.go.set()
+        assert await t1 == 3  # (before: ConflictError)
+        held2.go.set()
+        assert await t2 == 3  # (before: ConflictError)
+        assert [e.seq for e in await fresh.read("a")] == [1, 2, 3]
+        assert await setup.durable.head(COLD_MARKER + "a") == 0  # (R1's end made)
+        assert setup.cold is not None and await setup.cold.head("a") == 0
+        assert (await fresh.append(request("a", 2, key="k2"))).duplicate  # (its keys too)

@@ -18,18 +18,21 @@ no timing."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
-from statekeeper.testing import request
+from statekeeper.backends.tiered import TieredBackend
 
-from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _Pause, _redis, _until
-from .test_tiered_demote_concurrent import Durable, _drop, _postgres, _process
+from ._tiered_interleave import (
+    MAKERS,
+    Make,
+    PageHeld,
+    deleted_everywhere,
+    demoted,
+    held_at,
+    processes,
+)
 
 
 async def _delete(backend: TieredBackend, op: str) -> None:
@@ -41,40 +44,17 @@ async def _delete(backend: TieredBackend, op: str) -> None:
     assert await backend.delete_agent_at("a", head, last.checksum)
 
 
-@_MAKERS
+@MAKERS
 @pytest.mark.parametrize("op", ["delete_agent", "delete_agent_at"])
 @pytest.mark.parametrize("pages", [1, 3], ids=["one-page", "pages"])
 async def test_a_delete_during_a_rehydration_is_not_undone(
-    tmp_path: Path, make: Callable[[Path], Durable], op: str, pages: int
+    tmp_path: Path, make: Make, op: str, pages: int
 ) -> None:
-    if make is _postgres:
-        require_postgres()
-    if make is _redis:
-        require_redis()
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, other, fresh = (_process(tmp_path, durable) for _ in range(3))
-    try:
-        await setup.durable.initialize()
-        for seq in range(3):  # (each keyed append a page of a copy of its own)
-            await setup.append(request("a", seq, key=f"k{seq}" if pages > 1 else None))
-        await setup.append(request("b", 0))
-        assert await setup.demote("a")
-        copying = _Pause(r1.durable, "append", when=lambda req: req.agent_id == "a")
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(copying.reached, t1)  # (its claim made, its first page in hand)
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, other, fresh)):
+        await demoted(setup, pages)
+        copying = PageHeld(r1)
+        t1 = await held_at(r1, copying)  # (its claim made, its first page in hand)
         await _delete(other, op)
         copying.go.set()
         assert await t1 == 0  # (before: 3, or 1 — a part)
-        assert await fresh.head("a") == 0  # (before: the deleted agent, or a part of it)
-        assert await fresh.read("a") == []
-        assert await setup.durable.head("a") == 0
-        assert await setup.durable.head(COLD_MARKER + "a") == 0
-        assert setup.cold is not None and await setup.cold.head("a") == 0
-        assert [i.agent_id for i in await fresh.list_agents()] == ["b"]
-        await fresh.append(request("a", 0))  # (a new agent of that id, as ever)
-        assert await fresh.head("a") == 1
-    finally:
-        for t in (setup, r1, other, fresh):
-            await t.close()
-    await _drop(tmp_path, durable)
+        await deleted_everywhere(setup, fresh)  # (before: the deleted agent, or a part of it)

@@ -13,7 +13,6 @@ no tier, every load an IntegrityError. Kept as a strict xfail: it documents the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,24 +20,16 @@ import pytest
 from statekeeper.errors import IntegrityError
 from statekeeper.testing import request
 
-from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _final_step, _Pause, _redis, _until
-from .test_tiered_demote_concurrent import Durable, _drop, _postgres, _process
+from ._tiered_interleave import MAKERS, Make, processes
+from .test_tiered_claims import _final_step, _Pause, _until
 
 
 @pytest.mark.xfail(strict=True, raises=IntegrityError, reason="the window is not closed")
-@_MAKERS
+@MAKERS
 async def test_a_new_agents_demotion_survives_a_rehydrations_late_end(
-    tmp_path: Path, make: Callable[[Path], Durable]
+    tmp_path: Path, make: Make
 ) -> None:
-    if make is _postgres:
-        require_postgres()
-    if make is _redis:
-        require_redis()
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, other, d3, fresh = (_process(tmp_path, durable) for _ in range(4))
-    try:
+    async with processes(tmp_path, make, 5) as (_, (setup, r1, other, d3, fresh)):
         await setup.durable.initialize()
         for seq in range(3):
             await setup.append(request("a", seq))
@@ -58,7 +49,3 @@ async def test_a_new_agents_demotion_survives_a_rehydrations_late_end(
         last.go.set()
         assert await t3 is True
         assert await fresh.head("a") == 3  # (today: IntegrityError, its cold copy gone)
-    finally:
-        for t in (setup, r1, other, d3, fresh):
-            await t.close()
-        await _drop(tmp_path, durable)

@@ -10,9 +10,6 @@ a time: ``_tiered_kill_child.py``); every K up to the rehydration's end is tried
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,9 +17,7 @@ from statekeeper import StateStore
 from statekeeper.backends import SQLiteBackend
 from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
 
-from .test_tiered_killed_steps import _setup
-
-_CHILD = Path(__file__).with_name("_tiered_kill_child.py")
+from .test_tiered_killed_steps import killed_at_each_step
 
 
 def _later(where: Path) -> TieredBackend:
@@ -51,25 +46,6 @@ async def _demotable(where: Path, step: str) -> None:
 async def test_a_rehydration_killed_after_copying_back_leaves_the_agent_demotable(
     tmp_path: Path,
 ) -> None:
-    steps = []
-    for k in range(1, 40):
-        where = tmp_path / f"k{k}"
-        await asyncio.to_thread(where.mkdir)
-        await _setup(where, demoted=True)
-        child = await asyncio.to_thread(
-            subprocess.run,
-            [sys.executable, str(_CHILD), str(where), "rehydrate", str(k)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        said = child.stdout.strip().splitlines()
-        assert said, child.stderr[-2000:]
-        await _demotable(where, said[-1])
-        if said[-1] == "done":
-            assert child.returncode == 0, child.stderr[-2000:]
-            break
-        assert child.returncode == -9, (said, child.stderr[-2000:])
-        steps.append(said[-1])
+    steps = await killed_at_each_step(tmp_path, "rehydrate", _demotable)
     # the last two steps: after the copy back, the cold copy's delete and the marker's
     assert steps[-2:] == ["kill before cold.delete_agent_at", "kill before durable.delete_agent_at"]

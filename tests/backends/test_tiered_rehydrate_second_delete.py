@@ -21,112 +21,58 @@ no timing."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from statekeeper.backends.tiered import COLD_MARKER, TieredBackend
+from statekeeper.backends.tiered import COLD_MARKER
+from statekeeper.records import RawSnapshot
 from statekeeper.testing import request
 
-from ._services import require_postgres, require_redis
-from .test_tiered_claims import _MAKERS, _Pause, _redis, _until
-from .test_tiered_demote_concurrent import Durable, _drop, _postgres, _process
+from ._tiered_interleave import (
+    MAKERS,
+    Make,
+    PageHeld,
+    deleted_everywhere,
+    demoted,
+    held_at,
+    processes,
+)
+from .test_tiered_claims import _Pause, _until
 
 
-class _PageHeld:
-    """Holds the first page of "a" a backend's durable tier is asked to commit, alone
-    (``append``) or with other streams (``append_together``), until :attr:`go`."""
-
-    def __init__(self, backend: TieredBackend) -> None:
-        self.reached, self.go = asyncio.Event(), asyncio.Event()
-        durable = backend.durable
-        for name in ("append", "append_together"):
-            setattr(durable, name, self._hook(getattr(durable, name)))
-
-    def _hook(self, call: Any) -> Any:
-        async def hooked(req: Any, *args: Any, **kwargs: Any) -> Any:
-            ids = [r.agent_id for r in req] if isinstance(req, list | tuple) else [req.agent_id]
-            if "a" in ids and not self.reached.is_set():
-                self.reached.set()
-                await self.go.wait()
-            return await call(req, *args, **kwargs)
-
-        return hooked
-
-
-async def _demoted(setup: TieredBackend, pages: int) -> None:
-    await setup.durable.initialize()
-    for seq in range(3):  # (each keyed append a page of a copy of its own)
-        await setup.append(request("a", seq, key=f"k{seq}" if pages > 1 else None))
-    await setup.append(request("b", 0))
-    assert await setup.demote("a")
-
-
-def _ready(make: Callable[[Path], Durable]) -> None:
-    if make is _postgres:
-        require_postgres()
-    if make is _redis:
-        require_redis()
-
-
-@_MAKERS
+@MAKERS
 @pytest.mark.parametrize("pages", [1, 3], ids=["one-page", "pages"])
 async def test_a_delete_during_a_second_rehydration_is_not_undone(
-    tmp_path: Path, make: Callable[[Path], Durable], pages: int
+    tmp_path: Path, make: Make, pages: int
 ) -> None:
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, r2, other, fresh = (_process(tmp_path, durable) for _ in range(4))
-    try:
-        await _demoted(setup, pages)
-        held1, held2 = _PageHeld(r1), _PageHeld(r2)
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(held1.reached, t1)  # (R1's claim made)
-        t2 = asyncio.ensure_future(r2.head("a"))
-        await _until(held2.reached, t2)  # (R2 found R1's claim: its first page in hand)
+    async with processes(tmp_path, make, 5) as (_, (setup, r1, r2, other, fresh)):
+        await demoted(setup, pages)
+        held1, held2 = PageHeld(r1), PageHeld(r2)
+        t1 = await held_at(r1, held1)  # (R1's claim made)
+        t2 = await held_at(r2, held2)  # (R2 found R1's claim: its first page in hand)
         assert await other.delete_agent("a")
         held2.go.set()
         assert await t2 == 0  # (before: 3 — the deleted agent — or an IntegrityError)
         held1.go.set()
         assert await t1 == 0
-        assert await fresh.head("a") == 0  # (before: 3, or 1 — a part)
-        assert await fresh.read("a") == []
-        assert await setup.durable.head("a") == 0
-        assert await setup.durable.head(COLD_MARKER + "a") == 0
-        assert setup.cold is not None and await setup.cold.head("a") == 0
-        assert [i.agent_id for i in await fresh.list_agents()] == ["b"]
-        await fresh.append(request("a", 0))  # (a new agent of that id, as ever)
-        assert await fresh.head("a") == 1
-    finally:
-        for t in (setup, r1, r2, other, fresh):
-            await t.close()
-    await _drop(tmp_path, durable)
+        await deleted_everywhere(setup, fresh)  # (before: 3, or 1 — a part)
 
 
-@_MAKERS
+@MAKERS
 @pytest.mark.parametrize("pages", [1, 3], ids=["one-page", "pages"])
 async def test_the_claims_own_end_during_a_second_rehydration_keeps_the_agent(
-    tmp_path: Path, make: Callable[[Path], Durable], pages: int
+    tmp_path: Path, make: Make, pages: int
 ) -> None:
     """As above, but no delete: R1 goes on first, copies "a" back whole and ends its
     claim (the cold copy and the marker gone) while R2 is held; R2's page is refused
     too (the claim gone), and R2 finds the agent whole — not a delete: nothing dropped.
     (Passes before and after: it pins the rule that tells the two apart.)"""
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, r2, fresh = (_process(tmp_path, durable) for _ in range(3))
-    try:
-        await _demoted(setup, pages)
-        held1, held2 = _PageHeld(r1), _PageHeld(r2)
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(held1.reached, t1)
-        t2 = asyncio.ensure_future(r2.head("a"))
-        await _until(held2.reached, t2)
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, r2, fresh)):
+        await demoted(setup, pages)
+        held1, held2 = PageHeld(r1), PageHeld(r2)
+        t1 = await held_at(r1, held1)
+        t2 = await held_at(r2, held2)
         held1.go.set()
         assert await t1 == 3
         assert await setup.durable.head(COLD_MARKER + "a") == 0  # (R1's end made)
@@ -136,33 +82,23 @@ async def test_the_claims_own_end_during_a_second_rehydration_keeps_the_agent(
         assert [e.seq for e in await fresh.read("a")] == [1, 2, 3]
         assert setup.cold is not None and await setup.cold.head("a") == 0
         assert sorted(i.agent_id for i in await fresh.list_agents()) == ["a", "b"]
-    finally:
-        for t in (setup, r1, r2, fresh):
-            await t.close()
-    await _drop(tmp_path, durable)
 
 
-@_MAKERS
+@MAKERS
 async def test_a_second_rehydration_that_loses_to_the_claims_owner_reads_the_agent(
-    tmp_path: Path, make: Callable[[Path], Durable]
+    tmp_path: Path, make: Make
 ) -> None:
     """R2 (found R1's claim) holds its first page; R1 copies "a" back whole and is held
     before its end (the claim still the marker); R2's page is then refused (the stream
     is there). R2's load reads the agent R1 brought back. Before: it raised
     ConflictError ("expected head seq 0, stored head is 3"), the agent whole."""
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, r2, fresh = (_process(tmp_path, durable) for _ in range(3))
-    try:
-        await _demoted(setup, 1)
-        held1, held2 = _PageHeld(r1), _PageHeld(r2)
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, r2, fresh)):
+        await demoted(setup)
+        held1, held2 = PageHeld(r1), PageHeld(r2)
         assert r1.cold is not None
         ending = _Pause(r1.cold, "delete_agent_at")
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(held1.reached, t1)  # (R1's claim made)
-        t2 = asyncio.ensure_future(r2.head("a"))
-        await _until(held2.reached, t2)  # (R2 found R1's claim: its first page in hand)
+        t1 = await held_at(r1, held1)  # (R1's claim made)
+        t2 = await held_at(r2, held2)  # (R2 found R1's claim: its first page in hand)
         held1.go.set()
         await _until(ending.reached, t1)  # (R1's copy whole, its end not made)
         held2.go.set()
@@ -173,16 +109,12 @@ async def test_a_second_rehydration_that_loses_to_the_claims_owner_reads_the_age
         assert await fresh.head("a") == 3
         assert await setup.durable.head(COLD_MARKER + "a") == 0  # (R1's end made)
         assert setup.cold is not None and await setup.cold.head("a") == 0
-    finally:
-        for t in (setup, r1, r2, fresh):
-            await t.close()
-    await _drop(tmp_path, durable)
 
 
-@_MAKERS
+@MAKERS
 @pytest.mark.parametrize("use", ["load", "append", "demote"])
 async def test_a_claim_an_earlier_versions_delete_left_is_ended_on_the_next_use(
-    tmp_path: Path, make: Callable[[Path], Durable], use: str
+    tmp_path: Path, make: Make, use: str
 ) -> None:
     """Mixed versions: R1 (this version) claims the rehydration of "a" and is held
     before its first page lands; an earlier version's ``delete_agent_at`` (it brings
@@ -192,15 +124,10 @@ async def test_a_claim_an_earlier_versions_delete_left_is_ended_on_the_next_use(
     write of a new agent of that id, raised IntegrityError (the cold copy of a demoted
     agent missing) and list_agents listed it. Now the next load, write or demotion ends
     the claim: the agent is absent, as the delete meant; R1 then finds it deleted."""
-    _ready(make)
-    durable = make(tmp_path)
-    setup = _process(tmp_path, durable)
-    r1, fresh = _process(tmp_path, durable), _process(tmp_path, durable)
-    try:
-        await _demoted(setup, 1)
-        held1 = _PageHeld(r1)
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(held1.reached, t1)  # (R1's claim made: the marker's third record)
+    async with processes(tmp_path, make, 3) as (_, (setup, r1, fresh)):
+        await demoted(setup)
+        held1 = PageHeld(r1)
+        t1 = await held_at(r1, held1)  # (R1's claim made: the marker's third record)
         assert setup.cold is not None and await setup.cold.delete_agent("a")
         if use == "load":
             assert await fresh.head("a") == 0  # (before: IntegrityError)
@@ -217,7 +144,36 @@ async def test_a_claim_an_earlier_versions_delete_left_is_ended_on_the_next_use(
         want = ["a", "b"] if use == "append" else ["b"]
         assert [i.agent_id for i in await fresh.list_agents()] == want
         assert await fresh.count_agents() == len(want)
-    finally:
-        for t in (setup, r1, fresh):
-            await t.close()
-    await _drop(tmp_path, durable)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a second rehydration of a compacted agent appends its base page unguarded"
+    " (append_from_base takes no other stream); when that page is the last, a delete"
+    " acknowledged before it lands is undone",
+)
+@MAKERS
+async def test_a_delete_during_a_second_rehydration_of_a_compacted_agent_stands(
+    tmp_path: Path, make: Make
+) -> None:
+    """As the first test, of an agent compacted to a base and one page after it: R2's
+    only page is the base's (``append_from_base``, which commits no check of the
+    marker with it), so it lands after the delete on no stream and the deleted agent
+    is back whole, served to every process (SQLite, PostgreSQL, Redis)."""
+    async with processes(tmp_path, make, 5) as (_, (setup, r1, r2, other, fresh)):
+        await setup.durable.initialize()
+        for seq in range(3):
+            await setup.append(request("a", seq))
+        await setup.save_snapshot("a", RawSnapshot(2, 1.0, b"snap", b""))
+        await setup.prune("a", 2)
+        await setup.append(request("b", 0))
+        assert await setup.demote("a")
+        held1, held2 = PageHeld(r1), PageHeld(r2)
+        t1 = await held_at(r1, held1)  # (R1's claim made)
+        t2 = await held_at(r2, held2)  # (R2 found R1's claim: its base page in hand)
+        assert await other.delete_agent("a")
+        held2.go.set()
+        assert await t2 == 0  # (today: 3, the deleted agent back)
+        held1.go.set()
+        assert await t1 == 0
+        await deleted_everywhere(setup, fresh)

@@ -21,36 +21,18 @@ from statekeeper.backends.memory import MemoryBackend
 from statekeeper.backends.tiered import TieredBackend
 from statekeeper.backends.url import open_backend
 from statekeeper.errors import AccessDenied
-from statekeeper.governance import Audit, AuditLog, parse_policy
-from statekeeper.governance.policy_postgres import enforce_in_postgres
+from statekeeper.governance import Audit, AuditLog
 
 from ..backends._services import POSTGRES_DSN
 from .conftest import KEYRING
 from .test_postgres_row_security import _as, tenant_roles
-
-POLICY = parse_policy(
-    """\
-[principals.acme-app]
-write = ["acme/**"]
-
-[principals.ops]
-admin = ["**"]
-"""
-)
+from .test_postgres_row_security_audit_refused import POLICY, _seeded
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     with tenant_roles(tmp_path, "sk_rlt_", ["acme-app", "ops"]) as made:
         yield made
-
-
-async def _seeded(schema: str, roles: dict[str, str]) -> None:
-    url = f"{POSTGRES_DSN}?schema={schema}"
-    async with StateStore(url, keyring=KEYRING, principal="ops", policy=POLICY, audit=Audit()) as s:
-        await s.save("acme/a1", {"n": 1})
-        await s.save("globex/g1", {"n": 1})
-    await enforce_in_postgres(POSTGRES_DSN, schema, POLICY, roles)
 
 
 def _tiered(role: str, schema: str) -> TieredBackend:

@@ -48,15 +48,24 @@ class TieredAgents(TieredClaims):
         return [merged[k] for k in sorted(merged)][:limit]
 
     async def _demoted(self, after: str | None, limit: int) -> list[AgentInfo]:
+        """The first ``limit`` agents after ``after`` the markers list (a claim, no agent
+        of its own, passed over). Read on past the claims: was, from the first ``limit``
+        markers only — the demoted agents after claims that stand for no agent (beside
+        no stream) were cut off the page while live agents sorting after them filled
+        it, and the next page, after those, never listed them (a backup left them out)."""
         cursor = COLD_MARKER + after if after is not None else COLD_MARKER
-        page = await self.durable.list_agents(after=cursor, limit=limit)
         out: list[AgentInfo] = []
-        for info in page:
-            if not is_marker(info.agent_id):
-                break
-            entry = await self._marker_entry(info.agent_id[len(COLD_MARKER) :])
-            if entry is not None and not is_claim(entry[1]):
-                out.append(entry[0])
+        while len(out) < limit:
+            page = await self.durable.list_agents(after=cursor, limit=limit)
+            for info in page:
+                if not is_marker(info.agent_id):
+                    return out
+                entry = await self._marker_entry(info.agent_id[len(COLD_MARKER) :])
+                if entry is not None and not is_claim(entry[1]):
+                    out.append(entry[0])
+            if len(page) < limit:
+                return out
+            cursor = page[-1].agent_id
         return out
 
     async def count_agents(self) -> int:

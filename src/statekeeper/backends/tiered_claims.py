@@ -23,8 +23,8 @@ import orjson
 
 from ..arguments import INTERNAL_PREFIX
 from ..errors import ConfigurationError, ConflictError, IntegrityError
-from ..records import AgentInfo, AppendRequest, RawEvent
-from .base import Backend
+from ..records import AgentInfo, AppendRequest, RawEvent, RewriteRequest
+from .base import Backend, Capability
 from .tiered_base import TieredPart
 from .tiered_cold import check_demoted_copy, marker_body, same_record
 from .tiered_owner import IN_FLIGHT, abandoned_here, claim_owner, owner_gone
@@ -93,6 +93,13 @@ class TieredClaims(TieredPart):
             agent_id, int(body["head"]), float(body["created"]), float(body["updated"])
         )
         return info, body
+
+    async def _delete_marker(self, agent_id: str, body: dict[str, Any]) -> None:
+        """Delete ``agent_id``'s marker only while its head record is the one ``body``
+        (:meth:`_marker_entry`'s) was read from, else
+        :class:`~statekeeper.errors.ConflictError` and nothing deleted."""
+        marker_id = COLD_MARKER + agent_id
+        await self.durable.delete_agent_at(marker_id, body["_seq"], bytes.fromhex(body["_token"]))
 
     def _fenced(self) -> bool:
         """Does the durable tier commit a demotion's last step with its claim's check
@@ -182,7 +189,7 @@ class TieredClaims(TieredPart):
         if not owner_gone(body.get("owner"), token):
             return False
         try:
-            await self.durable.delete_agent_at(COLD_MARKER + agent_id, body["_seq"], token)
+            await self._delete_marker(agent_id, body)
         except ConflictError:
             return False
         logger.warning(
@@ -211,9 +218,7 @@ class TieredClaims(TieredPart):
         if await self.durable.head(agent_id) or await cold.head(agent_id):
             return False
         try:
-            await self.durable.delete_agent_at(
-                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-            )
+            await self._delete_marker(agent_id, body)
         except ConflictError:
             return True  # (changed meanwhile)
         logger.warning(
@@ -238,6 +243,31 @@ class TieredClaims(TieredPart):
         )
         return False
 
+    async def _fence_demotion(self, agent_id: str) -> None:
+        """Before a change that keeps the stream's head record (a prune, a rewrite below
+        the head, a key rename): a demotion's claim (:func:`is_claim`) beside the stream
+        gets another head tag (a rewrite of nothing, conditional on the tag read), so
+        that demotion's last step — committed only while the marker carries its own
+        token as its tag — deletes nothing; its clean-up then deletes its cold copy and
+        its marker (both still its own) and the changed stream stays. Was: that step,
+        conditional on the head record alone, went through; the cold copy made before
+        the change became the agent (a prune's history, the old key names, a rekey's
+        records under the old key back at the next load, without an error). Nothing on
+        a tier that is not :meth:`_fenced` (its demotion's delete is conditional on the
+        head record alone)."""
+        if not self._fenced() or not self.durable.supports(Capability.REWRITE):
+            return
+        entry = await self._marker_entry(agent_id)
+        if entry is None or not is_claim(entry[1]):
+            return
+        marker_id = COLD_MARKER + agent_id
+        seq, tag = await self.durable.head_tag(marker_id)
+        if seq != 1:
+            return  # (its demotion done meanwhile: the caller brings the agent back)
+        fence = RewriteRequest(marker_id, seq, tag, head_tag=secrets.token_bytes(16))
+        with contextlib.suppress(ConflictError):  # (changed meanwhile: done, or ended)
+            await self.durable.rewrite(fence)
+
     async def _end_claim(self, agent_id: str) -> None:
         """Delete ``agent_id``'s marker, conditional on the one read now (a claim since
         is another demotion's, left to it)."""
@@ -245,9 +275,7 @@ class TieredClaims(TieredPart):
         if entry is not None:
             body = entry[1]
             with contextlib.suppress(ConflictError):
-                await self.durable.delete_agent_at(
-                    COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-                )
+                await self._delete_marker(agent_id, body)
 
     async def _release(
         self,

@@ -152,14 +152,15 @@ class TieredDemote(TieredClaims, TieredHot):
                 )
             else:
                 await self.durable.delete_agent_at(agent_id, head, last.checksum)
-        except ConflictError as exc:
-            if exc.agent_id != marker_id:
-                # the stream written to, or deleted, meanwhile: its claim ended (its own
-                # copy, then its marker, both conditional). Was: only if the stream was
-                # still there — a delete that read no marker (this claim came after) left
-                # the claim and its whole copy beside no stream, and the next load took
-                # the agent for demoted and brought the deleted agent back
-                await self._release(cold, agent_id, token, (head, last.checksum))
+        except ConflictError:
+            # the stream written to, or deleted, meanwhile, or changed in place (its
+            # marker fenced by the change: _fence_demotion): its claim ended (its own
+            # copy, then its marker, both conditional, and only while the marker is its
+            # own — not once taken over). Was: only if the stream was still there — a
+            # delete that read no marker (this claim came after) left the claim and its
+            # whole copy beside no stream, and the next load took the agent for demoted
+            # and brought the deleted agent back
+            await self._release(cold, agent_id, token, (head, last.checksum))
             # the agent deleted, its claim ended by that delete (which read the copy before
             # it was whole: not its to delete): this demotion's whole copy, no marker nor
             # stream beside it, is dropped. Was: kept — the deleted agent's data in the

@@ -21,6 +21,10 @@ __all__ = ["TieredRehydrate"]
 
 logger = logging.getLogger("statekeeper.backends.tiered")
 
+#: how many times one rehydration starts its copy again after another's dropped it
+#: (two rehydrations, each dropping the part the other copied, do not go on for ever)
+_ATTEMPTS = 8
+
 #: the most agents ``_settled`` remembers: a memo, one forgotten costs one marker read
 #: at its next use (it is a first use again)
 _SETTLED_MAX = 65536
@@ -74,10 +78,11 @@ class TieredRehydrate(TieredClaims):
             return await self._rehydrate(agent_id, locked=locked)
         return head
 
-    async def _rehydrate(self, agent_id: str, *, locked: bool = False) -> int:
+    async def _rehydrate(self, agent_id: str, *, locked: bool = False, attempt: int = 0) -> int:
         """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
 
-        ``locked``: the caller holds the agent's lock already.
+        ``locked``: the caller holds the agent's lock already; ``attempt``: how many
+        copies of this call another rehydration's cut short (:data:`_ATTEMPTS`).
         """
         cold = self.cold
         if cold is None or is_internal(agent_id):
@@ -171,6 +176,16 @@ class TieredRehydrate(TieredClaims):
                         if again is not None:
                             await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         self._set_settled(agent_id, head)
+                        return head
+                    if again[1] in (ours, theirs) and attempt < _ATTEMPTS:
+                        # the claim holds and the stream is a part: another rehydration
+                        # (the claim's owner, or one that found it) dropped what this one
+                        # copied and copies its own — this one starts again (and ends its
+                        # own claim once the agent is whole). Was: both loads raised
+                        # ConflictError ("its head record was rewritten since this process
+                        # read it…"), each having dropped the other's part
+                        head = await self._rehydrate(agent_id, locked=True, attempt=attempt + 1)
+                        await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         return head
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
@@ -307,9 +322,7 @@ class TieredRehydrate(TieredClaims):
             with contextlib.suppress(ConflictError):
                 await cold.delete_agent_at(agent_id, head, checksum)
         with contextlib.suppress(ConflictError):
-            await self.durable.delete_agent_at(
-                COLD_MARKER + agent_id, body["_seq"], bytes.fromhex(body["_token"])
-            )
+            await self._delete_marker(agent_id, body)
 
     async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
         """Delete what an interrupted rehydration copied into the durable tier (a part

@@ -238,6 +238,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
         await self._check_hot(request.agent_id)
         async with self._locks.hold(request.agent_id):
             if self.cold is not None:
+                await self._fence_demotion(request.agent_id)  # (its last step kept no change)
                 await self._rehydrate(request.agent_id, locked=True)
             await self.durable.rewrite(request)
             if self.hot is not None:
@@ -251,6 +252,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
             done = await self.durable.rename_keys(agent_id, renames)
             if self.hot is not None:
@@ -270,9 +272,12 @@ class TieredWrites(TieredRehydrate, TieredHot):
         compacted, on the next read."""
         self._check_can_write()
         self.require(Capability.PRUNE)
+        if head is None and checksum is not None:  # (refused before any tier is touched)
+            raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
             if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
             if head is None and checksum is None:  # (also an override without them)
                 await self.durable.prune(agent_id, base_seq, drop_snapshots)
