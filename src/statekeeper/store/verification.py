@@ -191,7 +191,7 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         problems.append(
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
-    from .feed_intent_repair import feed_intents
+    from .feed_intent_repair import feed_intents, settle_command
     from .feed_verify import tombstone_problems
 
     problems.extend(await tombstone_problems(store))  # (the feed's tombstone streams)
@@ -201,8 +201,7 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         elif intent.state == "intact" and intent.where not in ("running", "gone"):
             why = (
                 "a delete at this seq that did not happen, whose feed intent no process can"
-                f" settle ({intent.why}): settle it with"
-                f" 'statekeeper feed-intents --settle {intent.agent_id}'"
+                f" settle ({intent.why}): settle it with '{settle_command(intent)}'"
             )
         else:
             why = (
