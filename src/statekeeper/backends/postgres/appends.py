@@ -6,6 +6,7 @@ append whose outcome a lost connection left unknown. A mixin of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -241,13 +242,27 @@ class Appends(PostgresPart):
             raise refused
         if not self._opened:
             await self._ensure_open()
+        for _ in range(_AGAIN - 1):
+            with contextlib.suppress(_Again):  # (rolled back whole by a deadlock: again)
+                return await self._together(requests, changes, again=True)
+        return await self._together(requests, changes)
+
+    async def _together(
+        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange], again: bool = False
+    ) -> list[AppendResult | None]:
+        """One try of :meth:`append_together`; ``again``: a deadlock or serialization
+        failure (the transaction rolled back whole) raises ``_Again`` (was: BackendError,
+        an import's absence check deadlocked with a writer creating its agents)."""
         out: list[AppendResult | None] = []
         try:
             async with self._connection() as conn:
                 try:
                     async with conn.transaction():
+                        if absent := [c.agent_id for c in changes if c.absent]:
+                            await absent_in(self._sql, conn, absent)  # (.absence)
                         for change in changes:
-                            await self._change(conn, change)
+                            if not change.absent:
+                                await self._change(conn, change)
                         query = self._sql["append_batch"]
                         cur = kept_cursor(conn, query)
                         await cur.execute(query, _batch_params(requests))
@@ -268,6 +283,8 @@ class Appends(PostgresPart):
                     return out
         except psycopg.Error as exc:
             self._wrote()
+            if again and isinstance(exc, _ROLLED_BACK):
+                raise _Again from exc
             if not transient(exc):  # refused (a privilege, a constraint): typed, nothing stored
                 raise self._failure(_together_what(requests, changes), exc) from exc
             try:
@@ -325,8 +342,6 @@ class Appends(PostgresPart):
             return await self._lease_in(conn, agent_id, change.lease)
         if change.rewrite is not None:
             return await self._rewrite_in(conn, change.rewrite)
-        if change.absent:  # (.absence)
-            return await absent_in(self._sql, conn, agent_id)
         if change.snapshot is not None and change.prune_to is not None:
             # the head row locked before the snapshot's row, as a delete and a plain
             # prune lock them (head row, then snapshots): the other order deadlocked
@@ -598,3 +613,14 @@ def _together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamCh
         if change.delete_at is not None:
             return f"postgresql delete_agent_at of {change.agent_id!r}"
     return f"postgresql append to {requests[0].agent_id!r}"
+
+
+class _Again(StatekeeperError):
+    """:meth:`Appends.append_together`'s transaction was rolled back whole by the
+    server (``_ROLLED_BACK``): try it again. Internal; never reaches a caller."""
+
+
+#: failures that roll a transaction back whole: running it again is safe
+_ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+#: tries of an ``append_together`` so rolled back
+_AGAIN = 5
