@@ -14,9 +14,9 @@ import secrets
 import statistics
 import time
 
-import _common  # noqa: F401  (puts the measured tree's src/ on the path)
 import psycopg
 
+import _common  # noqa: F401  (puts the measured tree's src/ on the path)
 from statekeeper import StateStore
 from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.store import feed_deletes
@@ -40,7 +40,9 @@ async def once(n: int) -> float:
 async def main(n: int, rounds: int) -> None:
     results = [await once(n) for _ in range(rounds)]
     low, mid = min(results), statistics.median(results)
-    print(f"record_restored {n}\tmin {low:.3f} median {mid:.3f} s\t{[round(r, 3) for r in results]}")
+    print(
+        f"record_restored {n}\tmin {low:.3f} median {mid:.3f} s\t{[round(r, 3) for r in results]}"
+    )
 
 
 if __name__ == "__main__":

@@ -237,4 +237,3 @@ async def test_a_fresh_intact_intent_named_alone_is_refused_without_an_age_or_fo
         (done2,) = await store.settle_feed_intents(["other"], older_than=0.0)
         assert done2.outcome == "dropped"
         assert await store.feed_intents() == []
-

@@ -28,7 +28,7 @@ from typing import Any
 from ..backends.base import Backend
 from ..backends.tiered_owner import owner_where
 from ..codec import Codec
-from ..errors import IntegrityError, InvalidArgument
+from ..errors import IntegrityError, InvalidArgument, SerializationError
 from . import feed_intents as fi
 from .feed_deletes import head_or_lost
 
@@ -68,7 +68,8 @@ class FeedIntent:
     written: float
     #: ``"done"`` (the agent deleted, its key destroyed: its tombstone is due),
     #: ``"intact"`` (the delete did not happen), ``"unknown"`` (a forget's, and no key
-    #: vault here to tell), ``"unopened"`` (does not open: row-level security)
+    #: vault here to tell), ``"unopened"`` (its record does not open: damaged, or
+    #: written so under row-level security by a role of its namespace)
     state: str
     #: where its owner is (:func:`~statekeeper.backends.tiered_owner.owner_where`)
     where: str
@@ -98,9 +99,7 @@ class SettledIntent:
 async def _describe(backend: Backend, codec: Codec, stream: str) -> FeedIntent | None:
     try:
         body = await fi._intent(backend, codec, stream)
-    except IntegrityError as exc:
-        if not getattr(backend, "intents_by_namespace", False):
-            raise
+    except (IntegrityError, SerializationError) as exc:  # (was raised outside RLS)
         why = f"does not open, which no delete settles: {exc}"
         return FeedIntent(stream, stream, 1, "delete", None, 0.0, "unopened", "unknown", why)
     if body is None:
@@ -215,9 +214,7 @@ async def settle_intents(
     return done
 
 
-def _maybe_under_way(
-    intent: FeedIntent, now: float, older_than: float | None, force: bool
-) -> bool:
+def _maybe_under_way(intent: FeedIntent, now: float, older_than: float | None, force: bool) -> bool:
     """An intact agent's intent named by its agent alone, younger than :data:`FRESH`,
     whose owner is not provably gone: its delete may be under way elsewhere."""
     return (

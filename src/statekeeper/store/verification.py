@@ -196,7 +196,7 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
 
     problems.extend(await tombstone_problems(store))  # (the feed's tombstone streams)
     for intent in await feed_intents(store.backend, store.codec):
-        if intent.state == "unopened":  # (row-level security: a namespace's role wrote it so)
+        if intent.state == "unopened":  # (damaged; or, under RLS, a namespace's role wrote it so)
             why = f"a feed intent that {intent.why}"
         elif intent.state == "intact" and intent.where not in ("running", "gone"):
             why = (

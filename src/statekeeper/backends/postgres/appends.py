@@ -6,7 +6,6 @@ append whose outcome a lost connection left unknown. A mixin of
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -45,12 +44,13 @@ from ..base import (
     validate_together,
 )
 from .absence import absent_in
-from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
+from .arrays import batch_params
 from .connection import kept_cursor, transient
 from .deletes import refusal
 from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
+from .rolled_back import ROLLED_BACK, RolledBack, run_again
 
 __all__ = ["Appends"]
 
@@ -242,17 +242,15 @@ class Appends(PostgresPart):
             raise refused
         if not self._opened:
             await self._ensure_open()
-        for _ in range(_AGAIN - 1):
-            with contextlib.suppress(_Again):  # (rolled back whole by a deadlock: again)
-                return await self._together(requests, changes, again=True)
-        return await self._together(requests, changes)
+        return await run_again(lambda again: self._together(requests, changes, again))
 
     async def _together(
-        self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange], again: bool = False
+        self,
+        requests: Sequence[AppendRequest],
+        changes: Sequence[StreamChange],
+        again: bool = False,
     ) -> list[AppendResult | None]:
-        """One try of :meth:`append_together`; ``again``: a deadlock or serialization
-        failure (the transaction rolled back whole) raises ``_Again`` (was: BackendError,
-        an import's absence check deadlocked with a writer creating its agents)."""
+        """One try of :meth:`append_together` (``again``: :func:`.rolled_back.run_again`)."""
         out: list[AppendResult | None] = []
         try:
             async with self._connection() as conn:
@@ -265,7 +263,7 @@ class Appends(PostgresPart):
                                 await self._change(conn, change)
                         query = self._sql["append_batch"]
                         cur = kept_cursor(conn, query)
-                        await cur.execute(query, _batch_params(requests))
+                        await cur.execute(query, batch_params(requests))
                         rows = [tuple(row[1:]) for row in await cur.fetchall()]
                         if len(rows) != len(requests):
                             raise psycopg.DataError(
@@ -283,8 +281,8 @@ class Appends(PostgresPart):
                     return out
         except psycopg.Error as exc:
             self._wrote()
-            if again and isinstance(exc, _ROLLED_BACK):
-                raise _Again from exc
+            if again and isinstance(exc, ROLLED_BACK):
+                raise RolledBack from exc
             if not transient(exc):  # refused (a privilege, a constraint): typed, nothing stored
                 raise self._failure(_together_what(requests, changes), exc) from exc
             try:
@@ -512,7 +510,7 @@ class Appends(PostgresPart):
         query = self._sql["append_batch"]
         async with self._connection() as conn:
             cur = kept_cursor(conn, query)
-            await cur.execute(query, _batch_params(requests))
+            await cur.execute(query, batch_params(requests))
             rows = await cur.fetchall()
         if len(rows) != len(requests):
             raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
@@ -578,33 +576,6 @@ def _filtered(request: AppendRequest, row: tuple[Any, ...]) -> bool:
     return int(row[0]) == 2 and request.expected_seq > 0 and int(row[1]) == request.expected_seq
 
 
-def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
-    """The parameters of ``sk_append_batch`` for ``requests`` (each list typed for
-    :mod:`.arrays`' binary dumpers)."""
-    snaps = [r.snapshot for r in requests]
-    events = [e for r in requests for e in r.events]
-    return (
-        Texts([r.agent_id for r in requests]),
-        Int8s([r.expected_seq for r in requests]),
-        Int4s([len(r.events) for r in requests]),
-        Texts([r.idempotency_key for r in requests]),
-        Int8s([s.seq if s is not None else None for s in snaps]),
-        Float8s([s.timestamp if s is not None else None for s in snaps]),
-        Bytes([s.payload if s is not None else None for s in snaps]),
-        Bytes([s.checksum if s is not None else None for s in snaps]),
-        Int8s([e.seq for e in events]),
-        Texts([e.type for e in events]),
-        Float8s([e.timestamp for e in events]),
-        Bytes([e.payload for e in events]),
-        Bytes([e.checksum for e in events]),
-        Bytes([r.head_tag for r in requests]),
-        Bools([r.check_tag for r in requests]),
-        Bytes([r.expected_tag for r in requests]),
-        Texts([r.fence[0] if r.fence is not None else None for r in requests]),
-        Int8s([r.fence[1] if r.fence is not None else None for r in requests]),
-    )
-
-
 def _together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamChange]) -> str:
     """What a refused ``append_together`` did, as :mod:`.refusals` reads it: the
     delete of the agent its change names (a delete and its feed tombstone or audit
@@ -613,14 +584,3 @@ def _together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamCh
         if change.delete_at is not None:
             return f"postgresql delete_agent_at of {change.agent_id!r}"
     return f"postgresql append to {requests[0].agent_id!r}"
-
-
-class _Again(StatekeeperError):
-    """:meth:`Appends.append_together`'s transaction was rolled back whole by the
-    server (``_ROLLED_BACK``): try it again. Internal; never reaches a caller."""
-
-
-#: failures that roll a transaction back whole: running it again is safe
-_ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
-#: tries of an ``append_together`` so rolled back
-_AGAIN = 5
