@@ -2,12 +2,12 @@
 between its claim and its head read still holds the agent's head row.
 
 The check inserts a head row of 0 (``absent_claim``, nothing when the agent's row is
-there) and, when that inserted nothing, reads the head ``FOR UPDATE``. A delete of the
-agent committed between the two statements left no row to read: the check passed
-holding nothing, so a creation of the agent committed before the check's transaction
-did not wait — its events could take feed positions before the import's tombstone,
-which then followed a live agent's events (every subscriber dropped it, no error). The
-claim is made again when the row is gone.
+there) and, when that inserted nothing, reads the head ``FOR UPDATE`` (``absent_heads``).
+A delete of the agent committed between the two statements left no row to read: the
+check passed holding nothing, so a creation of the agent committed before the check's
+transaction did not wait — its events could take feed positions before the import's
+tombstone, which then followed a live agent's events (every subscriber dropped it, no
+error). The claim is made again when the row is gone.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ async def test_a_check_still_holds_the_row_of_an_agent_deleted_after_its_claim(
             async def delete() -> None:
                 await backend.delete_agent("a")
 
-            await absent_in(sql, _DeleteAfterClaim(importer, sql["absent_claim"], delete), "a")
+            await absent_in(sql, _DeleteAfterClaim(importer, sql["absent_claim"], delete), ["a"])
             # the check's transaction is still open: a creation of "a" must wait for it
             await other.execute("SET lock_timeout = '200ms'")
             with pytest.raises(psycopg.errors.LockNotAvailable):

@@ -198,8 +198,6 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
     "snap_latest": ("agent-7", 10),
     "del_agent": ("agent-7",),
     "del_agent_at": ("agent-7", 3),
-    "absent_release": ("agent-7",),
-    "absent_head": ("agent-7",),
     "del_agent_at_sum": ("agent-7", 3, b"c"),
     "del_events": ("agent-7",),
     "del_snaps": ("agent-7",),
@@ -220,7 +218,6 @@ SINGLE_AGENT: dict[str, tuple[object, ...]] = {
 #: the inserts about one agent: PostgreSQL routes each row to its partition as it is
 #: inserted (the plan names only the parent), so they are checked through their locks
 ROUTED = {
-    "absent_claim",
     "append",
     "append1",
     "key_keep",
@@ -231,6 +228,9 @@ ROUTED = {
 
 #: the statements that span agents (documented in docs/scale-postgres.md)
 CROSS_AGENT = {
+    "absent_claim",
+    "absent_heads",
+    "absent_release",
     "append_batch",
     "rw_many",
     "read_many",

@@ -90,7 +90,7 @@ async def test_an_intent_whose_agent_is_intact_is_dropped_with_no_tombstone(
         report = await store.verify()
         (problem,) = [p for p in report.problems if p.kind == "feed"]
         assert problem.agent_id == "acme/kept"
-        assert "statekeeper feed-intents --settle acme/kept" in problem.reason
+        assert "statekeeper feed-intents --settle --older-than 1h acme/kept" in problem.reason
         assert "provably gone" not in problem.reason  # (could never come true for it)
         (intent,) = await store.feed_intents()
         assert (intent.state, intent.where) == ("intact", "unknown")
@@ -181,6 +181,8 @@ def test_the_sync_store_settles_too(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (intent,) = store.feed_intents()
         assert intent.where == "host"
         (done,) = store.settle_feed_intents(["acme/kept"])
+        assert done.outcome == "refused"  # (written a moment ago: FRESH)
+        (done,) = store.settle_feed_intents(["acme/kept"], older_than=0.0)
         assert done.outcome == "dropped"
         assert store.feed_intents() == []
 
@@ -206,3 +208,32 @@ async def test_older_than_must_be_a_number_of_seconds(tmp_path: Path) -> None:
     async with StateStore(split(tmp_path / "s.db"), witness=False) as store:
         with pytest.raises(InvalidArgument):  # (was: NaN matched every intent)
             await store.settle_feed_intents(older_than=float("nan"))
+
+
+async def test_a_fresh_intact_intent_named_alone_is_refused_without_an_age_or_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete of another host (or container, or an earlier version's process) that
+    wrote its intent a moment ago may be under way: dropped now, and that process
+    crashing after its delete, the tombstone was lost for good (was: dropped at once
+    when named by agent id, with no age asked). Refused until it is older than
+    ``FRESH``, or an age is given, or ``force``."""
+    from statekeeper.store.feed_intent_repair import FRESH
+
+    async with StateStore(split(tmp_path / "s.db"), witness=False) as store:
+        await seed(store)
+        await craft(store, "acme/kept", ELSEWHERE, monkeypatch)
+        await craft(store, "other", None, monkeypatch)  # an earlier version's: no owner
+        done = await store.settle_feed_intents(["acme/kept", "other"])
+        assert [(s.intent.agent_id, s.outcome) for s in done] == [
+            ("acme/kept", "refused"),
+            ("other", "refused"),
+        ]
+        assert all("older_than" in s.reason and "force" in s.reason for s in done)
+        assert len(await store.feed_intents()) == 2  # nothing written
+        assert FRESH >= 600
+        (done1,) = await store.settle_feed_intents(["acme/kept"], force=True)
+        assert done1.outcome == "dropped"
+        (done2,) = await store.settle_feed_intents(["other"], older_than=0.0)
+        assert done2.outcome == "dropped"
+        assert await store.feed_intents() == []

@@ -13,7 +13,6 @@ it."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,14 @@ from statekeeper import StateStore, SyncStateStore
 from statekeeper.errors import FeedChanged
 from statekeeper.feed import ProjectionRunner
 from statekeeper.feed.builtins import BUILTINS
-from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.backup import BackupKey, restore
 
 from ..backends._services import fresh_url
+from ._shared import backup_of
 
 
 async def _backup(tmp_path: Path) -> tuple[Path, BackupKey]:
-    key = BackupKey(os.urandom(32))
-    async with StateStore(f"sqlite:///{tmp_path / 'src.db'}") as source:
-        for n in range(6):
-            await source.save(f"a{n % 2}", {"n": n})
-        await backup(source, tmp_path / "full.skb", key)
-    return tmp_path / "full.skb", key
+    return await backup_of(tmp_path, "", 6)
 
 
 @pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis", "redis-sharded"])

@@ -20,6 +20,8 @@ from statekeeper.feed import rebuilding as rebuilding_mod
 from statekeeper.feed.seeding import seed_all
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 
+from ._shared import current
+
 Opener = Callable[..., StateStore]
 KEEP_ONE = RetentionPolicy.parse("* keep_last=1\n")
 
@@ -31,14 +33,6 @@ async def _written_and_compacted(store: StateStore, round_: int) -> None:
         await store.save("a0", {"round": round_, "i": i}, fsm_state=f"r{round_}-{i}")
     report = await apply_retention(store, KEEP_ONE)
     assert report.feed_through is not None
-
-
-async def _current(store: StateStore) -> list[tuple[Any, ...]]:
-    rows = []
-    for info in await store.list_agents():
-        state = await store.load(info.agent_id)
-        rows.append((info.agent_id, state.fsm_state, state.seq))
-    return rows
 
 
 @pytest.mark.parametrize("every_time", [False, True], ids=["once", "every-time"])
@@ -76,10 +70,10 @@ async def test_a_rebuild_beside_retention_converges(
             await runner.rebuild("agent_states")  # started over once by itself
             assert rounds == [1]
         got = await runner.query("SELECT agent_id, state, seq FROM agent_states ORDER BY 1")
-        assert got == await _current(store)
+        assert got == await current(store)
         (status,) = [s for s in await runner.status() if s.name == "agent_states"]
         assert status.state == "live"
         await store.save("a1", {"after": True}, fsm_state="later")  # following again
         await runner.catch_up(["agent_states"])
         got = await runner.query("SELECT agent_id, state, seq FROM agent_states ORDER BY 1")
-        assert got == await _current(store)
+        assert got == await current(store)

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,18 +22,11 @@ from statekeeper import StateStore
 from statekeeper.feed import ProjectionRunner
 
 from ..backends._services import fresh_url
+from ._shared import current
 
 CHILD = Path(__file__).with_name("_rebuild_child.py")
 #: the longest the runner may take to finish the rebuild (a bound, not a pace)
 DEADLINE = 60.0
-
-
-async def _current(store: StateStore) -> list[tuple[Any, ...]]:
-    rows = []
-    for info in await store.list_agents():
-        state = await store.load(info.agent_id)
-        rows.append((info.agent_id, state.fsm_state, state.seq))
-    return rows
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
@@ -60,7 +52,7 @@ async def test_a_live_runner_finishes_a_killed_rebuild(engine: str, tmp_path: Pa
                 await store.save("a1", {"after": True}, fsm_state="after-the-kill")
                 live = asyncio.create_task(runner.run(["agent_states"]))
                 try:
-                    expected = await _current(store)
+                    expected = await current(store)
                     loop = asyncio.get_running_loop()
                     deadline = loop.time() + DEADLINE
                     while True:  # the condition: finished and up to date
@@ -74,7 +66,7 @@ async def test_a_live_runner_finishes_a_killed_rebuild(engine: str, tmp_path: Pa
                         assert loop.time() < deadline, (status, got)
                         await asyncio.sleep(0.05)
                     await store.save("a2", {"later": True}, fsm_state="followed")
-                    expected = await _current(store)
+                    expected = await current(store)
                     while (
                         await runner.query(
                             "SELECT agent_id, state, seq FROM agent_states ORDER BY 1"

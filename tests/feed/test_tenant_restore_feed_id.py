@@ -29,6 +29,7 @@ from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.restoreholds import holds_of
 
 from ..backends._services import fresh_url
+from ._shared import backup_of
 
 POLICY = parse_policy(
     """\
@@ -45,12 +46,7 @@ ACME_X = "acme/x"
 
 
 async def _acme_backup(tmp_path: Path) -> tuple[Path, BackupKey]:
-    key = BackupKey(os.urandom(32))
-    async with StateStore(f"sqlite:///{tmp_path / 'src.db'}") as source:
-        for n in range(4):
-            await source.save(f"acme/a{n % 2}", {"n": n})
-        await backup(source, tmp_path / "acme.skb", key)
-    return tmp_path / "acme.skb", key
+    return await backup_of(tmp_path, "acme/", 4)
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])

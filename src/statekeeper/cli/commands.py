@@ -366,6 +366,9 @@ def verify(
         return total
 
     report = run(go())
+    from .intents import naming_the_store
+
+    report.problems[:] = naming_the_store(report.problems, url)  # (a command it suggests)
     if json_out:
         render.print_json(
             {

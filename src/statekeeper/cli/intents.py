@@ -8,7 +8,10 @@ confirmation was declined, or nothing matched; 2 — usage and store errors.
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,8 +32,9 @@ from .app import (
 
 if TYPE_CHECKING:
     from ..store.feed_intent_repair import FeedIntent, SettledIntent
+    from ..store.verification import Problem
 
-__all__ = ["intents_command"]
+__all__ = ["intents_command", "naming_the_store"]
 
 
 @app.command("feed-intents")
@@ -171,3 +175,19 @@ def _age(seconds: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def naming_the_store(problems: Sequence[Problem], url: str) -> list[Problem]:
+    """``problems`` with the ``feed-intents`` command a feed problem suggests naming the
+    store ``url`` (its secrets masked). Without it, the command copied from ``verify
+    --db ...`` settled nothing in the default store, or another store's intents."""
+    from ..backends.redact import mask_url
+    from ..store.feed_intent_repair import COMMAND
+
+    named = f"{COMMAND} --db {shlex.quote(mask_url(url))} "
+    return [
+        dataclasses.replace(p, reason=p.reason.replace(COMMAND + " ", named))
+        if p.kind == "feed"
+        else p
+        for p in problems
+    ]

@@ -224,20 +224,7 @@ async def record(
     if not has_feed(backend):
         return
     stream = stream_of(backend, agent_id)
-    last: ConflictError | None = None
-    for _ in range(_RETRIES):
-        request = await _request(backend, codec, stream, agent_id, head, forgotten)
-        if key is not None:
-            request = dataclasses.replace(request, idempotency_key=key)
-        try:
-            await backend.append(request)
-            return
-        except ConflictError as exc:
-            if exc.agent_id != stream:
-                raise
-            last = exc
-    assert last is not None
-    raise RetriesExhausted(stream, _RETRIES, last)
+    await _append_retried(backend, codec, stream, [(agent_id, head)], forgotten=forgotten, key=key)
 
 
 async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) -> None:
@@ -282,14 +269,19 @@ async def _append_retried(
     stream: str,
     agents: list[tuple[str, int]],
     *,
+    forgotten: bool = False,
+    key: str | None = None,
     absent: bool = False,
 ) -> None:
     """The tombstones of ``agents`` in ``stream`` (its head moved meanwhile: again);
-    with ``absent``, in a commit made only while none of ``agents`` has events."""
+    ``key``: the append's idempotency key; with ``absent``, in a commit made only while
+    none of ``agents`` has events."""
     last: ConflictError | None = None
     for _ in range(_RETRIES):
         try:
-            request = await _requests(backend, codec, stream, agents, False)
+            request = await _requests(backend, codec, stream, agents, forgotten)
+            if key is not None:
+                request = dataclasses.replace(request, idempotency_key=key)
             if absent:
                 # (in id order: two imports' checks lock head rows in one order)
                 checks = [StreamChange(a, absent=True) for a, _ in sorted(agents)]

@@ -9,12 +9,17 @@ each intent left (its agent, owner, age and why it is kept); :func:`settle_inten
 settles those named by the operator (agents, or an age) by the rule an owner's end
 would: the agent deleted (its key destroyed) — its tombstone, once; intact — the
 intent dropped (its delete never happened). An intent whose owner is running on this
-host (a delete under way) is refused unless ``force``.
+host (a delete under way) is refused unless ``force``; so is one of an intact agent
+written less than :data:`FRESH` ago whose owner is not provably gone, when it is named
+by its agent alone (no ``older_than``): a process of another host, container or version
+may be deleting it right now, and its intent dropped, a crash of that process after the
+delete lost the tombstone for good.
 """
 
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -23,11 +28,16 @@ from typing import Any
 from ..backends.base import Backend
 from ..backends.tiered_owner import owner_where
 from ..codec import Codec
-from ..errors import IntegrityError, InvalidArgument
+from ..errors import IntegrityError, InvalidArgument, SerializationError
 from . import feed_intents as fi
 from .feed_deletes import head_or_lost
 
-__all__ = ["FeedIntent", "SettledIntent", "feed_intents", "settle_intents"]
+__all__ = ["FRESH", "FeedIntent", "SettledIntent", "feed_intents", "settle_intents"]
+
+#: seconds an intact agent's intent whose owner is not provably gone is taken for a
+#: delete possibly under way (on another host: no owner rule proves it dead), when it
+#: is named by its agent alone: refused unless ``older_than`` or ``force``
+FRESH = 3600.0
 
 #: why an intent of an agent still intact is kept, by where its owner is (owner_where)
 _KEPT = {
@@ -58,7 +68,8 @@ class FeedIntent:
     written: float
     #: ``"done"`` (the agent deleted, its key destroyed: its tombstone is due),
     #: ``"intact"`` (the delete did not happen), ``"unknown"`` (a forget's, and no key
-    #: vault here to tell), ``"unopened"`` (does not open: row-level security)
+    #: vault here to tell), ``"unopened"`` (its record does not open: damaged, or
+    #: written so under row-level security by a role of its namespace)
     state: str
     #: where its owner is (:func:`~statekeeper.backends.tiered_owner.owner_where`)
     where: str
@@ -88,9 +99,7 @@ class SettledIntent:
 async def _describe(backend: Backend, codec: Codec, stream: str) -> FeedIntent | None:
     try:
         body = await fi._intent(backend, codec, stream)
-    except IntegrityError as exc:
-        if not getattr(backend, "intents_by_namespace", False):
-            raise
+    except (IntegrityError, SerializationError) as exc:  # (was raised outside RLS)
         why = f"does not open, which no delete settles: {exc}"
         return FeedIntent(stream, stream, 1, "delete", None, 0.0, "unopened", "unknown", why)
     if body is None:
@@ -173,6 +182,16 @@ async def settle_intents(
             reason = "its owner is running on this host (a delete under way): force to settle"
             done.append(SettledIntent(intent, "refused", reason))
             continue
+        if _maybe_under_way(intent, now, older_than, force):
+            # (was: dropped at once; its owner crashing after its delete, the
+            # tombstone was lost for good)
+            reason = (
+                f"written {int(intent.age(now))}s ago by a process that may be deleting it"
+                f" now ({intent.why}): settle it with older_than (--older-than) once it"
+                " is not, or force (--force)"
+            )
+            done.append(SettledIntent(intent, "refused", reason))
+            continue
         body = await fi._intent(backend, codec, intent.stream)
         if body is None:  # settled meanwhile (by its owner, or a delete's settle)
             continue
@@ -193,3 +212,28 @@ async def settle_intents(
         ended = await fi._finish(backend, codec, intent.stream, body, abandoned=True)
         done.append(SettledIntent(intent, "tombstone" if ended else "dropped"))
     return done
+
+
+def _maybe_under_way(intent: FeedIntent, now: float, older_than: float | None, force: bool) -> bool:
+    """An intact agent's intent named by its agent alone, younger than :data:`FRESH`,
+    whose owner is not provably gone: its delete may be under way elsewhere."""
+    return (
+        not force
+        and older_than is None
+        and intent.state == "intact"
+        and intent.where != "gone"
+        and intent.age(now) < FRESH
+    )
+
+
+#: what :func:`settle_command` starts with (``statekeeper verify`` names the store after
+#: it: :func:`statekeeper.cli.intents.naming_the_store`)
+COMMAND = "statekeeper feed-intents"
+
+
+def settle_command(intent: FeedIntent) -> str:
+    """The shell command that settles ``intent`` once it is older than :data:`FRESH`
+    (before, it matches nothing: its delete may be under way); its agent id quoted."""
+    agent = shlex.quote(intent.agent_id)
+    end = f"-- {agent}" if agent.startswith("-") else agent
+    return f"{COMMAND} --settle --older-than {int(FRESH // 3600)}h {end}"

@@ -266,14 +266,21 @@ async def finish_pending(backend: Backend, codec: Codec) -> list[str]:
     async for stream in _streams(backend):
         try:
             body = await _intent(backend, codec, stream)
+        except (IntegrityError, SerializationError):
+            # one that does not open (damaged, altered; under row-level security a
+            # role that may write its namespace wrote it so) is left, for ``verify``
+            # to name; raised outside row-level security, it failed every delete and
+            # forget of the store, on every engine, and the whole store's verify
+            continue
+        try:
             if await _finish(backend, codec, stream, body):
                 finished.append(body["agent_id"] if body is not None else stream)
         except (AccessDenied, StorageError):
             # under row-level security: an intent of a namespace this role may read
             # but not write, left to a role that may (nothing of it was written); or
-            # one that does not open, or whose namespace's tombstones do not take an
-            # append: a role that may write that namespace wrote it so, and it fails
-            # no delete of another's (``verify`` names it)
+            # one whose namespace's tombstones do not take an append: a role that may
+            # write that namespace wrote it so, and it fails no delete of another's
+            # (``verify`` names it)
             if not getattr(backend, "intents_by_namespace", False):
                 raise
     return finished
@@ -364,19 +371,16 @@ async def _announced(backend: Backend, codec: Codec, stream: str, body: dict[str
 
 
 async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int, str]]:
-    """``(agent_id, head, "")`` of every intent left (for ``verify``: nothing is
-    written); under row-level security ``(stream, 1, why)`` of an intent of a namespace
-    that does not open (written so by a role that may write the namespace: no delete
-    settles it)."""
+    """``(agent_id, head, "")`` of every intent left (nothing is written); ``(stream,
+    1, why)`` of one that does not open (damaged; under row-level security written so
+    by a role that may write the namespace): no delete settles it."""
     if not await backend.count_prefix(PENDING):  # (see settle: a lost agent raised)
         return []
     found: list[tuple[str, int, str]] = []
     async for stream in _streams(backend):
         try:
             body = await _intent(backend, codec, stream)
-        except IntegrityError as exc:
-            if not getattr(backend, "intents_by_namespace", False):
-                raise
+        except (IntegrityError, SerializationError) as exc:  # (see finish_pending)
             found.append((stream, 1, str(exc)))
             continue
         if body is not None:

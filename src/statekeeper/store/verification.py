@@ -191,18 +191,17 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         problems.append(
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
-    from .feed_intent_repair import feed_intents
+    from .feed_intent_repair import feed_intents, settle_command
     from .feed_verify import tombstone_problems
 
     problems.extend(await tombstone_problems(store))  # (the feed's tombstone streams)
     for intent in await feed_intents(store.backend, store.codec):
-        if intent.state == "unopened":  # (row-level security: a namespace's role wrote it so)
+        if intent.state == "unopened":  # (damaged; or, under RLS, a namespace's role wrote it so)
             why = f"a feed intent that {intent.why}"
         elif intent.state == "intact" and intent.where not in ("running", "gone"):
             why = (
                 "a delete at this seq that did not happen, whose feed intent no process can"
-                f" settle ({intent.why}): settle it with"
-                f" 'statekeeper feed-intents --settle {intent.agent_id}'"
+                f" settle ({intent.why}): settle it with '{settle_command(intent)}'"
             )
         else:
             why = (

@@ -1,4 +1,4 @@
-"""An absence check in a PostgreSQL ``append_together`` (``StreamChange.absent``)."""
+"""Absence checks in a PostgreSQL ``append_together`` (``StreamChange.absent``)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,31 @@ from typing import Any
 from ...errors import ConflictError
 
 
-async def absent_in(sql: Mapping[str, Any], conn: Any, agent_id: str) -> None:
-    """The check in ``conn``'s transaction: the agent's head row claimed at 0 and
-    removed again (the queries ``absent_claim`` and ``absent_release``), so a creation
-    of the agent racing the transaction is either seen — committed before the claim,
-    or waited for by it — and raises :class:`ConflictError` (the caller rolls back),
-    or waits for the transaction's end, its events after what the transaction wrote.
-    A plain read would miss a creation still to commit, whose events then come before
-    the transaction's in the feed."""
-    while True:
-        cur = await conn.execute(sql["absent_claim"], (agent_id,))
-        if cur.rowcount == 1:
-            await conn.execute(sql["absent_release"], (agent_id,))
+async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> None:
+    """The checks of ``agent_ids`` in ``conn``'s transaction, a few statements for all
+    of them (was: two an agent, record_restored of 5,000 agents ~4x slower): the
+    agents' head rows claimed at 0 in the order given (``absent_claim``) and those
+    claimed removed again (``absent_release``), so a creation of one racing the
+    transaction is either seen — committed before the claim, or waited for by it —
+    and raises :class:`ConflictError` (the caller rolls back), or waits for the
+    transaction's end, its events after what the transaction wrote. The head of an
+    agent whose row was there is read ``FOR UPDATE`` (``absent_heads``): one of
+    events conflicts; one deleted between the claim and that read is claimed again
+    (was, one agent at a time: passed holding nothing, and a creation committed
+    meanwhile came before the commit). A plain read would miss a creation still to
+    commit, whose events then come before the transaction's in the feed."""
+    todo = list(dict.fromkeys(agent_ids))
+    while todo:
+        cur = await conn.execute(sql["absent_claim"], (todo,))
+        claimed = {row[0] for row in await cur.fetchall()}
+        if claimed:
+            await conn.execute(sql["absent_release"], (list(claimed),))
+        there = [a for a in todo if a not in claimed]
+        if not there:
             return
-        cur = await conn.execute(sql["absent_head"], (agent_id,))
-        row = await cur.fetchone()
-        if row is None:
-            # deleted between the claim and this read: nothing held, so claim again
-            # (was: passed, and a creation committed meanwhile came before the commit)
-            continue
-        head = int(row[0])
-        if head:
-            raise ConflictError(agent_id, 0, head)
-        return
+        cur = await conn.execute(sql["absent_heads"], (there,))
+        heads = {row[0]: int(row[1]) for row in await cur.fetchall()}
+        for agent_id in there:
+            if heads.get(agent_id):
+                raise ConflictError(agent_id, 0, heads[agent_id])
+        todo = [a for a in there if a not in heads]  # deleted meanwhile: claim again

@@ -44,12 +44,13 @@ from ..base import (
     validate_together,
 )
 from .absence import absent_in
-from .arrays import Bools, Bytes, Float8s, Int4s, Int8s, Texts
+from .arrays import batch_params
 from .connection import kept_cursor, transient
 from .deletes import refusal
 from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
+from .rolled_back import ROLLED_BACK, RolledBack, run_again
 
 __all__ = ["Appends"]
 
@@ -241,16 +242,28 @@ class Appends(PostgresPart):
             raise refused
         if not self._opened:
             await self._ensure_open()
+        return await run_again(lambda again: self._together(requests, changes, again))
+
+    async def _together(
+        self,
+        requests: Sequence[AppendRequest],
+        changes: Sequence[StreamChange],
+        again: bool = False,
+    ) -> list[AppendResult | None]:
+        """One try of :meth:`append_together` (``again``: :func:`.rolled_back.run_again`)."""
         out: list[AppendResult | None] = []
         try:
             async with self._connection() as conn:
                 try:
                     async with conn.transaction():
+                        if absent := [c.agent_id for c in changes if c.absent]:
+                            await absent_in(self._sql, conn, absent)  # (.absence)
                         for change in changes:
-                            await self._change(conn, change)
+                            if not change.absent:
+                                await self._change(conn, change)
                         query = self._sql["append_batch"]
                         cur = kept_cursor(conn, query)
-                        await cur.execute(query, _batch_params(requests))
+                        await cur.execute(query, batch_params(requests))
                         rows = [tuple(row[1:]) for row in await cur.fetchall()]
                         if len(rows) != len(requests):
                             raise psycopg.DataError(
@@ -268,6 +281,8 @@ class Appends(PostgresPart):
                     return out
         except psycopg.Error as exc:
             self._wrote()
+            if again and isinstance(exc, ROLLED_BACK):
+                raise RolledBack from exc
             if not transient(exc):  # refused (a privilege, a constraint): typed, nothing stored
                 raise self._failure(_together_what(requests, changes), exc) from exc
             try:
@@ -325,8 +340,6 @@ class Appends(PostgresPart):
             return await self._lease_in(conn, agent_id, change.lease)
         if change.rewrite is not None:
             return await self._rewrite_in(conn, change.rewrite)
-        if change.absent:  # (.absence)
-            return await absent_in(self._sql, conn, agent_id)
         if change.snapshot is not None and change.prune_to is not None:
             # the head row locked before the snapshot's row, as a delete and a plain
             # prune lock them (head row, then snapshots): the other order deadlocked
@@ -497,7 +510,7 @@ class Appends(PostgresPart):
         query = self._sql["append_batch"]
         async with self._connection() as conn:
             cur = kept_cursor(conn, query)
-            await cur.execute(query, _batch_params(requests))
+            await cur.execute(query, batch_params(requests))
             rows = await cur.fetchall()
         if len(rows) != len(requests):
             raise psycopg.DataError(f"sk_append_batch answered {len(rows)} of {len(requests)}")
@@ -561,33 +574,6 @@ def _filtered(request: AppendRequest, row: tuple[Any, ...]) -> bool:
     when row-level security filtered it away (or the head tag differs: see
     :meth:`Appends._refuse`, which asks the policy)."""
     return int(row[0]) == 2 and request.expected_seq > 0 and int(row[1]) == request.expected_seq
-
-
-def _batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
-    """The parameters of ``sk_append_batch`` for ``requests`` (each list typed for
-    :mod:`.arrays`' binary dumpers)."""
-    snaps = [r.snapshot for r in requests]
-    events = [e for r in requests for e in r.events]
-    return (
-        Texts([r.agent_id for r in requests]),
-        Int8s([r.expected_seq for r in requests]),
-        Int4s([len(r.events) for r in requests]),
-        Texts([r.idempotency_key for r in requests]),
-        Int8s([s.seq if s is not None else None for s in snaps]),
-        Float8s([s.timestamp if s is not None else None for s in snaps]),
-        Bytes([s.payload if s is not None else None for s in snaps]),
-        Bytes([s.checksum if s is not None else None for s in snaps]),
-        Int8s([e.seq for e in events]),
-        Texts([e.type for e in events]),
-        Float8s([e.timestamp for e in events]),
-        Bytes([e.payload for e in events]),
-        Bytes([e.checksum for e in events]),
-        Bytes([r.head_tag for r in requests]),
-        Bools([r.check_tag for r in requests]),
-        Bytes([r.expected_tag for r in requests]),
-        Texts([r.fence[0] if r.fence is not None else None for r in requests]),
-        Int8s([r.fence[1] if r.fence is not None else None for r in requests]),
-    )
 
 
 def _together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamChange]) -> str:

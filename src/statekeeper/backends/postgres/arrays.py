@@ -14,14 +14,17 @@ the statement casts it to.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-__all__ = ["ADAPTERS", "Bools", "Bytes", "Float8s", "Int4s", "Int8s", "Texts"]
+if TYPE_CHECKING:
+    from ...records import AppendRequest
+
+__all__ = ["ADAPTERS", "Bools", "Bytes", "Float8s", "Int4s", "Int8s", "Texts", "batch_params"]
 
 _NULL = b"\xff\xff\xff\xff"
 _HEADER = struct.Struct("!iiIii").pack  # ndim, has nulls, element oid, length, lower bound
@@ -120,3 +123,30 @@ ADAPTERS.register_dumper(Float8s, _dumper(1022, 701, _FLOAT8, 8))
 ADAPTERS.register_dumper(Bools, _dumper(1000, 16, _BOOL, 1))
 ADAPTERS.register_dumper(Bytes, _dumper(1001, 17, _LEN, 0))
 ADAPTERS.register_dumper(Texts, _TextsDumper)
+
+
+def batch_params(requests: Sequence[AppendRequest]) -> tuple[list[Any], ...]:
+    """The parameters of ``sk_append_batch`` for ``requests`` (each list typed for
+    this module's binary dumpers)."""
+    snaps = [r.snapshot for r in requests]
+    events = [e for r in requests for e in r.events]
+    return (
+        Texts([r.agent_id for r in requests]),
+        Int8s([r.expected_seq for r in requests]),
+        Int4s([len(r.events) for r in requests]),
+        Texts([r.idempotency_key for r in requests]),
+        Int8s([s.seq if s is not None else None for s in snaps]),
+        Float8s([s.timestamp if s is not None else None for s in snaps]),
+        Bytes([s.payload if s is not None else None for s in snaps]),
+        Bytes([s.checksum if s is not None else None for s in snaps]),
+        Int8s([e.seq for e in events]),
+        Texts([e.type for e in events]),
+        Float8s([e.timestamp for e in events]),
+        Bytes([e.payload for e in events]),
+        Bytes([e.checksum for e in events]),
+        Bytes([r.head_tag for r in requests]),
+        Bools([r.check_tag for r in requests]),
+        Bytes([r.expected_tag for r in requests]),
+        Texts([r.fence[0] if r.fence is not None else None for r in requests]),
+        Int8s([r.fence[1] if r.fence is not None else None for r in requests]),
+    )

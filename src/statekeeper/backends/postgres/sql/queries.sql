@@ -186,18 +186,21 @@ SELECT count(*) FROM {s}.sk_agents WHERE agent_id >= %s AND agent_id < %s
 DELETE FROM {s}.sk_agents WHERE agent_id = %s
 
 -- name: absent_claim
--- (an absence check in append_together: a head row of 0 claimed, removed again by
--- absent_release in the same transaction; a creation of the agent committing meanwhile
--- makes it insert nothing, one still to commit is waited for, and one after waits on
--- it until the transaction ends: its events follow what the transaction wrote)
+-- (absence checks in append_together: a head row of 0 claimed for each agent, in the
+-- order given, those claimed removed again by absent_release in the same transaction;
+-- a creation of an agent committing meanwhile makes it insert nothing for it, one still
+-- to commit is waited for, and one after waits on it until the transaction ends: its
+-- events follow what the transaction wrote)
 INSERT INTO {s}.sk_agents (agent_id, head_seq, created_at, updated_at)
-VALUES (%s, 0, 0, 0) ON CONFLICT (agent_id) DO NOTHING
+SELECT u.a, 0, 0, 0 FROM unnest(%s::text[]) WITH ORDINALITY AS u(a, k) ORDER BY u.k
+ON CONFLICT (agent_id) DO NOTHING RETURNING agent_id
 
 -- name: absent_release
-DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = 0
+DELETE FROM {s}.sk_agents WHERE agent_id = ANY(%s::text[]) AND head_seq = 0
 
--- name: absent_head
-SELECT head_seq FROM {s}.sk_agents WHERE agent_id = %s FOR UPDATE
+-- name: absent_heads
+SELECT agent_id, head_seq FROM {s}.sk_agents WHERE agent_id = ANY(%s::text[])
+ORDER BY agent_id FOR UPDATE
 
 -- name: del_agent_at
 DELETE FROM {s}.sk_agents WHERE agent_id = %s AND head_seq = %s
