@@ -245,16 +245,18 @@ class TieredClaims(TieredPart):
 
     async def _fence_demotion(self, agent_id: str) -> None:
         """Before a change that keeps the stream's head record (a prune, a rewrite below
-        the head, a key rename): a demotion's claim (:func:`is_claim`) beside the stream
-        gets another head tag (a rewrite of nothing, conditional on the tag read), so
-        that demotion's last step — committed only while the marker carries its own
-        token as its tag — deletes nothing; its clean-up then deletes its cold copy and
-        its marker (both still its own) and the changed stream stays. Was: that step,
-        conditional on the head record alone, went through; the cold copy made before
-        the change became the agent (a prune's history, the old key names, a rekey's
-        records under the old key back at the next load, without an error). Nothing on
-        a tier that is not :meth:`_fenced` (its demotion's delete is conditional on the
-        head record alone)."""
+        the head, a key rename), and again after it (a claim made meanwhile, its copy
+        of the stream as it was before; was: looked at before only): a demotion's claim
+        (:func:`is_claim`) beside the stream gets another head tag (a rewrite of
+        nothing, conditional on the tag read), so that demotion's last step — committed
+        only while the marker carries its own token as its tag — deletes nothing; its
+        clean-up then deletes its cold copy and its marker (both still its own) and the
+        changed stream stays. Was: that step, conditional on the head record alone, went
+        through; the cold copy made before the change became the agent (a prune's
+        history, the old key names, a rekey's records under the old key back at the next
+        load, without an error). Nothing on a tier that is not :meth:`_fenced` (its
+        demotion's delete is conditional on the head record alone). Still open: such a
+        demotion whose last step commits between the change and the look after it."""
         if not self._fenced() or not self.durable.supports(Capability.REWRITE):
             return
         entry = await self._marker_entry(agent_id)

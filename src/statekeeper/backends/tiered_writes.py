@@ -241,6 +241,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self._fence_demotion(request.agent_id)  # (its last step kept no change)
                 await self._rehydrate(request.agent_id, locked=True)
             await self.durable.rewrite(request)
+            if self.cold is not None:
+                await self._fence_demotion(request.agent_id)  # (a claim made meanwhile)
             if self.hot is not None:
                 await self._drop_hot(request.agent_id)
 
@@ -255,6 +257,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
             done = await self.durable.rename_keys(agent_id, renames)
+            if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
             return done
@@ -283,6 +287,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self.durable.prune(agent_id, base_seq, drop_snapshots)
             else:
                 await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+            if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
 
