@@ -191,10 +191,15 @@ async def prune_planned(
     acknowledged events gone, ``HistoryCompacted`` on its load) — raises
     :class:`ConflictError` with nothing removed, and the snapshot stored for the other
     stream is taken back (a snapshot of another stream: its loads warned and replayed)."""
+    from .retention_raced import on_grown
+
+    async def prune(at: int, record: Seen) -> None:
+        await prune_at(store.backend, agent_id, target, drop, at, record[2])
+
     if full is not None:
         await store.backend.save_snapshot(agent_id, full)
-    try:
-        await prune_at(store.backend, agent_id, target, drop, head, seen[2])
+    try:  # (a second plan's: on the stream grown since too)
+        await on_grown(store, agent_id, head, seen, prune)
     except ConflictError:
         if full is not None:
             await _take_back(store, agent_id, full)
