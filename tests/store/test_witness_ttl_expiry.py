@@ -23,7 +23,7 @@ from statekeeper import StateStore
 from statekeeper.errors import AgentNotFound, RollbackDetected
 from statekeeper.records import AppendRequest
 
-from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
+from ..backends._services import REDIS_URL, delete_prefix, fresh_url, namespace, require_redis
 
 
 @pytest.fixture
@@ -116,11 +116,8 @@ async def test_a_writer_clock_ahead_does_not_hide_a_stream_gone_back_in_time(
 async def test_an_agent_expired_by_its_own_ttl_is_no_rollback(tmp_path: Path) -> None:
     # a store without ttl=: one agent given its own TTL (set_ttl, as typed states with
     # an expiry are); gone, it expired — the backend itself answers AgentNotFound
-    require_redis()
-    prefix = namespace(tmp_path, "sk_wown_")
-    url = f"{REDIS_URL}?prefix={prefix}"
     witness = tmp_path / "app.sk-witness"
-    try:
+    with fresh_url("redis", tmp_path) as url:
         async with StateStore(url, witness=witness) as app:
             for n in range(3):
                 await app.save("a", {"n": n})
@@ -132,17 +129,12 @@ async def test_an_agent_expired_by_its_own_ttl_is_no_rollback(tmp_path: Path) ->
                     await app.load("a")
                 assert (await app.load("b")).data == {"n": 1}
                 assert not (await app.verify()).problems
-    finally:
-        delete_prefix(prefix)
 
 
 async def test_an_agent_lost_on_a_store_without_ttl_is_still_a_rollback(tmp_path: Path) -> None:
     # no TTL of its own: its keys gone (a DEL outside the store) is a loss, not an expiry
-    require_redis()
-    prefix = namespace(tmp_path, "sk_wlost_")
-    url = f"{REDIS_URL}?prefix={prefix}"
     witness = tmp_path / "app.sk-witness"
-    try:
+    with fresh_url("redis", tmp_path) as url:
         async with StateStore(url, witness=witness) as app:
             await app.save("a", {"n": 1})
             await app.save("a", {"n": 2})
@@ -151,5 +143,3 @@ async def test_an_agent_lost_on_a_store_without_ttl_is_still_a_rollback(tmp_path
         async with StateStore(url, witness=witness) as app:
             with pytest.raises(RollbackDetected, match="the agent is gone"):
                 await app.load("a")
-    finally:
-        delete_prefix(prefix)
