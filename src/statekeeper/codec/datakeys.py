@@ -260,9 +260,7 @@ class MemoryKeyVault:
     def live_legacy(self) -> list[VaultEntry]:
         """Every live legacy key (keyed by agent id alone), by agent id."""
         with self._lock:
-            return sorted(
-                (e for e in self._entries.values() if e.wrapped), key=lambda e: e.agent_id
-            )
+            return [e for _, e in sorted(self._entries.items()) if e.wrapped is not None]
 
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:
@@ -543,13 +541,9 @@ class SqliteKeyVault:
         )
         return [_entry(str(row[0]), family, row[1:]) for row in rows]
 
-    def live_legacy(self) -> list[VaultEntry]:
-        """Every live legacy key (keyed by agent id alone), by agent id."""
-        rows = self._run(
-            "SELECT agent_id, master_id, wrapped, forgotten_at FROM data_keys"
-            " WHERE wrapped IS NOT NULL ORDER BY agent_id",
-            (),
-        )
+    def live_legacy(self) -> list[VaultEntry]:  # (as MemoryKeyVault's)
+        sql = "SELECT agent_id, master_id, wrapped, forgotten_at FROM data_keys"
+        rows = self._run(f"{sql} WHERE wrapped IS NOT NULL ORDER BY agent_id", ())
         return [_entry(str(row[0]), None, row[1:]) for row in rows]
 
     def remove_legacy(self, agent_id: str) -> bool:
