@@ -33,6 +33,7 @@ from ._keyring import KEYRING
 ADMIN = parse_policy('[principals.ops]\nadmin = ["**"]\n')
 POLICY = RetentionPolicy.parse("acme keep_last=3\n")
 ENGINES = ["memory", "sqlite", "postgresql", "redis", "tiered"]
+GROWN_ENGINES = [*ENGINES, "s3"]
 
 
 def _options(governed: bool) -> dict[str, Any]:
@@ -206,7 +207,7 @@ async def test_a_skipped_compaction_reports_the_feed_floor_it_raised(
             assert list(report.feed_through.positions) == floors
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", GROWN_ENGINES)
 @pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
 async def test_an_agent_written_during_every_plan_is_compacted(
     tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
