@@ -30,7 +30,7 @@ from ..backends._services import fresh_url
 from ._settle_race import check_compacted_at, compacted, settle_raced
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3", "tiered"])
 @pytest.mark.parametrize(
     ("written", "base", "below"),
     [(10, 17, (11, 12, 16)), (3, 10, (1, 5, 9))],
