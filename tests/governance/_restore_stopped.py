@@ -1,5 +1,6 @@
 """A restore stopped right after its writing pass, as a SIGKILL there stops it: the
-writers (:func:`write_image`, the writing pass) return, then the run goes no further."""
+writers (:func:`write_image`, the writing pass) return, then the run goes no further;
+and a restore as a version before the key adoption made it (:func:`older_restore`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ import pytest
 
 #: the module (the package's name ``restore`` is the function)
 restore_module = importlib.import_module("statekeeper.governance.backup.restore")
+
+
+@contextlib.contextmanager
+def older_restore(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A restore as made before the key adoption (``adopt_copied_keys``): the copy's
+    key family given no key of the agents it copied."""
+
+    async def older(*_: object) -> int:
+        return 0
+
+    with monkeypatch.context() as patched:
+        patched.setattr(restore_module, "adopt_copied_keys", older)
+        yield
 
 
 class Killed(Exception):

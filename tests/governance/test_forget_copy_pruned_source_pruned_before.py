@@ -23,12 +23,10 @@ pytest.importorskip("langgraph.checkpoint.base")
 from statekeeper import StateStore
 from statekeeper.codec.datakeys import SqliteKeyVault
 from statekeeper.codec.keys import Keyring
-from statekeeper.errors import AgentForgotten
-from statekeeper.governance.backup import BackupKey, backup, restore
-from statekeeper.governance.shredding import forget
+from statekeeper.governance.backup import BackupKey, restore
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
-from .test_forget_restored_thread_pruned import SECRET, _chat, _config, _generations, _ring
+from ._pruned_threads import backed_up_threads, forgotten_in_the_copy, pruned, ring
 
 
 async def test_a_copys_pruned_thread_is_shredded_when_the_source_pruned_before(
@@ -38,29 +36,14 @@ async def test_a_copys_pruned_thread_is_shredded_when_the_source_pruned_before(
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "a.skb"
     a_url, b_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
-    async with StateStore(a_url, keyring=_ring(vault)) as a, StatekeeperSaver(a) as saver:
-        await _chat(saver, "t1", 3)
-        await _chat(saver, "t2", 3)
-        await backup(a, file, bkey)
+
+    async def pruned_before(saver: StatekeeperSaver) -> None:
         with monkeypatch.context() as patched:  # a prune made before this version
             patched.setattr(Keyring, "continue_in", lambda *_: False)
             await saver.aprune(["t1"])
-        (t1_a,) = await _generations(a, "t1")
-    async with StateStore(b_url, keyring=_ring(vault)) as b, StatekeeperSaver(b) as saver:
+
+    t1_a = await backed_up_threads(a_url, vault, file, bkey, pruned_before)
+    async with StateStore(b_url, keyring=ring(vault)) as b, StatekeeperSaver(b) as saver:
         assert (await restore(b, [file], bkey)).agents == 2
-        await saver.aprune(["t1", "t2"])
-        (t1_b,) = await _generations(b, "t1")
-        got = await saver.aget_tuple(_config("t1"))
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 2"
-    async with StateStore(a_url, keyring=_ring(vault)) as a:
-        assert (await forget(a, t1_a)).destroyed
-    async with (
-        StateStore(b_url, keyring=_ring(vault), cache_size=0) as b,
-        StatekeeperSaver(b) as saver,
-    ):
-        with pytest.raises(AgentForgotten):  # was: the thread's newest state, readable
-            await b.load(t1_b)
-        with pytest.raises(AgentForgotten):
-            await saver.aget_tuple(_config("t1"))
-        got = await saver.aget_tuple(_config("t2"))  # not forgotten: readable in the copy
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 2"
+        t1_b = await pruned(b, saver, 2)
+    await forgotten_in_the_copy(a_url, b_url, vault, t1_a, t1_b)

@@ -12,7 +12,6 @@ restore does now."""
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
@@ -22,14 +21,11 @@ pytest.importorskip("langgraph.checkpoint.base")
 
 from statekeeper import StateStore
 from statekeeper.codec.datakeys import SqliteKeyVault
-from statekeeper.errors import AgentForgotten
-from statekeeper.governance.backup import BackupKey, backup, restore
-from statekeeper.governance.shredding import forget
+from statekeeper.governance.backup import BackupKey, restore
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
-from .test_forget_restored_thread_pruned import SECRET, _chat, _config, _generations, _ring
-
-restore_module = importlib.import_module("statekeeper.governance.backup.restore")
+from ._pruned_threads import backed_up_threads, forgotten_in_the_copy, pruned, ring
+from ._restore_stopped import older_restore
 
 
 async def test_a_prune_in_an_older_restored_copy_is_shredded_by_the_sources_forget(
@@ -39,34 +35,11 @@ async def test_a_prune_in_an_older_restored_copy_is_shredded_by_the_sources_forg
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "a.skb"
     a_url, b_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
-    async with StateStore(a_url, keyring=_ring(vault)) as a, StatekeeperSaver(a) as saver:
-        await _chat(saver, "t1", 3)
-        await _chat(saver, "t2", 3)
-        (t1,) = await _generations(a, "t1")
-        await backup(a, file, bkey)
-
-    async def older(*_: object) -> int:  # a restore made before the key adoption
-        return 0
-
-    async with StateStore(b_url, keyring=_ring(vault)) as b:
-        with monkeypatch.context() as patched:
-            patched.setattr(restore_module, "adopt_copied_keys", older)
+    t1 = await backed_up_threads(a_url, vault, file, bkey)
+    async with StateStore(b_url, keyring=ring(vault)) as b:
+        with older_restore(monkeypatch):
             assert (await restore(b, [file], bkey)).agents == 2
-    async with StateStore(b_url, keyring=_ring(vault)) as b, StatekeeperSaver(b) as saver:
-        await saver.aprune(["t1", "t2"])
-        (t1_b,) = await _generations(b, "t1")
+    async with StateStore(b_url, keyring=ring(vault)) as b, StatekeeperSaver(b) as saver:
+        t1_b = await pruned(b, saver, 2)
         assert t1_b != t1
-        got = await saver.aget_tuple(_config("t1"))
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 2"
-    async with StateStore(a_url, keyring=_ring(vault)) as a:
-        assert (await forget(a, t1)).destroyed
-    async with (
-        StateStore(b_url, keyring=_ring(vault), cache_size=0) as b,
-        StatekeeperSaver(b) as saver,
-    ):
-        with pytest.raises(AgentForgotten):  # was: the thread's newest state, readable
-            await b.load(t1_b)
-        with pytest.raises(AgentForgotten):
-            await saver.aget_tuple(_config("t1"))
-        got = await saver.aget_tuple(_config("t2"))  # not forgotten: readable in the copy
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 2"
+    await forgotten_in_the_copy(a_url, b_url, vault, t1, t1_b)

@@ -18,37 +18,15 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.base")
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import empty_checkpoint
-
 from statekeeper import StateStore
 from statekeeper.codec.datakeys import MemoryKeyVault, SqliteKeyVault
-from statekeeper.codec.keys import Keyring
 from statekeeper.errors import AgentForgotten, AgentNotFound
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.restore import iter_entries
 from statekeeper.governance.shredding import forget
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
-SECRET = "078-05-1120"
-
-
-def _ring(vault: object) -> Keyring:
-    return Keyring({"k1": bytes(range(32))}, data_keys=vault)
-
-
-async def _chat(saver: StatekeeperSaver, thread: str, turns: int) -> None:
-    config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    for i in range(turns):
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"ssn": f"{SECRET} turn {i}"}
-        cp["channel_versions"] = {"ssn": i + 1}
-        config = await saver.aput(config, cp, {"source": "loop", "step": i}, {"ssn": i + 1})
-
-
-async def _generations(store: StateStore, thread: str) -> list[str]:
-    found = [a.agent_id async for a in store.iter_agents()]
-    return sorted(a for a in found if f"/{thread}#" in a)
+from ._pruned_threads import SECRET, chat, generations, ring
 
 
 def _live(vault: MemoryKeyVault | SqliteKeyVault, agent_id: str) -> bool:
@@ -62,13 +40,13 @@ async def test_forget_after_prune_destroys_every_generations_key(
 ) -> None:
     vault = MemoryKeyVault() if vault_kind == "memory" else SqliteKeyVault(tmp_path / "v.db")
     async with (
-        StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=_ring(vault)) as store,
+        StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=ring(vault)) as store,
         StatekeeperSaver(store) as saver,  # (its loop's thread stopped at the end)
     ):
-        await _chat(saver, "t1", 3)
-        (old,) = await _generations(store, "t1")
+        await chat(saver, "t1", 3)
+        (old,) = await generations(store, "t1")
         await saver.aprune(["t1"])
-        (new,) = await _generations(store, "t1")
+        (new,) = await generations(store, "t1")
         assert new != old and _live(vault, old)  # the prune destroys nothing
         # the live generation (its stream), or the pruned one (only its key is left)
         result = await forget(store, new if forgotten == "live" else old)
@@ -84,20 +62,20 @@ async def test_a_backup_before_prune_restores_a_forgotten_thread_unreadable(
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "before-prune.skb"
     async with (
-        StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=_ring(vault)) as store,
+        StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=ring(vault)) as store,
         StatekeeperSaver(store) as saver,  # (its loop's thread stopped at the end)
     ):
-        await _chat(saver, "t1", 3)
-        await _chat(saver, "t2", 3)
-        (t1_old,) = await _generations(store, "t1")
-        (t2_old,) = await _generations(store, "t2")
+        await chat(saver, "t1", 3)
+        await chat(saver, "t2", 3)
+        (t1_old,) = await generations(store, "t1")
+        (t2_old,) = await generations(store, "t2")
         await backup(store, file, bkey)
         await saver.aprune(["t1", "t2"])
-        (t1_new,) = await _generations(store, "t1")
+        (t1_new,) = await generations(store, "t1")
         await forget(store, t1_new)
     assert SECRET.encode() not in file.read_bytes()
     async with (
-        StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=_ring(vault)) as dst,
+        StateStore(f"sqlite:///{tmp_path / 'r.db'}", keyring=ring(vault)) as dst,
         StatekeeperSaver(dst) as saver,
     ):
         result = await restore(dst, [file], bkey)
@@ -112,7 +90,7 @@ async def test_a_backup_before_prune_restores_a_forgotten_thread_unreadable(
     # even the old generation's raw records, put back by hand, do not open
     entry = next(e for e in iter_entries(file, bkey) if e[0] == t1_old)
     seq, kind, ts, payload, checksum = entry[4][0]
-    async with StateStore("memory://", keyring=_ring(vault)) as other:
+    async with StateStore("memory://", keyring=ring(vault)) as other:
         with pytest.raises(AgentForgotten):
             other.codec.open(t1_old, seq, kind, ts, payload, checksum)
 
@@ -123,13 +101,13 @@ async def test_a_namespaced_store_links_the_stored_ids(tmp_path: Path) -> None:
     vault = MemoryKeyVault()
     url = f"sqlite:///{tmp_path / 's.db'}"
     async with (
-        StateStore(url, keyring=_ring(vault), namespace="acme") as store,
+        StateStore(url, keyring=ring(vault), namespace="acme") as store,
         StatekeeperSaver(store) as saver,
     ):
-        await _chat(saver, "t1", 3)
-        (old,) = await _generations(store, "t1")
+        await chat(saver, "t1", 3)
+        (old,) = await generations(store, "t1")
         await saver.aprune(["t1"])
-        (new,) = await _generations(store, "t1")
+        (new,) = await generations(store, "t1")
         assert (await forget(store, new)).destroyed
     assert not _live(vault, f"acme/{new}")
     assert not _live(vault, f"acme/{old}"), "the pruned generation's key is still live"

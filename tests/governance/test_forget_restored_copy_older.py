@@ -11,7 +11,6 @@ forgotten."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import os
 from pathlib import Path
@@ -25,9 +24,8 @@ from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.shredding import forget
 from statekeeper.store.keyguard import key_family
 
+from ._restore_stopped import older_restore
 from .test_forget_restored_copy import SECRET, _key_file, _two_turns
-
-restore_module = importlib.import_module("statekeeper.governance.backup.restore")
 
 
 async def test_an_export_of_an_older_restored_copy_does_not_bring_a_forgotten_agent_back(
@@ -44,13 +42,8 @@ async def test_an_export_of_an_older_restored_copy_does_not_bring_a_forgotten_ag
         for agent in ("u1", "u2"):
             await _two_turns(a, agent)
         await backup(a, tmp_path / "a.skb", bkey)
-
-    async def older(*_: object) -> int:  # a restore made before the key adoption
-        return 0
-
     async with StateStore(b_url, keyring=keys) as b:
-        with monkeypatch.context() as patched:
-            patched.setattr(restore_module, "adopt_copied_keys", older)
+        with older_restore(monkeypatch):  # a restore made before the key adoption
             assert (await restore(b, [tmp_path / "a.skb"], bkey)).agents == 2
         exported = io.BytesIO()
         await export_agents(b, None, exported)

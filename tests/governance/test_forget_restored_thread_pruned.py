@@ -20,40 +20,12 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.base")
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import empty_checkpoint
-
 from statekeeper import StateStore
 from statekeeper.codec.datakeys import MemoryKeyVault, SqliteKeyVault
-from statekeeper.codec.keys import Keyring
-from statekeeper.errors import AgentForgotten
-from statekeeper.governance.backup import BackupKey, backup, restore
-from statekeeper.governance.shredding import forget
+from statekeeper.governance.backup import BackupKey, restore
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
-SECRET = "078-05-1120"
-
-
-def _ring(vault: object) -> Keyring:
-    return Keyring({"k1": bytes(range(32))}, data_keys=vault)
-
-
-def _config(thread: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
-async def _chat(saver: StatekeeperSaver, thread: str, turns: int) -> None:
-    config = _config(thread)
-    for i in range(turns):
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"ssn": f"{SECRET} turn {i}"}
-        cp["channel_versions"] = {"ssn": i + 1}
-        config = await saver.aput(config, cp, {"source": "loop", "step": i}, {"ssn": i + 1})
-
-
-async def _generations(store: StateStore, thread: str) -> list[str]:
-    found = [a.agent_id async for a in store.iter_agents()]
-    return sorted(a for a in found if f"/{thread}#" in a)
+from ._pruned_threads import backed_up_threads, chat, forgotten_in_the_copy, pruned, ring
 
 
 @pytest.mark.parametrize(
@@ -66,33 +38,13 @@ async def test_a_prune_in_the_target_after_a_restore_is_shredded_by_the_sources_
     bkey = BackupKey(os.urandom(32))
     file = tmp_path / "a.skb"
     a_url, b_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
-    async with StateStore(a_url, keyring=_ring(vault)) as a, StatekeeperSaver(a) as saver:
-        await _chat(saver, "t1", 3)
-        await _chat(saver, "t2", 3)
-        (t1,) = await _generations(a, "t1")
-        await backup(a, file, bkey)
-    async with StateStore(b_url, keyring=_ring(vault)) as b, StatekeeperSaver(b) as saver:
+    t1 = await backed_up_threads(a_url, vault, file, bkey)
+    async with StateStore(b_url, keyring=ring(vault)) as b, StatekeeperSaver(b) as saver:
         assert (await restore(b, [file], bkey)).agents == 2
         if not reopened:
-            await _chat(saver, "t1", 1)  # written on in the target, then pruned there
+            await chat(saver, "t1", 1)  # written on in the target, then pruned there
     # (reopened: the prune is the first write of a process, its key family not read yet)
-    async with StateStore(b_url, keyring=_ring(vault)) as b, StatekeeperSaver(b) as saver:
-        await saver.aprune(["t1", "t2"])
-        (t1_b,) = await _generations(b, "t1")
+    async with StateStore(b_url, keyring=ring(vault)) as b, StatekeeperSaver(b) as saver:
+        t1_b = await pruned(b, saver, 2 if reopened else 0)
         assert t1_b != t1  # a new generation, its records sealed in B
-        got = await saver.aget_tuple(_config("t1"))
-        newest = f"{SECRET} turn {2 if reopened else 0}"
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == newest
-    async with StateStore(a_url, keyring=_ring(vault)) as a:
-        assert (await forget(a, t1)).destroyed
-    async with (
-        StateStore(b_url, keyring=_ring(vault), cache_size=0) as b,
-        StatekeeperSaver(b) as saver,
-    ):
-        with pytest.raises(AgentForgotten):  # was: the thread's newest state, readable
-            await b.load(t1_b)
-        with pytest.raises(AgentForgotten):
-            await saver.aget_tuple(_config("t1"))
-        # the thread not forgotten stays readable in the copy
-        got = await saver.aget_tuple(_config("t2"))
-        assert got is not None and got.checkpoint["channel_values"]["ssn"] == f"{SECRET} turn 2"
+    await forgotten_in_the_copy(a_url, b_url, vault, t1, t1_b)

@@ -11,6 +11,7 @@ that was not planned on the stream as it is. The races are forced at named point
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ import pytest
 from statekeeper import StateStore, SyncStateStore
 from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance import retention as r
+from statekeeper.governance import retention_idle as ri
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
-from statekeeper.governance.retention_idle import check_unchanged
+from statekeeper.governance.retention_idle import check_unchanged, head_seen
 from statekeeper.governance.retention_snapshots import snapshot_seqs
 from statekeeper.store.feed import store_feed_bounds
 
@@ -31,12 +33,32 @@ from ._keyring import KEYRING
 ADMIN = parse_policy('[principals.ops]\nadmin = ["**"]\n')
 POLICY = RetentionPolicy.parse("acme keep_last=3\n")
 ENGINES = ["memory", "sqlite", "postgresql", "redis", "tiered"]
+GROWN_ENGINES = [*ENGINES, "s3"]
 
 
 def _options(governed: bool) -> dict[str, Any]:
     if not governed:
         return {}
     return {"keyring": KEYRING, "principal": "ops", "policy": ADMIN, "audit": Audit()}
+
+
+def _written_after_each_look(
+    monkeypatch: pytest.MonkeyPatch, write: Callable[[], Awaitable[None]]
+) -> None:
+    """A writer after the last look before each prune (a plan's, and each made again on
+    the stream grown since: :func:`~statekeeper.governance.retention_raced.on_grown`)."""
+
+    async def looked(*args: Any) -> None:
+        await check_unchanged(*args)
+        await write()
+
+    async def seen(*args: Any) -> Any:
+        found = await head_seen(*args)
+        await write()
+        return found
+
+    monkeypatch.setattr(r, "check_unchanged", looked)
+    monkeypatch.setattr(ri, "head_seen", seen)
 
 
 async def _audit_ok(store: StateStore) -> list[str]:
@@ -61,14 +83,13 @@ async def test_a_compaction_raced_by_a_writer_is_planned_again_or_skipped(
                 await store.save("acme/b", {"i": i})
             written: list[int] = []
 
-            async def then_written(*args: Any) -> None:
-                await check_unchanged(*args)  # the last look before the prune: then a writer
+            async def write() -> None:  # the last look before the prune: then a writer
                 if writes == "every-time" or not written:
                     for _ in range(3):
                         written.append(1)
                         await store.save("acme/b", {"i": 8 + len(written)})
 
-            monkeypatch.setattr(r, "check_unchanged", then_written)
+            _written_after_each_look(monkeypatch, write)
             report = await apply_retention(store, POLICY)
             monkeypatch.undo()
             head = 9 + len(written)
@@ -132,8 +153,7 @@ def test_retention_apply_exits_0_when_a_compaction_lost_its_race(
 ) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
 
-    async def then_written(*args: Any) -> None:
-        await check_unchanged(*args)
+    async def write() -> None:
         async with StateStore(url) as writer:  # another process, every time
             await writer.save("acme/b", {"i": "more"})
 
@@ -141,7 +161,7 @@ def test_retention_apply_exits_0_when_a_compaction_lost_its_race(
         with SyncStateStore(url) as store:
             for i in range(9):
                 store.save("acme/b", {"i": i})
-        monkeypatch.setattr(r, "check_unchanged", then_written)
+        _written_after_each_look(monkeypatch, write)
         run = cli_in_process("retention", "apply", "--db", url, "--rule", "acme keep_last=3")
         as_json = cli_in_process(
             "retention", "apply", "--db", url, "--rule", "acme keep_last=3", "--json"
@@ -168,20 +188,53 @@ async def test_a_skipped_compaction_reports_the_feed_floor_it_raised(
             for i in range(9):
                 await store.save("acme/b", {"i": i})
 
-            async def then_written(*args: Any) -> None:
-                await check_unchanged(*args)
+            async def write() -> None:
                 for _ in range(3):
                     await store.save("acme/b", {"i": "more"})
 
-            monkeypatch.setattr(r, "check_unchanged", then_written)
+            _written_after_each_look(monkeypatch, write)
             report = await apply_retention(store, POLICY)
             monkeypatch.undo()
             (action,) = report.actions
             assert (action.kind, action.outcome) == ("compact", "skipped"), action
+            head = await store.backend.head("acme/b")
             assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == list(
-                range(1, 16)
+                range(1, head + 1)
             )  # nothing removed from the stream
             floors = [floor for floor, _ in await store_feed_bounds(store)]
             assert max(floors) > 0  # the feed trimmed all the same (before the prune)
             assert report.feed_through is not None, action
             assert list(report.feed_through.positions) == floors
+
+
+@pytest.mark.parametrize("engine", GROWN_ENGINES)
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
+async def test_an_agent_written_during_every_plan_is_compacted(
+    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent never idle is written while each plan reads and folds its stream (the
+    long step): both plans lost their race, on every run — its ``keep_last`` never
+    applied, each run saying only "skipped". The second plan's prune is made on the
+    stream grown since (the record it planned on still there): compacted, more kept."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, **_options(governed)) as store:
+            for i in range(9):
+                await store.save("acme/b", {"i": i})
+            written: list[int] = []
+
+            async def written_while_planned(*args: Any) -> Any:
+                written.append(1)  # (a writer while the plan reads the stream)
+                await store.save("acme/b", {"i": 8 + len(written)})
+                return await snapshot_seqs(*args)
+
+            monkeypatch.setattr(r, "_snapshot_seqs", written_while_planned)
+            report = await apply_retention(store, POLICY)
+            monkeypatch.undo()
+            (action,) = report.actions  # was: ("compact", "skipped"), nothing removed
+            assert (action.kind, action.outcome, action.base_seq) == ("compact", "done", 7)
+            assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == [8, 9, 10, 11]
+            assert (await store.load("acme/b")).data == {"i": 10}
+            assert (await store.load("acme/b", at_seq=7)).data == {"i": 6}
+            if governed:
+                assert (await _audit_ok(store))[-1:] == ["done"]
+            assert (await store.verify()).ok

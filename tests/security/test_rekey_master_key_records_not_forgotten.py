@@ -13,7 +13,6 @@ retired the old key and ``u1``, never forgotten, no longer opened."""
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
@@ -27,8 +26,9 @@ from statekeeper.governance.shredding import forget
 from statekeeper.security import rekey
 from statekeeper.security.keyusage import FORGOTTEN, key_usage
 
+from ..governance._restore_stopped import older_restore
+
 K1, K2 = bytes(range(32)), bytes(range(1, 33))
-restore_module = importlib.import_module("statekeeper.governance.backup.restore")
 
 
 async def test_another_stores_forget_does_not_make_master_key_records_forgotten(
@@ -66,13 +66,8 @@ async def test_an_older_restored_copy_of_a_forgotten_agent_still_counts_forgotte
     async with StateStore(a_url, keyring=keys) as a:
         await a.save("u1", {"n": 1})
         await backup(a, tmp_path / "a.skb", bkey)
-
-    async def older(*_: object) -> int:  # a restore made before the key adoption
-        return 0
-
     async with StateStore(b_url, keyring=keys) as b:
-        with monkeypatch.context() as patched:
-            patched.setattr(restore_module, "adopt_copied_keys", older)
+        with older_restore(monkeypatch):  # a restore made before the key adoption
             assert (await restore(b, [tmp_path / "a.skb"], bkey)).agents == 1
     async with StateStore(a_url, keyring=keys) as a:
         assert (await forget(a, "u1")).destroyed

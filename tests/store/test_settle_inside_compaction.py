@@ -20,64 +20,39 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.errors import HistoryCompacted
 from statekeeper.governance import retention_idle
-from statekeeper.governance.retention import RetentionPolicy, apply_retention
+from statekeeper.governance.retention import apply_retention
 
 from ..backends._services import fresh_url
+from ._settle_race import KEEP_LAST_3, check_compacted_at, expect_compacted, settle_raced
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3", "tiered"])
 async def test_a_settle_between_a_compactions_base_and_its_prune_keeps_the_mark(
-    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    at_prune, settled = asyncio.Event(), asyncio.Event()
+    real_prune = retention_idle.prune_at  # type: ignore[attr-defined]
+
+    async def prune_after_the_settle(*args: Any, **kwargs: Any) -> Any:
+        at_prune.set()  # (the compaction's marked base is stored)
+        await settled.wait()
+        return await real_prune(*args, **kwargs)
+
+    monkeypatch.setattr(retention_idle, "prune_at", prune_after_the_settle)
+    compaction: list[asyncio.Task[Any]] = []
+
+    async def meanwhile(other: StateStore) -> None:
+        for n in range(11, 14):
+            await other.save("a", {"n": n})
+        compaction.append(asyncio.ensure_future(apply_retention(other, KEEP_LAST_3)))
+        await at_prune.wait()
+
+    async def compaction_ends() -> None:
+        settled.set()
+        (task,) = compaction
+        expect_compacted(await task, 10)
+
     with fresh_url(engine, tmp_path) as url:
-        async with (
-            StateStore(url, snapshot_every=4, full_snapshot_every=1) as settler,
-            StateStore(url, snapshot_every=4, full_snapshot_every=1) as other,
-        ):
-            for n in range(1, 11):
-                await settler.save("a", {"n": n})
-            at_prune, settled = asyncio.Event(), asyncio.Event()
-            real_prune = retention_idle.prune_at  # type: ignore[attr-defined]
-
-            async def prune_after_the_settle(*args: Any, **kwargs: Any) -> Any:
-                at_prune.set()  # (the compaction's marked base is stored)
-                await settled.wait()
-                return await real_prune(*args, **kwargs)
-
-            monkeypatch.setattr(retention_idle, "prune_at", prune_after_the_settle)
-            policy = settler._writes.snapshots
-            prepare = policy.prepare
-            compaction: asyncio.Task[Any] | None = None
-
-            async def meanwhile(record: Any) -> None:
-                # after the settle's last look at the head (10), before its write
-                nonlocal compaction
-                for n in range(11, 14):
-                    await other.save("a", {"n": n})
-                compaction = asyncio.ensure_future(
-                    apply_retention(other, RetentionPolicy.parse("* keep_last=3"))
-                )
-                await at_prune.wait()
-                await prepare(record)
-
-            policy.prepare = meanwhile  # type: ignore[method-assign]
-            try:
-                assert await settler.settle("a") == 10
-            finally:
-                policy.prepare = prepare  # type: ignore[method-assign]
-                settled.set()
-            assert compaction is not None
-            report = await compaction
-            assert [(a.kind, a.outcome, a.base_seq) for a in report.actions] == [
-                ("compact", "done", 10)
-            ]
-        async with StateStore(url) as store:
-            for seq in (1, 5, 9):
-                with pytest.raises(HistoryCompacted) as caught:
-                    await store.load("a", at_seq=seq)
-                assert caught.value.base_seq == 10
-            assert (await store.load("a", at_seq=10)).data == {"n": 10}
-            assert (await store.load("a")).data == {"n": 13}
-            assert (await store.verify()).ok
+        await settle_raced(url, meanwhile, compaction_ends)
+        await check_compacted_at(url, 10, (1, 5, 9), 13, caplog)

@@ -33,21 +33,27 @@ def _url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/s.db"
 
 
+async def _marked_at_5(store: StateStore) -> Path:
+    """Agent ``a`` written to seq 5, its mark in the witness file (its path)."""
+    for n in range(1, 6):
+        await store.save("a", {"n": n})
+    assert store.witness is not None
+    await store.witness.flush()
+    return Path(store.witness.path)
+
+
 async def test_a_witness_file_moved_away_accepts_the_store_in_a_running_process(
     tmp_path: Path,
 ) -> None:
     async with StateStore(_url(tmp_path), cache_size=0, witness_interval=3600) as store:
-        for n in range(1, 6):
-            await store.save("a", {"n": n})
-        assert store.witness is not None
-        await store.witness.flush()
+        witness = await _marked_at_5(store)
         async with StateStore(_url(tmp_path), witness=False) as other:  # rolled back
             await other.delete("a")
             for n in range(1, 4):
                 await other.save("a", {"other": n})
         with pytest.raises(RollbackDetected, match="seq 5"):
             await store.load("a")
-        os.replace(store.witness.path, tmp_path / "moved-away")  # the store accepted
+        os.replace(witness, tmp_path / "moved-away")  # the store accepted
         state = await store.load("a")
         assert (state.seq, state.data) == (3, {"other": 3})
         await store.save("a", {"n": 4})  # (and written on: its new mark is kept)
@@ -59,10 +65,7 @@ async def test_a_delete_elsewhere_whose_entry_left_the_file_is_not_a_rollback(
     tmp_path: Path,
 ) -> None:
     async with StateStore(_url(tmp_path), cache_size=0, witness_interval=3600) as store:
-        for n in range(1, 6):
-            await store.save("a", {"n": n})
-        assert store.witness is not None
-        await store.witness.flush()
+        await _marked_at_5(store)
         async with StateStore(_url(tmp_path), witness_interval=3600) as other:
             assert other.witness is not None
             other.witness.keep = 2  # (the file keeps the newest 2 marks: 1,024 by default)

@@ -23,7 +23,7 @@ from statekeeper import StateStore
 from statekeeper.errors import AgentNotFound, RollbackDetected
 from statekeeper.records import AppendRequest
 
-from ..backends._services import REDIS_URL, delete_prefix, namespace, require_redis
+from ..backends._services import REDIS_URL, delete_prefix, fresh_url, namespace, require_redis
 
 
 @pytest.fixture
@@ -116,11 +116,8 @@ async def test_a_writer_clock_ahead_does_not_hide_a_stream_gone_back_in_time(
 async def test_an_agent_expired_by_its_own_ttl_is_no_rollback(tmp_path: Path) -> None:
     # a store without ttl=: one agent given its own TTL (set_ttl, as typed states with
     # an expiry are); gone, it expired — the backend itself answers AgentNotFound
-    require_redis()
-    prefix = namespace(tmp_path, "sk_wown_")
-    url = f"{REDIS_URL}?prefix={prefix}"
     witness = tmp_path / "app.sk-witness"
-    try:
+    with fresh_url("redis", tmp_path) as url:
         async with StateStore(url, witness=witness) as app:
             for n in range(3):
                 await app.save("a", {"n": n})
@@ -132,17 +129,12 @@ async def test_an_agent_expired_by_its_own_ttl_is_no_rollback(tmp_path: Path) ->
                     await app.load("a")
                 assert (await app.load("b")).data == {"n": 1}
                 assert not (await app.verify()).problems
-    finally:
-        delete_prefix(prefix)
 
 
 async def test_an_agent_lost_on_a_store_without_ttl_is_still_a_rollback(tmp_path: Path) -> None:
     # no TTL of its own: its keys gone (a DEL outside the store) is a loss, not an expiry
-    require_redis()
-    prefix = namespace(tmp_path, "sk_wlost_")
-    url = f"{REDIS_URL}?prefix={prefix}"
     witness = tmp_path / "app.sk-witness"
-    try:
+    with fresh_url("redis", tmp_path) as url:
         async with StateStore(url, witness=witness) as app:
             await app.save("a", {"n": 1})
             await app.save("a", {"n": 2})
@@ -151,5 +143,37 @@ async def test_an_agent_lost_on_a_store_without_ttl_is_still_a_rollback(tmp_path
         async with StateStore(url, witness=witness) as app:
             with pytest.raises(RollbackDetected, match="the agent is gone"):
                 await app.load("a")
-    finally:
-        delete_prefix(prefix)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known residual window (security/expiry.py, docs/backends.md): on a ttl= store a"
+    " first record stamped by a writer whose clock is ahead, by less than the time since,"
+    " reads as a stream made again after the mark (expired): the stream gone back in time"
+    " is served with no error. Telling them apart needs the marked stream's first record"
+    " in the witness file (a format change), or the agent's own TTL (set_ttl) known here",
+)
+async def test_a_writer_clock_ahead_within_the_window_still_shows_the_rollback(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from statekeeper.security import expiry
+
+    witness = tmp_path / "app.sk-witness"
+    ahead = time.time() + 60  # another host's clock, a minute ahead
+    async with StateStore(url, witness=False, clock=lambda: ahead) as writer:
+        await writer.save("a", {"n": 1})
+    async with StateStore(url, witness=witness) as app:  # marks seq 3 (its clock: now)
+        await app.save("a", {"n": 2})
+        await app.save("a", {"n": 3})
+    async with StateStore(url, witness=False) as behind:  # an older copy of the server
+        raw = await behind.backend.read("a")
+        await behind.backend.delete_agent("a")
+        await behind.backend.append(AppendRequest("a", 0, raw[:2]))
+    # the check made after the writer's first record's time (its clock ahead by less
+    # than the time since): no sleep, this process's clock is moved on
+    monkeypatch.setattr(expiry, "time", SimpleNamespace(time=lambda: ahead + 1))
+    async with StateStore(url, witness=witness) as app:
+        with pytest.raises(RollbackDetected, match="head is seq 2"):
+            await app.load("a")  # served {"n": 2}, no error

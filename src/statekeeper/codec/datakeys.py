@@ -257,6 +257,11 @@ class MemoryKeyVault:
             found = [e for (f, _), e in self._scoped.items() if f == family]
         return sorted((e for e in found if e.wrapped is not None), key=lambda e: e.agent_id)
 
+    def live_legacy(self) -> list[VaultEntry]:
+        """Every live legacy key (keyed by agent id alone), by agent id."""
+        with self._lock:
+            return [e for _, e in sorted(self._entries.items()) if e.wrapped is not None]
+
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:
             entry = self._entries.get(agent_id)
@@ -535,6 +540,11 @@ class SqliteKeyVault:
             (family,),
         )
         return [_entry(str(row[0]), family, row[1:]) for row in rows]
+
+    def live_legacy(self) -> list[VaultEntry]:  # (as MemoryKeyVault's)
+        sql = "SELECT agent_id, master_id, wrapped, forgotten_at FROM data_keys"
+        rows = self._run(f"{sql} WHERE wrapped IS NOT NULL ORDER BY agent_id", ())
+        return [_entry(str(row[0]), None, row[1:]) for row in rows]
 
     def remove_legacy(self, agent_id: str) -> bool:
         with self._lock:

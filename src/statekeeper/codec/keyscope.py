@@ -39,6 +39,7 @@ __all__ = [
     "continue_key",
     "family_forget",
     "forget_plan",
+    "live_legacy",
     "no_data_key",
     "read_key",
     "rewrap_family",
@@ -321,19 +322,22 @@ def _writing_entry(
 
 
 def rewrap_family(ring: Keyring, vault: ScopedKeyVault, family: str) -> list[str]:
-    """Wrap every live key of ``family`` and the families it continues under the active
-    master key (``rekey``: the keys of agents it does not walk — deleted agents', whose
-    backups need them, a LangGraph thread's pruned generations' — stayed wrapped under
-    the master key being retired). A key no key of this keyring opens (another key
-    file's) is left as it is. The agent ids whose key was wrapped again; none without
-    ``live_in`` (a custom vault)."""
+    """Wrap every live key of ``family`` and the families it continues, and every live
+    legacy key of the vault, under the active master key (``rekey``: the keys of agents
+    it does not walk — deleted agents', whose backups need them, a LangGraph thread's
+    pruned generations' — stayed wrapped under the master key being retired). A legacy
+    key (written before key families) names no store: any store of the vault may have
+    used it (:func:`read_key`), so each store's rekey wraps them all — before, a deleted
+    agent's legacy key stayed under the retired key, which ``keys status`` did not count.
+    A key no key of this keyring opens (another key file's) is left as it is. The agent
+    ids whose key was wrapped again; none without ``live_in`` (a custom vault)."""
     live_in = getattr(vault, "live_in", None)
     if live_in is None:
         return []
     master = ring.active
     done: list[str] = []
-    for one in sorted(vault.families(family)):
-        for entry in live_in(one):
+    for one in [*sorted(vault.families(family)), None]:
+        for entry in live_in(one) if one is not None else live_legacy(vault):
             if entry.master_id in (None, master.id):
                 continue
             try:
@@ -341,6 +345,15 @@ def rewrap_family(ring: Keyring, vault: ScopedKeyVault, family: str) -> list[str
             except (KeyNotFound, DecryptionError):
                 continue
             wrapped = master.wrap(entry.agent_id, material, one)
-            vault.rewrap_in(one, entry.agent_id, master.id, wrapped)
+            if one is None:
+                vault.rewrap(entry.agent_id, master.id, wrapped)
+            else:
+                vault.rewrap_in(one, entry.agent_id, master.id, wrapped)
             done.append(entry.agent_id)
     return done
+
+
+def live_legacy(vault: object) -> list[VaultEntry]:
+    """The vault's live legacy keys (none from a vault that cannot list them)."""
+    listed = getattr(vault, "live_legacy", None)
+    return list(listed()) if listed is not None else []

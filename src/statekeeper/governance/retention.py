@@ -101,7 +101,14 @@ from .retention_ahead import floor_through
 from .retention_ahead import idle as _idle
 from .retention_ahead import look_ahead as _look_ahead
 from .retention_ahead import pages as _pages
-from .retention_idle import ahead_or_idle, check_idle, check_unchanged, dated, head_seen
+from .retention_idle import (
+    ahead_or_idle,
+    check_idle,
+    check_unchanged,
+    dated,
+    head_seen,
+    together_planned,
+)
 from .retention_idle import prune_planned as _prune_planned
 from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_raced import Raced, floor_raised, planned_again
@@ -349,15 +356,8 @@ async def _plan_and_apply(
     await check_unchanged(store, agent_id, head, seen)
     named = sorted(s for s in drop if s >= target)
     if together is not None:
-        event = _event(action, dropped)
-        change = StreamChange(
-            agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,),
-            prune_head=head, prune_checksum=seen[2],  # (the stream planned on: same commit)
-        )  # fmt: skip
-        await together.sink.record_with_change(
-            change, event.op, principal=together.principal, first_seq=event.first_seq,
-            last_seq=event.last_seq, detail=event.details, outcome=event.outcome,
-        )  # fmt: skip
+        change = StreamChange(agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,))
+        await together_planned(store, together, change, _event(action, dropped), head, seen)
     else:
         await before(action, dropped)
         await _prune_planned(store, agent_id, target, named, head, seen, full)

@@ -20,6 +20,7 @@ deleted) rather than passing over it. ``verify`` names such a record too.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from .._durations import duration_text
@@ -31,7 +32,7 @@ from ..errors import (
     SerializationError,
     StatekeeperError,
 )
-from ..records import RawEvent, RawSnapshot
+from ..records import RawEvent, RawSnapshot, StreamChange
 from ..store.compaction import COMPACTED
 from ..store.conditional import prune_at
 from ..store.verification import AHEAD
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..store import StateStore
+    from .hooks import ChangeSink, GovernanceEvent
 
 __all__ = [
     "AHEAD",
@@ -51,6 +53,7 @@ __all__ = [
     "dated",
     "head_seen",
     "prune_planned",
+    "together_planned",
 ]
 
 
@@ -191,16 +194,45 @@ async def prune_planned(
     acknowledged events gone, ``HistoryCompacted`` on its load) — raises
     :class:`ConflictError` with nothing removed, and the snapshot stored for the other
     stream is taken back (a snapshot of another stream: its loads warned and replayed)."""
+    from .retention_raced import on_grown
+
+    async def prune(at: int, record: Seen) -> None:
+        await prune_at(store.backend, agent_id, target, drop, at, record[2])
+
     if full is not None:
         await store.backend.save_snapshot(agent_id, full)
-    try:
-        await prune_at(store.backend, agent_id, target, drop, head, seen[2])
+    try:  # (a second plan's: on the stream grown since too)
+        await on_grown(store, agent_id, head, seen, prune)
     except ConflictError:
         if full is not None:
             await _take_back(store, agent_id, full)
         raise
     if full is not None:
         await _remark(store, agent_id, full)
+
+
+async def together_planned(
+    store: StateStore,
+    together: ChangeSink,
+    change: StreamChange,
+    event: GovernanceEvent,
+    head: int,
+    seen: Seen,
+) -> None:
+    """:func:`prune_planned` on a governed store whose engine commits two streams at
+    once: ``change`` (its snapshot, prune and dropped rows) in ONE commit with its audit
+    entry ``event``, conditional on ``head`` and the head record :func:`head_seen` saw
+    (``prune_head``/``prune_checksum``, the same commit)."""
+    from .retention_raced import on_grown
+
+    async def commit(at: int, record: Seen) -> None:
+        planned = dataclasses.replace(change, prune_head=at, prune_checksum=record[2])
+        await together.sink.record_with_change(
+            planned, event.op, principal=together.principal, first_seq=event.first_seq,
+            last_seq=event.last_seq, detail=event.details, outcome=event.outcome,
+        )  # fmt: skip
+
+    await on_grown(store, agent_id=change.agent_id, head=head, seen=seen, change=commit)
 
 
 async def _remark(store: StateStore, agent_id: str, full: RawSnapshot) -> None:

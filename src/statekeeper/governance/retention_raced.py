@@ -13,9 +13,15 @@ the failures that matter.
 :func:`planned_again` runs the plan, and when it lost such a race (the stored head moved
 past the listed one, or the base moved above the plan), plans it once more on the
 head stored now; one that loses again is :class:`Raced`, reported ``skipped`` (left to
-the next run, nothing removed). A stream deleted and written again since (the same
-head, another record) stays what it was: ``skipped`` by the caller, never re-planned
-(the listing's agent is gone). Anything else is raised as it was: ``failed``.
+the next run, nothing removed). An agent written all the time lost both plans on every
+run (each plan reads and folds the stream: a write lands meanwhile), so its policy was
+never applied, and each run said only "skipped": the second plan's change is therefore
+made on the stream grown since (:func:`on_grown`: the record the plan found at its head
+still there, the change made again at the head now, a few times), which a writer beats
+only by writing between that look and the change each time. A stream deleted and
+written again since (the same head, another record) stays what it was: ``skipped`` by
+the caller, never re-planned (the listing's agent is gone). Anything else is raised as
+it was: ``failed``.
 """
 
 from __future__ import annotations
@@ -29,13 +35,49 @@ from ..errors import ConflictError, HistoryCompacted, StatekeeperError
 if TYPE_CHECKING:
     from ..store import StateStore
     from .hooks import Announced
+    from .retention_idle import Seen
 
-__all__ = ["Raced", "floor_raised", "planned_again"]
+__all__ = ["GROWN_TRIES", "Raced", "floor_raised", "on_grown", "planned_again"]
 
 T = TypeVar("T")
 
 #: the feed positions the compaction being planned (again) raised the floor through
 _RAISED: ContextVar[list[int] | None] = ContextVar("retention_floor_raised", default=None)
+#: the plan being made is the second one: its change follows a stream grown since
+_GROWN: ContextVar[bool] = ContextVar("retention_grown", default=False)
+#: how many times the second plan's change is made again on a stream grown since
+GROWN_TRIES = 5
+
+
+async def on_grown(
+    store: StateStore,
+    agent_id: str,
+    head: int,
+    seen: Seen,
+    change: Callable[[int, Seen], Awaitable[None]],
+) -> None:
+    """``change(head, seen)`` (a prune conditional on that head record); in a second plan
+    (:func:`planned_again`), when it raised :class:`ConflictError` for a stream written
+    since — the record ``seen`` still at ``head``, so the same stream, grown — the change
+    made again at the head now (its record), up to :data:`GROWN_TRIES` times. The plan
+    stays what it was (its target below ``head``: more is kept than planned, never
+    less); a stream deleted or made again is raised as before."""
+    from .retention_idle import check_unchanged, head_seen
+
+    tries = GROWN_TRIES if _GROWN.get() else 0
+    while True:
+        try:
+            return await change(head, seen)
+        except ConflictError as exc:
+            if not tries or exc.agent_id != agent_id or exc.current_seq <= head:
+                raise
+            tries -= 1
+            try:
+                await check_unchanged(store, agent_id, head, seen)  # (the same stream)
+            except ConflictError:
+                raise exc from None
+            now = await store.backend.head(agent_id)
+            head, seen = now, await head_seen(store, agent_id, now)
 
 
 def floor_raised(position: int) -> None:
@@ -118,6 +160,7 @@ async def _planned_again(
         announced.clear()
         first = exc
     now = await store.backend.head(agent_id)
+    grown = _GROWN.set(True)
     try:
         return await plan(store, rule, agent_id, now, *rest)
     except (ConflictError, HistoryCompacted) as exc:
@@ -128,3 +171,5 @@ async def _planned_again(
             f"{why}; planned again on seq {now}: {again} (left to the next run, nothing removed)",
             max(raised, default=0),
         ) from first
+    finally:
+        _GROWN.reset(grown)

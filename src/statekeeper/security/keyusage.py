@@ -152,6 +152,7 @@ async def data_key_usage(store: StateStore) -> dict[str, int]:
     by family (or one that cannot list a family's keys: a custom vault)."""
     import asyncio
 
+    from ..codec.keyscope import live_legacy
     from ..store.keyguard import key_family
 
     keyring = store.codec.keyring
@@ -163,10 +164,10 @@ async def data_key_usage(store: StateStore) -> dict[str, int]:
 
     def count() -> dict[str, int]:
         counts: dict[str, int] = {}
-        for one in scoped.families(family):
-            for entry in live_in(one):
-                name = entry.master_id or "(none)"
-                counts[name] = counts.get(name, 0) + 1
+        legacy = live_legacy(scoped)  # (no store named: any store of the vault's)
+        for entry in [e for one in scoped.families(family) for e in live_in(one)] + legacy:
+            name = entry.master_id or "(none)"
+            counts[name] = counts.get(name, 0) + 1
         return counts
 
     return await asyncio.to_thread(count)
