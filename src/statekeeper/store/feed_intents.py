@@ -405,12 +405,21 @@ async def _intent(backend: Backend, codec: Codec, stream: str) -> dict[str, Any]
     """The intent ``stream`` holds (None: none, or not one a delete wrote; nor one of a
     namespace's stream naming an agent outside it: a role that may write one namespace
     forged it, and settling it would tell every consumer another tenant's agent was
-    deleted)."""
-    raws = await backend.read(stream, 0, 1)
-    if not raws:
-        return None
-    raw = raws[0]
-    body, _ = codec.decode(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
+    deleted). One whose read fails and whose stream is gone was ended meanwhile (by its
+    owner, or a settle): None — S3 lists a stream's commit objects, then fetches them,
+    and one deleted in between raised IntegrityError, which was named a damaged intent
+    (``"unopened"``: ``verify`` failed, ``feed-intents`` listed it) for one already
+    gone."""
+    try:
+        raws = await backend.read(stream, 0, 1)
+        if not raws:
+            return None
+        raw = raws[0]
+        body, _ = codec.decode(stream, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum)
+    except (IntegrityError, SerializationError):
+        if await _ended(backend, stream):
+            return None
+        raise
     if (
         not isinstance(body, dict)
         or not isinstance(body.get("agent_id"), str)
@@ -422,6 +431,14 @@ async def _intent(backend: Backend, codec: Codec, stream: str) -> dict[str, Any]
     if within.startswith("in/") and namespace_of(body["agent_id"]) != namespace_of(within[3:]):
         return None
     return body
+
+
+async def _ended(backend: Backend, stream: str) -> bool:
+    """Is ``stream`` gone (no head)? False when that cannot be read either."""
+    try:
+        return not await backend.head(stream)
+    except StorageError:
+        return False
 
 
 async def sealed_streams(backend: Backend) -> list[str]:
