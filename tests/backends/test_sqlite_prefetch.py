@@ -216,3 +216,41 @@ async def test_a_backup_of_a_read_ahead_store_restores(tmp_path: Path) -> None:
     async with StateStore(f"sqlite:///{tmp_path / 'd.db'}", keyring=keyring()) as dst:
         await restore(dst, [tmp_path / "b.skb"], key)
         assert (await dst.load("t2/agent-059")).data == {"i": 59}
+
+
+def test_at_most_two_windows_are_asked_for_and_not_yet_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before it asks for a window, the thread has read a byte of the window
+    ``AHEAD`` windows back (its last: a read that waits for the disk's read of it): the
+    disk's queue holds a few windows' reads, never the whole file's, and the backup's
+    writes are queued beside them."""
+    db = tmp_path / "s.db"
+    _store(db)
+    said: list[tuple[str, int]] = []
+    real_read = os.pread
+
+    def advise(fd: int, offset: int, length: int, advice: int) -> None:
+        said.append(("ask", offset + length - 1))
+
+    def read(fd: int, n: int, offset: int) -> bytes:
+        if threading.current_thread().name == "statekeeper-prefetch":
+            said.append(("read", offset))
+        return real_read(fd, n, offset)
+
+    monkeypatch.setattr(os, "posix_fadvise", advise)
+    monkeypatch.setattr(os, "pread", read)
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", 16 << 10)
+    with snapshot(db) as snap:
+        snap.plan()
+        assert snap._prefetch._thread is not None
+        snap._prefetch._thread.join()
+        size = snap.size
+    ends = [min(at + (16 << 10), size) - 1 for at in range(0, size, 16 << 10)]
+    assert len(ends) > 8 and sqlite_prefetch.AHEAD == 2
+    expected: list[tuple[str, int]] = []
+    for i, end in enumerate(ends):
+        expected.append(("ask", end))
+        if i >= sqlite_prefetch.AHEAD:
+            expected.append(("read", ends[i - sqlite_prefetch.AHEAD]))
+    assert said == expected
