@@ -18,11 +18,7 @@ them): its backup reads as before.
 The snapshot's plan starts it (:meth:`Prefetch.start`) once it has read its own few
 pages (the change feed's interior pages, ``tree_outline``): queued behind the whole
 file's reads, each of those waited for the disk's read of nearly all of it, and the
-first chunk for the plan. And it keeps at most :data:`AHEAD` windows asked for and not
-yet read (it reads a byte of the oldest, a read that waits for the disk's): asked all
-at once, the whole file's reads filled the disk's queue and the backup's first write
-waited ~57 ms behind them, its pipeline (a few chunks deep) stalled until the file was
-read (docs/benchmarks.md, "backup9").
+first chunk for the plan (docs/benchmarks.md, "backup9").
 
 The thread uses the caller's descriptor (never a ``dup``: closing a second descriptor
 of a SQLite file drops the locks of every connection of the process on it); the
@@ -31,7 +27,6 @@ caller calls :meth:`Prefetch.stop` before it closes that descriptor.
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 
@@ -39,9 +34,6 @@ __all__ = ["WINDOW", "Prefetch", "available_memory"]
 
 #: bytes asked for per call (the kernel caps a call at its read-ahead size)
 WINDOW = 8 << 20
-#: windows asked for and not yet read, at most: the disk's queue holds these reads,
-#: not the whole file's, so the backup's writes are not queued behind all of them
-AHEAD = 2
 
 
 def available_memory() -> int | None:
@@ -89,15 +81,11 @@ class Prefetch:
         return self._thread is not None
 
     def _run(self, fd: int, size: int) -> None:
-        asked: collections.deque[int] = collections.deque()  # each window's last byte
         for at in range(0, size, WINDOW):
             if self._stopped.is_set():
                 return
             try:
                 os.posix_fadvise(fd, at, min(WINDOW, size - at), os.POSIX_FADV_WILLNEED)
-                asked.append(min(at + WINDOW, size) - 1)
-                if len(asked) > AHEAD:  # (a read of its last byte waits for its window)
-                    os.pread(fd, 1, asked.popleft())
             except OSError:  # only advice: the backup reads the file either way
                 return
 
