@@ -404,6 +404,8 @@ typedef struct {
     scan *s;
     unsigned char *seen; /* one byte a page: already listed */
     arena found;         /* uint32_t page numbers */
+    int leaf_depth;      /* tree_outline: the leaves' depth (listed, not read); else -1 */
+    arena leaves;        /* tree_outline: the leaves listed unread (uint32_t) */
 } pages_walk;
 
 static int
@@ -451,6 +453,10 @@ walk_pages(pages_walk *w, Py_ssize_t pgno, int depth)
     scan *s = w->s;
     if (depth >= MAX_DEPTH || list_page(w, pgno) < 0)
         return -1;
+    if (depth == w->leaf_depth) { /* a leaf, by the tree's depth: listed, not read */
+        uint32_t p = (uint32_t)pgno;
+        return arena_put(&w->leaves, &p, sizeof p);
+    }
     unsigned char *page = s->bufs + (size_t)depth * (size_t)s->page_size;
     if (read_page(s, pgno, page) < 0)
         return -1;
@@ -459,6 +465,8 @@ walk_pages(pages_walk *w, Py_ssize_t pgno, int depth)
     int interior = type == 0x02 || type == 0x05;
     if (!interior && type != 0x0A && type != 0x0D)
         return -1;
+    if (!interior && w->leaf_depth > 0)
+        return -1; /* a leaf above the leftmost one's depth: not a b-tree SQLite wrote */
     int table = type == 0x05 || type == 0x0D;
     Py_ssize_t max_local = table ? usable - 35 : s->max_local;
     Py_ssize_t cells = be16h(page + h + 3);
@@ -502,8 +510,41 @@ walk_pages(pages_walk *w, Py_ssize_t pgno, int depth)
     return 0;
 }
 
-PyObject *
-tree_pages(PyObject *self, PyObject *args)
+/* the depth of the b-tree's leaves below ``root`` (0: the root is a leaf), by its
+ * leftmost path (SQLite keeps every leaf of a b-tree at one depth); -1 if a page on
+ * that path does not read as a b-tree page */
+static int
+leaf_depth_of(scan *s, Py_ssize_t root, unsigned char *page)
+{
+    Py_ssize_t pgno = root;
+    for (int depth = 0; depth < MAX_DEPTH; depth++) {
+        if (read_page(s, pgno, page) < 0)
+            return -1;
+        Py_ssize_t h = pgno == 1 ? 100 : 0;
+        unsigned char type = page[h];
+        if (type == 0x0A || type == 0x0D)
+            return depth;
+        if ((type != 0x02 && type != 0x05) || s->usable < h + 12)
+            return -1;
+        Py_ssize_t cells = be16h(page + h + 3);
+        if (cells) {
+            Py_ssize_t off = be16h(page + h + 12);
+            if (h + 12 + 2 * cells > s->usable || off < h + 12 + 2 * cells || off + 4 > s->usable)
+                return -1;
+            pgno = be32(page + off);
+        }
+        else {
+            pgno = be32(page + h + 8);
+        }
+        if (pgno < 1 || pgno > s->pages)
+            return -1;
+    }
+    return -1;
+}
+
+/* tree_pages (``outline`` 0) and tree_outline (1) */
+static PyObject *
+walk_tree(PyObject *args, int outline)
 {
     int db, wal;
     PyObject *frames_obj;
@@ -516,7 +557,9 @@ tree_pages(PyObject *self, PyObject *args)
     if (page_size < 512 || page_size > 65536 || usable < 480 || usable > page_size || pages < 0 ||
         plan.len < pages + 1 || value < 0 || value > 255) {
         PyBuffer_Release(&plan);
-        PyErr_SetString(PyExc_ValueError, "tree_pages: bad page size, usable size, count or plan");
+        PyErr_SetString(PyExc_ValueError,
+                        outline ? "tree_outline: bad page size, usable size, count or plan"
+                                : "tree_pages: bad page size, usable size, count or plan");
         return NULL;
     }
     Py_buffer frames = {0};
@@ -535,7 +578,7 @@ tree_pages(PyObject *self, PyObject *args)
     s.usable = usable;
     s.pages = pages;
     s.max_local = (usable - 12) * 64 / 255 - 23;
-    pages_walk w = {&s, NULL, {0}};
+    pages_walk w = {&s, NULL, {0}, -1, {0}};
     int failed;
     Py_ssize_t listed = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -543,8 +586,13 @@ tree_pages(PyObject *self, PyObject *args)
     w.seen = calloc((size_t)pages + 1, 1);
     if (s.bufs == NULL || w.seen == NULL)
         failed = -2;
-    else
+    else if (outline && (w.leaf_depth = leaf_depth_of(&s, root, s.bufs)) < 0)
+        failed = -1;
+    else {
+        if (w.leaf_depth == 0)
+            w.leaf_depth = -1; /* the root is the leaf: read it (its cells' overflow) */
         failed = walk_pages(&w, root, 0);
+    }
     if (!failed) { /* the plan marked only once the whole tree is read */
         const uint32_t *found = (const uint32_t *)w.found.data;
         listed = (Py_ssize_t)(w.found.len / sizeof(uint32_t));
@@ -556,11 +604,35 @@ tree_pages(PyObject *self, PyObject *args)
     free(w.seen);
     free(w.found.data);
     PyBuffer_Release(&plan);
+    PyObject *leaves = NULL;
+    if (!failed && outline) {
+        leaves = PyBytes_FromStringAndSize(w.leaves.data ? w.leaves.data : "",
+                                           (Py_ssize_t)w.leaves.len);
+        if (leaves == NULL)
+            failed = -3;
+    }
+    free(w.leaves.data);
     if (have_frames)
         PyBuffer_Release(&frames);
     if (failed == -2)
         return PyErr_NoMemory();
+    if (failed == -3)
+        return NULL;
     if (failed)
         Py_RETURN_NONE;
+    if (outline)
+        return Py_BuildValue("(nN)", listed, leaves);
     return PyLong_FromSsize_t(listed);
+}
+
+PyObject *
+tree_pages(PyObject *self, PyObject *args)
+{
+    return walk_tree(args, 0);
+}
+
+PyObject *
+tree_outline(PyObject *self, PyObject *args)
+{
+    return walk_tree(args, 1);
 }

@@ -52,4 +52,16 @@ PyDoc_STRVAR(tree_pages_doc,
 "malformed page): ``dbstat`` lists it then.");
 
 PyObject *tree_pages(PyObject *self, PyObject *args);
+
+PyDoc_STRVAR(tree_outline_doc,
+"tree_outline(db_fd, wal_fd, frames, root, page_size, usable, pages, plan, value)\n"
+"    -> (int, bytes) | None\n\n"
+"tree_pages without reading the tree's leaves: its interior pages read (and their\n"
+"cells' overflow pages), the pages they point to at the depth of the leftmost leaf\n"
+"listed unread (SQLite keeps every leaf of a b-tree at one depth), every page listed\n"
+"set to ``value`` in ``plan``: ``(how many, the leaves listed unread as native\n"
+"uint32s)``; None, nothing set, where tree_pages is None or a page above that depth\n"
+"reads as a leaf. The leaves' cells' overflow pages are not listed.");
+
+PyObject *tree_outline(PyObject *self, PyObject *args);
 #endif

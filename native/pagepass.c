@@ -379,6 +379,7 @@ static PyMethodDef methods[] = {
     {"zero_run_frame_into", zero_run_frame_into_py, METH_VARARGS, zero_run_frame_into_doc},
     {"heads_scan", heads_scan, METH_VARARGS, heads_scan_doc},
     {"tree_pages", tree_pages, METH_VARARGS, tree_pages_doc},
+    {"tree_outline", tree_outline, METH_VARARGS, tree_outline_doc},
     {"heads_packed", heads_packed, METH_VARARGS, heads_packed_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,6 @@
 """A page backup's snapshot reads the store file in from the disk in file order while
-its plan and heads read pages out of order (``sqlite_prefetch.Prefetch``): the kernel
+its heads and chunks read pages (``sqlite_prefetch.Prefetch``, started by the plan once
+its own few pages are read: tests/backends/test_sqlite_tree_outline.py): the kernel
 is asked for every byte of the image, window by window, on the snapshot's own
 descriptor (never a second one: closing it would drop the process's SQLite locks); a
 file dropped from the page cache is in it once the read-ahead is done; a file larger
@@ -105,6 +106,7 @@ def test_the_snapshot_asks_for_the_whole_file_window_by_window(
     monkeypatch.setattr(sqlite_prefetch, "WINDOW", 64 << 10)
     with snapshot(db) as snap:
         ahead = snap._prefetch
+        snap.plan()
         assert ahead.started
         assert ahead._thread is not None
         ahead._thread.join()  # (run to its end: close would stop it)
@@ -118,10 +120,9 @@ def test_the_snapshot_asks_for_the_whole_file_window_by_window(
 
 
 def test_a_file_dropped_from_the_page_cache_is_read_back_in() -> None:
-    """With the store's pages dropped from the page cache, opening a snapshot brings
-    every one back (``mincore``: read from the disk), though neither the plan nor a
-    chunk was read. (On a disk: the tests' own folder may be a tmpfs, whose pages are
-    never dropped.)"""
+    """With the store's pages dropped from the page cache, a snapshot's plan brings
+    every one back (``mincore``: read from the disk), though no chunk was read. (On a
+    disk: the tests' own folder may be a tmpfs, whose pages are never dropped.)"""
     if not os.path.isdir("/var/tmp"):
         pytest.skip("no /var/tmp")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as where:
@@ -144,6 +145,7 @@ def _cold_file_read_in(db: Path) -> None:
         snap = open_snapshot(str(db), 5.0)
         assert snap is not None
         try:
+            snap.plan()
             assert snap._prefetch._thread is not None
             snap._prefetch._thread.join()  # (every read asked for; the disk still reads)
             deadline = time.monotonic() + 60
@@ -165,9 +167,11 @@ def test_a_file_larger_than_half_the_available_memory_is_not_read_ahead(
     monkeypatch.setattr(os, "posix_fadvise", lambda *a: asked.append(a))
     monkeypatch.setattr(sqlite_prefetch, "available_memory", lambda: 2 * db.stat().st_size - 2)
     with snapshot(db) as snap:
+        snap.plan()
         assert not snap._prefetch.started
     monkeypatch.setattr(sqlite_prefetch, "available_memory", lambda: None)
     with snapshot(db) as snap:
+        snap.plan()
         assert not snap._prefetch.started
     assert asked == [] and not _threads()
 
@@ -190,6 +194,7 @@ def test_closing_the_snapshot_stops_the_read_ahead(
     monkeypatch.setattr(os, "posix_fadvise", slow)
     monkeypatch.setattr(sqlite_prefetch, "WINDOW", 4096)
     with snapshot(db) as snap:
+        snap.plan()
         assert first.wait(10)
         closer = threading.Thread(target=snap.close)
         closer.start()

@@ -39,6 +39,18 @@ def tree_pages(
     value: int,
     /,
 ) -> int | None: ...
+def tree_outline(
+    db_fd: int,
+    wal_fd: int,
+    frames: array.array[int] | None,
+    root: int,
+    page_size: int,
+    usable: int,
+    pages: int,
+    plan: bytearray,
+    value: int,
+    /,
+) -> tuple[int, bytes] | None: ...
 def heads_packed(
     db_fd: int,
     wal_fd: int,

@@ -40,6 +40,7 @@ __all__ = [
     "heads_scan",
     "page_pass",
     "python_pass",
+    "tree_outline",
     "tree_pages",
     "zero_run_frame",
     "zero_run_frames",
@@ -271,10 +272,22 @@ def _load_native(name: str) -> Any:
     return getattr(_pagepass, name, None)  # (a module built before it: None)
 
 
+#: ``(db_fd, wal_fd, frames, root, page_size, usable, pages, plan, value) -> (int,
+#: bytes) | None``: :data:`TreePages` with the tree's leaves listed, not read (where
+#: they are: their page numbers as native uint32s), their cells' overflow pages not listed
+TreeOutline = Callable[
+    [int, int, "array.array[int] | None", int, int, int, int, bytearray, int],
+    "tuple[int, bytes] | None",
+]
+
 #: the C heads scan with the C pass (else None: the heads are read with SQL)
 heads_scan: HeadsScan | None = _load_native("heads_scan") if _found is not None else None
 #: the C walk of a b-tree's pages with the C pass (else None: ``dbstat`` lists them)
 tree_pages: TreePages | None = _load_native("tree_pages") if _found is not None else None
+#: the C walk of a b-tree's interior pages (its leaves listed unread: a cold store
+#: file's backup starts its pages before the file is read, docs/benchmarks.md,
+#: "backup9") with the C pass (a module built before it: None, :data:`tree_pages` then)
+tree_outline: TreeOutline | None = _load_native("tree_outline") if _found is not None else None
 
 #: ``(db_fd, wal_fd, frames, root, page_size, usable, pages, before, after, prefix) ->
 #: (packed, count, accounted, own) | None``: :data:`HeadsScan`'s heads as the

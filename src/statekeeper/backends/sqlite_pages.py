@@ -37,6 +37,7 @@ import array
 import os
 import sqlite3
 import sys
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
@@ -53,6 +54,7 @@ from .sqlite_pagepass import (
     heads_packed,
     heads_scan,
     page_pass,
+    tree_outline,
     tree_pages,
 )
 from .sqlite_prefetch import Prefetch
@@ -74,6 +76,7 @@ _KEPT = KEPT
 #: fewer pages than this: an overflow page's first byte (of the next page's number) is 0
 _FIRST_BYTE_PAGES = 1 << 24
 _LOCK_BYTE = 0x40000000  # the page holding this offset is never used (file locks)
+_LEAF_TYPES = (0x0A, 0x0D)  # an index and a table b-tree leaf's first byte
 
 
 class PageSnapshot:
@@ -111,9 +114,14 @@ class PageSnapshot:
         self._kept: list[str] = []
         #: whether ``dbstat`` read the kept trees (their overflow pages are known)
         self._read_overflow = False
-        #: the file read in from the disk in order while the plan and the heads
-        #: read their pages out of order (docs/benchmarks.md, "backup7")
+        #: the file read in from the disk in order while the heads read their pages
+        #: out of order (docs/benchmarks.md, "backup7"), started by :meth:`plan` once
+        #: its few pages are read (behind the whole file's reads they waited for the
+        #: disk's last: "backup9")
         self._prefetch = Prefetch(self._db, min(pages * page_size, os.fstat(self._db).st_size))
+        #: the dropped trees' leaves the plan listed without reading them (sorted):
+        #: each checked to read as a leaf as its chunk is read (:meth:`_apply`)
+        self._leaves: array.array[int] = array.array("I")
 
     @property
     def size(self) -> int:
@@ -142,7 +150,9 @@ class PageSnapshot:
         100,000-agent bench store, docs/benchmarks.md, backupcpu) runs only once an
         overflow page is met, for the length of its used part. A file this cannot read
         so (auto-vacuum's pointer-map pages, 2**24 pages or more, a free-page list that
-        does not add up) is planned with ``dbstat`` over the kept trees at once."""
+        does not add up) is planned with ``dbstat`` over the kept trees at once. The
+        dropped trees' leaves are listed from their interior pages, not read
+        (:meth:`_walked`); the file's read ahead starts once those are read."""
         conn = self._stat
         first = self._page(1)
         reserved = first[20]
@@ -160,6 +170,7 @@ class PageSnapshot:
         if self.pages < _FIRST_BYTE_PAGES and not int.from_bytes(first[52:56], "big"):
             free = self._free_pages(first)
         if free is None:  # read every kept tree with dbstat, as before
+            self._prefetch.start()
             plan = bytearray(self.pages + 1)  # _DROP everywhere
             self._overflow_pages(plan)
         else:
@@ -171,12 +182,15 @@ class PageSnapshot:
             if lock <= self.pages:
                 plan[lock] = _DROP
             offsets = self._frame_offsets()
-            for name, keep, root in trees:
-                if not keep and not self._walked(root, plan, offsets):
-                    for (pageno,) in conn.execute(
-                        "SELECT pageno FROM dbstat WHERE name = ?", (name,)
-                    ):
-                        plan[pageno] = _DROP
+            unwalked = [
+                name
+                for name, keep, root in trees
+                if not keep and not self._walked(root, plan, offsets)
+            ]
+            self._prefetch.start()  # (the pages read above, before the whole file's)
+            for name in unwalked:
+                for (pageno,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)):
+                    plan[pageno] = _DROP
         for _, keep, root in trees:
             if not keep and 1 < root <= self.pages:
                 table = self._page(root)[0] in (0x05, 0x0D)  # else an index b-tree
@@ -187,23 +201,29 @@ class PageSnapshot:
         """Whether the C walk (``native/headscan.c``) set every page of the b-tree at
         ``root`` to be dropped in ``plan`` (else nothing is set: ``dbstat`` lists them).
         ``dbstat`` of the change feed's trees cost ~70 M instructions (10-20 ms) before
-        a backup's first chunk (docs/benchmarks.md, "backup4")."""
-        if tree_pages is None or not 1 < root <= self.pages:
+        a backup's first chunk (docs/benchmarks.md, "backup4").
+
+        The walk reads the tree's interior pages only (``tree_outline``): the pages
+        they point to at the leaves' depth are listed unread, and each is checked to
+        read as a leaf when its chunk is read (:meth:`_apply`). Reading the leaves
+        (the change feed's ~4,700 pages, all over the file) made the plan, and every
+        chunk after it, wait for the disk's read of nearly the whole file when it was
+        not cached (docs/benchmarks.md, "backup9"). A leaf's cells' overflow pages are
+        not listed: such a page, kept by the plan, reads as an overflow page of no
+        kept tree once ``dbstat`` read the kept trees, and is dropped
+        (:mod:`.sqlite_pagepass`)."""
+        if not 1 < root <= self.pages:
             return False
-        return (
-            tree_pages(
-                self._db,
-                self._wal,
-                offsets,
-                root,
-                self.page_size,
-                self._usable,
-                self.pages,
-                plan,
-                _DROP,
-            )
-            is not None
-        )
+        args = (self._db, self._wal, offsets, root, self.page_size, self._usable, self.pages)
+        if tree_outline is not None:
+            outline = tree_outline(*args, plan, _DROP)
+            if outline is None:
+                return False
+            leaves = array.array("I")
+            leaves.frombytes(outline[1])
+            self._leaves = array.array("I", sorted(self._leaves + leaves))
+            return True
+        return tree_pages is not None and tree_pages(*args, plan, _DROP) is not None
 
     def _frame_offsets(self) -> array.array[int] | None:
         """The snapshot's WAL frames as the C scans read them: the offset of page
@@ -328,6 +348,7 @@ class PageSnapshot:
         :attr:`digests` once its piece is yielded, taken in the same pass."""
         if self._plan is None:
             self.plan()
+        self._prefetch.start()  # (started by the plan: not again)
         self._seed = seed
         self.digests = bytearray()
         size = self.page_size
@@ -360,6 +381,8 @@ class PageSnapshot:
                     if frame is not None:
                         at = (pageno - first) * size
                         buf[at : at + size] = os.pread(wal, size, frame)
+            if self._leaves:
+                self._check_leaves(buf, first, count)
             seed = self._seed
             digests = None
             if seed is not None:
@@ -389,6 +412,20 @@ class PageSnapshot:
             finally:
                 if digests is not None:
                     digests.release()
+
+    def _check_leaves(self, chunk: memoryview, first: int, count: int) -> None:
+        """The dropped trees' pages :meth:`plan` listed as leaves unread, in the chunk
+        of pages ``first`` to ``first + count - 1``: each must read as a leaf (else the
+        tree is not one SQLite wrote: the pages below it were not listed)."""
+        leaves = self._leaves
+        size = self.page_size
+        for pageno in leaves[bisect_left(leaves, first) : bisect_left(leaves, first + count)]:
+            if chunk[(pageno - first) * size] not in _LEAF_TYPES:
+                raise sqlite3.DatabaseError(
+                    f"{self.path}: page {pageno} of a dropped table's b-tree (the change"
+                    " feed's, its deletion marks' or the leases') is not a leaf at its"
+                    " tree's leaf depth: the file is damaged (PRAGMA integrity_check)"
+                )
 
 
 _HEADS_ROOT = "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'sk_agents'"

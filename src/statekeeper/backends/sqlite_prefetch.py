@@ -15,6 +15,11 @@ read is a page-cache hit. A file already cached costs the kernel's lookup of its
 is not read ahead (it would push its own first pages out before the backup reads
 them): its backup reads as before.
 
+The snapshot's plan starts it (:meth:`Prefetch.start`) once it has read its own few
+pages (the change feed's interior pages, ``tree_outline``): queued behind the whole
+file's reads, each of those waited for the disk's read of nearly all of it, and the
+first chunk for the plan (docs/benchmarks.md, "backup9").
+
 The thread uses the caller's descriptor (never a ``dup``: closing a second descriptor
 of a SQLite file drops the locks of every connection of the process on it); the
 caller calls :meth:`Prefetch.stop` before it closes that descriptor.
@@ -45,20 +50,31 @@ def available_memory() -> int | None:
 
 class Prefetch:
     """Reads ``size`` bytes of the file open at ``fd`` into the page cache, in the
-    background (nothing is started where ``posix_fadvise`` is missing or the file is
-    too large: see the module documentation). :meth:`stop` ends it and waits."""
+    background from :meth:`start` on (nothing is started where ``posix_fadvise`` is
+    missing or the file is too large: see the module documentation). :meth:`stop`
+    ends it and waits."""
 
     def __init__(self, fd: int, size: int) -> None:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        advise = getattr(os, "posix_fadvise", None)
-        memory = available_memory()
-        if advise is None or size <= 0 or memory is None or size > memory // 2:
-            return
-        self._thread = threading.Thread(
-            target=self._run, args=(fd, size), name="statekeeper-prefetch", daemon=True
-        )
-        self._thread.start()
+        self._fd, self._size = fd, size
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start reading (once: a second call, or one after :meth:`stop`, does
+        nothing)."""
+        with self._lock:
+            if self._thread is not None or self._stopped.is_set():
+                return
+            advise = getattr(os, "posix_fadvise", None)
+            memory = available_memory()
+            size = self._size
+            if advise is None or size <= 0 or memory is None or size > memory // 2:
+                return
+            self._thread = threading.Thread(
+                target=self._run, args=(self._fd, size), name="statekeeper-prefetch", daemon=True
+            )
+            self._thread.start()
 
     @property
     def started(self) -> bool:
@@ -74,6 +90,8 @@ class Prefetch:
                 return
 
     def stop(self) -> None:
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join()
+        with self._lock:
+            self._stopped.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
