@@ -1,6 +1,7 @@
 """Child process of the lean-append crash test: ``put``s checkpoints on one thread
-forever, printing each acknowledged checkpoint's id and whether the store's lean keyed
-append (``Backend.commit_keyed``) committed it, until the parent SIGKILLs it.
+forever, printing each acknowledged checkpoint's id and how the store's lean keyed
+append (``Backend.commit_keyed``) answered it — ``lean``, or why it declined
+(``tests/lean_declines.py``, spaces as ``_``) — until the parent SIGKILLs it.
 
 Usage: ``python _lg_lean_crash_child.py URL THREAD``.
 """
@@ -12,24 +13,19 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from langgraph.checkpoint.base import empty_checkpoint
 
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.integrations.langgraph import StatekeeperSaver
+from tests.lean_declines import recording
 
 
 def main() -> None:
     url, thread = sys.argv[1:3]
-    lean = [0]
-    commit_keyed = SQLiteBackend.commit_keyed
-
-    def counted(backend: SQLiteBackend, *args: Any) -> Any:
-        result = commit_keyed(backend, *args)
-        lean[0] += result is not None
-        return result
-
-    SQLiteBackend.commit_keyed = counted  # type: ignore[method-assign,assignment]
+    outcomes: list[str] = []
+    SQLiteBackend.commit_keyed = recording(outcomes)  # type: ignore[method-assign]
     saver = StatekeeperSaver.from_url(url)
     config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     step = 0
@@ -40,7 +36,9 @@ def main() -> None:
         config = saver.put(
             config, checkpoint, {"source": "loop", "step": step, "parents": {}}, {"n": step + 1}
         )
-        print(config["configurable"]["checkpoint_id"], lean[0], flush=True)
+        outcome = outcomes.pop() if outcomes else "none"  # (none: it never came there)
+        assert not outcomes
+        print(config["configurable"]["checkpoint_id"], outcome.replace(" ", "_"), flush=True)
         step += 1
 
 

@@ -17,6 +17,8 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.integrations.langgraph import StatekeeperSaver
 
+from ..lean_declines import LEAN, REASONS
+
 HERE = Path(__file__).parent
 
 
@@ -35,7 +37,7 @@ def test_every_acknowledged_put_is_stored_after_a_sigkill(tmp_path: Path) -> Non
         text=True,
     )
     acked: list[str] = []
-    lean = 0
+    outcomes: list[str] = []
     try:
         assert child.stdout is not None
         deadline = time.monotonic() + 120
@@ -45,7 +47,7 @@ def test_every_acknowledged_put_is_stored_after_a_sigkill(tmp_path: Path) -> Non
             parts = line.split()
             assert len(parts) == 2, line
             acked.append(parts[0])
-            lean = int(parts[1])
+            outcomes.append(parts[1].replace("_", " "))
             assert time.monotonic() < deadline, f"{len(acked)} puts in 120 s"
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=30)
@@ -54,7 +56,9 @@ def test_every_acknowledged_put_is_stored_after_a_sigkill(tmp_path: Path) -> Non
             child.kill()
             child.wait()
     assert child.returncode == -signal.SIGKILL
-    assert lean >= 30  # the puts took the lean append
+    # every put came to the lean append: taken, or declined for its reason (how many of
+    # each depends on scheduling: not counted, see tests/lean_declines.py)
+    assert set(outcomes) <= REASONS | {LEAN}, outcomes
     with StatekeeperSaver.from_url(url) as saver:
         stored = {t.config["configurable"]["checkpoint_id"] for t in saver.list(None)}
     assert set(acked) <= stored

@@ -9,6 +9,7 @@ engine's append, nothing built twice); the LangGraph saver's writes take it."""
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from statekeeper.errors import ConflictError
 from statekeeper.records import AppendResult
 
 from ..conftest import FakeClock
+from ..lean_declines import LEAN, LOOP_WAITS, REASONS, TASK_READY, recording
 
 
 def _ops(n: int) -> list[dict[str, Any]]:
@@ -132,20 +134,18 @@ async def test_what_it_is_not_made_for_is_handed_back_or_appended_otherwise(tmp_
 def test_a_langgraph_runs_writes_take_the_lean_append(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Every checkpoint write of a run reaches the engine's lean append, which takes it
+    or declines it for its reason (the loop has other work: how often depends on thread
+    scheduling, so it is not counted); a declined one is made by the engine's append.
+    That the engine takes every one when the loop has no other work:
+    ``test_the_engine_takes_the_lean_append_when_the_loop_has_nothing_else``."""
     from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
 
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
-    committed = []
-    commit_keyed = SQLiteBackend.commit_keyed
-
-    def counted(backend: SQLiteBackend, *args: Any) -> Any:
-        result = commit_keyed(backend, *args)
-        committed.append(result is not None)
-        return result
-
-    monkeypatch.setattr(SQLiteBackend, "commit_keyed", counted)
+    outcomes: list[str] = []
+    monkeypatch.setattr(SQLiteBackend, "commit_keyed", recording(outcomes))
 
     class S(TypedDict):
         n: int
@@ -158,13 +158,54 @@ def test_a_langgraph_runs_writes_take_the_lean_append(
         app = graph.compile(checkpointer=saver)
         config: Any = {"configurable": {"thread_id": "t"}}
         assert app.invoke({"n": 0}, config, durability="sync") == {"n": 8}
-        assert sum(committed) >= 5  # most of the run's checkpoints, one statement each
+        # the run's 10 checkpoints: each one after the stream's first came to the lean
+        # append (with the step's writes it carries, or before them)
+        assert len(outcomes) >= 9, outcomes
+        assert set(outcomes) <= REASONS | {LEAN}, outcomes  # taken, or declined for a reason
         assert app.get_state(config).values == {"n": 8}
         assert len(list(app.get_state_history(config))) == 10
     with StatekeeperSaver.from_url(f"sqlite:///{tmp_path}/lg.db") as again:
         tup = again.get_tuple({"configurable": {"thread_id": "t"}})
         assert tup is not None and tup.checkpoint["channel_values"] == {"n": 8}
     asyncio.run(_verified(f"sqlite:///{tmp_path}/lg.db"))
+
+
+async def test_the_engine_takes_the_lean_append_when_the_loop_has_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no task ready and no pass of the loop due, the engine commits every lean
+    append at once; a task ready, or a pass due with a timer due, makes it decline (for
+    that reason, seen by :func:`why_declined`), and the engine's append makes the write."""
+    outcomes: list[str] = []
+    monkeypatch.setattr(SQLiteBackend, "commit_keyed", recording(outcomes))
+    ran: list[int] = []
+    async with StateStore(f"sqlite:///{tmp_path}/n.db", snapshot_every=1000) as store:
+        await store.create("a", _doc(0))
+        backend = store.backend
+        assert isinstance(backend, SQLiteBackend)
+        loop = asyncio.get_running_loop()
+        backend._pass_due = math.inf  # no pass due (nor its poll of the loop's I/O and timers)
+        for n in range(1, 5):
+            done = await _lean(store, "a", n, n, f"k{n}")
+            assert done is not None and done.last_seq == n + 1
+        assert outcomes == [LEAN] * 4
+        loop.call_soon(ran.append, 1)  # a task ready
+        done = await _lean(store, "a", 5, 5, "k5")
+        assert done is not None and done.last_seq == 6 and ran == [1]  # it ran first
+        assert outcomes[4:] == [TASK_READY]
+        backend._pass_due = 0.0  # a pass due, and a timer due
+        loop.call_at(loop.time() - 1.0, ran.append, 2)
+        done = await _lean(store, "a", 6, 6, "k6")
+        assert done is not None and done.last_seq == 7
+        assert outcomes[5:] == [LOOP_WAITS]
+        await asyncio.sleep(0)  # (the timer runs)
+        assert ran == [1, 2]
+        backend._pass_due = math.inf
+        done = await _lean(store, "a", 7, 7, "k7")
+        assert done is not None and done.last_seq == 8
+        assert outcomes[6:] == [LEAN]
+        assert (await store.load("a")).data == _doc(7)
+        assert (await store.verify()).ok
 
 
 async def _verified(url: str) -> None:
