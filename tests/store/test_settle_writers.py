@@ -6,12 +6,12 @@ What must hold, on SQLite and PostgreSQL with two stores on one database: every 
 loads, ``verify`` is clean, nothing is logged as unusable, and no load replays more —
 in events, in bytes or in the policy's replay cost — than the writer's snapshot
 policy bounds it by (``SnapshotPolicy.due``: under 100 events, under 256 KiB, and
-replay bytes + a cost per event under the starting row's bytes + 256 KiB). Why it holds without the writer noticing:
-the writer's next whole snapshot falls due by its count from the base it holds, which
-lies *below* the settled row; a load falling back to the settled row replays a suffix
-of the events the policy bounds from that base.
+replay bytes + a cost per event under the starting row's bytes + 256 KiB). Why it
+holds without the writer noticing: the writer's next whole snapshot falls due by its
+count from the base it holds, which lies *below* the settled row; a load falling back
+to the settled row replays a suffix of the events the policy bounds from that base.
 
-Settled three ways: by an explicit ``settle`` with the writer's cache still valid (no
+Settled two ways: by an explicit ``settle`` with the writer's cache still valid (no
 event written: the orphaned-tail case), and by the idle trigger of a store that saved
 one event itself (the writer's next save then conflicts and reads the settled head)."""
 
