@@ -93,14 +93,14 @@ async def test_close_cancels_pending_and_running_settles_cleanly(tmp_path: Path)
 
     store = StateStore(_url(path), snapshot_every=100, settle_after=0)
     entered, never = asyncio.Event(), asyncio.Event()
-    real = store.backend.save_snapshot
+    real = store.backend.replace_snapshot
 
-    async def stuck(*args: Any) -> None:
+    async def stuck(*args: Any) -> bool:
         entered.set()
         await never.wait()
-        await real(*args)
+        return await real(*args)
 
-    store.backend.save_snapshot = stuck  # type: ignore[method-assign,assignment]
+    store.backend.replace_snapshot = stuck  # type: ignore[method-assign,assignment]
     await _chat(store, "a", 130, 131)
     await entered.wait()  # a settle is running
     await store.close()

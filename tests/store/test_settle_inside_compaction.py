@@ -47,6 +47,7 @@ async def test_a_settle_between_a_compactions_base_and_its_prune_keeps_the_mark(
                 return await real_prune(*args, **kwargs)
 
             monkeypatch.setattr(retention_idle, "prune_at", prune_after_the_settle)
+            settler.backend.replaces_snapshots = False  # (two commits)
             policy = settler._writes.snapshots
             prepare = policy.prepare
             compaction: asyncio.Task[Any] | None = None
