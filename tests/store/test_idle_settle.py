@@ -122,7 +122,7 @@ async def test_a_failure_is_logged_counted_and_not_retried(
             calls += 1
             raise RuntimeError("disk on fire: secret-state")
 
-        store._settle = broken  # type: ignore[method-assign]
+        store._settle_cached = broken  # type: ignore[method-assign]
         with caplog.at_level(logging.WARNING, "statekeeper.store.idle_settle"):
             await _chat(store, "a", 0, 3)
             await store.idle_settled()
@@ -220,3 +220,29 @@ async def test_the_queue_is_bounded() -> None:
     assert (stats.dropped, stats.pending) == (1, 2)
     await idle.close()
     assert settled == [] and idle.stats().pending == 0
+
+
+async def test_an_idle_settle_never_refreshes_the_cache_behind_a_planned_write(
+    tmp_path: Path,
+) -> None:
+    """Another store deletes the agent and makes it again up to the same seq; then this
+    store's idle settle runs. Was: the settle read the agent, which validated the cache
+    and replaced the cached record with the remade stream's — so a write planned on
+    the old stream, whose compare-and-set on the cached head tag would have refused it,
+    landed on the new one (the LangGraph saver's compaction lost a remade thread's
+    checkpoint so, with idle settles on: 3 of 8 runs of test_langgraph_prune_remade.py).
+    Now the settle uses the cached record only, and stores nothing: the head moved."""
+    path = tmp_path / "s.db"
+    async with (
+        StateStore(_url(path), settle_after=3600) as store,
+        StateStore(_url(path), settle_after=None) as other,
+    ):
+        await _chat(store, "a", 0, 3)
+        cached = store._reads.trusted("a")
+        assert cached is not None
+        assert await other.delete("a")
+        for n in range(1, 4):
+            await other.save("a", {"new": n})
+        assert await store._idle_settle("a") is None  # (the call the trigger makes)
+        assert store._reads.trusted("a") is cached  # the cache not replaced behind it
+        assert (await other.load("a")).data == {"new": 3}

@@ -69,7 +69,7 @@ def settles(writes: WritePipeline) -> bool:
     )
 
 
-async def settle(writes: WritePipeline, agent_id: str) -> int | None:
+async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = False) -> int | None:
     """Store the head of ``agent_id`` as one whole snapshot unless one is there, and
     remove the snapshot it replaces (module doc); the seq of the row written, or None
     (nothing written: the head is a whole snapshot already, the store does not settle,
@@ -83,7 +83,16 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
     policy = writes.snapshots
     reads = writes.reads
     async with writes.lock(agent_id):
-        record = await reads.current(agent_id)
+        if cached_only:
+            # (an idle settle: the cached head this store wrote, never read again — a
+            # read would replace the cache with another process's stream, and a write
+            # planned on the old one, its compare-and-set on the cached tag, would then
+            # land on the new one; _same_stream below skips a head moved since)
+            record = reads.trusted(agent_id)
+            if record is None:
+                return None
+        else:
+            record = await reads.current(agent_id)
         if record is None:
             raise AgentNotFound(agent_id)
         head = record.seq

@@ -1106,7 +1106,10 @@ class StateStore:
         if not settles(self._writes):  # (a governed store, known once built)
             self._writes.idle = None
             return None
-        return await self._after_flush("snapshot", agent_id, self._settle, write=True)
+        return await self._after_flush("snapshot", agent_id, self._settle_cached, write=True)
+
+    async def _settle_cached(self, agent_id: str) -> int | None:
+        return await settle(self._writes, agent_id, cached_only=True)
 
     async def idle_settled(self) -> None:
         """Wait until no idle settle (``settle_after``) is due or running: every agent
