@@ -18,11 +18,15 @@ Each load side is measured against ``SqliteSaver.get_tuple`` interleaved load by
 two saves) three ways — never settled, settled after every turn, and the peer — and
 reports the stored bytes (the rows' payloads, and the file after a checkpoint).
 ``--cost``: the CPU of a save and of a settle (150 messages, then 40 turns of two saves
-and a settle), at ``synchronous=OFF`` and FULL.
+and a settle), at ``synchronous=OFF`` and FULL, a settle in one commit (SQLite's
+``replace_snapshot``) and in two (the other engines' path), alternated.
+``--idle``: the CPU a save costs amortised when the idle trigger settles the agent once
+between bursts of 1-16 saves, against ``SqliteSaver.put``'s in the same run.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py
     PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py --bytes
     PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py --cost
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_settle.py --idle
 """
 
 from __future__ import annotations
@@ -61,7 +65,9 @@ async def build(tmp: Path) -> None:
     try:
         for name in ("chain", "settled"):
             url = sk_url(tmp / f"{name}.db", "OFF")
-            async with StateStore(url, durability="sync", snapshot_every=EVERY) as store:
+            async with StateStore(
+                url, durability="sync", snapshot_every=EVERY, settle_after=None
+            ) as store:
                 for agent, docs in plans.items():
                     burst = int(agent[1:]) if agent[0] == "m" else 0
                     for i, doc in enumerate(docs):
@@ -163,7 +169,7 @@ async def chat_bytes(tmp: Path, turns: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("never", "every_turn"):
         path = tmp / f"bytes-{name}.db"
-        async with StateStore(sk_url(path, "OFF"), durability="sync") as store:
+        async with StateStore(sk_url(path, "OFF"), durability="sync", settle_after=None) as store:
             for t in range(turns):
                 for i in (2 * t, 2 * t + 1):
                     await store.save("chat", {"messages": msgs[: i + 1]})
@@ -194,11 +200,17 @@ async def chat_bytes(tmp: Path, turns: int) -> dict[str, Any]:
     return out
 
 
-async def settle_cost(tmp: Path, sync: str, turns: int = 40) -> dict[str, float]:
+async def settle_cost(
+    tmp: Path, sync: str, turns: int = 40, together: bool = True, tag: str = ""
+) -> dict[str, float]:
     """CPU (whole process) and wall time of a save and of a settle: a chat of 150
-    messages, then ``turns`` turns of two saves and a settle."""
+    messages, then ``turns`` turns of two saves and a settle (``together``: in one
+    commit where the engine can, SQLite; else the two commits of the other engines)."""
     msgs = make_messages(150 + 2 * turns, seed=3, chars=CHARS)
-    async with StateStore(sk_url(tmp / f"cost-{sync}.db", sync), durability="sync") as store:
+    url = sk_url(tmp / f"cost-{sync}-{together}{tag}.db", sync)
+    async with StateStore(url, durability="sync", settle_after=None) as store:
+        if not together:
+            store.backend.replaces_snapshots = False
         n = 0
         for n in range(1, 151):
             await store.save("a", {"messages": msgs[:n]})
@@ -220,6 +232,64 @@ async def settle_cost(tmp: Path, sync: str, turns: int = 40) -> dict[str, float]
     }
 
 
+async def idle_cost(tmp: Path, sync: str, burst: int, turns: int = 40) -> dict[str, float]:
+    """CPU a save *amortised* over an agent saving in bursts with idle gaps between
+    turns, settled by the idle trigger once a gap (``settle_after=0``, each gap awaited
+    with ``idle_settled``): ``burst`` saves a turn, after 150 messages; and
+    ``SqliteSaver.put``'s CPU a save over the same documents, same ``synchronous``, and
+    the store's with no trigger (``settle_after=None``)."""
+    msgs = make_messages(150 + burst * turns, seed=5, chars=CHARS)
+    url = sk_url(tmp / f"idle-{sync}-{burst}.db", sync)
+    async with StateStore(url, durability="sync", settle_after=0) as store:
+        n = 0
+        for n in range(1, 151):
+            await store.save("a", {"messages": msgs[:n]})
+        await store.idle_settled()
+        before = store.stats().idle_settles
+        assert before is not None
+        t0 = time.process_time()
+        for _ in range(turns):
+            for _ in range(burst):
+                n += 1
+                await store.save("a", {"messages": msgs[:n]})
+            await store.idle_settled()
+        cpu = time.process_time() - t0
+        after = store.stats().idle_settles
+        assert after is not None
+    url = sk_url(tmp / f"idle-none-{sync}-{burst}.db", sync)
+    async with StateStore(url, durability="sync", settle_after=None) as store:
+        for n in range(1, 151):
+            await store.save("a", {"messages": msgs[:n]})
+        t0 = time.process_time()
+        for _ in range(turns):
+            for _ in range(burst):
+                n += 1
+                await store.save("a", {"messages": msgs[:n]})
+        bare = time.process_time() - t0
+    saver = lg_open(tmp / f"idle-lg-{sync}-{burst}.db", sync)
+    try:
+        cfg = lg_config("a")
+        docs = [{"messages": msgs[: i + 1]} for i in range(len(msgs))]
+        plan = list(lg_plan(saver, docs))
+        for cp, meta, versions in plan[:150]:
+            cfg = saver.put(cfg, cp, meta, versions)
+        t0 = time.process_time()
+        for cp, meta, versions in plan[150:]:
+            cfg = saver.put(cfg, cp, meta, versions)
+        lg_cpu = time.process_time() - t0
+    finally:
+        saver.conn.close()
+    saves = burst * turns
+    return {
+        "sk_cpu_per_save_us": cpu / saves * 1e6,
+        "sk_unsettled_cpu_per_save_us": bare / saves * 1e6,
+        "lg_cpu_per_save_us": lg_cpu / saves * 1e6,
+        "ratio": cpu / lg_cpu,
+        "settles": after.settled - before.settled,
+        "turns": turns,
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", type=int, default=300)
@@ -227,11 +297,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--bytes", action="store_true")
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--cost", action="store_true", help="CPU of a save and of a settle")
+    parser.add_argument(
+        "--idle", action="store_true", help="CPU a save amortised, settled once an idle gap"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        if args.cost:
-            res = {sync: asyncio.run(settle_cost(tmp, sync)) for sync in ("OFF", "FULL")}
+        if args.cost:  # one commit and two, alternated, twice
+            res = {
+                f"{sync} {'one' if together else 'two'} commit(s) #{r}": asyncio.run(
+                    settle_cost(tmp, sync, together=together, tag=str(r))
+                )
+                for r in (1, 2)
+                for sync in ("OFF", "FULL")
+                for together in (True, False)
+            }
+            print(json.dumps(res, indent=1))
+            return res
+        if args.idle:
+            res = {
+                f"{sync} burst={burst}": asyncio.run(idle_cost(tmp, sync, burst))
+                for sync in ("OFF", "FULL")
+                for burst in (1, 2, 4, 8, 16)
+            }
             print(json.dumps(res, indent=1))
             return res
         if args.bytes:

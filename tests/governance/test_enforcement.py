@@ -227,6 +227,7 @@ def test_every_public_call_of_the_store_is_governed() -> None:
         "iter_agents": "pages through list_agents, which filters",
         "witness": "the store's own witness object",
         "snapshot_events": "a setting of the store",
+        "idle_settled": "waits for this store's background settles: no agent data",
     }
     public = {
         name

@@ -168,6 +168,7 @@ def test_every_public_call_of_the_store_maps_ids() -> None:
         "feed_bounds": "two positions of the change feed, no agent ids",
         "feed_cursor_bounds": "the feed's floor and head per shard, no agent ids",
         "trim_feed": "store-wide feed positions, no agent ids",
+        "idle_settled": "waits for this store's background settles, no agent ids",
     }
     public = {
         name

@@ -45,6 +45,10 @@ async def settle_raced(
     ):
         for n in range(1, 11):
             await settler.save("a", {"n": n})
+        # (the two-commit settle, whose window these races are: a one-commit
+        # replace_snapshot, checked against the head, is refused by the race instead —
+        # tests/store/test_settle_one_commit.py)
+        settler.backend.replaces_snapshots = False
         policy = settler._writes.snapshots
         prepare = policy.prepare
 

@@ -162,6 +162,7 @@ async def test_a_crash_between_the_two_writes_leaves_both_rows(tmp_path: Path) -
         async def dies(*args: object) -> None:
             raise OSError("the process died here")
 
+        store.backend.replaces_snapshots = False  # (two commits)
         store.backend.prune = dies  # type: ignore[method-assign,assignment]
         with pytest.raises(OSError):
             await store.settle("a")
@@ -404,6 +405,7 @@ async def test_a_stream_made_again_after_the_last_look_keeps_its_base(
             await _chat(store, "a", 0, 14)
             assert await store.settle("a") == 14
             await _chat(store, "a", 14, 16)
+            store.backend.replaces_snapshots = False  # (two commits)
             _remade_at(store, other, 2, "head_tag")
             await store.settle("a")
             del store.backend.head_tag
@@ -490,6 +492,7 @@ async def test_a_stream_compacted_to_the_replaced_row_meanwhile_keeps_it(
                     assert await other.backend.stream_bases(["a"]) == [14]
                 return out
 
+            store.backend.replaces_snapshots = False  # (two commits)
             store.backend.head_tag = compacted  # type: ignore[method-assign]
             assert await store.settle("a") == 16
             del store.backend.head_tag

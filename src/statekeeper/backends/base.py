@@ -663,6 +663,37 @@ class Backend(abc.ABC):
         """
         raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
 
+    #: True when :meth:`replace_snapshot` is one commit (else two: the default)
+    replaces_snapshots: bool = False
+
+    async def replace_snapshot(
+        self,
+        agent_id: str,
+        snapshot: RawSnapshot,
+        drop_seq: int | None,
+        head: int,
+        checksum: bytes | None,
+    ) -> bool:
+        """Store ``snapshot`` (at ``head``, the stream's head) and remove the snapshot at
+        ``drop_seq`` (None: none) — a settle (:mod:`statekeeper.store.settle`). Only while
+        the head is ``head`` and its event's stored checksum ``checksum`` (given):
+        else :class:`~statekeeper.errors.ConflictError`, nothing written. The removal is
+        left out, the snapshot still stored, when ``drop_seq`` is the stream's base
+        (compacted to it meanwhile) or the engine's prune refuses it: True when it was
+        removed. An engine with :attr:`replaces_snapshots` does it in one commit; the
+        default makes two (:meth:`save_snapshot`, then :meth:`prune` at the head), each
+        safe alone: a crash between them leaves both rows. A snapshot stored with no
+        head check (the default's first commit) is why the store reads the head again
+        just before calling it."""
+        await self.save_snapshot(agent_id, snapshot)
+        if drop_seq is None or not self.supports(Capability.PRUNE):
+            return False
+        try:
+            await self.prune(agent_id, 0, (drop_seq,), head, checksum)
+        except (ConflictError, ConfigurationError, CapabilityUnsupported):
+            return False  # (moved, the stream's base now, or a prune that takes no head)
+        return True
+
     async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
         """Each agent's base: the seq before its first stored event (0 for a whole
         stream, or no agent; more after :meth:`prune`). An incremental backup reads

@@ -2793,6 +2793,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     changes_alone_together = True  # (a conditional delete alone: delete_agent_at)
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
+    replaces_snapshots = True
     checks_absence_together = True
 
     async def append_together(

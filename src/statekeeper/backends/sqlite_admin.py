@@ -248,6 +248,57 @@ class SQLiteAdmin(SQLitePart):
             self._prune_sync, agent_id, base_seq, tuple(drop_snapshots), head, checksum
         )
 
+    def _replace_snapshot_sync(
+        self,
+        agent_id: str,
+        snapshot: RawSnapshot,
+        drop_seq: int | None,
+        expected: int,
+        checksum: bytes | None,
+    ) -> bool:
+        with self._writing(agent_id) as conn:
+            row = conn.execute(
+                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            head = row[0] if row else 0
+
+            def stored() -> bytes | None:
+                found = conn.execute(
+                    "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?",
+                    (agent_id, head),
+                ).fetchone()
+                return bytes(found[0]) if found is not None else None
+
+            check_prune_at(agent_id, head, expected, checksum, stored)
+            if not 0 < snapshot.seq <= head:
+                raise ConflictError(agent_id, snapshot.seq, head)
+            self._put_snapshot(conn, agent_id, snapshot)
+            if drop_seq is None or not 0 < drop_seq < snapshot.seq:
+                return False
+            first = conn.execute(
+                "SELECT min(seq) FROM sk_events WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            if first is None or first[0] is None or int(first[0]) - 1 == drop_seq:
+                return False  # (the stream's base: compacted to it meanwhile, kept)
+            gone = conn.execute(
+                "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?", (agent_id, drop_seq)
+            )
+            return bool(gone.rowcount)
+
+    async def replace_snapshot(
+        self,
+        agent_id: str,
+        snapshot: RawSnapshot,
+        drop_seq: int | None,
+        head: int,
+        checksum: bytes | None,
+    ) -> bool:
+        """:meth:`Backend.replace_snapshot` in one write transaction."""
+        done: bool = await self._write(
+            self._replace_snapshot_sync, agent_id, snapshot, drop_seq, head, checksum
+        )
+        return done
+
     def _delete_sync(self, agent_id: str) -> bool:
         with self._writing(agent_id) as conn:
             existed = self._delete_rows(conn, agent_id)

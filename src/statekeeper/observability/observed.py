@@ -353,6 +353,26 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
             "prune", agent_id, self.inner.prune, agent_id, base_seq, drop_snapshots, *at
         )
 
+    async def replace_snapshot(
+        self,
+        agent_id: str,
+        snapshot: RawSnapshot,
+        drop_seq: int | None,
+        head: int,
+        checksum: bytes | None,
+    ) -> bool:
+        done: bool = await self._obs.call(
+            "replace_snapshot",
+            agent_id,
+            self.inner.replace_snapshot,
+            agent_id,
+            snapshot,
+            drop_seq,
+            head,
+            checksum,
+        )
+        return done
+
     async def export_streams(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamExport]:
         # a backup's page (one call per page): the engine's own, untimed
         return await self.inner.export_streams(ranges)

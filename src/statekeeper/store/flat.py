@@ -325,6 +325,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             cache.discard(agent_id)
             raise
         pipeline.appends += 1
+        if (idle := pipeline.idle) is not None:
+            idle.saved(agent_id)
         if tailed is not None:
             tail_stored(record, seq, link, dumped)
             pipeline.snapshots_written += 1
@@ -393,6 +395,8 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 cache.discard(agent_id)
                 raise
             pipeline.appends += 1
+            if (idle := pipeline.idle) is not None:
+                idle.saved(agent_id)
             if row[7] is not None:  # (a tail snapshot: store/tails.py)
                 tail_stored(record, seq, link, dumped)
                 pipeline.snapshots_written += 1

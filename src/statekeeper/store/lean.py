@@ -193,6 +193,8 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
         if result is None:  # the engine declined: nothing written, its append makes it
             return land(agent_id, new, record, event_type, now, payload, checksum, key, None)
         pipeline.appends += 1
+        if (idle := pipeline.idle) is not None:
+            idle.saved(agent_id)
         if result.duplicate:  # (as write() does: never trust the record alone)
             cache.discard(agent_id)
             assert key is not None

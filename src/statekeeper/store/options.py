@@ -39,6 +39,7 @@ def check_options(
     max_state_bytes: int | None,
     witness: object,
     witness_interval: float,
+    settle_after: float | None = None,
 ) -> tuple[Durability, Codec]:
     """Check every option; the durability mode and the codec they make."""
     if snapshot_every not in ("bounded", "cost", "auto"):
@@ -55,6 +56,14 @@ def check_options(
     )
     if type(flush_interval) is bool or not isinstance(flush_interval, int | float):
         raise InvalidArgument("flush_interval", "flush_interval must be a number of seconds")
+    if settle_after is not None and (
+        type(settle_after) is bool
+        or not isinstance(settle_after, int | float)
+        or not 0 <= settle_after < float("inf")
+    ):
+        raise InvalidArgument(
+            "settle_after", f"settle_after must be None or seconds >= 0, not {settle_after!r}"
+        )
     if not callable(clock):
         raise InvalidArgument("clock", f"clock must be callable, not {type(clock).__name__}")
     if backend is not None and not isinstance(backend, Backend | str):

@@ -23,6 +23,11 @@ a chat keeps one whole state per ~``snapshot_every`` events, not one per turn. A
 between the two writes leaves both rows (bytes, nothing wrong); a crash before the
 first leaves today's chain.
 
+An engine with ``Backend.replaces_snapshots`` (SQLite) stores the row and removes the
+one it replaces in one commit (``Backend.replace_snapshot``), checked at the head's
+identity in that commit: a settle is then one commit, and a stream moved since the last
+look gets nothing. The removal is decided before it, by the same rule.
+
 Settled only where it is one whole row and its removal is a plain engine op: a store
 with ``full_snapshot_every=1`` on an engine with ``PRUNE``, not governed (a governed
 store's snapshots and removals carry audit entries of their own: there ``settle``
@@ -64,7 +69,7 @@ def settles(writes: WritePipeline) -> bool:
     )
 
 
-async def settle(writes: WritePipeline, agent_id: str) -> int | None:
+async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = False) -> int | None:
     """Store the head of ``agent_id`` as one whole snapshot unless one is there, and
     remove the snapshot it replaces (module doc); the seq of the row written, or None
     (nothing written: the head is a whole snapshot already, the store does not settle,
@@ -78,7 +83,16 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
     policy = writes.snapshots
     reads = writes.reads
     async with writes.lock(agent_id):
-        record = await reads.current(agent_id)
+        if cached_only:
+            # (an idle settle: the cached head this store wrote, never read again — a
+            # read would replace the cache with another process's stream, and a write
+            # planned on the old one, its compare-and-set on the cached tag, would then
+            # land on the new one; _same_stream below skips a head moved since)
+            record = reads.trusted(agent_id)
+            if record is None:
+                return None
+        else:
+            record = await reads.current(agent_id)
         if record is None:
             raise AgentNotFound(agent_id)
         head = record.seq
@@ -91,11 +105,22 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
             below = await backend.latest_snapshot(agent_id, head - 1)
         if not await _same_stream(writes, record):
             return None  # (written, or deleted and made again, by another process)
+        together = backend.replaces_snapshots
+        drop = None
+        if together and below is not None and await _replaceable(writes, agent_id, below.seq, head):
+            drop = below.seq
         try:
             await policy.prepare(record)
             policy.next_tail = False  # (whole: full_every is 1, no tail)
             raw, marks = policy.encode(record)
-            await backend.save_snapshot(agent_id, raw)
+            if together:  # the row and the removal in one commit, at the head's identity
+                try:
+                    await backend.replace_snapshot(agent_id, raw, drop, head, record.checksum)
+                except ConflictError:
+                    reads.cache.discard(agent_id)
+                    return None  # (moved since the last look: nothing written)
+            else:
+                await backend.save_snapshot(agent_id, raw)
         except BaseException:
             reads.cache.discard(agent_id)
             raise
@@ -108,7 +133,8 @@ async def settle(writes: WritePipeline, agent_id: str) -> int | None:
             await backend.save_snapshot(agent_id, _compaction_base(writes, record, record.link))
             return head
         if (
-            below is not None
+            not together
+            and below is not None
             and await _replaceable(writes, agent_id, below.seq, head)
             and await _same_stream(writes, record)
         ):
@@ -138,22 +164,24 @@ def _compaction_base(writes: WritePipeline, record: AgentRecord, link: bytes) ->
 
 
 async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
-    """The stored head is still ``record``'s: the same seq, its tag over ``record``'s
-    link. Read again just before each write: another process (whose saves this store's
-    lock does not hold back) may have written the agent since, or deleted it and made it
-    again — then the row at ``record.seq`` would be the old stream's state put in the new
-    one (over the new one's own row there), and the prune by seq would remove the new
-    one's snapshot (its compacted base: its history gone). The prune is checked at the
-    head again in its own commit (:func:`~.conditional.prune_at`); a change between this
-    read and ``save_snapshot`` is not seen (it takes no head to check; a stream without
-    head tags is not told apart either). Appends and a compaction past ``record.seq``
-    there leave the row below the stream's base: a load below the base raises
-    HistoryCompacted as for any such seq (:meth:`~.reads.ReadPath.catch_up`), and a
-    later compaction drops the row with the snapshots below its new base. A compaction
-    to ``record.seq`` itself there has its base row replaced by this one: :func:`settle`
-    finds the base at its seq after the write and stores the row marked again — or, the
-    write landing between the compaction's base and its prune (the base not moved yet
-    at that look), the compaction stores its base again after the prune
+    """The stored head is still ``record``'s: the same seq, its tag over ``record``'s link.
+    Read again just before each write: another process (whose saves this store's lock
+    does not hold back) may have written the agent since, or deleted it and made it
+    again — then the row at ``record.seq`` would be the old stream's state put in the
+    new one (over the new one's own row there), and the prune by seq would remove the
+    new one's snapshot (its compacted base: its history gone). The prune is checked at
+    the head again in its own commit (:func:`~.conditional.prune_at`); on an engine that
+    settles in one commit (``Backend.replace_snapshot``) the row too: a stream written
+    or remade since is left alone. Elsewhere a change between this read and
+    ``save_snapshot`` is not seen (it takes no head to check; a stream without head tags
+    is not told apart either). Appends and a compaction past ``record.seq`` there leave
+    the row below the stream's base: a load below the base raises HistoryCompacted as
+    for any such seq (:meth:`~.reads.ReadPath.catch_up`), and a later compaction drops
+    the row with the snapshots below its new base. A compaction to ``record.seq`` itself
+    there has its base row replaced by this one: :func:`settle` finds the base at its
+    seq after the write and stores the row marked again — or, the write landing between
+    the compaction's base and its prune (the base not moved yet at that look), the
+    compaction stores its base again after the prune
     (:func:`~statekeeper.governance.retention_idle.prune_planned`). A process killed in
     between leaves it unmarked: loads below the base raise IntegrityError naming
     ``statekeeper retention adopt-compactions``, which marks it (checked by hand: a

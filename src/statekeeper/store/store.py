@@ -73,12 +73,13 @@ from .feed_intent_repair import FeedIntent, SettledIntent
 from .heads import AgentHead, StoredSize, read_head, read_heads, stored_size
 from .history import read_history
 from .holds import refuse_if_held
+from .idle_settle import IdleSettler, IdleSettleStats
 from .keyguard import KeyGuard, own_codec
 from .machines import Machines
 from .observing import FOLD_AT
 from .options import check_options, state_values
 from .reads import PAGE, ReadPath
-from .settle import settle
+from .settle import settle, settles
 from .snapshots import AUTO_MAX_EVENTS, COST_MAX_EVENTS, SnapshotPolicy
 from .state import AgentRecord
 from .verification import Problem, VerifyReport
@@ -138,6 +139,8 @@ class StoreStats:
     #: appends acknowledged into the write-behind buffer (``durability="async"``) that
     #: a failed flush dropped: never stored (``appends`` counts only what was stored)
     lost: int = 0
+    #: the idle settles' counters (``settle_after``); None: no idle trigger
+    idle_settles: IdleSettleStats | None = None
 
 
 class StateStore:
@@ -222,6 +225,11 @@ class StateStore:
             and returned are relative to it (``"a-1"`` is stored as
             ``"acme/support/a-1"``), listings and the feed cover it and the namespaces
             below it; see :mod:`statekeeper.store.namespaced` and ``docs/governance.md``.
+        settle_after: once an agent this store saved has had no save for this many
+            seconds, :meth:`settle` it in the background (one at a time, never ahead of
+            a save, never an agent saved under a lease, nothing at close; see
+            :mod:`statekeeper.store.idle_settle`). None (the default): only when
+            :meth:`settle` is called.
     """
 
     def __new__(
@@ -275,6 +283,7 @@ class StateStore:
         policy: AccessPolicy | None = None,
         audit: AuditSettings | None = None,
         namespace: str | None = None,
+        settle_after: float | None = None,
     ) -> None:
         if namespace is not None:
             # only reached by a subclass of StateStore that is not the namespaced one
@@ -311,6 +320,7 @@ class StateStore:
             max_state_bytes=max_state_bytes,
             witness=witness,
             witness_interval=witness_interval,
+            settle_after=settle_after,
         )
         codec = own_codec(codec)  # (a codec another store took: its copy, see own_codec)
         if backend is None:
@@ -378,6 +388,12 @@ class StateStore:
             self._writes.behind.on_lost = self._machines.lost
             if self._witness is not None:  # its marks of a flush at the loop's shutdown
                 self._writes.behind.at_shutdown = self._witness.flush_at_loop_end
+        self.settle_after = settle_after
+        self._idle: IdleSettler | None = None
+        if settle_after is not None:
+            self._idle = self._writes.idle = IdleSettler(
+                settle_after, self._idle_settle, self._writes.locked
+            )
         self._closed = False
         self._closed_why = _CLOSED  # (or why a forked child's copy is closed: .forks)
         forks.watch(self)
@@ -427,6 +443,8 @@ class StateStore:
         if unsaved:
             warnings.warn(UnsavedChangesWarning(unsaved), stacklevel=2)
         try:
+            if self._idle is not None:  # (nothing settled at close: cancelled cleanly)
+                await self._idle.close()
             await self.flush()
         finally:
             self._closed = True
@@ -1082,6 +1100,25 @@ class StateStore:
     async def _settle(self, agent_id: str) -> int | None:
         return await settle(self._writes, agent_id)
 
+    async def _idle_settle(self, agent_id: str) -> int | None:
+        """An idle settle of ``agent_id`` (a stored id): :meth:`settle`'s, not a
+        subclass's (a namespaced store's maps ids; a governed one checks a caller)."""
+        if not settles(self._writes):  # (a governed store, known once built)
+            self._writes.idle = None
+            return None
+        return await self._after_flush("snapshot", agent_id, self._settle_cached, write=True)
+
+    async def _settle_cached(self, agent_id: str) -> int | None:
+        return await settle(self._writes, agent_id, cached_only=True)
+
+    async def idle_settled(self) -> None:
+        """Wait until no idle settle (``settle_after``) is due or running: every agent
+        this store saved and that has been idle that long is settled (or skipped, or
+        failed: ``stats().idle_settles``). Returns at once without ``settle_after``."""
+        self._check_open()
+        if self._idle is not None:
+            await self._idle.idle()
+
     async def delete(self, agent_id: str) -> bool:
         """Delete the agent's stream and snapshots. True if it existed.
 
@@ -1279,4 +1316,5 @@ class StateStore:
             buffered=len(behind) if behind is not None else 0,
             commits=writes.commits,
             lost=behind.lost if behind is not None else 0,
+            idle_settles=self._idle.stats() if self._idle is not None else None,
         )

@@ -88,6 +88,7 @@ class SyncStateStore(SyncIntents):
         policy: AccessPolicy | None = None,
         audit: AuditSettings | None = None,
         namespace: str | None = None,
+        settle_after: float | None = None,
     ) -> None:
         """See :class:`StateStore`."""
         options = {k: v for k, v in locals().items() if k not in ("self", "backend")}

@@ -1,4 +1,4 @@
-"""The feed-intent calls of :class:`~statekeeper.store.sync.SyncStateStore` (kept
+"""The feed-intent and idle-settle calls of :class:`~statekeeper.store.sync.SyncStateStore` (kept
 here: that module is at its size limit)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ __all__ = ["SyncIntents"]
 
 
 class SyncIntents:
-    """:meth:`StateStore.feed_intents` and :meth:`StateStore.settle_feed_intents`,
-    blocking."""
+    """:meth:`StateStore.feed_intents`, :meth:`StateStore.settle_feed_intents` and
+    :meth:`StateStore.idle_settled`, blocking."""
 
     store: StateStore
     _portal: Portal
@@ -35,3 +35,7 @@ class SyncIntents:
         """See :meth:`StateStore.settle_feed_intents`."""
         call = self.store.settle_feed_intents(agent_ids, older_than=older_than, force=force)
         return self._portal.call(call)
+
+    def idle_settled(self) -> None:
+        """See :meth:`StateStore.idle_settled`."""
+        self._portal.call(self.store.idle_settled())

@@ -62,6 +62,7 @@ from .body import RESERVED, SNAPSHOT_TYPE, event_body, next_record
 from .change import diff_by_key, dump_keys, kept_bytes, plain
 from .durability import Durability, GroupCommitter, WriteBehind
 from .flat import FlatSave, bind_flat
+from .idle_settle import IdleSettler
 from .lean import LeanAppend, bind_lean
 from .locks import KeyedLock
 from .observing import FOLD_AT, StoreObserver
@@ -214,6 +215,9 @@ class WritePipeline:
         self.snapshot_saver: Callable[[str, RawSnapshot], Awaitable[None]] | None = None
         self.eraser: Callable[[str], Awaitable[bool]] | None = None
         self._observer: StoreObserver | None = None
+        #: the idle settles' queue (``settle_after``: :mod:`.idle_settle`), told of
+        #: every stored save; None: no trigger
+        self.idle: IdleSettler | None = None
         self.group = GroupCommitter(backend) if durability == "group" else None
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
@@ -311,6 +315,10 @@ class WritePipeline:
     def observer(self, value: StoreObserver | None) -> None:
         self._observer = value
         self.decide_fast()
+
+    def locked(self, agent_id: str) -> bool:
+        """A write of ``agent_id`` in this store holds its lock now."""
+        return self._locks.locked(agent_id)
 
     def lock(self, agent_id: str) -> AbstractAsyncContextManager[None]:
         """The lock every write of ``agent_id`` in this store takes (``async with``)."""
@@ -468,6 +476,8 @@ class WritePipeline:
                     if self.witness is not None and new_record.link is not None:
                         self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self.behind.add(request)  # waits when the buffer is full
+                    if (idle := self.idle) is not None:
+                        idle.saved(agent_id) if fence is None else idle.fenced(agent_id)
                     return AppendResult(agent_id, base + 1, base + 1)
                 try:  # (submit, without its coroutine: this runs on every write)
                     group, submitter = self.group, self._submitter
@@ -518,6 +528,8 @@ class WritePipeline:
                         return await self.confirm_key(agent_id, request.idempotency_key, result)
                 else:
                     self.appends += 1
+                    if (idle := self.idle) is not None:
+                        idle.saved(agent_id) if fence is None else idle.fenced(agent_id)
                     if request.snapshot is not None:
                         self.snapshots_written += 1
                     reads.cache.put(agent_id, new_record)
@@ -664,6 +676,8 @@ class WritePipeline:
                 cache.discard(agent_id)
                 raise
             self.appends += 1
+            if (idle := self.idle) is not None:
+                idle.saved(agent_id)
             result = AppendResult(agent_id, seq, seq)
             if copy is not None:
                 self.snapshots_written += 1
@@ -776,6 +790,8 @@ class WritePipeline:
             assert request.idempotency_key is not None
             return await self.confirm_key(agent_id, request.idempotency_key, result)
         self.appends += 1  # (a duplicate, stored before, is not an append of its own)
+        if (idle := self.idle) is not None:
+            idle.saved(agent_id)
         if request.snapshot is not None:
             self.snapshots_written += 1
         self.reads.cache.put(agent_id, new_record)
@@ -1026,6 +1042,8 @@ class WritePipeline:
         """Delete the stream and snapshots of ``agent_id``; True if it existed."""
         async with self.lock(agent_id):
             self.reads.forget(agent_id)
+            if self.idle is not None:
+                self.idle.forget(agent_id)
             # (conditional on the head a retention purge saw: store/conditional.py)
             # with its tombstone in the feed (one commit where the engine has one:
             # store/feed_deletes.py); a governed store's delete commits with its audit
