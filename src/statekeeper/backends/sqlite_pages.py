@@ -190,7 +190,7 @@ class PageSnapshot:
             self._prefetch.start()  # (the pages read above, before the whole file's)
             for name in unwalked:
                 for (pageno,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)):
-                    plan[pageno] = _DROP
+                    plan[self._in_file(pageno)] = _DROP
         for _, keep, root in trees:
             if not keep and 1 < root <= self.pages:
                 table = self._page(root)[0] in (0x05, 0x0D)  # else an index b-tree
@@ -244,12 +244,24 @@ class PageSnapshot:
             for pageno, page_type, spare in self._stat.execute(
                 "SELECT pageno, pagetype, unused FROM dbstat WHERE name = ?", (name,)
             ):
+                self._in_file(pageno)
                 if page_type == "overflow":
                     plan[pageno] = _OVERFLOW
                     unused[pageno] = spare
                 else:
                     plan[pageno] = _BTREE
         self._read_overflow = True
+
+    def _in_file(self, pageno: int) -> int:
+        """``pageno``, a page ``dbstat`` listed, if it is one of the snapshot's; else
+        ``sqlite3.DatabaseError``: a damaged b-tree's cells name any page number
+        (``dbstat`` lists them as they read), past the plan's end (was: IndexError)."""
+        if not 1 <= pageno <= self.pages:
+            raise sqlite3.DatabaseError(
+                f"{self.path}: a b-tree's page {pageno} is not one of the file's"
+                f" {self.pages}: the file is damaged (PRAGMA integrity_check)"
+            )
+        return pageno
 
     def _free_pages(self, first: bytes) -> list[int] | None:
         """The pages of the free-page list page 1's header starts (trunk pages and

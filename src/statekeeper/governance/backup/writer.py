@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack  # type: ignore[import-untyped]
 
 from ...arguments import INTERNAL_PREFIX
+from ...backends.sqlite_base import translated
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, require_namespace
@@ -486,7 +487,8 @@ async def _write_pages(
     # (a whole image's: the manifest's heads packed, its own streams found meanwhile)
     ahead = HeadsAhead()
     try:
-        with location.writing() as out:
+        # (SQLite's refusals of a damaged file, and the plan's: typed, naming the file)
+        with translated(snapshot.path), location.writing() as out:
             writer = FrameWriter(out, header, key)
             if parent is None:
                 local = location.s3 is None  # zero runs left out, nothing compressed
