@@ -238,3 +238,52 @@ async def test_an_agent_written_during_every_plan_is_compacted(
             if governed:
                 assert (await _audit_ok(store))[-1:] == ["done"]
             assert (await store.verify()).ok
+
+
+@pytest.mark.parametrize("engine", GROWN_ENGINES)
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
+async def test_a_stream_made_again_after_the_grown_look_is_not_compacted(
+    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second plan's prune lost to a writer; the record it planned on was still at
+    its head (the same stream, grown), then another process deleted the agent and wrote
+    it again past that head before the head stored now was read. Was: the prune made at
+    the new stream's head (its record read after the look) — the new stream's history
+    up to the old plan's target removed, the old stream's state stored as its base
+    (governed, one commit), or ``failed`` (plain: its base snapshot deleted with it)."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, **_options(governed)) as store:
+            for i in range(9):
+                await store.save("acme/b", {"i": i})
+            written: list[int] = []
+            remade: list[int] = []
+
+            async def written_while_planned(*args: Any) -> Any:
+                written.append(1)  # (a writer while the plan reads the stream)
+                await store.save("acme/b", {"i": 8 + len(written)})
+                return await snapshot_seqs(*args)
+
+            async def looked(*args: Any) -> None:
+                await check_unchanged(*args)
+                if not remade:  # the grown look passed: deleted and written again
+                    remade.append(1)
+                    await store.delete("acme/b")
+                    for i in range(14):
+                        await store.save("acme/b", {"new": i})
+
+            monkeypatch.setattr(r, "_snapshot_seqs", written_while_planned)
+            monkeypatch.setattr(ri, "check_unchanged", looked)
+            report = await apply_retention(store, POLICY)
+            monkeypatch.undo()
+            assert remade
+            (action,) = report.actions
+            assert (action.kind, action.outcome) == ("compact", "skipped"), action
+            assert "left to the next run, nothing removed" in action.reason
+            assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == list(
+                range(1, 15)
+            )  # the new stream: nothing removed
+            assert (await store.load("acme/b")).data == {"new": 13}
+            assert (await store.load("acme/b", at_seq=7)).data == {"new": 6}
+            assert (await store.verify()).ok
+            if governed:
+                await _audit_ok(store)

@@ -72,12 +72,16 @@ async def on_grown(
             if not tries or exc.agent_id != agent_id or exc.current_seq <= head:
                 raise
             tries -= 1
-            try:
+            try:  # the head now read first, then the record planned on looked for: a
+                # stream deleted and made again past it after that look is never taken
+                # for the same stream grown (was: its head read after the look, the
+                # prune made on the new stream, the old one's state its base)
+                now = await store.backend.head(agent_id)
+                grown = await head_seen(store, agent_id, now)
                 await check_unchanged(store, agent_id, head, seen)  # (the same stream)
             except ConflictError:
                 raise exc from None
-            now = await store.backend.head(agent_id)
-            head, seen = now, await head_seen(store, agent_id, now)
+            head, seen = now, grown
 
 
 def floor_raised(position: int) -> None:
