@@ -55,13 +55,18 @@ async def on_grown(
     head: int,
     seen: Seen,
     change: Callable[[int, Seen], Awaitable[None]],
+    base: int,
 ) -> None:
     """``change(head, seen)`` (a prune conditional on that head record); in a second plan
     (:func:`planned_again`), when it raised :class:`ConflictError` for a stream written
-    since — the record ``seen`` still at ``head``, so the same stream, grown — the change
-    made again at the head now (its record), up to :data:`GROWN_TRIES` times. The plan
-    stays what it was (its target below ``head``: more is kept than planned, never
-    less); a stream deleted or made again is raised as before."""
+    since — the record ``seen`` still at ``head`` and the stream's base still ``base``
+    (the plan's), so the same stream, only grown — the change made again at the head now
+    (its record), up to :data:`GROWN_TRIES` times. The plan stays what it was (its
+    target below ``head``: more is kept than planned, never less); a stream deleted or
+    made again, or compacted by another run meanwhile (its base moved: was taken for
+    growth when the new base was below ``head`` — ``failed``, the plan's snapshot gone
+    with the other run's prune, or a compaction to below the base reported ``done``), is
+    raised as before."""
     from .retention_idle import check_unchanged, head_seen
 
     tries = GROWN_TRIES if _GROWN.get() else 0
@@ -79,6 +84,9 @@ async def on_grown(
                 now = await store.backend.head(agent_id)
                 grown = await head_seen(store, agent_id, now)
                 await check_unchanged(store, agent_id, head, seen)  # (the same stream)
+                first = await store.backend.read(agent_id, 0, None, limit=1)
+                if (first[0].seq - 1 if first else 0) != base:  # (as the plan found it)
+                    raise exc
             except ConflictError:
                 raise exc from None
             head, seen = now, grown
