@@ -238,3 +238,105 @@ async def test_an_agent_written_during_every_plan_is_compacted(
             if governed:
                 assert (await _audit_ok(store))[-1:] == ["done"]
             assert (await store.verify()).ok
+
+
+@pytest.mark.parametrize("engine", GROWN_ENGINES)
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
+async def test_a_stream_made_again_after_the_grown_look_is_not_compacted(
+    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second plan's prune lost to a writer; the record it planned on was still at
+    its head (the same stream, grown), then another process deleted the agent and wrote
+    it again past that head before the head stored now was read. Was: the prune made at
+    the new stream's head (its record read after the look) — the new stream's history
+    up to the old plan's target removed, the old stream's state stored as its base
+    (governed, one commit), or ``failed`` (plain: its base snapshot deleted with it)."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, **_options(governed)) as store:
+            for i in range(9):
+                await store.save("acme/b", {"i": i})
+            written: list[int] = []
+            remade: list[int] = []
+
+            async def written_while_planned(*args: Any) -> Any:
+                written.append(1)  # (a writer while the plan reads the stream)
+                await store.save("acme/b", {"i": 8 + len(written)})
+                return await snapshot_seqs(*args)
+
+            async def looked(*args: Any) -> None:
+                await check_unchanged(*args)
+                if not remade:  # the grown look passed: deleted and written again
+                    remade.append(1)
+                    await store.delete("acme/b")
+                    for i in range(14):
+                        await store.save("acme/b", {"new": i})
+
+            monkeypatch.setattr(r, "_snapshot_seqs", written_while_planned)
+            monkeypatch.setattr(ri, "check_unchanged", looked)
+            report = await apply_retention(store, POLICY)
+            monkeypatch.undo()
+            assert remade
+            (action,) = report.actions
+            assert (action.kind, action.outcome) == ("compact", "skipped"), action
+            assert "left to the next run, nothing removed" in action.reason
+            assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == list(
+                range(1, 15)
+            )  # the new stream: nothing removed
+            assert (await store.load("acme/b")).data == {"new": 13}
+            assert (await store.load("acme/b", at_seq=7)).data == {"new": 6}
+            assert (await store.verify()).ok
+            if governed:
+                await _audit_ok(store)
+
+
+@pytest.mark.parametrize("engine", GROWN_ENGINES)
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
+async def test_a_compaction_by_another_run_after_the_grown_prune_is_not_growth(
+    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second plan (head 10, target 7) lost its prune to a writer; before it is made
+    again on the stream grown since, another retention run compacts the agent to 9 —
+    below the head planned on, so the record there is still in place, but it is not
+    the stream the plan was made on only grown. Was: the prune made again all the same
+    — ``failed`` (plain: "no snapshot at seq 7", the other run removed it; ``retention
+    apply`` exit 1) or, governed, a ``done`` compaction to base 7 recorded and reported
+    under the other run's base 9 (its 7 events counted removed twice)."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, **_options(governed)) as store:
+            for i in range(9):
+                await store.save("acme/b", {"i": i})
+            written: list[int] = []
+            other: list[r.RetentionReport] = []
+
+            async def write() -> None:
+                written.append(1)
+                await store.save("acme/b", {"i": 8 + len(written)})
+
+            async def written_while_planned(*args: Any) -> Any:
+                await write()  # (a writer while the plan reads the stream)
+                return await snapshot_seqs(*args)
+
+            async def then_another_run(*args: Any) -> Any:
+                if not other:  # the grown prune's first look: written, then run B
+                    await write()
+                    monkeypatch.setattr(r, "_snapshot_seqs", snapshot_seqs)
+                    other.append(await apply_retention(store, POLICY))
+                return await head_seen(*args)
+
+            monkeypatch.setattr(r, "_snapshot_seqs", written_while_planned)
+            monkeypatch.setattr(ri, "head_seen", then_another_run)
+            report = await apply_retention(store, POLICY)
+            monkeypatch.undo()
+            assert [(a.outcome, a.base_seq) for a in other[0].actions] == [("done", 9)]
+            (action,) = report.actions
+            assert (action.kind, action.outcome) == ("compact", "skipped"), action
+            assert "left to the next run, nothing removed" in action.reason
+            assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == [10, 11, 12]
+            assert (await store.load("acme/b")).data == {"i": 11}
+            assert (await store.load("acme/b", at_seq=9)).data == {"i": 8}
+            assert (await store.verify()).ok
+            if governed:
+                audited = await _audit_ok(store)  # run B's made, each of ours voided
+                voided = [e for e in audited if e.startswith("error")]
+                assert audited.count("done") - len(voided) == 1, audited
+            assert (await apply_retention(store, POLICY)).actions == []

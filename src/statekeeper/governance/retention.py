@@ -357,10 +357,11 @@ async def _plan_and_apply(
     named = sorted(s for s in drop if s >= target)
     if together is not None:
         change = StreamChange(agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,))
-        await together_planned(store, together, change, _event(action, dropped), head, seen)
+        event = _event(action, dropped)
+        await together_planned(store, together, change, event, head, seen, base)
     else:
         await before(action, dropped)
-        await _prune_planned(store, agent_id, target, named, head, seen, full)
+        await _prune_planned(store, agent_id, target, named, head, seen, full, base)
     store._reads.forget(agent_id)  # its cached record may point at removed snapshots
     return action
 

@@ -184,8 +184,10 @@ async def prune_planned(
     head: int,
     seen: Seen,
     full: RawSnapshot | None,
+    base: int,
 ) -> None:
-    """A compaction's or thinning's change, made only on the stream it was planned on:
+    """A compaction's or thinning's change, made only on the stream it was planned on
+    (its base ``base``):
     ``full`` (the new base at ``target``, folded from that stream) stored, then the
     prune conditional on ``head`` and the head record :func:`head_seen` saw, in the
     engine's atomic step (:func:`~statekeeper.store.conditional.prune_at`). A stream
@@ -202,7 +204,7 @@ async def prune_planned(
     if full is not None:
         await store.backend.save_snapshot(agent_id, full)
     try:  # (a second plan's: on the stream grown since too)
-        await on_grown(store, agent_id, head, seen, prune)
+        await on_grown(store, agent_id, head, seen, prune, base)
     except ConflictError:
         if full is not None:
             await _take_back(store, agent_id, full)
@@ -218,6 +220,7 @@ async def together_planned(
     event: GovernanceEvent,
     head: int,
     seen: Seen,
+    base: int,
 ) -> None:
     """:func:`prune_planned` on a governed store whose engine commits two streams at
     once: ``change`` (its snapshot, prune and dropped rows) in ONE commit with its audit
@@ -232,7 +235,7 @@ async def together_planned(
             last_seq=event.last_seq, detail=event.details, outcome=event.outcome,
         )  # fmt: skip
 
-    await on_grown(store, agent_id=change.agent_id, head=head, seen=seen, change=commit)
+    await on_grown(store, change.agent_id, head, seen, commit, base)
 
 
 async def _remark(store: StateStore, agent_id: str, full: RawSnapshot) -> None:

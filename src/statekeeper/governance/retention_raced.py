@@ -55,13 +55,18 @@ async def on_grown(
     head: int,
     seen: Seen,
     change: Callable[[int, Seen], Awaitable[None]],
+    base: int,
 ) -> None:
     """``change(head, seen)`` (a prune conditional on that head record); in a second plan
     (:func:`planned_again`), when it raised :class:`ConflictError` for a stream written
-    since — the record ``seen`` still at ``head``, so the same stream, grown — the change
-    made again at the head now (its record), up to :data:`GROWN_TRIES` times. The plan
-    stays what it was (its target below ``head``: more is kept than planned, never
-    less); a stream deleted or made again is raised as before."""
+    since — the record ``seen`` still at ``head`` and the stream's base still ``base``
+    (the plan's), so the same stream, only grown — the change made again at the head now
+    (its record), up to :data:`GROWN_TRIES` times. The plan stays what it was (its
+    target below ``head``: more is kept than planned, never less); a stream deleted or
+    made again, or compacted by another run meanwhile (its base moved: was taken for
+    growth when the new base was below ``head`` — ``failed``, the plan's snapshot gone
+    with the other run's prune, or a compaction to below the base reported ``done``), is
+    raised as before."""
     from .retention_idle import check_unchanged, head_seen
 
     tries = GROWN_TRIES if _GROWN.get() else 0
@@ -72,12 +77,19 @@ async def on_grown(
             if not tries or exc.agent_id != agent_id or exc.current_seq <= head:
                 raise
             tries -= 1
-            try:
+            try:  # the head now read first, then the record planned on looked for: a
+                # stream deleted and made again past it after that look is never taken
+                # for the same stream grown (was: its head read after the look, the
+                # prune made on the new stream, the old one's state its base)
+                now = await store.backend.head(agent_id)
+                grown = await head_seen(store, agent_id, now)
                 await check_unchanged(store, agent_id, head, seen)  # (the same stream)
+                first = await store.backend.read(agent_id, 0, None, limit=1)
+                if (first[0].seq - 1 if first else 0) != base:  # (as the plan found it)
+                    raise exc
             except ConflictError:
                 raise exc from None
-            now = await store.backend.head(agent_id)
-            head, seen = now, await head_seen(store, agent_id, now)
+            head, seen = now, grown
 
 
 def floor_raised(position: int) -> None:
