@@ -246,6 +246,28 @@ def tree_pages() -> Any:
     return sqlite_pagepass.tree_pages
 
 
+def damaged_tree(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> tuple[Path, int]:
+    """A store of :func:`_trees` (512-byte pages, checkpointed) with 1–12 bytes of one
+    b-tree's pages (``r``, ``r_note`` or ``w``, drawn) overwritten at random: its path
+    and that tree's root page."""
+    path = tmp_path_factory.mktemp("damaged") / "s.db"
+    _store(path, [], 512)
+    _trees(path, 512, 1)
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        name = data.draw(st.sampled_from(["r", "r_note", "w"]))
+        pages = conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)).fetchall()
+        cursor = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,))
+        (root,) = cursor.fetchone()
+    raw = bytearray(path.read_bytes())
+    for _ in range(data.draw(st.integers(1, 12))):
+        (pageno,) = data.draw(st.sampled_from(pages))
+        at = (pageno - 1) * 512 + data.draw(st.integers(0, 511))
+        raw[at] = data.draw(st.integers(0, 255))
+    path.write_bytes(raw)
+    return path, root
+
+
 def _trees(path: Path, page_size: int, seed: int) -> None:
     """Tables and indexes of every b-tree kind, rows with and without overflow pages
     (a payload of each length around a page's local limit), some deleted."""
@@ -321,21 +343,7 @@ def test_a_damaged_tree_is_walked_or_refused_whole_never_a_crash(
     """Any bytes of a tree's pages overwritten: the walk stays inside every page; it
     sets the pages it lists (each once, in the file) or, refusing the tree, none."""
     tree_pages()
-    path = tmp_path_factory.mktemp("damaged") / "s.db"
-    _store(path, [], 512)
-    _trees(path, 512, 1)
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        name = data.draw(st.sampled_from(["r", "r_note", "w"]))
-        pages = conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)).fetchall()
-        cursor = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,))
-        (root,) = cursor.fetchone()
-    raw = bytearray(path.read_bytes())
-    for _ in range(data.draw(st.integers(1, 12))):
-        (pageno,) = data.draw(st.sampled_from(pages))
-        at = (pageno - 1) * 512 + data.draw(st.integers(0, 511))
-        raw[at] = data.draw(st.integers(0, 255))
-    path.write_bytes(raw)
+    path, root = damaged_tree(tmp_path_factory, data)
     with snapshot(path) as snap:
         found, plan = _walk(snap, root)
         dropped = [p for p, v in enumerate(plan) if v == 0]

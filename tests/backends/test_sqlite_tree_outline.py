@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from statekeeper.backends import sqlite_pagepass, sqlite_pages
 from statekeeper.backends.sqlite_pages import PageSnapshot, open_snapshot
 
-from .test_sqlite_headscan import BUILD, PURE, _store, _trees
+from .test_sqlite_headscan import BUILD, PURE, _store, _trees, damaged_tree
 from .test_sqlite_headscan import snapshot as heads_snapshot
 
 
@@ -255,21 +255,7 @@ def test_a_damaged_tree_is_outlined_or_refused_whole_never_a_crash(
     reads; it sets the pages it lists (each once, in the file), its leaves among them,
     or, refusing the tree, none."""
     walk = outline()
-    path = tmp_path_factory.mktemp("damaged") / "s.db"
-    _store(path, [], 512)
-    _trees(path, 512, 1)
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        name = data.draw(st.sampled_from(["r", "r_note", "w"]))
-        pages = conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)).fetchall()
-        cursor = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,))
-        (root,) = cursor.fetchone()
-    raw = bytearray(path.read_bytes())
-    for _ in range(data.draw(st.integers(1, 12))):
-        (pageno,) = data.draw(st.sampled_from(pages))
-        at = (pageno - 1) * 512 + data.draw(st.integers(0, 511))
-        raw[at] = data.draw(st.integers(0, 255))
-    path.write_bytes(raw)
+    path, root = damaged_tree(tmp_path_factory, data)
     with heads_snapshot(path) as snap:
         found, dropped = _walk(snap, root, walk)
         if found is None:
