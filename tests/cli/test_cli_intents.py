@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from statekeeper import SyncStateStore
 from statekeeper.backends.tiered_owner import _started, claim_owner
+from statekeeper.cli import app
 from statekeeper.store import feed_intents as fi
 
 from ._proc import sk_in_process
@@ -123,3 +125,14 @@ def test_a_tenant_principal_is_refused(tmp_path: Path) -> None:
     done = sk_in_process(*as_ops, "feed-intents", "--settle", "acme/gone", "--yes", "--db", str(db))
     assert done.returncode == 0, done.stderr
     assert tombstones(db) == [("acme/gone", 2)]
+
+
+def test_the_force_help_names_both_refusals_it_overrides() -> None:
+    """``--force`` overrides the refusal of a fresh intact intent too (docs/cli.md): its
+    help said only "owner runs on this host"."""
+    result = CliRunner().invoke(app, ["feed-intents", "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.replace("│", " ").split())  # (its lines wrapped)
+    force = text[text.index("--force") :].split(" --", 1)[0]
+    assert "owner runs on this host" in force
+    assert "less than an hour ago" in force

@@ -143,6 +143,13 @@ class Crash(Exception):
     """The rebuild's process dying on its third page of states."""
 
 
+async def _live_at(runner: ProjectionRunner, name: str, head: int) -> bool:
+    """Whether ``runner`` has consumed the feed up to ``head`` with ``name`` and
+    finished its rebuild (state ``live``)."""
+    states = {s.name: s.state for s in await runner.status()}
+    return states[name] == "live" and (await runner.consumed([name])).total >= head
+
+
 def _crash_on_third_page(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Seed two agents a page and make ``store.get_many`` raise :class:`Crash` on its
     third call; returns the real ``get_many``."""
@@ -234,7 +241,10 @@ async def test_a_live_runner_on_an_interrupted_seeding_finishes_it_then_follows(
                     assert "'agent_activity'" in messages[0]
                     assert "interrupted; finishing it" in messages[0]
                     head = (await store.feed_bounds())[1]
-                    while (await follower.consumed(["agent_activity"])).total < head:  # noqa: ASYNC110
+                    # the rebuild is finished when it is marked live, a commit after
+                    # its last batch (was: waited for the events consumed only, and
+                    # cancelled the runner between the two under load: "rebuilding")
+                    while not await _live_at(follower, "agent_activity", head):  # noqa: ASYNC110
                         await asyncio.sleep(0.01)
                     assert not following.done()
                 finally:

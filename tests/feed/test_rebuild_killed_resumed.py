@@ -79,3 +79,45 @@ async def test_a_live_runner_finishes_a_killed_rebuild(engine: str, tmp_path: Pa
                     live.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await live
+
+
+class _Stop(Exception):
+    pass
+
+
+async def test_a_live_runner_finishes_a_rebuild_interrupted_past_its_seeding(
+    tmp_path: Path,
+) -> None:
+    """A rebuild that stopped while following the feed (state ``rebuilding``, its lock
+    free): a live ``run`` finishes it, then the projection is ``live``. Was: followed to
+    the head and beyond, still ``rebuilding`` to every ``status`` until a ``rebuild``."""
+    async with StateStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        for i in range(12):
+            await store.save(f"a{i % 3}", {"i": i}, fsm_state=f"s{i}")
+        async with ProjectionRunner(store, tmp_path / "rm.db", batch_size=2) as runner:
+
+            def stop(done: int, total: int) -> None:
+                raise _Stop
+
+            with contextlib.suppress(_Stop):
+                await runner.rebuild("agent_states", progress=stop)
+            (status,) = [s for s in await runner.status() if s.name == "agent_states"]
+            assert status.state == "rebuilding"  # interrupted after its first batch
+            live = asyncio.create_task(runner.run(["agent_states"]))
+            try:
+                expected = await current(store)
+                deadline = asyncio.get_running_loop().time() + DEADLINE
+                while True:  # the condition: finished and up to date
+                    (status,) = [s for s in await runner.status() if s.name == "agent_states"]
+                    got = await runner.query(
+                        "SELECT agent_id, state, seq FROM agent_states ORDER BY 1"
+                    )
+                    if status.state == "live" and got == expected:
+                        break
+                    assert not live.done(), live
+                    assert asyncio.get_running_loop().time() < deadline, (status, got)
+                    await asyncio.sleep(0.05)
+            finally:
+                live.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await live

@@ -2,7 +2,8 @@
 no process can prove dead (:mod:`statekeeper.store.feed_intent_repair`).
 
 Exit codes: 0 — listed, or every intent named settled; 1 — ``--settle`` refused one
-(its owner runs on this host: ``--force``; a forget's with no key vault) or the
+(its owner runs on this host, or an intact agent's written less than an hour ago:
+``--force``; a forget's with no key vault) or the
 confirmation was declined, or nothing matched; 2 — usage and store errors.
 """
 
@@ -59,7 +60,11 @@ def intents_command(
     ] = None,
     force: Annotated[
         bool,
-        typer.Option("--force", help="Settle an intent whose owner runs on this host too."),
+        typer.Option(
+            "--force",
+            help="Settle an intent whose owner runs on this host too, and an intact agent's"
+            " intent written less than an hour ago named by its agent alone.",
+        ),
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: DbOption = None,

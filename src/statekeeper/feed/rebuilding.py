@@ -67,13 +67,13 @@ async def rebuild(
 
 
 async def resume_seeding(runner: ProjectionRunner, name: str) -> None:
-    """Finish projection ``name``'s rebuild from the states, found ``seeding`` with no
-    rebuild alive (:mod:`.rebuild_lock`); nothing when another runner finished it
+    """Finish projection ``name``'s rebuild, found ``seeding`` (or ``rebuilding``) with
+    no rebuild alive (:mod:`.rebuild_lock`); nothing when another runner finished it
     meanwhile (under the lock, the state is read again)."""
     projection = runner.get(name)
     async with rebuild_held(runner.path, name):
         _, state, _ = await runner._position(name)
-        if state == "seeding":
+        if state in ("seeding", "rebuilding"):
             await _rebuild(runner, projection, None, False, False)
 
 

@@ -403,6 +403,19 @@ class ProjectionRunner:
                 )
             await asyncio.sleep(_SEEDING_POLL)
             position, state, _ = await self._position(projection.name)
+        if (
+            state == "rebuilding"
+            and not stop_at_head
+            and await asyncio.to_thread(abandoned, self.path, projection.name)
+        ):
+            # a rebuild that died past its seeding (or a plain one): finished here, so
+            # the projection is live again (was: followed to the head and beyond, still
+            # reported ``rebuilding`` until someone ran ``rebuild`` by hand)
+            _log.warning(
+                "projection %r: its rebuild was interrupted; finishing it", projection.name
+            )
+            await resume_seeding(self, projection.name)
+            position, state, _ = await self._position(projection.name)
         seeded = await self._in_db(has_seeds, projection.name)  # (kept while failed too)
         # a position of another feed (the store restored, re-created) names other
         # events here: refused (FeedChanged), and the subscription checks it again
