@@ -5,7 +5,9 @@ without polling the loop, so nothing read that byte, and every poll of
 ``sqlite_loop.nothing_waits`` found the self-pipe readable — each write after it declined
 the lean append for a pass of the loop nobody made. The poll now reads the loop's own
 wake-ups as the loop's pass does (signals it carries reach their handlers) and
-reports what is ready after that; a callback scheduled from another thread still runs."""
+reports what is ready after that; a callback scheduled from another thread still runs.
+Likewise a cancelled timer, which stays in the loop's heap until a pass: it counted as
+due for every poll after its time; the poll now drops it as the pass does."""
 
 from __future__ import annotations
 
@@ -111,3 +113,50 @@ async def test_a_signal_in_the_self_pipe_reaches_its_handler() -> None:
         assert got == ["usr1"]
     finally:
         loop.remove_signal_handler(signal.SIGUSR1)
+
+
+async def _append_after_a_cancelled_timer(store: StateStore, ran: list[int]) -> Any:
+    loop = asyncio.get_running_loop()
+    loop.call_at(loop.time() - 1.0, ran.append, 1).cancel()  # due, cancelled, in the heap
+    backend = store.backend
+    assert isinstance(backend, SQLiteBackend)
+    backend._pass_due = 0.0  # a pass due: the lean append polls the loop first
+    lean = store._writes.lean
+    assert lean is not None
+    ops = [{"op": "replace", "path": "/n", "value": 1}]
+    done = lean("a", "lg.cp", ops, 1, "k1", {"n": 1})
+    ran.append(len(loop._scheduled))  # type: ignore[attr-defined]  # (0: dropped, as a pass does)
+    return done if done is None or isinstance(done, AppendResult) else await done
+
+
+def test_a_cancelled_timer_does_not_make_the_lean_append_decline(
+    shared: SharedLoop, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled timer stays in the loop's heap until a pass, which ``_step`` never
+    makes: it counted as due and declined every lean append after its time."""
+    outcomes: list[str] = []
+    monkeypatch.setattr(SQLiteBackend, "commit_keyed", recording(outcomes))
+    store = shared.call(_opened(f"sqlite:///{tmp_path}/c.db"))
+    try:
+        shared.call(store.create("a", {"n": 0}))
+        ran: list[int] = []
+        done = shared.call(_append_after_a_cancelled_timer(store, ran), bare=True)
+        assert done is not None and done.last_seq == 2
+        assert outcomes == [LEAN]  # not declined for a timer due
+        assert ran == [0]  # the cancelled timer dropped, never run
+    finally:
+        shared.call(store.close())
+
+
+async def test_a_timer_due_still_makes_the_loop_wait() -> None:
+    """A live timer due behind a cancelled one: the poll says the loop waits."""
+    loop = asyncio.get_running_loop()
+    ran: list[int] = []
+    loop.call_at(loop.time() - 2.0, ran.append, 1).cancel()
+    loop.call_at(loop.time() - 1.0, ran.append, 2)
+    assert not nothing_waits(loop)
+    assert len(loop._scheduled) == 1  # type: ignore[attr-defined]  # (the cancelled one dropped)
+    await asyncio.sleep(0)  # (a pass: the due timer joins the ready queue behind this task)
+    await asyncio.sleep(0)
+    assert ran == [2]
+    assert nothing_waits(loop)

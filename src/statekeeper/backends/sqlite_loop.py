@@ -5,6 +5,7 @@ loop run (the lean append, a lone append, a batch committed on the loop)."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 import selectors
 from typing import Any
 
@@ -16,15 +17,19 @@ def nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
     ready (one poll of the loop's selector with no wait, as the pass's own poll; level-
     triggered, so what it sees is seen again by the loop's next poll). False when it
     cannot tell: a loop without asyncio's selector and timer heap (the proactor, uvloop)
-    gets the pass. A timer that is cancelled but still first in the heap counts as due
-    (the pass then drops it, as before). The loop's own self-pipe is not I/O to wait
+    gets the pass. Cancelled timers first in the heap are dropped as the pass drops
+    them (:func:`_dropped_cancelled`). The loop's own self-pipe is not I/O to wait
     for: when the poll finds something, :func:`_woken_only` reads the pipe's wake-ups
     as the pass would and looks again."""
     selector = getattr(loop, "_selector", None)
     timers = getattr(loop, "_scheduled", None)
     if selector is None or timers is None:
         return False
-    if timers and timers[0].when() <= loop.time() + getattr(loop, "_clock_resolution", 0.0):
+    if (
+        timers
+        and timers[0].when() <= loop.time() + getattr(loop, "_clock_resolution", 0.0)
+        and (not timers[0]._cancelled or not _dropped_cancelled(loop, timers))
+    ):
         return False
     if selector.__class__ is selectors.EpollSelector:
         # (its epoll object polled for one event: what select(0) finds, without its
@@ -34,6 +39,24 @@ def nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
     elif not selector.select(0):
         return True
     return _woken_only(loop, selector)
+
+
+def _dropped_cancelled(loop: Any, timers: list[Any]) -> bool:
+    """(A cancelled timer first in the heap, its time passed.) Drop the cancelled timers
+    first in the heap, as a pass of the loop does (``_run_once``); True when no timer
+    due is left. A cancelled timer stays in the heap until a pass: one stepped without
+    passes (``SharedLoop._step``) counted as due for every poll here and declined
+    every write's lean path until a pass came (the settle's grace timer, a wait's
+    timeout; docs/benchmarks.md, "wakebyte")."""
+    count = getattr(loop, "_timer_cancelled_count", None)
+    if count is None:
+        return False
+    while timers and timers[0]._cancelled:
+        handle = heapq.heappop(timers)
+        handle._scheduled = False
+        count -= 1
+    loop._timer_cancelled_count = count
+    return not timers or timers[0].when() > loop.time() + loop._clock_resolution
 
 
 def _woken_only(loop: Any, selector: selectors.BaseSelector) -> bool:
