@@ -46,8 +46,9 @@ def _dropped_cancelled(loop: Any, timers: list[Any]) -> bool:
     first in the heap, as a pass of the loop does (``_run_once``); True when no timer
     due is left. A cancelled timer stays in the heap until a pass: one stepped without
     passes (``SharedLoop._step``) counted as due for every poll here and declined
-    every write's lean path until a pass came (the settle's grace timer, a wait's
-    timeout; docs/benchmarks.md, "wakebyte")."""
+    every write's lean path until a pass came (the LangGraph saver's held writes:
+    the timeout of their ``asyncio.wait``, cancelled when the checkpoint takes them;
+    docs/benchmarks.md, "wakebyte")."""
     count = getattr(loop, "_timer_cancelled_count", None)
     if count is None:
         return False
