@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from statekeeper.backends import sqlite
+from statekeeper.backends.sqlite_loop import nothing_waits
 
 #: the outcome of a write the engine took
 LEAN = "lean"
@@ -34,7 +35,7 @@ def why_declined(backend: sqlite.SQLiteBackend) -> str:
     loop: Any = asyncio.get_running_loop()
     if loop._ready:
         return TASK_READY
-    if not sqlite._nothing_waits(loop):
+    if not nothing_waits(loop):
         return LOOP_WAITS
     if backend._checkpoint_due or backend._writer_busy.locked():
         return WRITER_BUSY

@@ -60,7 +60,6 @@ import dataclasses
 import functools
 import os
 import secrets
-import selectors
 import sqlite3
 import threading
 import time
@@ -111,6 +110,7 @@ from .sqlite_fileid import file_id as _file_id
 from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
 from .sqlite_import import KEY_MADE, KEY_MADE_LATER
 from .sqlite_leases import SQLiteLeases
+from .sqlite_loop import nothing_waits as _nothing_waits
 from .sqlite_reads import SQLiteReads
 
 __all__ = ["SQLiteBackend"]
@@ -408,26 +408,6 @@ def _outcome(
     if future.cancelled():
         return asyncio.CancelledError()
     return future.exception() or future.result()
-
-
-def _nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
-    """True when a pass of ``loop`` made now would run nothing: no timer due and no I/O
-    ready (one poll of the loop's selector with no wait, as the pass's own poll; level-
-    triggered, so what it sees is seen again by the loop's next poll). False when it
-    cannot tell: a loop without asyncio's selector and timer heap (the proactor, uvloop)
-    gets the pass. A timer that is cancelled but still first in the heap counts as due
-    (the pass then drops it, as before)."""
-    selector = getattr(loop, "_selector", None)
-    timers = getattr(loop, "_scheduled", None)
-    if selector is None or timers is None:
-        return False
-    if timers and timers[0].when() <= loop.time() + getattr(loop, "_clock_resolution", 0.0):
-        return False
-    if selector.__class__ is selectors.EpollSelector:
-        # (its epoll object polled for one event: what select(0) finds, without its
-        # Python, its list of keys, nor a buffer for 1,023 events)
-        return not selector._selector.poll(0, 1)  # type: ignore[attr-defined]
-    return not selector.select(0)
 
 
 def _start_wal(conn: sqlite3.Connection) -> None:
