@@ -246,3 +246,30 @@ async def test_an_idle_settle_never_refreshes_the_cache_behind_a_planned_write(
         assert await store._idle_settle("a") is None  # (the call the trigger makes)
         assert store._reads.trusted("a") is cached  # the cache not replaced behind it
         assert (await other.load("a")).data == {"new": 3}
+
+
+async def test_a_governed_store_settles_nothing_once_its_write_is_revoked(
+    tmp_path: Path,
+) -> None:
+    """A governed store whose snapshots carry no audit entries of their own (no audit
+    log here) settles, as ``settle`` does there — but an explicit ``settle`` needs the
+    principal's ``write``, and the idle settle, which writes in the same principal's
+    name, did not ask: once the policy took ``write`` away after the agent's last save
+    (``set_policy``), the idle settle still stored a row and removed another. Now it
+    stores nothing (skipped), as the explicit call would refuse."""
+    from statekeeper.errors import AccessDenied
+    from statekeeper.governance import Policy
+
+    path = tmp_path / "s.db"
+    admin = Policy(principals={"ops": {"admin": ["**"]}})
+    reader = Policy(principals={"ops": {"read": ["**"]}})
+    async with StateStore(
+        _url(path), snapshot_every=100, settle_after=3600, principal="ops", policy=admin
+    ) as store:
+        await _chat(store, "a", 0, 130)
+        await store.set_policy(reader)  # type: ignore[attr-defined]  # (no write now)
+        before = _snapshots(path)
+        with pytest.raises(AccessDenied):
+            await store.settle("a")
+        assert await store._idle_settle("a") is None  # (the call the trigger makes)
+        assert _snapshots(path) == before

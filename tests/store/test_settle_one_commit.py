@@ -132,3 +132,56 @@ async def test_the_replaced_row_compacted_to_meanwhile_is_kept(tmp_path: Path) -
         for seq in (14, 15, 16):
             assert (await fresh.load("a", at_seq=seq)).data == _doc(seq)
         assert (await fresh.verify()).problems == []
+
+
+def _snapshot_rows(path: Path) -> list[tuple[int, bytes]]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return [
+            (s, bytes(c))
+            for s, c in conn.execute(
+                "SELECT seq, checksum FROM sk_snapshots WHERE agent_id = 'a' ORDER BY seq"
+            )
+        ]
+
+
+async def test_a_stream_remade_before_the_commit_is_left_alone_from_a_tail_at_the_head(
+    tmp_path: Path,
+) -> None:
+    """The settle's record folded from a tail snapshot at the head (a cold store: no
+    event read after it, so no head event checksum known), and another process deletes
+    the agent and makes it again up to the same seq after the settle's last look and
+    before its commit. Was: the commit checked the head's seq alone (its checksum None)
+    and stored the old stream's state as a whole row at 108 of the new stream (verify:
+    "snapshot does not belong to this stream's chain"). Now the head event's checksum
+    is read before that last look, and the commit refuses the new stream."""
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path), snapshot_every=100, settle_after=None) as first:
+        await _chat(first, "a", 0, 108)
+    assert _snapshots(path) == [100, 108]  # (108: a tail, stored with its event)
+    async with (
+        StateStore(_url(path), snapshot_every=100, settle_after=None) as store,
+        StateStore(_url(path), settle_after=None) as other,
+    ):
+        policy = store._writes.snapshots
+        prepare = policy.prepare
+        seen: list[bytes | None] = []
+        left: list[list[tuple[int, bytes]]] = []
+
+        async def meanwhile(record: Any) -> None:
+            seen.append(record.checksum)
+            assert await other.delete("a")
+            for n in range(1, 109):
+                await other.save("a", {"new": n})
+            left.append(_snapshot_rows(path))  # (the remade stream's own rows)
+            await prepare(record)
+
+        policy.prepare = meanwhile  # type: ignore[method-assign]
+        assert await store.settle("a") is None
+        policy.prepare = prepare  # type: ignore[method-assign]
+        assert seen == [None]  # (the case: no head checksum known to the record)
+        assert _snapshot_rows(path) == left[0]  # nothing written into the new stream
+    async with StateStore(_url(path), cache_size=0) as fresh:
+        assert (await fresh.load("a")).data == {"new": 108}
+        assert (await fresh.verify()).problems == []

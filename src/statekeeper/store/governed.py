@@ -810,6 +810,16 @@ class GovernedStateStore(StateStore):
         await self._allowed(agent_id, "write", "settle")
         return await super().settle(agent_id)
 
+    async def _idle_settle(self, agent_id: str) -> int | None:
+        """An idle settle (``settle_after``) writes in this store's principal's name:
+        only while the policy lets it ``write`` the agent, as :meth:`settle` requires
+        (write revoked since the agent's last save: nothing stored, no refusal to
+        audit — no call of the principal's was refused)."""
+        gov = self._governance
+        if gov.policy is not None and not gov.policy.allows(gov.principal or "", agent_id, "write"):
+            return None
+        return await super()._idle_settle(agent_id)
+
     async def snapshot(self, agent_id: str) -> int:
         gov = await self._allowed(agent_id, "write", "snapshot")
         if self._ahead_sink is None:

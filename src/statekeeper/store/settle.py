@@ -103,9 +103,17 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             return None  # (the head is a whole snapshot already)
         if below is not None and below.seq == head:
             below = await backend.latest_snapshot(agent_id, head - 1)
+        together = backend.replaces_snapshots
+        checksum = record.checksum
+        if together and checksum is None:
+            # (a record folded from a snapshot at the head: its event's checksum read
+            # here, before the look below — a commit checked at the seq alone would
+            # store this stream's state in one made again up to it meanwhile)
+            checksum = await _checksum_at(writes, agent_id, head)
+            if checksum is None:
+                return None
         if not await _same_stream(writes, record):
             return None  # (written, or deleted and made again, by another process)
-        together = backend.replaces_snapshots
         drop = None
         if together and below is not None and await _replaceable(writes, agent_id, below.seq, head):
             drop = below.seq
@@ -115,7 +123,7 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             raw, marks = policy.encode(record)
             if together:  # the row and the removal in one commit, at the head's identity
                 try:
-                    await backend.replace_snapshot(agent_id, raw, drop, head, record.checksum)
+                    await backend.replace_snapshot(agent_id, raw, drop, head, checksum)
                 except ConflictError:
                     reads.cache.discard(agent_id)
                     return None  # (moved since the last look: nothing written)
@@ -195,6 +203,12 @@ async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     except IntegrityError:
         return False
     return True
+
+
+async def _checksum_at(writes: WritePipeline, agent_id: str, seq: int) -> bytes | None:
+    """The stored checksum of ``agent_id``'s event at ``seq`` (None: none stored)."""
+    raw = await writes.backend.read(agent_id, seq - 1, seq)
+    return raw[0].checksum if raw and raw[0].seq == seq else None
 
 
 async def _replaceable(writes: WritePipeline, agent_id: str, seq: int, head: int) -> bool:
