@@ -49,14 +49,14 @@ def _dropped_cancelled(loop: Any, timers: list[Any]) -> bool:
     every write's lean path until a pass came (the LangGraph saver's held writes:
     the timeout of their ``asyncio.wait``, cancelled when the checkpoint takes them;
     docs/benchmarks.md, "wakebyte")."""
-    count = getattr(loop, "_timer_cancelled_count", None)
-    if count is None:
+    if getattr(loop, "_timer_cancelled_count", None) is None:
         return False
     while timers and timers[0]._cancelled:
         handle = heapq.heappop(timers)
         handle._scheduled = False
-        count -= 1
-    loop._timer_cancelled_count = count
+        # (decremented in place, as asyncio does: a cancel counted meanwhile — by a
+        # signal handler — is kept)
+        loop._timer_cancelled_count -= 1
     return not timers or timers[0].when() > loop.time() + loop._clock_resolution
 
 
