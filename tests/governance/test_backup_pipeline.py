@@ -19,7 +19,7 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends import sqlite_pages
-from statekeeper.errors import BackupError
+from statekeeper.errors import BackendError, BackupError
 from statekeeper.governance.backup import BackupKey, backup, directfile, location, restore
 from statekeeper.governance.backup.fileformat import BackupKey as FormatKey
 from statekeeper.governance.backup.fileformat import FrameWriter
@@ -200,6 +200,8 @@ async def test_the_page_reader_failing_midway_leaves_nothing(
     try:
         await backup(store, tmp_path / "warm.skb", BackupKey(os.urandom(32)), chunk_bytes=CHUNK)
         monkeypatch.setattr(sqlite_pages.PageSnapshot, "chunks", failing)
-        await _refused(store, folder, sqlite3.OperationalError)
+        raised = await _refused(store, folder, BackendError)  # (typed, naming the file)
+        assert "s.db" in str(raised.value) and "disk I/O error" in str(raised.value)
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
     finally:
         await store.close()

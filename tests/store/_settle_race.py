@@ -80,4 +80,4 @@ async def check_compacted_at(
             assert (await store.load("a", at_seq=base)).data == {"n": base}
             assert (await store.load("a")).data == {"n": head}
             assert (await store.verify()).ok
-        assert [r.getMessage() for r in caplog.records] == []
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("statekeeper")] == []
