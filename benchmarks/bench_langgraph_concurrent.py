@@ -31,10 +31,17 @@ faster), medians with the min–max of the per-round ratios.
   ``AsyncPostgresSaver.from_conn_string`` (one connection, the docs' first example),
   ``AsyncPostgresSaver(pool)`` on an ``AsyncConnectionPool`` (the docs' production
   setup), and one ``AsyncPostgresSaver`` per thread sharing the pool (not documented;
-  sidesteps the saver-wide lock: the fastest setting). A statekeeper side named with
+  sidesteps the saver-wide lock: the fastest setting). ``memory``: LangGraph's
+  ``InMemorySaver`` in the same rounds (no server, no SQL: the **ceiling**, what the
+  graph runtime allows 16 ``ainvoke`` tasks on one loop; its ratio to one
+  ``AsyncPostgresSaver`` per thread bounds every saver's). A statekeeper side named with
   ``/N`` (``sk-group-loop/1``) commits with at most N group batches in flight
   (``GroupCommitter.in_flight``; PostgreSQL's default is 4), ``/N,M`` also starts a
-  batch beside one in flight only with at least M appends (``min_beside``).
+  batch beside one in flight only with at least M appends (``min_beside``). A side
+  ending ``+warm`` (``sk-group-loop+warm``) runs with ``pool_min_size=10`` (the
+  default pool is 1..10 connections and grows on demand, during the measured run),
+  opened and grown by concurrent reads before the clock starts, as the peers' pool is
+  (``AsyncConnectionPool.wait()``).
 
 Usage::
 
@@ -230,9 +237,16 @@ def run_sqlite(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]
 
 async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) -> dict[str, float]:
     tag = uuid.uuid4().hex[:8]
+    if kind == "memory":  # the ceiling: the graph runtime with a saver that stores nothing
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return await concurrent(InMemorySaver(), args, tag)
     if kind.startswith("sk-"):
         sep = "&" if "?" in dsn else "?"
         url = f"{dsn}{sep}schema={schema}"
+        kind, warm, _ = kind.partition("+warm")  # "sk-group+warm": a filled pool, as the peer's
+        if warm:
+            url += "&pool_min_size=10"  # the default pool's max_size: kept open, all of it
         kind, _, in_flight = kind.partition("/")  # "sk-group/1": one batch in flight
         if kind.endswith("-loop"):  # afrom_url: the saver's work on this loop
             saver = await StatekeeperSaver.afrom_url(
@@ -247,6 +261,14 @@ async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) ->
             if beside:
                 group.min_beside = int(beside)
         try:
+            if warm:  # the pool opened and grown before the clock starts (the peer's is)
+                for _ in range(2):
+                    await asyncio.gather(
+                        *(
+                            saver.aget_tuple({"configurable": {"thread_id": f"warm-{tag}-{t}"}})
+                            for t in range(args.threads)
+                        )
+                    )
             return await concurrent(saver, args, tag)
         finally:
             await saver.aclose()
@@ -268,7 +290,15 @@ async def pg_side(kind: str, dsn: str, schema: str, args: argparse.Namespace) ->
         return await per_thread([AsyncPostgresSaver(pool) for _ in range(args.threads)], args, tag)
 
 
-PG_KINDS = ["sk-sync", "sk-group", "sk-group-loop", "lg-conn", "lg-pool", "lg-per-thread"]
+PG_KINDS = [
+    "sk-sync",
+    "sk-group",
+    "sk-group-loop",
+    "lg-conn",
+    "lg-pool",
+    "lg-per-thread",
+    "memory",
+]
 
 
 async def run_postgres(args: argparse.Namespace) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -286,8 +316,9 @@ async def run_postgres(args: argparse.Namespace) -> list[tuple[str, list[dict[st
         rounds: list[dict[str, Any]] = []
         kinds = args.kinds or PG_KINDS
         for i in range(args.rounds):
-            order = kinds if i % 2 == 0 else kinds[::-1]
+            order = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]  # rotating
             rnd = {kind: await pg_side(kind, args.dsn, schema, args) for kind in order}
+            rnd["load"] = {"loadavg_1m": os.getloadavg()[0]}
             rounds.append(rnd)
             print(f"postgres round {i}: {rnd}", file=sys.stderr)
         return [("postgres", rounds)]
@@ -313,23 +344,69 @@ def ratio_row(label: str, rounds: list[dict[str, Any]], sk: str, peer: str) -> l
     ]
 
 
+def spread(xs: list[float], fmt: str) -> str:
+    """The median with the min–max, each as ``fmt``."""
+    return f"{fmt.format(median(xs))} ({fmt.format(min(xs))}–{fmt.format(max(xs))})"
+
+
+def cpu_table(
+    results: list[tuple[str, list[dict[str, Any]]]],
+) -> tuple[list[str], list[list[str]]]:
+    """Per side: CPU per write; the share of the wall the process was on a CPU (busy);
+    and on PostgreSQL the writes/s the side would reach if it never waited (one core,
+    ``writes / cpu_s``) over the per-thread peer's measured writes/s, same round — the
+    most it can reach on one core with its CPU per write (pinned runs: one core)."""
+    headers = ["side", "CPU µs per write", "busy (CPU / wall)"]
+    rows: list[list[str]] = []
+    for label, rounds in results:
+        peer = "lg-per-thread" if "lg-per-thread" in rounds[0] else None
+        if peer:
+            headers = [*headers[:3], "never idle / per-thread peer"]
+        for kind in [k for k in rounds[0] if k != "load"]:
+            row = [
+                kind if len(results) == 1 else f"{label}: {kind}",
+                spread([r[kind]["cpu_s"] / r[kind]["writes"] * 1e6 for r in rounds], "{:,.0f}"),
+                spread(
+                    [r[kind]["cpu_s"] * r[kind]["writes_s"] / r[kind]["writes"] for r in rounds],
+                    "{:.2f}",
+                ),
+            ]
+            if peer:
+                bound = [r[kind]["writes"] / r[kind]["cpu_s"] / r[peer]["writes_s"] for r in rounds]
+                row.append(spread(bound, "{:.2f}x"))
+            rows.append(row)
+        if peer:
+            budget = [1e6 / (1.5 * r[peer]["writes_s"]) for r in rounds]
+            rows.append(
+                [
+                    "CPU µs a write for 1.5x the peer on one core",
+                    spread(budget, "{:,.0f}"),
+                    "1.00",
+                    "1.50x",
+                ]
+            )
+    return headers, rows
+
+
 def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Namespace) -> None:
     headers = ["setting (A vs B)", "A writes/s", "B writes/s", "A/B", "spread", "CPU B/A"]
     rows: list[list[str]] = []
     for label, rounds in results:
-        if label == "postgres" and args.kinds:
-            peer = "lg-per-thread"
-            for sk in [k for k in args.kinds if k.startswith("sk-")]:
-                label_ = f"{sk} vs AsyncPostgresSaver, one per thread"
-                rows.append(ratio_row(label_, rounds, sk, peer))
-        elif label == "postgres":
-            for sk in ("sk-sync", "sk-group", "sk-group-loop"):
-                for peer, name in (
-                    ("lg-conn", "one connection"),
-                    ("lg-pool", "pool"),
-                    ("lg-per-thread", "one saver per thread"),
-                ):
-                    rows.append(ratio_row(f"{sk} vs AsyncPostgresSaver, {name}", rounds, sk, peer))
+        if label == "postgres":
+            kinds = args.kinds or PG_KINDS
+            peers = [("lg-conn", "one connection"), ("lg-pool", "pool")] if not args.kinds else []
+            peers.append(("lg-per-thread", "one saver per thread"))
+            for sk in [k for k in kinds if k.startswith("sk-")]:
+                for peer, name in peers:
+                    if peer in kinds:
+                        label_ = f"{sk} vs AsyncPostgresSaver, {name}"
+                        rows.append(ratio_row(label_, rounds, sk, peer))
+                if "memory" in kinds:
+                    rows.append(ratio_row(f"{sk} vs InMemorySaver", rounds, sk, "memory"))
+            if "memory" in kinds and "lg-per-thread" in kinds:
+                # the ceiling: no saver runs the graph faster than one that stores nothing
+                label_ = "InMemorySaver vs AsyncPostgresSaver, one per thread (ceiling)"
+                rows.append(ratio_row(label_, rounds, "memory", "lg-per-thread"))
         else:
             peer = "SqliteSaver" if args.mode == "threads" else "AsyncSqliteSaver"
             rows.append(ratio_row(f"{label} vs {peer}", rounds, "sk", "peer"))
@@ -341,6 +418,11 @@ def report(results: list[tuple[str, list[dict[str, Any]]]], args: argparse.Names
         f" {args.backend} ({args.mode})\n"
     )
     print(table(headers, rows))
+    print()
+    print(table(*cpu_table(results)))
+    loads = [r["load"]["loadavg_1m"] for _, rounds in results for r in rounds if "load" in r]
+    if loads:
+        print(f"\nload average (1 min) after each round: {min(loads):.1f}–{max(loads):.1f}")
     info = {"machine": machine("langgraph", "langgraph-checkpoint-sqlite"), "args": vars(args)}
     print(json.dumps(info | {"results": results}))
 
