@@ -181,6 +181,7 @@ _AGENT_ID_METHODS = (
     "rename_keys",
     "set_ttl",
     "prune",
+    "replace_snapshot",
 )
 
 

@@ -185,20 +185,33 @@ class SQLiteAdmin(SQLitePart):
         checksum: bytes | None = None,
     ) -> None:
         with self._writing(agent_id) as conn:
-            row = conn.execute(
-                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            head = row[0] if row else 0
-
-            def stored() -> bytes | None:  # (the head record's identity: same transaction)
-                found = conn.execute(
-                    "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?",
-                    (agent_id, head),
-                ).fetchone()
-                return bytes(found[0]) if found is not None else None
-
-            check_prune_at(agent_id, head, expected, checksum, stored)
+            head = self._head_at(conn, agent_id, expected, checksum)
             self._prune_rows(conn, agent_id, head, base_seq, drop)
+
+    def _head_at(
+        self, conn: Executes, agent_id: str, expected: int | None, checksum: bytes | None
+    ) -> int:
+        """``agent_id``'s head, read in the caller's transaction, checked to be
+        ``expected`` and its event's stored checksum ``checksum``
+        (:func:`~.base.check_prune_at`: ConflictError, nothing written)."""
+        row = conn.execute(
+            "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        head: int = row[0] if row else 0
+        # (the head record's identity: same transaction)
+        check_prune_at(
+            agent_id, head, expected, checksum, lambda: self._checksum_in(conn, agent_id, head)
+        )
+        return head
+
+    @staticmethod
+    def _base_in(conn: Executes, agent_id: str) -> int | None:
+        """``agent_id``'s base (the seq before its first stored event; None: no event
+        stored), read in the caller's transaction."""
+        first = conn.execute(
+            "SELECT min(seq) FROM sk_events WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        return int(first[0]) - 1 if first is not None and first[0] is not None else None
 
     @staticmethod
     def _prune_rows(
@@ -213,14 +226,8 @@ class SQLiteAdmin(SQLitePart):
             ).fetchone()
             is not None
         )
-        first = (  # (the stream's base, read only when it matters)
-            conn.execute(
-                "SELECT min(seq) FROM sk_events WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            if drop
-            else None
-        )
-        current_base = int(first[0]) - 1 if first is not None and first[0] is not None else 0
+        # (the stream's base, read only when it matters)
+        current_base = (SQLiteAdmin._base_in(conn, agent_id) or 0) if drop else 0
         check_prune(agent_id, head, base_seq, has_base, drop, current_base)
         if base_seq:
             conn.execute(
@@ -257,28 +264,13 @@ class SQLiteAdmin(SQLitePart):
         checksum: bytes | None,
     ) -> bool:
         with self._writing(agent_id) as conn:
-            row = conn.execute(
-                "SELECT head_seq FROM sk_agents WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            head = row[0] if row else 0
-
-            def stored() -> bytes | None:
-                found = conn.execute(
-                    "SELECT checksum FROM sk_events WHERE agent_id = ? AND seq = ?",
-                    (agent_id, head),
-                ).fetchone()
-                return bytes(found[0]) if found is not None else None
-
-            check_prune_at(agent_id, head, expected, checksum, stored)
+            head = self._head_at(conn, agent_id, expected, checksum)
             if not 0 < snapshot.seq <= head:
                 raise ConflictError(agent_id, snapshot.seq, head)
             self._put_snapshot(conn, agent_id, snapshot)
             if drop_seq is None or not 0 < drop_seq < snapshot.seq:
                 return False
-            first = conn.execute(
-                "SELECT min(seq) FROM sk_events WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-            if first is None or first[0] is None or int(first[0]) - 1 == drop_seq:
+            if self._base_in(conn, agent_id) in (None, drop_seq):
                 return False  # (the stream's base: compacted to it meanwhile, kept)
             gone = conn.execute(
                 "DELETE FROM sk_snapshots WHERE agent_id = ? AND seq = ?", (agent_id, drop_seq)

@@ -119,5 +119,10 @@ class SQLitePart(Backend):
             """Store a snapshot row in the caller's transaction."""
 
         @staticmethod
+        def _checksum_in(conn: Executes, agent_id: str, seq: int) -> bytes | None:
+            """The stored checksum of ``agent_id``'s event at ``seq`` (None: no such
+            event), read in the caller's transaction."""
+
+        @staticmethod
         def _delete_rows(conn: Executes, agent_id: str) -> bool:
             """Delete an agent's rows in the caller's transaction; True if it existed."""

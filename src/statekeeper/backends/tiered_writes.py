@@ -4,7 +4,8 @@ into (or dropped from) the hot tier; deletes reach the cold tier's own copy too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 
 from ..arguments import MAX_ID_BYTES
 from ..errors import (
@@ -231,20 +232,31 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self._drop_hot(agent_id)
         return True
 
+    @contextlib.asynccontextmanager
+    async def _changing(self, agent_id: str) -> AsyncIterator[None]:
+        """Around a change of ``agent_id``'s stream that keeps its head record (a
+        rewrite, a key rename, a prune), under the agent's lock: a demotion's claim
+        fenced (:meth:`_fence_demotion`: its last step kept no change) and a demoted
+        agent brought back first; once the change is made, the claim fenced again (one
+        made meanwhile) and the hot copy dropped (refilled from the new bytes on the
+        next read). A change that raises leaves both as they were."""
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (its last step kept no change)
+                await self._rehydrate(agent_id, locked=True)
+            yield
+            if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
+
     async def rewrite(self, request: RewriteRequest) -> None:
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
         dropped and refilled from the new bytes on the next read."""
         self._check_can_write()
         await self._check_hot(request.agent_id)
-        async with self._locks.hold(request.agent_id):
-            if self.cold is not None:
-                await self._fence_demotion(request.agent_id)  # (its last step kept no change)
-                await self._rehydrate(request.agent_id, locked=True)
+        async with self._changing(request.agent_id):
             await self.durable.rewrite(request)
-            if self.cold is not None:
-                await self._fence_demotion(request.agent_id)  # (a claim made meanwhile)
-            if self.hot is not None:
-                await self._drop_hot(request.agent_id)
 
     async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
         """Rename in the durable tier (a demoted agent brought back first, as for a
@@ -252,16 +264,9 @@ class TieredWrites(TieredRehydrate, TieredHot):
         self._check_can_write()
         self.require(Capability.KEY_RENAME)
         await self._check_hot(agent_id)
-        async with self._locks.hold(agent_id):
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (its last step kept no change)
-                await self._rehydrate(agent_id, locked=True)
+        async with self._changing(agent_id):
             done = await self.durable.rename_keys(agent_id, renames)
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
-            return done
+        return done
 
     async def prune(
         self,
@@ -279,18 +284,11 @@ class TieredWrites(TieredRehydrate, TieredHot):
         if head is None and checksum is not None:  # (refused before any tier is touched)
             raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         await self._check_hot(agent_id)
-        async with self._locks.hold(agent_id):
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (its last step kept no change)
-                await self._rehydrate(agent_id, locked=True)
+        async with self._changing(agent_id):
             if head is None and checksum is None:  # (also an override without them)
                 await self.durable.prune(agent_id, base_seq, drop_snapshots)
             else:
                 await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
 
     async def append_from_base(
         self,

@@ -247,6 +247,9 @@ class LifecycleConformance(Contract):
             "read_latest": lambda: backend.read_latest(bad),  # type: ignore[arg-type]
             "read_state": lambda: backend.read_state(bad),  # type: ignore[arg-type]
             "save_snapshot": lambda: backend.save_snapshot(bad, snapshot(1)),  # type: ignore[arg-type]
+            # (a settle's one commit: SQLite's read the head of the bad id and raised
+            # ConflictError, "stored head is 0", naming no bad id)
+            "replace_snapshot": lambda: backend.replace_snapshot(bad, snapshot(1), None, 1, None),  # type: ignore[arg-type]
             "lookup_key": lambda: backend.lookup_key(bad, "k"),  # type: ignore[arg-type]
             "delete_agent": lambda: backend.delete_agent(bad),  # type: ignore[arg-type]
         }
