@@ -523,7 +523,7 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         """A live connection from the pool, its statements answered within
         ``socket_timeout`` (when ``bounded``) or the connection counts as lost.
 
-        Each one is tested as it is taken (:func:`.connection.check_connection`: a ``select`` on
+        Each one is tested as it is taken (:func:`.connection.check_connection`: a ``poll`` on
         its socket, a round trip only when the server wrote to an idle connection); a
         dead one is closed — the pool replaces it in the background — and the next is
         taken at once, without the pool's backoff between failed checks. A server that

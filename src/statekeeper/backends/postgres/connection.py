@@ -173,16 +173,39 @@ async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 
     A connection the server terminated (restart, ``pg_terminate_backend``) has an
     unread error or EOF waiting on its socket; only then is a round trip spent to
-    confirm, so a healthy checkout costs one ``select`` call, not a query.
+    confirm, so a healthy checkout costs one ``poll`` call, not a query.
+
+    ``poll``, not ``select``: ``select`` refuses a descriptor numbered 1024 or more
+    (``FD_SETSIZE``; "filedescriptor out of range"), so in a process with that many
+    files and sockets open every checkout counted as a dead connection — closed,
+    logged by psycopg_pool ("discarding closed connection") and dialled again, on
+    every operation.
     """
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("connection is closed")
     try:
-        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        ready = _readable(conn.pgconn.socket)
     except (OSError, ValueError, psycopg.Error) as exc:
         raise psycopg.OperationalError(f"connection socket is unusable: {exc}") from exc
     if ready:
         await conn.execute("")
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (data, an error, EOF) now, without waiting;
+    any descriptor number (``select.select`` only where there is no ``poll``: Windows,
+    whose ``select`` limits how many sockets, not their numbers)."""
+    if _poll is None:
+        return bool(select.select([fd], [], [], 0)[0])
+    poller = _poll()
+    poller.register(fd, select.POLLIN)
+    events = poller.poll(0)
+    if events and events[0][1] & select.POLLNVAL:
+        raise ValueError(f"descriptor {fd} is not open")
+    return bool(events)
+
+
+_poll = getattr(select, "poll", None)
 
 
 class KeepsCursors(psycopg.AsyncConnection[Any]):
