@@ -289,12 +289,17 @@ class TieredWrites(TieredRehydrate, TieredHot):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
-            if head is None and checksum is None:  # (also an override without them)
-                await self.durable.prune(agent_id, base_seq, drop_snapshots)
+            if self.cold is not None and await self._prune_checked(
+                agent_id, base_seq, drop_snapshots, head, checksum
+            ):
+                pass  # (committed with the marker's check: no second look needed)
             else:
-                await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
+                if head is None and checksum is None:  # (also an override without them)
+                    await self.durable.prune(agent_id, base_seq, drop_snapshots)
+                else:
+                    await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+                if self.cold is not None:
+                    await self._fence_demotion(agent_id)  # (a claim made meanwhile)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
 
