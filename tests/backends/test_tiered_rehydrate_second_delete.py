@@ -146,20 +146,15 @@ async def test_a_claim_an_earlier_versions_delete_left_is_ended_on_the_next_use(
         assert await fresh.count_agents() == len(want)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a second rehydration of a compacted agent appends its base page unguarded"
-    " (append_from_base takes no other stream); when that page is the last, a delete"
-    " acknowledged before it lands is undone",
-)
 @MAKERS
 async def test_a_delete_during_a_second_rehydration_of_a_compacted_agent_stands(
     tmp_path: Path, make: Make
 ) -> None:
     """As the first test, of an agent compacted to a base and one page after it: R2's
-    only page is the base's (``append_from_base``, which commits no check of the
-    marker with it), so it lands after the delete on no stream and the deleted agent
-    is back whole, served to every process (SQLite, PostgreSQL, Redis)."""
+    only page is the base's (``append_from_base``), now committed with the check of
+    the marker too (``guard=``): refused, the agent stays deleted. Before: it
+    committed no check, landed after the delete on no stream and the deleted agent
+    was back whole, served to every process (SQLite, PostgreSQL, Redis)."""
     async with processes(tmp_path, make, 5) as (_, (setup, r1, r2, other, fresh)):
         await setup.durable.initialize()
         for seq in range(3):
@@ -173,7 +168,7 @@ async def test_a_delete_during_a_second_rehydration_of_a_compacted_agent_stands(
         t2 = await held_at(r2, held2)  # (R2 found R1's claim: its base page in hand)
         assert await other.delete_agent("a")
         held2.go.set()
-        assert await t2 == 0  # (today: 3, the deleted agent back)
+        assert await t2 == 0  # (before: 3, the deleted agent back)
         held1.go.set()
         assert await t1 == 0
         await deleted_everywhere(setup, fresh)

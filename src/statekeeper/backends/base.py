@@ -86,6 +86,7 @@ __all__ = [
     "prefix_end",
     "validate_batch",
     "validate_from_base",
+    "validate_from_base_guard",
     "validate_next",
     "validate_request",
     "validate_rewrite",
@@ -435,6 +436,13 @@ class Backend(abc.ABC):
     #: without it refuses such a change (``validate_together(..., engine=self)``)
     changes_leases_and_rewrites: bool = False
 
+    #: True when :meth:`append_from_base` takes a ``guard`` (a check of another
+    #: stream's head and tag, :func:`validate_from_base_guard`) made in the same
+    #: commit: a tiered store's rehydration copies a compacted agent's base page back
+    #: only while its claim still holds. An engine without it refuses a guard
+    #: (:class:`~statekeeper.errors.CapabilityUnsupported`, nothing written)
+    guards_from_base: bool = False
+
     #: True when :meth:`append_together` makes a change's snapshot and prune only at
     #: the head it names (``StreamChange.prune_head`` and ``prune_checksum``, compared in
     #: the commit as :meth:`prune` compares its ``head`` and ``checksum``): a governed
@@ -714,6 +722,7 @@ class Backend(abc.ABC):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         """Create ``request.agent_id`` as a stream compacted at ``base.seq`` — what
         :meth:`prune` leaves: the snapshot ``base`` is its base, no event at or below it
@@ -735,6 +744,13 @@ class Backend(abc.ABC):
         after the write instead (a second step), a subscriber that read the feed in
         between delivered them and moved past the floor, silently
         (:func:`~statekeeper.store.feed_retention.from_base_floored`).
+        ``guard`` (an engine with :attr:`guards_from_base`; see
+        :func:`validate_from_base_guard`): a check of another stream, its head still
+        ``guard.rewrite``'s ``(expected_seq, expected_tag)``, made in the same atomic
+        write (its ``head_tag``, if any, stored there too), else
+        :class:`~statekeeper.errors.ConflictError` naming that stream and nothing
+        written.
+
         :class:`~statekeeper.errors.ConflictError` (nothing written) when the agent
         exists. Capability ``BASE_IMPORT``; the default refuses.
         """
@@ -1376,6 +1392,38 @@ def validate_from_base(request: AppendRequest, base: RawSnapshot, kept_keys: Kep
     if request.fence is not None or request.check_tag:
         raise ConfigurationError("a stream created from a base takes no fence or tag check")
     validate_request(request)
+
+
+def validate_from_base_guard(
+    request: AppendRequest, guard: StreamChange | None, engine: Backend
+) -> None:
+    """Reject a ``guard`` of :meth:`Backend.append_from_base` ``engine`` cannot make
+    (:class:`~statekeeper.errors.CapabilityUnsupported`: no
+    :attr:`~Backend.guards_from_base`) or that is not a check of another stream's head
+    (:class:`~statekeeper.errors.ConfigurationError`): only ``StreamChange(other,
+    rewrite=RewriteRequest(other, seq, tag[, head_tag=...]))``, no records rewritten."""
+    if guard is None:
+        return
+    if not engine.guards_from_base:
+        raise CapabilityUnsupported(
+            engine.name, "append_from_base(guard=...)", "a check of another stream in its commit"
+        )
+    rw = guard.rewrite
+    alone = StreamChange(guard.agent_id, rewrite=rw)
+    if (
+        rw is None
+        or guard != alone
+        or rw.agent_id != guard.agent_id
+        or rw.events
+        or rw.snapshots
+        or guard.agent_id == request.agent_id
+    ):
+        raise ConfigurationError(
+            f"agent {request.agent_id!r}: append_from_base's guard must be a check of"
+            " another stream's head (StreamChange(other, rewrite=RewriteRequest(other,"
+            f" seq, tag)), no records), not {guard!r}"
+        )
+    validate_rewrite(rw)
 
 
 def validate_together(

@@ -42,6 +42,7 @@ from .base import (
     check_prune,
     check_prune_at,
     validate_from_base,
+    validate_from_base_guard,
     validate_next,
     validate_request,
     validate_rewrite,
@@ -117,6 +118,7 @@ class MemoryBackend(Backend):
             raise StoreClosed("memory backend is closed")
 
     appends_together = True
+    guards_from_base = True
     changes_alone_together = True
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
@@ -218,14 +220,19 @@ class MemoryBackend(Backend):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         # the checks, then the stream made and committed (and the feed's floor raised
         # through its first event: Backend.append_from_base) with no await between
         self._check()
         validate_from_base(request, base, kept_keys)
+        validate_from_base_guard(request, guard, self)
         existing = self._streams.get(request.agent_id)
         if existing is not None:
             raise ConflictError(request.agent_id, 0, len(existing.events))
+        if guard is not None and guard.rewrite is not None:
+            self._check_rewrite(guard.rewrite)
+            self._apply_rewrite(guard.rewrite)  # (no records: its head tag, if any)
         stream = _Stream(
             events=[_PRUNED] * base.seq, created_at=request.events[0].timestamp, base=base.seq
         )

@@ -117,6 +117,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
 )
 from .base import (
     Backend,
@@ -127,6 +128,7 @@ from .base import (
     check_prune,
     check_prune_at,
     validate_from_base,
+    validate_from_base_guard,
     validate_request,
     validate_rewrite,
 )
@@ -1123,12 +1125,15 @@ class S3Backend(Backend):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         """Create a stream compacted at ``base`` in one object write: its first commit,
         created only if absent (as every commit), holds the base snapshot too
-        (``raise_floor``: no change feed here, nothing to raise)."""
+        (``raise_floor``: no change feed here, nothing to raise; a ``guard`` refused:
+        one object write takes no other stream's check)."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
+        validate_from_base_guard(request, guard, self)
         return await self._run(self._from_base_sync, request, base, tuple(kept_keys))
 
     def _from_base_sync(

@@ -99,6 +99,7 @@ from .base import (
     check_fence,
     check_prune_at,
     validate_from_base,
+    validate_from_base_guard,
     validate_next,
     validate_request,
     validate_together,
@@ -2770,6 +2771,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             self._flush(loop)
 
     appends_together = True
+    guards_from_base = True  # (_from_base_sync: the guard's check in its transaction)
     changes_alone_together = True  # (a conditional delete alone: delete_agent_at)
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
@@ -2828,9 +2830,16 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         await self._write(self._save_snapshot_sync, agent_id, snapshot)
 
     def _from_base_sync(
-        self, request: AppendRequest, base: RawSnapshot, kept_keys: KeptKeys, raise_floor: bool
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys,
+        raise_floor: bool,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         with self._writing(request.agent_id) as conn:
+            if guard is not None:  # (ConflictError: the transaction rolled back)
+                self._change(conn, guard)
             # a new stream's head claimed (refused if the agent exists), its events
             # from base + 1, then its base snapshot: one transaction
             result = self._append_one(conn, dataclasses.replace(request, expected_seq=0))
@@ -2854,13 +2863,15 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
         validate_from_base(request, base, kept_keys)
+        validate_from_base_guard(request, guard, self)
         kept = tuple(kept_keys)
         result: AppendResult = await self._write(
-            self._from_base_sync, request, base, kept, raise_floor
+            self._from_base_sync, request, base, kept, raise_floor, guard
         )
         return result
 

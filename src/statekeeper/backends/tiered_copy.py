@@ -46,7 +46,9 @@ async def copy_stream(
     rehydration's pages only while the marker is still the claim it copies under (a
     delete of the agent deletes the marker before the stream: a page committed under
     the claim is deleted with the stream). The first page of a compacted stream (its
-    base) is appended alone (``append_from_base`` takes no other stream)."""
+    base) too, in ``append_from_base``'s own commit (``guard=``: an engine with
+    ``guards_from_base``; was: appended alone, unguarded — a delete acknowledged before
+    it landed was undone, the deleted agent back whole)."""
     keyed: dict[int, tuple[str, int]] = {}
     kept: list[tuple[str, int, int]] = []  # (records of the appends a prune removed or cut in two)
     why = f"copying agent {agent_id!r} between tiers keeps its idempotency keys"
@@ -128,12 +130,16 @@ async def append_copy(
     guard: StreamChange | None = None,
 ) -> None:
     """Append a copied page; the first one of a compacted stream with its base (and
-    the idempotency records ``kept`` of the appends its prune removed); any other in
-    one commit with ``guard``, when given."""
-    if base is not None and request.expected_seq == base.seq and kept:
-        await dst.append_from_base(request, base, kept)
-    elif base is not None and request.expected_seq == base.seq:  # (older engines too)
-        await dst.append_from_base(request, base)
+    the idempotency records ``kept`` of the appends its prune removed); each in one
+    commit with ``guard``, when given (the base page alone where ``dst`` takes no
+    guard with a base: an engine written before ``guards_from_base``)."""
+    if base is not None and request.expected_seq == base.seq:
+        if guard is not None and dst.guards_from_base:
+            await dst.append_from_base(request, base, kept, guard=guard)
+        elif kept:
+            await dst.append_from_base(request, base, kept)
+        else:  # (older engines too)
+            await dst.append_from_base(request, base)
     elif guard is not None:
         await dst.append_together([request], [guard])
     else:

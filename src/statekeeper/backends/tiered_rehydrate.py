@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConflictError, IntegrityError
@@ -223,6 +225,73 @@ class TieredRehydrate(TieredClaims):
                 IN_FLIGHT.discard(bytes.fromhex(ours["_token"]))
             if not locked:
                 self._locks.release(agent_id)
+
+    def _prunes_with_claim_check(self) -> bool:
+        """Does the durable tier commit a prune with a check of the agent's marker (a
+        prune and a check of another stream, no append, in one commit)? SQLite and
+        memory; not PostgreSQL nor Redis (their ``append_together`` needs an append)."""
+        durable = self.durable
+        return (
+            self._fenced()
+            and durable.changes_alone_together
+            and durable.prunes_together_at_head
+            and durable.checks_absence_together
+            and durable.changes_leases_and_rewrites
+        )
+
+    async def _prune_checked(
+        self,
+        agent_id: str,
+        base_seq: int,
+        drop: Sequence[int],
+        head: int | None,
+        checksum: bytes | None,
+    ) -> bool:
+        """Prune ``agent_id`` in the durable tier in ONE commit with a check of its cold
+        marker (True), where the tier can (:meth:`_prunes_with_claim_check`; False,
+        nothing done: the caller prunes as before): no marker (a claim made since fails
+        the commit: looked at again), or a demotion's claim (:func:`is_claim`) given
+        another head tag in that same commit — its last step, committed only while the
+        marker carries its token, then deletes nothing and its clean-up removes its
+        copy of the stream as it was —, or a marker beside the whole stream unchanged.
+        A demotion done meanwhile: the agent brought back first. Was: the claim looked
+        at before the prune and after it, neither in its commit — a demotion that
+        claimed after the first look, copied the stream before the prune and made its
+        last step before the second deleted the pruned stream, its cold copy (the
+        history back) the agent at the next load."""
+        if not self._prunes_with_claim_check():
+            return False
+        marker_id = COLD_MARKER + agent_id
+        prune = StreamChange(
+            agent_id,
+            prune_to=base_seq,
+            drop_snapshots=tuple(drop),
+            prune_head=head,
+            prune_checksum=checksum,
+        )
+        for _ in range(8):  # (each turn: the marker changed between its look and the commit)
+            entry = await self._marker_entry(agent_id)
+            seq, tag = await self.durable.head_tag(marker_id)
+            if entry is None and seq == 0:
+                check = StreamChange(marker_id, absent=True)
+            elif entry is None or seq != entry[1]["_seq"]:
+                continue  # (changed between the two reads)
+            elif is_claim(entry[1]):
+                fence = RewriteRequest(marker_id, seq, tag, head_tag=secrets.token_bytes(16))
+                check = StreamChange(marker_id, rewrite=fence)
+            elif await self.durable.head(agent_id) < entry[0].head_seq:
+                await self._rehydrate(agent_id, locked=True)  # (demoted meanwhile)
+                continue
+            else:  # (a marker beside the whole stream: left as it is, checked)
+                check = StreamChange(marker_id, rewrite=RewriteRequest(marker_id, seq, tag))
+            try:
+                await self.durable.append_together([], [check, prune])
+            except ConflictError as exc:
+                if exc.agent_id != marker_id:
+                    raise
+                continue
+            return True
+        return False
 
     async def _deleted_under(
         self,

@@ -15,8 +15,14 @@ from ..errors import (
     InvalidAgentId,
     StatekeeperError,
 )
-from ..records import AppendRequest, AppendResult, RawSnapshot, RewriteRequest
-from .base import Capability, KeptKeys, validate_from_base, validate_request
+from ..records import AppendRequest, AppendResult, RawSnapshot, RewriteRequest, StreamChange
+from .base import (
+    Capability,
+    KeptKeys,
+    validate_from_base,
+    validate_from_base_guard,
+    validate_request,
+)
 from .tiered_claims import COLD_MARKER
 from .tiered_hot import TieredHot
 from .tiered_rehydrate import TieredRehydrate
@@ -284,11 +290,23 @@ class TieredWrites(TieredRehydrate, TieredHot):
         if head is None and checksum is not None:  # (refused before any tier is touched)
             raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         await self._check_hot(agent_id)
-        async with self._changing(agent_id):
-            if head is None and checksum is None:  # (also an override without them)
-                await self.durable.prune(agent_id, base_seq, drop_snapshots)
+        async with self._locks.hold(agent_id):
+            if self.cold is not None:
+                await self._fence_demotion(agent_id)  # (its last step kept no change)
+                await self._rehydrate(agent_id, locked=True)
+            if self.cold is not None and await self._prune_checked(
+                agent_id, base_seq, drop_snapshots, head, checksum
+            ):
+                pass  # (committed with the marker's check: no second look needed)
             else:
-                await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+                if head is None and checksum is None:  # (also an override without them)
+                    await self.durable.prune(agent_id, base_seq, drop_snapshots)
+                else:
+                    await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+                if self.cold is not None:
+                    await self._fence_demotion(agent_id)  # (a claim made meanwhile)
+            if self.hot is not None:
+                await self._drop_hot(agent_id)
 
     async def append_from_base(
         self,
@@ -297,12 +315,15 @@ class TieredWrites(TieredRehydrate, TieredHot):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         """Create the compacted stream in the durable tier (a demoted agent exists: a
-        conflict, as anywhere); the hot copy is filled on the next read."""
+        conflict, as anywhere); the hot copy is filled on the next read. A ``guard`` is
+        refused (:attr:`guards_from_base` false: its stream may be demoted)."""
         self._check_can_write()
         self.require(Capability.BASE_IMPORT)
         validate_from_base(request, base, kept_keys)
+        validate_from_base_guard(request, guard, self)
         refused = self._too_long(request.agent_id)
         if refused is not None:
             raise refused
@@ -312,9 +333,12 @@ class TieredWrites(TieredRehydrate, TieredHot):
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
-            result = await self.durable.append_from_base(
-                request, base, kept_keys, **({"raise_floor": True} if raise_floor else {})
-            )
+            if raise_floor:  # (an engine written before it takes no raise_floor)
+                result = await self.durable.append_from_base(
+                    request, base, kept_keys, raise_floor=True
+                )
+            else:
+                result = await self.durable.append_from_base(request, base, kept_keys)
             if self.hot is not None:
                 await self._drop_hot(agent_id)  # whatever an older process left there
         return result

@@ -536,11 +536,13 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         # a restore of a compacted stream (one call per such stream): the engine's own
-        return await self.inner.append_from_base(
-            request, base, kept_keys, **({"raise_floor": True} if raise_floor else {})
-        )
+        more: dict[str, Any] = {"raise_floor": True} if raise_floor else {}
+        if guard is not None:  # (an engine written before it takes no guard)
+            more["guard"] = guard
+        return await self.inner.append_from_base(request, base, kept_keys, **more)
 
     async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
         # a backup's file copy (one call per backup): the engine's own, untimed

@@ -22,7 +22,8 @@ A backend never interprets payloads, so the records here are arbitrary bytes.
 The tests are grouped by part of the contract: this module holds the core (append,
 idempotency, batches, reads, snapshots, listing); :mod:`._contract` the hooks, fixtures
 and record builders; :mod:`.lifecycle`, :mod:`.leases`, :mod:`.head_tags`,
-:mod:`.capabilities`, :mod:`.prune_at`, :mod:`.absence` and :mod:`.feed` the rest.
+:mod:`.capabilities`, :mod:`.prune_at`, :mod:`.absence`, :mod:`.from_base_guard` and
+:mod:`.feed` the rest.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from ._contract import event, fenced, request, snapshot, tagged, untagged_at
 from .absence import AbsenceConformance
 from .capabilities import CapabilityConformance
 from .feed import FeedConformance
+from .from_base_guard import FromBaseGuardConformance
 from .head_tags import HeadTagConformance
 from .key_rename import KeyRenameConformance
 from .leases import LeaseConformance
@@ -75,6 +77,7 @@ class BackendConformance(
     FeedConformance,
     PruneAtConformance,
     AbsenceConformance,
+    FromBaseGuardConformance,
 ):
     """The shared contract of :class:`statekeeper.backends.base.Backend`.
 

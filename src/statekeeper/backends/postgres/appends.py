@@ -40,6 +40,7 @@ from ..base import (
     lease_lost,
     validate_batch,
     validate_from_base,
+    validate_from_base_guard,
     validate_request,
     validate_together,
 )
@@ -134,12 +135,15 @@ class Appends(PostgresPart):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         """``sk_append`` as for a new stream (its events from ``base.seq + 1``: the
         head row inserted, refused if the agent exists) and the base snapshot, in one
-        transaction (with ``raise_floor``, the feed's floor too: :func:`.feed.floor_over`)."""
+        transaction (with ``raise_floor``, the feed's floor too: :func:`.feed.floor_over`;
+        with ``guard``, its check first, as :meth:`append_together` makes a change)."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
+        validate_from_base_guard(request, guard, self)
         if (refused := oversize((request,), len(base.payload))) is not None:
             raise refused
         kept = tuple(kept_keys)
@@ -154,7 +158,7 @@ class Appends(PostgresPart):
             if tries > 1 and await self._landed(created):  # an earlier try committed:
                 # its reply was lost, so sending it again would meet its own stream
                 return AppendResult(request.agent_id, request.events[0].seq, request.events[-1].seq)
-            return await self._from_base_once(created, base, kept, raise_floor)
+            return await self._from_base_once(created, base, kept, raise_floor, guard)
 
         result: AppendResult = await self._retrying("append_from_base", op)
         self._wrote()
@@ -162,11 +166,18 @@ class Appends(PostgresPart):
         return result
 
     async def _from_base_once(
-        self, created: AppendRequest, base: RawSnapshot, kept: KeptKeys, raise_floor: bool
+        self,
+        created: AppendRequest,
+        base: RawSnapshot,
+        kept: KeptKeys,
+        raise_floor: bool,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         """One try of :meth:`append_from_base`: the new stream's events and its base
         snapshot in one transaction (a conflict raises: rolled back)."""
         async with self._connection() as conn, conn.transaction():
+            if guard is not None:
+                await self._change(conn, guard)
             cur = await conn.execute(*self._statement(created))
             row = await cur.fetchone()
             assert row is not None
@@ -221,6 +232,7 @@ class Appends(PostgresPart):
         return [r if r is not None else BackendError("not attempted") for r in out]
 
     appends_together = True
+    guards_from_base = True  # (_from_base_once: the guard's check in its transaction)
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
     checks_absence_together = True

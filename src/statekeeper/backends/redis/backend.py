@@ -109,6 +109,7 @@ from ..base import (
     prefix_end,
     validate_batch,
     validate_from_base,
+    validate_from_base_guard,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -418,6 +419,7 @@ class RedisBackend(Backend):
         self.appends_together = not self.cluster
         #: leases and rewrites commit with their audit entries there too (together.lua)
         self.changes_leases_and_rewrites = not self.cluster
+        self.guards_from_base = not self.cluster  # (from_base.lua: the guard's keys)
         self.prunes_together_at_head = not self.cluster  # (together.lua: prune_head)
         self.checks_absence_together = not self.cluster  # (together.lua: 'a')
         self._acquire_script = register(lua("lease_acquire"))
@@ -1150,15 +1152,18 @@ class RedisBackend(Backend):
         kept_keys: KeptKeys = (),
         *,
         raise_floor: bool = False,
+        guard: StreamChange | None = None,
     ) -> AppendResult:
         """The agent made as :meth:`prune` leaves a stream (base snapshot, base field
         ``b``, the events after it) in one script, refused if the agent exists (with
         ``raise_floor``, its shard's feed floor raised through its first event in the
-        same script). A try whose reply was lost is settled by looking (as
-        :meth:`_landed` does for an append): sent again, it would meet its own stream
-        as a conflict."""
+        same script; with ``guard``, its check of the other stream's head first, in
+        the script: not on a cluster). A try whose reply was lost is settled by
+        looking (as :meth:`_landed` does for an append): sent again, it would meet its
+        own stream as a conflict."""
         self._check_can_write()
         validate_from_base(request, base, kept_keys)
+        validate_from_base_guard(request, guard, self)
         if not self._reached:
             await self.open()
         keys, args = self._append_call(request)
@@ -1167,6 +1172,14 @@ class RedisBackend(Backend):
             keys.append(self._agent(request.agent_id).shard.feed_floor)
         kept = [str(v) for k in kept_keys for v in k]
         args = [str(base.seq), pack_snapshot(base), str(len(kept_keys)), *kept, *args]
+        shards: list[ShardKeys] | None = None
+        if guard is not None and guard.rewrite is not None:  # (from_base.lua: the tail)
+            held = self._agent(guard.agent_id)
+            keys += [held.hash, held.snapshots]
+            args += [*_rewrite_fields(guard.rewrite), "1"]
+            shards = [self._agent(request.agent_id).shard, held.shard]
+        else:
+            args.append("0")
         first, last = request.events[0].seq, request.events[-1].seq
         tries = 0
 
@@ -1175,9 +1188,11 @@ class RedisBackend(Backend):
             tries += 1
             if tries > 1 and await self._landed(request):
                 return [0, first, last]
-            return await self._write(request.agent_id, self._from_base_script, keys, args)
+            return await self._write(request.agent_id, self._from_base_script, keys, args, shards)
 
         reply = await self._retrying("append_from_base", op)
+        if int(reply[0]) == 3 and guard is not None:  # the guard's stream moved
+            raise ConflictError(guard.agent_id, int(reply[1]), int(reply[2]))
         if int(reply[0]) != 0:
             raise ConflictError(request.agent_id, 0, int(reply[1]))
         return AppendResult(request.agent_id, first, last)

@@ -7,10 +7,24 @@
 -- snapshot, field 'b' = base, the events after it. Reply: {0, first, last} made |
 -- {2, head} the agent exists (nothing written). An agent the index lists without a
 -- head lost its data (presence.lua, an error reply): it is not made again over it.
+-- The last ARGV is the guard flag g (append_from_base(guard=...)): with '1', the 7 ARGV
+-- before it are rewrite_write.lua's fields of a rewrite of no records and the last 2
+-- KEYS the guarded stream's hash and snapshot zset: the agent is made only while that
+-- stream's head is the expected one (its new head tag, if any, stored), else
+-- {3, expected, head} and nothing written. All are taken off KEYS and ARGV first.
 -- include: guard.lua
 -- include: common.lua
 -- include: presence.lua
 -- include: append_write.lua
+-- include: rewrite_write.lua
+local gh, gsz, G = nil, nil, nil
+if table.remove(ARGV) == '1' then
+  G = {}
+  for i = 7, 1, -1 do G[i] = table.remove(ARGV) end
+  gsz, gh = table.remove(KEYS), table.remove(KEYS)
+  local applies, ghead = rewrite_applies(gh, G, 1)
+  if not applies then return {3, tonumber(G[1]), ghead} end
+end
 local h, sz = KEYS[1], KEYS[2]
 if redis.call('EXISTS', h) == 1 then
   return {2, tonumber(redis.call('HGET', h, 'h') or '0')}
@@ -32,6 +46,7 @@ for i = 0, k - 1 do
   redis.call('HSET', h, 'k:' .. ARGV[at],
     fmt(tonumber(ARGV[at + 1])) .. ':' .. fmt(tonumber(ARGV[at + 2])))
 end
+if G and G[4] == '1' then rewrite_write(gh, gsz, G, 1) end
 local last = write_append(h, sz, KEYS[3], top, KEYS[5], ARGV, a0, n, true)
 if KEYS[6] and top then
   local first = top - n + 1
