@@ -245,7 +245,9 @@ class TieredWrites(TieredRehydrate, TieredHot):
         fenced (:meth:`_fence_demotion`: its last step kept no change) and a demoted
         agent brought back first; once the change is made, the claim fenced again (one
         made meanwhile) and the hot copy dropped (refilled from the new bytes on the
-        next read). A change that raises leaves both as they were."""
+        next read). A change that raises leaves both as they were. (:meth:`prune` runs
+        its own sequence: where the durable tier can, it commits with the claim's check,
+        which needs no second fence.)"""
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
