@@ -218,7 +218,8 @@ def audit(
                     continue
                 count += 1
                 if json_out:
-                    render.print_json([entry.to_json()], lines=True)
+                    line = {**entry.to_json(), "time": render.iso(entry.time)}
+                    render.print_json([line], lines=True)
                 else:
                     console.print(_line(entry), soft_wrap=True)
         return count

@@ -127,7 +127,7 @@ def hold_list(
                     "pattern": h.pattern,
                     "reason": h.reason,
                     "principal": h.principal,
-                    "at": h.at,
+                    "at": render.iso(h.at),
                     # a hold a restore carried over from a backup: which one
                     **({"restored_from": h.restored_from} if h.restored_from else {}),
                 }

@@ -151,7 +151,7 @@ def health(
 
     report = run(go())
     if json_out:
-        render.print_json(report.to_dict())
+        render.print_json({**report.to_dict(), "generated_at": render.iso(report.generated_at)})
     else:
         from .observe_render import health_renderables
 

@@ -188,7 +188,8 @@ class AuditEntry:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The entry as a JSON object (one line of ``statekeeper audit --json``)."""
+        """The entry as a JSON object (``time`` in epoch seconds; ``statekeeper audit --json``
+        prints it with ``time`` as ISO 8601 in UTC, as every ``--json`` time)."""
         return asdict(self)
 
 
