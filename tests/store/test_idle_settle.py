@@ -273,3 +273,27 @@ async def test_a_governed_store_settles_nothing_once_its_write_is_revoked(
             await store.settle("a")
         assert await store._idle_settle("a") is None  # (the call the trigger makes)
         assert _snapshots(path) == before
+
+
+async def test_buffered_writes_are_left_to_their_own_flush(tmp_path: Path) -> None:
+    """``durability="async"``: a buffered save is durable at the buffer's flush, not
+    earlier — an idle settle flushed the agent's buffer first (its writes stored long
+    before ``flush_interval``). Now the agent is queued once its writes are stored, and
+    settled then."""
+    url = f"sqlite:///{tmp_path / 'wb.db'}"
+    async with StateStore(
+        url, durability="async", flush_interval=3600, flush_size=1000, settle_after=0
+    ) as store:
+        await store.save("a1", {"n": 1})
+        await store.save("a1", {"n": 2})
+        await store.idle_settled()
+        async with StateStore(url, settle_after=None) as other:
+            assert await other.get("a1") is None, "a buffered write was flushed by a settle"
+            stats = store.stats().idle_settles
+            assert stats is not None and stats.settled == 0
+            await store.flush()
+            await store.idle_settled()
+            assert (await other.load("a1")).data == {"n": 2}
+            stats = store.stats().idle_settles
+            assert stats is not None and stats.settled + stats.skipped >= 1
+            assert stats.failed == 0

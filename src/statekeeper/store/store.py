@@ -1106,6 +1106,8 @@ class StateStore:
         if not settles(self._writes):  # (a governed store, known once built)
             self._writes.idle = None
             return None
+        if agent_id in self._writes.reads.pinned:
+            return None  # (buffered writes: its flush queues it again, never flushed here)
         return await self._after_flush("snapshot", agent_id, self._settle_cached, write=True)
 
     async def _settle_cached(self, agent_id: str) -> int | None:

@@ -218,6 +218,9 @@ class WritePipeline:
         #: the idle settles' queue (``settle_after``: :mod:`.idle_settle`), told of
         #: every stored save; None: no trigger
         self.idle: IdleSettler | None = None
+        #: agents whose last buffered write (``durability="async"``) was unfenced: the
+        #: idle trigger queues them once the buffer has stored it (:meth:`settled`)
+        self.behind_unfenced: set[str] = set()
         self.group = GroupCommitter(backend) if durability == "group" else None
         # writes trust the cache (see write) where the backend's compare-and-set can
         # tell a re-created stream from the cached one
@@ -477,7 +480,13 @@ class WritePipeline:
                         self.buffered_links.setdefault(agent_id, {})[base + 1] = new_record.link
                     await self.behind.add(request)  # waits when the buffer is full
                     if (idle := self.idle) is not None:
-                        idle.saved(agent_id) if fence is None else idle.fenced(agent_id)
+                        # (left to the buffer's own flush: queued once stored, by
+                        # settled(); a settle now would flush it before flush_interval)
+                        idle.fenced(agent_id)
+                        if fence is None:
+                            self.behind_unfenced.add(agent_id)
+                        else:
+                            self.behind_unfenced.discard(agent_id)
                     return AppendResult(agent_id, base + 1, base + 1)
                 try:  # (submit, without its coroutine: this runs on every write)
                     group, submitter = self.group, self._submitter
@@ -1007,6 +1016,9 @@ class WritePipeline:
         record = pinned.get(agent_id)
         if record is not None and record.seq <= seq:
             del pinned[agent_id]
+            if (idle := self.idle) is not None and agent_id in self.behind_unfenced:
+                self.behind_unfenced.discard(agent_id)
+                idle.saved(agent_id)  # (all of it stored: idle from now)
         links = self.buffered_links.get(agent_id)
         if links is not None and self.witness is not None:
             link = links.pop(seq, None)

@@ -1,0 +1,112 @@
+"""An explicit ``settle`` of the saver's store never moves a planned write onto a
+thread made again by another process.
+
+The saver plans a write on the stream it holds (its document at a seq) and appends it
+on the store's cached record at that seq: the engine's compare-and-set on the cached
+head tag is what refuses a thread deleted and made again by another process up to the
+same seq (the write is then planned again on a fresh read). ``StateStore.settle`` read
+the agent through the read path, which *replaced* that cached record with the remade
+stream's; the write planned on the old stream then passed the compare-and-set on the
+new one — its ops applied to the other process's thread, and this saver serving the old
+thread's document as the new one's (a lost or mixed checkpoint, no error). The hook
+makes the other process remake the thread, and a settle run, between the plan and its
+append.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import mapping as m
+
+from ..backends._services import POSTGRES_DSN, require_postgres
+from .conftest import new_thread, off_context
+
+
+def _cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def _checkpoint() -> Any:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6())
+    return cp
+
+
+@pytest.fixture(params=["shared", "postgres"])
+def shared_url(request: pytest.FixtureRequest, fs_url: str) -> str:
+    if request.param == "shared":
+        return fs_url
+    if not fs_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL once")
+    require_postgres()
+    return POSTGRES_DSN  # (unique thread ids: sharing the database is safe)
+
+
+async def test_a_settle_between_plan_and_append_spares_the_remade_thread(
+    shared_url: str,
+) -> None:
+    saver = await StatekeeperSaver.afrom_url(shared_url)
+    other = StatekeeperSaver.from_url(shared_url)  # another process
+    thread = new_thread()
+    base = m.agent_id(saver.prefix, thread)
+    acked: list[str] = []
+    settled: list[int | None] = []
+    try:
+        cfg = _cfg(thread)
+        for step in range(2):
+            await saver.aput(cfg, _checkpoint(), {"source": "loop", "step": step}, {})
+        head = await saver.store.head(base)
+
+        def remake() -> None:
+            other.delete_thread(thread)
+            done = other.put(cfg, _checkpoint(), {"source": "input", "step": -1}, {})
+            acked.append(done["configurable"]["checkpoint_id"])
+            n = 0
+            while other._portal.call(other.store.head(base)) < head:
+                other.put_writes(done, [("messages", n)], f"task-{n}")
+                n += 1
+            assert other._portal.call(other.store.head(base)) == head
+
+        append = saver._append
+
+        async def hooked(st: Any, *a: Any, **kw: Any) -> Any:
+            if st.agent_id == base and not acked:
+                await off_context(remake)
+                settled.append(await saver.store.settle(base))
+            return await append(st, *a, **kw)
+
+        saver._append = hooked  # type: ignore[method-assign]
+        mine = await saver.aput(cfg, _checkpoint(), {"source": "loop", "step": 2}, {})
+        assert acked and settled, "the hook never ran"
+        # the other process's checkpoint is there, and this saver's write after it
+        fresh = StatekeeperSaver.from_url(shared_url)  # a process that reads it now
+        try:
+            stored = [(t.checkpoint["id"], t.pending_writes) for t in fresh.list(cfg)]
+            stored_doc = fresh._portal.call(fresh.store.get(base))
+        finally:
+            fresh.close()
+        ids = sorted(s[0] for s in stored)
+        assert ids == sorted([mine["configurable"]["checkpoint_id"], acked[0]]), (
+            "the thread made again lost its checkpoint"
+        )
+        # this saver serves what is stored: its document is the stored one, not the
+        # deleted thread's with this write's ops (the other process's writes missing)
+        held = await saver.store.get(base)
+        assert held is not None and stored_doc is not None
+        assert held.data == stored_doc.data, (
+            "a write planned on the deleted thread was applied to the one made again"
+        )
+        for cid, writes in stored:
+            got = await saver.aget_tuple(
+                {"configurable": {**cfg["configurable"], "checkpoint_id": cid}}
+            )
+            assert got is not None and got.pending_writes == writes
+    finally:
+        other.close()
+        await saver.aclose()
