@@ -136,3 +136,16 @@ def test_the_force_help_names_both_refusals_it_overrides() -> None:
     force = text[text.index("--force") :].split(" --", 1)[0]
     assert "owner runs on this host" in force
     assert "less than an hour ago" in force
+
+
+@pytest.mark.parametrize("bad", ["xyz", "-5m", "nan", "0"])
+def test_a_bad_older_than_is_refused_naming_the_option(tmp_path: Path, bad: str) -> None:
+    """``--older-than`` that is not a duration: a usage error naming the option and
+    the value, nothing settled. Was: "Invalid value: 'xyz' is not a positive
+    duration ..." — no option named (the command has agent ids and three options)."""
+    db = tmp_path / "s.db"
+    stuck(db, {"acme/gone": ELSEWHERE}, deleted=("acme/gone",))
+    run = sk_in_process("feed-intents", "--db", str(db), "--settle", "--older-than", bad, "-y")
+    assert run.returncode == 2, run.stderr
+    assert "'--older-than'" in run.stderr and repr(bad) in run.stderr, run.stderr
+    assert tombstones(db) == []

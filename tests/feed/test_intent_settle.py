@@ -237,3 +237,44 @@ async def test_a_fresh_intact_intent_named_alone_is_refused_without_an_age_or_fo
         (done2,) = await store.settle_feed_intents(["other"], older_than=0.0)
         assert done2.outcome == "dropped"
         assert await store.feed_intents() == []
+
+
+async def test_a_governed_settle_failing_midway_still_audits_what_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two deleted agents' intents settled at once; the second one's settle fails (the
+    engine refuses it). The first one's tombstone is written and stays — a change to
+    the store under a principal, which the audit log must show. Was: the entry was
+    recorded only once every intent was settled: none at all."""
+    from statekeeper.errors import BackendError
+    from statekeeper.security import Keyring
+
+    keys = Keyring({"k1": os.urandom(32)})
+    options: dict[str, Any] = {"keyring": keys, "policy": POLICY, "audit": Audit()}
+    async with StateStore(
+        split(tmp_path / "s.db"), principal="ops", witness=False, **options
+    ) as ops:
+        await seed(ops)
+        for agent_id in ("acme/gone", "other"):
+            await craft(ops, agent_id, ELSEWHERE, monkeypatch)
+            await ops.backend.delete_agent(agent_id)  # killed before the tombstone
+        finish, calls = fi._finish, []
+
+        async def failing_second(*args: Any, **kwargs: Any) -> Any:
+            calls.append(args[2])
+            if len(calls) == 2:
+                raise BackendError("the engine refused it")
+            return await finish(*args, **kwargs)
+
+        monkeypatch.setattr(fi, "_finish", failing_second)
+        with pytest.raises(BackendError):
+            await ops.settle_feed_intents(older_than=0.0)
+        monkeypatch.undo()
+        assert await tombstones(ops) == [("acme/gone", 2)]  # written, and kept
+        entries = [e async for e in AuditLog(ops.backend, keys).entries()]
+        (entry,) = [e for e in entries if e.operation == "settle_feed_intents"]
+        assert (entry.principal, entry.outcome) == ("ops", "failed")
+        assert entry.detail["error"] == "BackendError"
+        assert entry.detail["intents"] == [
+            {"agent_id": "acme/gone", "head": 2, "outcome": "tombstone"}
+        ]

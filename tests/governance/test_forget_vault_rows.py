@@ -42,7 +42,7 @@ async def test_the_vault_holds_one_row_per_agent_not_per_forget(tmp_path: Path) 
             await store.save(agent, {"email": f"{agent}@example.com"})
         for agent in agents:
             assert (await forget(store, agent)).destroyed
-        assert not await feed_intents.pending(store.backend, store.codec)
+        assert not await store.feed_intents()
         for agent in agents[:2]:  # the store works on: its feed, the other agents
             await store.save(agent.replace("/a", "/b"), {"n": 1})
     rows = _rows(vault_file)

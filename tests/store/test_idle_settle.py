@@ -297,3 +297,30 @@ async def test_buffered_writes_are_left_to_their_own_flush(tmp_path: Path) -> No
             stats = store.stats().idle_settles
             assert stats is not None and stats.settled + stats.skipped >= 1
             assert stats.failed == 0
+
+
+async def test_an_idle_settle_never_takes_a_failed_flush_from_the_caller(
+    tmp_path: Path,
+) -> None:
+    """``durability="async"``: a buffered save of "a" lost its race to another store's
+    write, so the flush drops it — ``flush()`` and ``close()`` must raise
+    WriteBufferError (the acknowledged save was never stored). Was: the idle settle of
+    "a" flushed first, took the failure as its own (logged as a failed settle, counted)
+    and the caller's ``flush()`` and ``close()`` then reported success."""
+    from statekeeper.errors import WriteBufferError
+
+    path = tmp_path / "s.db"
+    async with StateStore(_url(path)) as theirs:
+        mine = StateStore(_url(path), durability="async", flush_interval=3600, settle_after=0)
+        try:
+            await theirs.save("a", _doc(1))
+            await mine.save("a", _doc(2))  # buffered on seq 1...
+            await theirs.save("a", _doc(3))  # ...which another store takes first
+            await mine.idle_settled()
+            with pytest.raises(WriteBufferError, match=r"for: a$"):
+                await mine.flush()
+            await mine.save("b", _doc(1))  # (reported once: the store goes on)
+        finally:
+            await mine.close()
+        assert (await theirs.load("a")).data == _doc(3)
+        assert (await theirs.load("b")).data == _doc(1)

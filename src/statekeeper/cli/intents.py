@@ -103,7 +103,7 @@ def intents_command(
         return
     if not agent_ids and older_than is None:
         raise typer.BadParameter("--settle needs agent ids or --older-than")
-    age = None if older_than is None else parse_duration(older_than)
+    age = None if older_than is None else parse_duration(older_than, "--older-than")
     if not yes and not typer.confirm(
         "Settle the feed intents named (a deleted agent's tombstone is written; an intact"
         " agent's intent is dropped)?"

@@ -45,11 +45,15 @@ langgraph_app = typer.Typer(
 )
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"1h30m"``, ``"30d"`` or ``"2w"``."""
+def parse_duration(text: str, option: str | None = None) -> float:
+    """Seconds in ``"90"``, ``"90s"``, ``"15m"``, ``"1h30m"``, ``"30d"`` or ``"2w"``;
+    ``option`` (the flag it was given to) named in the usage error."""
     seconds = seconds_in(text)
     if seconds is None:
-        raise typer.BadParameter(f"{text!r} is not a positive duration like {DURATION_EXAMPLES}")
+        raise typer.BadParameter(
+            f"{text!r} is not a positive duration like {DURATION_EXAMPLES}",
+            param_hint=f"'{option}'" if option is not None else None,
+        )
     return seconds
 
 
@@ -88,7 +92,7 @@ def prune(
     """Apply keep-last-N and/or TTL retention to LangGraph threads."""
     if keep_last is None and ttl is None:
         raise fail("give --keep-last and/or --ttl", 2)
-    seconds = parse_duration(ttl) if ttl is not None else None
+    seconds = parse_duration(ttl, "--ttl") if ttl is not None else None
     url = resolve_url(ctx, db)
     keyring = env_keyring(key_file)
     try:

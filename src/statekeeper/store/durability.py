@@ -586,8 +586,10 @@ class WriteBehind:
                     self._on_flushed(agent_id, result.last_seq)
             chains = {agent_id: links for agent_id, links in chains.items() if links}
 
-    async def flush(self) -> None:
-        """Write everything buffered now; raise ``WriteBufferError`` for failures so far."""
+    async def flush(self, *, report: bool = True) -> None:
+        """Write everything buffered now; raise ``WriteBufferError`` for failures so far
+        (``report=False``: kept for the next flush that reports — a background write's
+        flush, whose caller is not the one who saved)."""
         while True:
             self._start_flush()
             assert self._flushing is not None
@@ -595,6 +597,8 @@ class WriteBehind:
             # more may have been buffered after that flush task took its last batch
             if not self._buffer:
                 break
+        if not report:
+            return
         if self._cut:
             await self._check_cut()
         if self._failures:

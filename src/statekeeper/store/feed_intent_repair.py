@@ -22,6 +22,7 @@ import math
 import shlex
 import time
 from collections.abc import Collection
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +33,16 @@ from ..errors import IntegrityError, InvalidArgument, SerializationError
 from . import feed_intents as fi
 from .feed_deletes import head_or_lost
 
-__all__ = ["FRESH", "FeedIntent", "SettledIntent", "feed_intents", "settle_intents"]
+__all__ = ["FRESH", "SETTLING", "FeedIntent", "SettledIntent", "feed_intents", "settle_intents"]
 
 #: seconds an intact agent's intent whose owner is not provably gone is taken for a
 #: delete possibly under way (on another host: no owner rule proves it dead), when it
 #: is named by its agent alone: refused unless ``older_than`` or ``force``
 FRESH = 3600.0
+
+#: the list :func:`settle_intents` fills as it settles each intent, when set: what one
+#: that then raised had written (a governed store audits it: store/governed.py)
+SETTLING: ContextVar[list[SettledIntent] | None] = ContextVar("feed_intents_settling", default=None)
 
 #: why an intent of an agent still intact is kept, by where its owner is (owner_where)
 _KEPT = {
@@ -169,7 +174,8 @@ async def settle_intents(
         raise InvalidArgument("older_than", f"older_than must be seconds >= 0, not {older_than!r}")
     names = None if agent_ids is None else set(agent_ids)
     now = time.time()
-    done: list[SettledIntent] = []
+    noted = SETTLING.get()
+    done: list[SettledIntent] = noted if noted is not None else []  # (filled as it goes)
     for intent in await feed_intents(backend, codec):
         if names is not None and intent.agent_id not in names:
             continue

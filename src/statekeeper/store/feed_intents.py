@@ -70,7 +70,6 @@ __all__ = [
     "finish_pending",
     "forget_with_intent",
     "intent_stream",
-    "pending",
     "sealed_streams",
     "settle",
     "with_intent",
@@ -368,24 +367,6 @@ async def _announced(backend: Backend, codec: Codec, stream: str, body: dict[str
         if len(page) < _PAGE:
             return False
         after = page[-1].seq
-
-
-async def pending(backend: Backend, codec: Codec) -> list[tuple[str, int, str]]:
-    """``(agent_id, head, "")`` of every intent left (nothing is written); ``(stream,
-    1, why)`` of one that does not open (damaged; under row-level security written so
-    by a role that may write the namespace): no delete settles it."""
-    if not await backend.count_prefix(PENDING):  # (see settle: a lost agent raised)
-        return []
-    found: list[tuple[str, int, str]] = []
-    async for stream in _streams(backend):
-        try:
-            body = await _intent(backend, codec, stream)
-        except (IntegrityError, SerializationError) as exc:  # (see finish_pending)
-            found.append((stream, 1, str(exc)))
-            continue
-        if body is not None:
-            found.append((body["agent_id"], body["head"], ""))
-    return sorted(found)
 
 
 async def _streams(backend: Backend) -> AsyncIterator[str]:

@@ -667,13 +667,23 @@ class GovernedStateStore(StateStore):
     ) -> list[SettledIntent]:
         """:meth:`StateStore.settle_feed_intents`: ``admin`` on the whole store; audited
         (what each intent became)."""
+        from .feed_intent_repair import SETTLING
+
         gov = await self._allowed(None, "admin", "settle_feed_intents")
-        done = await super().settle_feed_intents(agent_ids, older_than=older_than, force=force)
-        settled = [
-            {"agent_id": s.intent.agent_id, "head": s.intent.head, "outcome": s.outcome}
-            for s in done
-        ]
-        await gov.record("settle_feed_intents", detail={"force": force, "intents": settled})
+        so_far: list[SettledIntent] = []
+        token = SETTLING.set(so_far)
+        try:
+            done = await super().settle_feed_intents(agent_ids, older_than=older_than, force=force)
+        except Exception as exc:
+            # what it wrote before the failure, audited too (was: no entry at all)
+            if so_far:
+                detail = {"force": force, "intents": _settled(so_far), "error": type(exc).__name__}
+                await gov.record("settle_feed_intents", outcome="failed", detail=detail)
+            raise
+        finally:
+            SETTLING.reset(token)
+        detail = {"force": force, "intents": _settled(done)}
+        await gov.record("settle_feed_intents", detail=detail)
         return done
 
     # -- writing --------------------------------------------------------------------
@@ -1063,3 +1073,10 @@ class _FeedAccess:
 
     def readable(self, agent_id: str) -> bool:
         return self.gov.can_read(agent_id)
+
+
+def _settled(done: Sequence[SettledIntent]) -> list[dict[str, Any]]:
+    """The audit entry's list of settled feed intents."""
+    return [
+        {"agent_id": s.intent.agent_id, "head": s.intent.head, "outcome": s.outcome} for s in done
+    ]

@@ -493,9 +493,12 @@ class StateStore:
     async def _current(self, agent_id: str) -> AgentRecord | None:
         return await self._reads.current(agent_id)
 
-    async def _flush_agent(self, agent_id: str) -> None:
+    async def _flush_agent(self, agent_id: str, *, report: bool = True) -> None:
         if agent_id in self._reads.pinned:
-            await self.flush()
+            if report:
+                await self.flush()
+            else:  # (a background write's: failures left for the caller's flush)
+                await self._writes.flush(report=False)
 
     # -- the witness ---------------------------------------------------------------
 
@@ -1108,7 +1111,12 @@ class StateStore:
             return None
         if agent_id in self._writes.reads.pinned:
             return None  # (buffered writes: its flush queues it again, never flushed here)
-        return await self._after_flush("snapshot", agent_id, self._settle_cached, write=True)
+        # (its flush raises no WriteBufferError: was taken here, logged as a failed
+        # settle, and the caller's flush() and close() then reported success)
+        settle_cached = self._settle_cached
+        return await self._after_flush(
+            "snapshot", agent_id, settle_cached, write=True, report=False
+        )
 
     async def _settle_cached(self, agent_id: str) -> int | None:
         return await settle(self._writes, agent_id, cached_only=True)
@@ -1130,15 +1138,22 @@ class StateStore:
         return await self._after_flush("delete", agent_id, self._writes.delete)
 
     async def _after_flush(
-        self, op: str, agent_id: str, change: Callable[[str], Awaitable[_T]], *, write: bool = False
+        self,
+        op: str,
+        agent_id: str,
+        change: Callable[[str], Awaitable[_T]],
+        *,
+        write: bool = False,
+        report: bool = True,
     ) -> _T:
         """``change(agent_id)`` once the agent's buffered writes are stored, observed as
-        ``op`` (a ``write`` of a record: see :meth:`_ready`)."""
+        ``op`` (a ``write`` of a record: see :meth:`_ready`; ``report``: the flush's
+        failures raised here, see :meth:`WritePipeline.flush`)."""
         obs = self.observer
         mark = None if obs is None else _perf() if obs.untraced else obs.begin(op, agent_id)
         try:
             await self._ready(agent_id, write=write)
-            await self._flush_agent(agent_id)
+            await self._flush_agent(agent_id, report=report)
             result = await change(agent_id)
         except BaseException as exc:
             if obs is not None:

@@ -327,12 +327,13 @@ class WritePipeline:
         """The lock every write of ``agent_id`` in this store takes (``async with``)."""
         return self._locks.hold(agent_id)
 
-    async def flush(self) -> None:
-        """Wait until every acknowledged write is durable."""
+    async def flush(self, *, report: bool = True) -> None:
+        """Wait until every acknowledged write is durable (``report``: see
+        :meth:`WriteBehind.flush`)."""
         if self.group is not None:
             await self.group.drain()
         if self.behind is not None:
-            await self.behind.flush()
+            await self.behind.flush(report=report)
 
     # -- 1. the state a write is made on -------------------------------------------
 
