@@ -29,7 +29,7 @@ from statekeeper.errors import (
     ConfigurationError,
     ConflictError,
 )
-from statekeeper.records import AppendRequest, AppendResult, RawEvent, RawSnapshot
+from statekeeper.records import AppendRequest, AppendResult, RawEvent, RawSnapshot, StreamChange
 from statekeeper.testing import BackendConformance, request, snapshot
 
 from ._services import (
@@ -380,15 +380,19 @@ async def test_a_compacted_stream_whose_reply_is_lost_is_settled_exactly_once(
         calls = 0
 
         async def flaky(
-            created: AppendRequest, base: RawSnapshot, kept: KeptKeys, floor: bool
+            created: AppendRequest,
+            base: RawSnapshot,
+            kept: KeptKeys,
+            floor: bool,
+            guard: StreamChange | None,
         ) -> AppendResult:
             nonlocal calls
             calls += 1
             if calls == 1:
                 if landed:
-                    await real(created, base, kept, floor)  # the commit happens...
+                    await real(created, base, kept, floor, guard)  # the commit happens...
                 raise psycopg.OperationalError("server closed the connection unexpectedly")
-            return await real(created, base, kept, floor)
+            return await real(created, base, kept, floor, guard)
 
         monkeypatch.setattr(backend, "_from_base_once", flaky)
         made = await backend.append_from_base(request("a", 3, 2, key="k"), snapshot(3))
