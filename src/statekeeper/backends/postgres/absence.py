@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ...errors import BackendError, ConflictError
+import psycopg
+
+from ...errors import AccessDenied, BackendError, ConflictError
+from .deletes import refusal
+
+if TYPE_CHECKING:
+    from .part import PostgresPart
 
 #: claims of an agent at most, each after its row was there at the claim and gone at its
 #: head's read (see :func:`absent_in`): a create and delete of it repeated by other
@@ -50,3 +56,19 @@ async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> 
         "claims: each time its head row was there when claimed and gone when read (the "
         "agent created and deleted again by other writers meanwhile); nothing was written"
     )
+
+
+async def refused_check(backend: PostgresPart, agent_ids: Sequence[str]) -> AccessDenied | None:
+    """(An absence check of ``agent_ids`` failed for a privilege.) The AccessDenied of
+    the first of them row-level security refuses the role (its claim is a write of the
+    agent's head row), looked up on a connection of its own (the check's transaction
+    is aborted); None when none is refused or it cannot be told. Was: the refusal
+    named the agent of the transaction's first append, one the role may write."""
+    try:
+        async with backend._connection() as conn:
+            for agent_id in dict.fromkeys(agent_ids):
+                if (refused := await refusal(backend, conn, agent_id, "append")) is not None:
+                    return refused
+    except psycopg.Error:
+        return None
+    return None
