@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 from statekeeper.backends.postgres import PostgresBackend
-from statekeeper.backends.postgres.absence import absent_in
+from statekeeper.backends.postgres.absence import CLAIMS, absent_in
+from statekeeper.errors import BackendError
 from statekeeper.testing import request
 
 from ._services import POSTGRES_DSN
@@ -63,5 +64,50 @@ async def test_a_check_still_holds_the_row_of_an_agent_deleted_after_its_claim(
                 )
             await importer.rollback()
         assert await backend.head("a") == 0
+    finally:
+        await backend.close()
+
+
+class _Flapping:
+    """A connection around which another session deletes the agent after each claim and
+    creates it again after each head read: the check never finds it claimable nor there."""
+
+    def __init__(self, conn: Any, sql: Any, delete: Any, create: Any) -> None:
+        self._conn, self._sql, self._delete, self._create = conn, sql, delete, create
+        self.claims = 0
+
+    async def execute(self, query: Any, params: Any = None) -> Any:
+        cur = await self._conn.execute(query, params)
+        if query == self._sql["absent_claim"]:
+            self.claims += 1
+            await self._delete()
+        elif query == self._sql["absent_heads"]:
+            await self._create()
+        return cur
+
+
+@pytest.mark.timeout(120)  # (a safety net only: before the fix the check claimed for ever)
+async def test_a_check_whose_agent_is_created_and_deleted_over_and_over_gives_up_typed(
+    schema: str,
+) -> None:
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    try:
+        await backend.open()
+        await backend.append(request("a", 0, 2))
+        async with await psycopg.AsyncConnection.connect(POSTGRES_DSN) as importer:
+
+            async def create() -> None:
+                await backend.append(request("a", 0, 2))
+
+            async def delete() -> None:
+                await backend.delete_agent("a")
+
+            conn = _Flapping(importer, backend._sql, delete, create)
+            with pytest.raises(BackendError, match=r"absence check of agent 'a' gave up") as err:
+                await absent_in(backend._sql, conn, ["a"])
+            assert not err.value.maybe_applied
+            assert conn.claims == CLAIMS
+            await importer.rollback()
+        assert await backend.head("a") == 2  # the other writer's agent, untouched
     finally:
         await backend.close()

@@ -13,7 +13,7 @@ from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.errors import AccessDenied
 from statekeeper.governance import parse_policy
 from statekeeper.governance.policy_postgres import enforce_in_postgres
-from statekeeper.records import AppendRequest
+from statekeeper.records import AppendRequest, StreamChange
 
 from ..backends._services import POSTGRES_DSN
 from .conftest import KEYRING, POLICY_TEXT
@@ -130,3 +130,33 @@ async def test_a_delete_without_the_privilege_names_the_agent(
             assert "DELETE" not in message and "CONTEXT" not in message  # (the table: named)
     finally:
         await raw.close()
+
+
+@pytest.mark.parametrize("checked", [["globex/eu/g1"], ["acme/support/free", "globex/eu/g1"]])
+async def test_an_absence_check_refused_by_row_security_names_the_refused_agent(
+    setup: tuple[str, str, str], checked: list[str]
+) -> None:
+    """An ``append_together`` whose absence check (``StreamChange(absent=True)``, an
+    import's or a restore's) names an agent the role may not write: the AccessDenied
+    named the request's agent — one the role may write — not the refused one."""
+    schema, alice_role, _ = setup
+    async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+        await owner.save("acme/support/t1", {"n": 1})
+    await enforce_in_postgres(
+        POSTGRES_DSN, schema, parse_policy(POLICY_TEXT), roles={"alice": alice_role}
+    )
+    raw = PostgresBackend(_as(alice_role), schema=schema, max_size=2)
+    try:
+        event = (await raw.read("acme/support/t1"))[0]
+        mine = AppendRequest("acme/support/mine", 0, [event])
+        absent = [StreamChange(agent, absent=True) for agent in checked]
+        with pytest.raises(AccessDenied) as caught:
+            await raw.append_together([mine], absent)
+        assert await raw.head("acme/support/mine") == 0  # nothing written
+    finally:
+        await raw.close()
+    message = str(caught.value)
+    assert caught.value.agent_id == "globex/eu/g1", message
+    assert "'globex/eu/g1'" in message and "acme/support/mine" not in message
+    assert alice_role in message and "row-level security" in message
+    _no_sql(message)

@@ -199,3 +199,33 @@ def test_stop_does_not_wait_out_the_grace_for_more_async_work(
     stopping.join(timeout=60)  # a deadline for a hang, not a wait
     assert not stopping.is_alive(), "stop() waited for the grace period to end"
     assert not loop.running
+
+
+async def _waited_with_a_timeout() -> None:
+    """Wait for a future with ``asyncio.wait(..., timeout=)`` (the saver's held writes):
+    done in time, its timeout's timer is cancelled and stays in the loop's heap."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.call_soon(done.set_result, None)
+    await asyncio.wait([done], timeout=3600)
+
+
+def test_a_cancelled_timer_alone_does_not_start_the_background_thread(
+    shared: SharedLoop,
+) -> None:
+    """A timer cancelled before it was due is no work for the background thread: the
+    calls, stepped without a pass of the loop, leave it in the loop's heap, and the
+    thread was started for it (and ran the loop every ``_POLL`` s … for nothing)."""
+    for _ in range(3):
+        shared.call(_waited_with_a_timeout())
+    loop: Any = shared._loop
+    assert not shared._started
+    assert not shared._thread.is_alive()
+    assert not loop._scheduled  # the cancelled timers dropped, as a pass drops them
+    assert loop._timer_cancelled_count == 0
+
+    async def a_live_timer() -> None:
+        asyncio.get_running_loop().call_later(3600, lambda: None)
+
+    shared.call(a_live_timer())  # a live timer still starts it
+    assert shared._started and shared._thread.is_alive()

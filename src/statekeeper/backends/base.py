@@ -672,7 +672,8 @@ class Backend(abc.ABC):
         """
         raise CapabilityUnsupported(self.name, Capability.PRUNE.value)
 
-    #: True when :meth:`replace_snapshot` is one commit (else two: the default)
+    #: True when the engine overrides :meth:`replace_snapshot` (one commit): the store's
+    #: settle then calls it; else it makes two commits of its own
     replaces_snapshots: bool = False
 
     async def replace_snapshot(
@@ -684,24 +685,22 @@ class Backend(abc.ABC):
         checksum: bytes | None,
     ) -> bool:
         """Store ``snapshot`` (at ``head``, the stream's head) and remove the snapshot at
-        ``drop_seq`` (None: none) — a settle (:mod:`statekeeper.store.settle`). Only while
-        the head is ``head`` and its event's stored checksum ``checksum`` (given):
-        else :class:`~statekeeper.errors.ConflictError`, nothing written. The removal is
-        left out, the snapshot still stored, when ``drop_seq`` is the stream's base
-        (compacted to it meanwhile) or the engine's prune refuses it: True when it was
-        removed. An engine with :attr:`replaces_snapshots` does it in one commit; the
-        default makes two (:meth:`save_snapshot`, then :meth:`prune` at the head), each
-        safe alone: a crash between them leaves both rows. A snapshot stored with no
-        head check (the default's first commit) is why the store reads the head again
-        just before calling it."""
-        await self.save_snapshot(agent_id, snapshot)
-        if drop_seq is None or not self.supports(Capability.PRUNE):
-            return False
-        try:
-            await self.prune(agent_id, 0, (drop_seq,), head, checksum)
-        except (ConflictError, ConfigurationError, CapabilityUnsupported):
-            return False  # (moved, the stream's base now, or a prune that takes no head)
-        return True
+        ``drop_seq`` (None: none) in one commit — a settle (:mod:`statekeeper.store.settle`).
+        Only while the head is ``head`` and its event's stored checksum ``checksum``
+        (given): else :class:`~statekeeper.errors.ConflictError`, nothing written. The
+        removal is left out, the snapshot still stored, when ``drop_seq`` is the
+        stream's base (compacted to it meanwhile) or the engine's prune refuses it:
+        True when it was removed. Offered by an engine that overrides it and sets
+        :attr:`replaces_snapshots` (SQLite); the default refuses with
+        :class:`~statekeeper.errors.CapabilityUnsupported`, nothing written (a settle
+        on such an engine makes two commits of its own). Was: two commits here, never
+        called by the store — the snapshot stored with no head check (a head moved
+        since: no ConflictError, the row written), and a prune override older than its
+        head arguments raised a raw TypeError."""
+        check_stored_id(agent_id)  # (a bad id is InvalidAgentId first, as on every engine)
+        raise CapabilityUnsupported(
+            self.name, "replace_snapshot", "a snapshot stored and one removed in one commit"
+        )
 
     async def stream_bases(self, agent_ids: Sequence[str]) -> list[int]:
         """Each agent's base: the seq before its first stored event (0 for a whole

@@ -1,6 +1,8 @@
 """Whether a pass of the event loop made now would run anything (:func:`nothing_waits`):
 asked by the SQLite engine before it commits a write on the loop without letting the
-loop run (the lean append, a lone append, a batch committed on the loop)."""
+loop run (the lean append, a lone append, a batch committed on the loop); and the
+timers a pass would still have to run (:func:`live_timers`): asked by the LangGraph
+saver's loop before it starts its background thread for them."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import heapq
 import selectors
 from typing import Any
 
-__all__ = ["nothing_waits"]
+__all__ = ["live_timers", "nothing_waits"]
 
 
 def nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
@@ -43,21 +45,34 @@ def nothing_waits(loop: asyncio.AbstractEventLoop) -> bool:
 
 def _dropped_cancelled(loop: Any, timers: list[Any]) -> bool:
     """(A cancelled timer first in the heap, its time passed.) Drop the cancelled timers
-    first in the heap, as a pass of the loop does (``_run_once``); True when no timer
-    due is left. A cancelled timer stays in the heap until a pass: one stepped without
-    passes (``SharedLoop._step``) counted as due for every poll here and declined
-    every write's lean path until a pass came (the LangGraph saver's held writes:
-    the timeout of their ``asyncio.wait``, cancelled when the checkpoint takes them;
+    first in the heap (:func:`live_timers`); True when no timer due is left. A
+    cancelled timer stays in the heap until a pass: one stepped without passes
+    (``SharedLoop._step``) counted as due for every poll here and declined every
+    write's lean path until a pass came (the LangGraph saver's held writes: the
+    timeout of their ``asyncio.wait``, cancelled when the checkpoint takes them;
     docs/benchmarks.md, "wakebyte")."""
-    if getattr(loop, "_timer_cancelled_count", None) is None:
+    left = live_timers(loop)
+    if left is None:
         return False
+    return not left or left[0].when() > loop.time() + loop._clock_resolution
+
+
+def live_timers(loop: asyncio.AbstractEventLoop) -> list[Any] | None:
+    """(Holding ``loop``: run by no other thread meanwhile.) The loop's timer heap once
+    the cancelled timers first in it are dropped, as a pass of the loop drops them
+    (``_run_once``): empty when only cancelled timers were left, else its first timer
+    is live. None when the loop has no such heap and count (the proactor, uvloop): it
+    cannot tell."""
+    timers: list[Any] | None = getattr(loop, "_scheduled", None)
+    if timers is None or getattr(loop, "_timer_cancelled_count", None) is None:
+        return None
     while timers and timers[0]._cancelled:
         handle = heapq.heappop(timers)
         handle._scheduled = False
         # (decremented in place, as asyncio does: a cancel counted meanwhile — by a
         # signal handler — is kept)
-        loop._timer_cancelled_count -= 1
-    return not timers or timers[0].when() > loop.time() + loop._clock_resolution
+        loop._timer_cancelled_count -= 1  # type: ignore[attr-defined]
+    return timers
 
 
 def _woken_only(loop: Any, selector: selectors.BaseSelector) -> bool:

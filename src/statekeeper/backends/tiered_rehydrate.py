@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConflictError, IntegrityError
+from ..errors import BackendError, ConflictError, IntegrityError
 from ..records import AgentInfo, RawEvent, RewriteRequest, StreamChange
 from .base import Backend
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
@@ -23,8 +23,10 @@ __all__ = ["TieredRehydrate"]
 
 logger = logging.getLogger("statekeeper.backends.tiered")
 
-#: how many times one rehydration starts its copy again after another's dropped it
-#: (two rehydrations, each dropping the part the other copied, do not go on for ever)
+#: how many times one rehydration looks again — its copy dropped by another's, the
+#: marker changed or the agent deleted under it — before it gives up (two rehydrations,
+#: each dropping the part the other copied, do not go on for ever; nor does one whose
+#: agent another process keeps deleting, or whose marker keeps changing)
 _ATTEMPTS = 8
 
 #: the most agents ``_settled`` remembers: a memo, one forgotten costs one marker read
@@ -84,7 +86,7 @@ class TieredRehydrate(TieredClaims):
         """Bring a demoted agent back to the durable tier; its head, or 0 if not demoted.
 
         ``locked``: the caller holds the agent's lock already; ``attempt``: how many
-        copies of this call another rehydration's cut short (:data:`_ATTEMPTS`).
+        times this call looked again (:meth:`_again`, :data:`_ATTEMPTS`).
         """
         cold = self.cold
         if cold is None or is_internal(agent_id):
@@ -118,7 +120,7 @@ class TieredRehydrate(TieredClaims):
                 # killed, its claim's to take over: :meth:`_take_over`)
                 return head
             if head == 0 and await self._end_deleted(cold, agent_id, entry):
-                return await self._rehydrate(agent_id, locked=True)
+                return await self._again(agent_id, attempt, "its marker changed")
             # this rehydration's claim, before anything is written: the end is the
             # claim's owner's (None: another's claim, or a tier whose claims name none)
             ours = await self._claim_rehydration(agent_id, body)
@@ -128,7 +130,7 @@ class TieredRehydrate(TieredClaims):
                 and not body.get("rehydrating")
                 and await self._marker_entry(agent_id) != entry
             ):  # the marker changed meanwhile (another's claim, or gone): look again
-                return await self._rehydrate(agent_id, locked=True)
+                return await self._again(agent_id, attempt, "its marker changed")
             if ours is None and not self._fenced():
                 ours = body  # (the marker's: its end is the one that copies back, as ever)
             if head > 0:
@@ -165,7 +167,7 @@ class TieredRehydrate(TieredClaims):
                     if await self._deleted_under(
                         agent_id, ours, again, wrote
                     ) or await self._deleted_under_theirs(agent_id, theirs, again, wrote, marker):
-                        return await self._rehydrate(agent_id, locked=True) or (
+                        return await self._again(agent_id, attempt, "it was deleted") or (
                             await self.durable.head(agent_id)
                         )
                     head = await self.durable.head(agent_id)
@@ -186,7 +188,7 @@ class TieredRehydrate(TieredClaims):
                         # own claim once the agent is whole). Was: both loads raised
                         # ConflictError ("its head record was rewritten since this process
                         # read it…"), each having dropped the other's part
-                        head = await self._rehydrate(agent_id, locked=True, attempt=attempt + 1)
+                        head = await self._again(agent_id, attempt, "its copy was dropped")
                         await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         return head
                     with contextlib.suppress(Exception):  # (else the next use drops it)
@@ -199,7 +201,7 @@ class TieredRehydrate(TieredClaims):
                 if await self._deleted_under(
                     agent_id, ours, await self._marker_entry(agent_id), wrote
                 ):
-                    return await self._rehydrate(agent_id, locked=True) or (
+                    return await self._again(agent_id, attempt, "it was deleted") or (
                         await self.durable.head(agent_id)
                     )
                 head = marker.head_seq
@@ -292,6 +294,21 @@ class TieredRehydrate(TieredClaims):
                 continue
             return True
         return False
+
+    async def _again(self, agent_id: str, attempt: int, why: str) -> int:
+        """(Holding the agent's lock, in :meth:`_rehydrate`.) Look again — the agent's
+        head, as :meth:`_rehydrate` — after another process changed the agent under this
+        rehydration (``why``); :class:`BackendError` once it looked again
+        :data:`_ATTEMPTS` times. Was: looked again for as long as the change came back
+        (another process deleting the agent, or changing its marker, each time), never
+        passing its count on — the load or write spun, or ended in a RecursionError."""
+        if attempt >= _ATTEMPTS:
+            raise BackendError(
+                f"tiered: agent {agent_id!r} was not brought back from the cold tier: "
+                f"{why} under each of its {_ATTEMPTS + 1} tries (other processes "
+                "rehydrating, deleting or demoting it meanwhile): try again"
+            )
+        return await self._rehydrate(agent_id, locked=True, attempt=attempt + 1)
 
     async def _deleted_under(
         self,

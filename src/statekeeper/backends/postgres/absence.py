@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ...errors import ConflictError
+import psycopg
+
+from ...errors import AccessDenied, BackendError, ConflictError
+from .deletes import refusal
+
+if TYPE_CHECKING:
+    from .part import PostgresPart
+
+#: claims of an agent at most, each after its row was there at the claim and gone at its
+#: head's read (see :func:`absent_in`): a create and delete of it repeated by other
+#: writers between the two kept the check from ever ending
+CLAIMS = 16
 
 
 async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> None:
@@ -20,9 +31,11 @@ async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> 
     events conflicts; one deleted between the claim and that read is claimed again
     (was, one agent at a time: passed holding nothing, and a creation committed
     meanwhile came before the commit). A plain read would miss a creation still to
-    commit, whose events then come before the transaction's in the feed."""
+    commit, whose events then come before the transaction's in the feed. An agent
+    claimed :data:`CLAIMS` times so raises :class:`BackendError` naming it (was: claimed
+    again for as long as other writers created and deleted it)."""
     todo = list(dict.fromkeys(agent_ids))
-    while todo:
+    for _ in range(CLAIMS):
         cur = await conn.execute(sql["absent_claim"], (todo,))
         claimed = {row[0] for row in await cur.fetchall()}
         if claimed:
@@ -36,3 +49,26 @@ async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> 
             if heads.get(agent_id):
                 raise ConflictError(agent_id, 0, heads[agent_id])
         todo = [a for a in there if a not in heads]  # deleted meanwhile: claim again
+        if not todo:
+            return
+    raise BackendError(
+        f"postgresql: the absence check of agent {todo[0]!r} gave up after {CLAIMS} "
+        "claims: each time its head row was there when claimed and gone when read (the "
+        "agent created and deleted again by other writers meanwhile); nothing was written"
+    )
+
+
+async def refused_check(backend: PostgresPart, agent_ids: Sequence[str]) -> AccessDenied | None:
+    """(An absence check of ``agent_ids`` failed for a privilege.) The AccessDenied of
+    the first of them row-level security refuses the role (its claim is a write of the
+    agent's head row), looked up on a connection of its own (the check's transaction
+    is aborted); None when none is refused or it cannot be told. Was: the refusal
+    named the agent of the transaction's first append, one the role may write."""
+    try:
+        async with backend._connection() as conn:
+            for agent_id in dict.fromkeys(agent_ids):
+                if (refused := await refusal(backend, conn, agent_id, "append")) is not None:
+                    return refused
+    except psycopg.Error:
+        return None
+    return None

@@ -44,13 +44,14 @@ from ..base import (
     validate_request,
     validate_together,
 )
-from .absence import absent_in
+from .absence import absent_in, refused_check
 from .arrays import batch_params
 from .connection import kept_cursor, transient
 from .deletes import refusal
 from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
+from .refusals import INSUFFICIENT_PRIVILEGE
 from .rolled_back import ROLLED_BACK, RolledBack, run_again
 
 __all__ = ["Appends"]
@@ -264,12 +265,15 @@ class Appends(PostgresPart):
     ) -> list[AppendResult | None]:
         """One try of :meth:`append_together` (``again``: :func:`.rolled_back.run_again`)."""
         out: list[AppendResult | None] = []
+        checking: list[str] = []  # (the absence check under way: see refused_check)
         try:
             async with self._connection() as conn:
                 try:
                     async with conn.transaction():
                         if absent := [c.agent_id for c in changes if c.absent]:
+                            checking = absent
                             await absent_in(self._sql, conn, absent)  # (.absence)
+                            checking = []
                         for change in changes:
                             if not change.absent:
                                 await self._change(conn, change)
@@ -296,6 +300,12 @@ class Appends(PostgresPart):
             if again and isinstance(exc, ROLLED_BACK):
                 raise RolledBack from exc
             if not transient(exc):  # refused (a privilege, a constraint): typed, nothing stored
+                if (
+                    checking
+                    and getattr(exc, "sqlstate", None) == INSUFFICIENT_PRIVILEGE
+                    and (refused := await refused_check(self, checking)) is not None
+                ):
+                    raise refused from exc  # (the agent checked, not the first append's)
                 raise self._failure(_together_what(requests, changes), exc) from exc
             try:
                 landed = await self._landed(requests[0])

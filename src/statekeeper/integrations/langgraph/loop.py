@@ -27,13 +27,12 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from ...backends.sqlite_loop import live_timers
 from ...errors import ConfigurationError, StatekeeperError, StoreClosed
-from ...security.highwater import WAITING as WITNESS_WAITING
 from ...store import forks
-from ...store.durability import GUARD
 from ...store.portal import iterate_with, next_item
 from .interrupts import MAIN_THREAD, Sigint
-from .steps import Rest, end_interrupted, nothing, run_ready, run_rounds
+from .steps import Rest, end_interrupted, nothing, run_ready, run_rounds, working
 
 __all__ = ["BoundLoop", "SharedLoop"]
 
@@ -194,13 +193,26 @@ class SharedLoop(_Faces):
     def _wanted(self) -> None:
         """(After a sync call ran the loop, while the background thread is not started.)
         Start it when the loop holds work nobody would run until the next call: tasks
-        (a write's ``group`` flush; not those that only wait, :func:`_working`), timers,
-        callbacks (see the class documentation)."""
+        (not those that only wait, :func:`.steps.working`), live timers, callbacks."""
         loop: Any = self._loop
         ready = getattr(loop, "_ready", None)
         # (a loop without asyncio's internals, uvloop's: it cannot tell, so start it)
-        if ready is None or ready or loop._scheduled or _working(loop):
+        if ready is None or ready or working(loop) or (loop._scheduled and self._timers_left()):
             self._start()
+
+    def _timers_left(self) -> bool:
+        """Whether a timer is live, the cancelled ones first in the heap dropped as a pass
+        drops them (:meth:`_step` makes none: an ``asyncio.wait``'s timeout stayed and
+        started this thread). Holding the loop, else its runner looks when it leaves."""
+        me = _get_ident()
+        try:
+            if not self._take():
+                return False
+            return live_timers(self._loop) != []  # (None: it cannot tell)
+        finally:
+            if self._driver == me:  # (also after an interrupt inside _take)
+                self._driver = None
+                self._release(me)
 
     # -- taking turns ----------------------------------------------------------------
 
@@ -474,7 +486,7 @@ class SharedLoop(_Faces):
 
     def _wait(self) -> float:
         """How long the background thread may sleep before its next pass."""
-        idle = not _working(self._loop) and not self._pending()
+        idle = not working(self._loop) and not self._pending()
         wait = _IDLE if idle else _POLL
         with self._handed_lock:
             if self._due:
@@ -585,16 +597,3 @@ class BoundLoop(_Faces):
     def stop(self) -> None:
         """Stop using the loop (it is the application's: never closed here). Idempotent."""
         self._closed = True
-
-
-def _working(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether a task on ``loop`` may need the loop run: any but a write-behind
-    buffer's guard, which only waits (its flush runs from a timer; polling the loop
-    every ``_POLL`` seconds for it, for as long as writes stay buffered, cost CPU for
-    nothing), and the witness's guard, which only waits for the loop's end (to write
-    the marks of a store never closed)."""
-    return any(task.get_name() not in _WAITING for task in asyncio.all_tasks(loop))
-
-
-#: the names of the tasks that only wait (see :func:`_working`)
-_WAITING = frozenset((GUARD, WITNESS_WAITING))

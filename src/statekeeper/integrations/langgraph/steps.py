@@ -1,6 +1,7 @@
 """How :class:`.loop.SharedLoop` steps its loop on a calling thread: rounds of what is
 ready (no poll for I/O), the rest of a coroutine sent into bare handed to a task
-(:class:`Rest`), and the end of a call interrupted mid-step."""
+(:class:`Rest`), the end of a call interrupted mid-step; and whether tasks left on the
+loop need it run (:func:`working`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
+from ...security.highwater import WAITING as WITNESS_WAITING
+from ...store.durability import GUARD
 from .interrupts import Sigint
 
-__all__ = ["Rest", "end_interrupted", "nothing", "run_ready", "run_rounds"]
+__all__ = ["Rest", "end_interrupted", "nothing", "run_ready", "run_rounds", "working"]
 
 #: how many rounds of what is ready on the loop :meth:`.loop.SharedLoop._step` runs before it
 #: leaves a call not done yet to ``run_until_complete``
@@ -106,3 +109,16 @@ class Rest:
 
 #: (``Rest._first`` once the task took it)
 _TAKEN = object()
+
+
+def working(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether a task on ``loop`` may need the loop run: any but a write-behind
+    buffer's guard, which only waits (its flush runs from a timer; polling the loop
+    every ``_POLL`` seconds for it, for as long as writes stay buffered, cost CPU for
+    nothing), and the witness's guard, which only waits for the loop's end (to write
+    the marks of a store never closed)."""
+    return any(task.get_name() not in _WAITING for task in asyncio.all_tasks(loop))
+
+
+#: the names of the tasks that only wait (see :func:`working`)
+_WAITING = frozenset((GUARD, WITNESS_WAITING))
