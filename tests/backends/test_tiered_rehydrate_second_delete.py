@@ -21,12 +21,18 @@ no timing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from statekeeper import StateStore
+from statekeeper.backends import SQLiteBackend
+from statekeeper.backends.base import Backend, KeptKeys
 from statekeeper.backends.tiered import COLD_MARKER
-from statekeeper.records import RawSnapshot
+from statekeeper.observability import instrument
+from statekeeper.records import AppendRequest, AppendResult, RawSnapshot
 from statekeeper.testing import request
 
 from ._tiered_interleave import (
@@ -172,3 +178,61 @@ async def test_a_delete_during_a_second_rehydration_of_a_compacted_agent_stands(
         held1.go.set()
         assert await t1 == 0
         await deleted_everywhere(setup, fresh)
+
+
+class _OverrideBeforeGuard(SQLiteBackend):
+    """A third party's SQLite subclass whose ``append_from_base`` override was written
+    before ``guard=`` (it inherits ``guards_from_base``, not the argument)."""
+
+    async def append_from_base(  # type: ignore[override]
+        self,
+        request: AppendRequest,
+        base: RawSnapshot,
+        kept_keys: KeptKeys = (),
+        *,
+        raise_floor: bool = False,
+    ) -> AppendResult:
+        return await super().append_from_base(request, base, kept_keys, raise_floor=raise_floor)
+
+
+def _before_guard(tmp_path: Path) -> Callable[[], Backend]:
+    return lambda: _OverrideBeforeGuard(tmp_path / "durable.db")
+
+
+def _observed_before_guard(tmp_path: Path) -> Callable[[], Backend]:
+    def make() -> Backend:
+        store = StateStore(_OverrideBeforeGuard(tmp_path / "durable.db"))
+        instrument(store, registry=CollectorRegistry(), tracing=False)
+        return store.backend  # (the instrumented wrapper of the engine)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    "make", [_before_guard, _observed_before_guard], ids=["override", "observed-override"]
+)
+async def test_a_second_rehydration_of_a_compacted_agent_on_an_override_before_guard(
+    tmp_path: Path, make: Make
+) -> None:
+    """R2 finds R1's claim and copies the compacted agent back itself, its base page
+    first, on a durable tier whose ``append_from_base`` override takes no ``guard``
+    (directly, or through the instrumented wrapper): that page is appended as before
+    the argument (unguarded), and both loads return the agent. Before: R2's copy
+    passed ``guard=`` because the class declared ``guards_from_base`` — ``TypeError``
+    (not a statekeeper error), the load failed."""
+    async with processes(tmp_path, make, 4) as (_, (setup, r1, r2, fresh)):
+        await setup.durable.initialize()
+        for seq in range(3):
+            await setup.append(request("a", seq))
+        await setup.save_snapshot("a", RawSnapshot(2, 1.0, b"snap", b""))
+        await setup.prune("a", 2)
+        assert await setup.demote("a")
+        held1, held2 = PageHeld(r1), PageHeld(r2)
+        t1 = await held_at(r1, held1)  # (R1's claim made)
+        t2 = await held_at(r2, held2)  # (R2 found R1's claim: its base page in hand)
+        held2.go.set()
+        assert await t2 == 3  # (before: TypeError, unexpected keyword argument 'guard')
+        held1.go.set()
+        assert await t1 == 3
+        assert [e.seq for e in await fresh.read("a")] == [3]
+        assert await setup.durable.head(COLD_MARKER + "a") == 0

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import enum
 import functools
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +85,7 @@ __all__ = [
     "lease_lost",
     "next_request",
     "prefix_end",
+    "takes_from_base_guard",
     "validate_batch",
     "validate_from_base",
     "validate_from_base_guard",
@@ -1391,6 +1393,28 @@ def validate_from_base(request: AppendRequest, base: RawSnapshot, kept_keys: Kep
     if request.fence is not None or request.check_tag:
         raise ConfigurationError("a stream created from a base takes no fence or tag check")
     validate_request(request)
+
+
+def takes_from_base_guard(engine: Backend) -> bool:
+    """Does ``engine``'s :meth:`Backend.append_from_base` take a ``guard``: it declares
+    :attr:`~Backend.guards_from_base` and its method has the argument? A subclass of an
+    engine that does (SQLite's, say) whose override was written before the argument
+    inherits the declaration but not the argument: a caller that passed it one raised
+    ``TypeError`` (a tiered store's rehydration of a compacted agent failed). Callers
+    pass a guard only when this is true, as :func:`validate_from_base_guard`'s
+    refusal would."""
+    if not engine.guards_from_base:
+        return False
+    taken = _TAKES_GUARD.get(type(engine))
+    if taken is None:
+        params = inspect.signature(type(engine).append_from_base).parameters
+        taken = _TAKES_GUARD[type(engine)] = "guard" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+    return taken
+
+
+_TAKES_GUARD: dict[type[Backend], bool] = {}
 
 
 def validate_from_base_guard(

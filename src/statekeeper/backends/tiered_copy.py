@@ -9,7 +9,7 @@ import secrets
 
 from ..errors import ConflictError, IntegrityError
 from ..records import AppendRequest, RawEvent, RawSnapshot, StreamChange
-from .base import Backend, Capability, KeptKeys
+from .base import Backend, Capability, KeptKeys, takes_from_base_guard
 from .tiered_base import PAGE
 
 __all__ = ["append_copy", "base_of", "copy_stream", "snapshots"]
@@ -132,9 +132,10 @@ async def append_copy(
     """Append a copied page; the first one of a compacted stream with its base (and
     the idempotency records ``kept`` of the appends its prune removed); each in one
     commit with ``guard``, when given (the base page alone where ``dst`` takes no
-    guard with a base: an engine written before ``guards_from_base``)."""
+    guard with a base: an engine written before ``guards_from_base``, or an override
+    written before it: :func:`~.base.takes_from_base_guard`)."""
     if base is not None and request.expected_seq == base.seq:
-        if guard is not None and dst.guards_from_base:
+        if guard is not None and takes_from_base_guard(dst):
             await dst.append_from_base(request, base, kept, guard=guard)
         elif kept:
             await dst.append_from_base(request, base, kept)

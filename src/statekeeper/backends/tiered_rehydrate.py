@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BackendError, ConflictError, IntegrityError
@@ -228,10 +227,11 @@ class TieredRehydrate(TieredClaims):
             if not locked:
                 self._locks.release(agent_id)
 
-    def _prunes_with_claim_check(self) -> bool:
-        """Does the durable tier commit a prune with a check of the agent's marker (a
-        prune and a check of another stream, no append, in one commit)? SQLite and
-        memory; not PostgreSQL nor Redis (their ``append_together`` needs an append)."""
+    def _changes_with_claim_check(self) -> bool:
+        """Does the durable tier commit a prune or a rewrite with a check of the agent's
+        marker (that change and a check of another stream, no append, in one commit)?
+        SQLite and memory; not PostgreSQL nor Redis (their ``append_together`` needs an
+        append)."""
         durable = self.durable
         return (
             self._fenced()
@@ -241,36 +241,23 @@ class TieredRehydrate(TieredClaims):
             and durable.changes_leases_and_rewrites
         )
 
-    async def _prune_checked(
-        self,
-        agent_id: str,
-        base_seq: int,
-        drop: Sequence[int],
-        head: int | None,
-        checksum: bytes | None,
-    ) -> bool:
-        """Prune ``agent_id`` in the durable tier in ONE commit with a check of its cold
-        marker (True), where the tier can (:meth:`_prunes_with_claim_check`; False,
-        nothing done: the caller prunes as before): no marker (a claim made since fails
-        the commit: looked at again), or a demotion's claim (:func:`is_claim`) given
-        another head tag in that same commit — its last step, committed only while the
-        marker carries its token, then deletes nothing and its clean-up removes its
-        copy of the stream as it was —, or a marker beside the whole stream unchanged.
-        A demotion done meanwhile: the agent brought back first. Was: the claim looked
-        at before the prune and after it, neither in its commit — a demotion that
-        claimed after the first look, copied the stream before the prune and made its
-        last step before the second deleted the pruned stream, its cold copy (the
-        history back) the agent at the next load."""
-        if not self._prunes_with_claim_check():
+    async def _change_checked(self, agent_id: str, change: StreamChange) -> bool:
+        """Make ``change`` (a prune or a rewrite of ``agent_id``) in the durable tier in
+        ONE commit with a check of its cold marker (True), where the tier can
+        (:meth:`_changes_with_claim_check`; False, nothing done: the caller makes it as
+        before): no marker (a claim made since fails the commit: looked at again), or a
+        demotion's claim (:func:`is_claim`) given another head tag in that same commit —
+        its last step, committed only while the marker carries its token, then deletes
+        nothing and its clean-up removes its copy of the stream as it was —, or a marker
+        beside the whole stream unchanged. A demotion done meanwhile: the agent brought
+        back first. Was: the claim looked at before the change and after it, neither in
+        its commit — a demotion that claimed after the first look, copied the stream
+        before the change and made its last step before the second deleted the changed
+        stream, its cold copy (the history back, a rewrite's old bytes) the agent at the
+        next load."""
+        if not self._changes_with_claim_check():
             return False
         marker_id = COLD_MARKER + agent_id
-        prune = StreamChange(
-            agent_id,
-            prune_to=base_seq,
-            drop_snapshots=tuple(drop),
-            prune_head=head,
-            prune_checksum=checksum,
-        )
         for _ in range(8):  # (each turn: the marker changed between its look and the commit)
             entry = await self._marker_entry(agent_id)
             seq, tag = await self.durable.head_tag(marker_id)
@@ -287,7 +274,7 @@ class TieredRehydrate(TieredClaims):
             else:  # (a marker beside the whole stream: left as it is, checked)
                 check = StreamChange(marker_id, rewrite=RewriteRequest(marker_id, seq, tag))
             try:
-                await self.durable.append_together([], [check, prune])
+                await self.durable.append_together([], [check, change])
             except ConflictError as exc:
                 if exc.agent_id != marker_id:
                     raise

@@ -4,8 +4,8 @@ into (or dropped from) the hot tier; deletes reach the cold tier's own copy too.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from ..arguments import MAX_ID_BYTES
 from ..errors import (
@@ -28,6 +28,8 @@ from .tiered_hot import TieredHot
 from .tiered_rehydrate import TieredRehydrate
 
 __all__ = ["TieredWrites"]
+
+_T = TypeVar("_T")
 
 
 class TieredWrites(TieredRehydrate, TieredHot):
@@ -238,33 +240,47 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self._drop_hot(agent_id)
         return True
 
-    @contextlib.asynccontextmanager
-    async def _changing(self, agent_id: str) -> AsyncIterator[None]:
-        """Around a change of ``agent_id``'s stream that keeps its head record (a
-        rewrite, a key rename, a prune), under the agent's lock: a demotion's claim
-        fenced (:meth:`_fence_demotion`: its last step kept no change) and a demoted
-        agent brought back first; once the change is made, the claim fenced again (one
-        made meanwhile) and the hot copy dropped (refilled from the new bytes on the
-        next read). A change that raises leaves both as they were. (:meth:`prune` runs
-        its own sequence: where the durable tier can, it commits with the claim's check,
-        which needs no second fence.)"""
+    async def _change_kept(
+        self,
+        agent_id: str,
+        checked: StreamChange | None,
+        plain: Callable[[], Awaitable[_T]],
+    ) -> _T | None:
+        """A change of ``agent_id``'s stream that keeps its head record (a rewrite, a
+        key rename, a prune), under the agent's lock: a demotion's claim fenced
+        (:meth:`_fence_demotion`: its last step kept no change) and a demoted agent
+        brought back first; then the change — ``checked`` (its :class:`StreamChange`)
+        committed with the claim's check where the durable tier can
+        (:meth:`_change_checked`: None returned), else ``plain()`` (its result) and the
+        claim fenced again (one made meanwhile); then the hot copy dropped (refilled
+        from the new bytes on the next read). A change that raises leaves both as they
+        were. Still open: a key rename, and any change on a durable tier that cannot
+        (PostgreSQL, Redis), is not committed with the check — a demotion whose last
+        step commits between the change and the second fence undoes it."""
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
-            yield
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (a claim made meanwhile)
+            done: _T | None = None
+            if (
+                self.cold is None
+                or checked is None
+                or not await self._change_checked(agent_id, checked)
+            ):
+                done = await plain()
+                if self.cold is not None:
+                    await self._fence_demotion(agent_id)  # (a claim made meanwhile)
             if self.hot is not None:
                 await self._drop_hot(agent_id)
+        return done
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Rewrite in the durable tier (see :meth:`Backend.rewrite`); the hot copy is
         dropped and refilled from the new bytes on the next read."""
         self._check_can_write()
         await self._check_hot(request.agent_id)
-        async with self._changing(request.agent_id):
-            await self.durable.rewrite(request)
+        checked = StreamChange(request.agent_id, rewrite=request)
+        await self._change_kept(request.agent_id, checked, lambda: self.durable.rewrite(request))
 
     async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
         """Rename in the durable tier (a demoted agent brought back first, as for a
@@ -272,8 +288,10 @@ class TieredWrites(TieredRehydrate, TieredHot):
         self._check_can_write()
         self.require(Capability.KEY_RENAME)
         await self._check_hot(agent_id)
-        async with self._changing(agent_id):
-            done = await self.durable.rename_keys(agent_id, renames)
+        done = await self._change_kept(
+            agent_id, None, lambda: self.durable.rename_keys(agent_id, renames)
+        )
+        assert done is not None  # (a rename is never committed with the check)
         return done
 
     async def prune(
@@ -292,23 +310,21 @@ class TieredWrites(TieredRehydrate, TieredHot):
         if head is None and checksum is not None:  # (refused before any tier is touched)
             raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         await self._check_hot(agent_id)
-        async with self._locks.hold(agent_id):
-            if self.cold is not None:
-                await self._fence_demotion(agent_id)  # (its last step kept no change)
-                await self._rehydrate(agent_id, locked=True)
-            if self.cold is not None and await self._prune_checked(
-                agent_id, base_seq, drop_snapshots, head, checksum
-            ):
-                pass  # (committed with the marker's check: no second look needed)
+        checked = StreamChange(
+            agent_id,
+            prune_to=base_seq,
+            drop_snapshots=tuple(drop_snapshots),
+            prune_head=head,
+            prune_checksum=checksum,
+        )
+
+        async def plain() -> None:
+            if head is None and checksum is None:  # (also an override without them)
+                await self.durable.prune(agent_id, base_seq, drop_snapshots)
             else:
-                if head is None and checksum is None:  # (also an override without them)
-                    await self.durable.prune(agent_id, base_seq, drop_snapshots)
-                else:
-                    await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
-                if self.cold is not None:
-                    await self._fence_demotion(agent_id)  # (a claim made meanwhile)
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
+                await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+
+        await self._change_kept(agent_id, checked, plain)
 
     async def append_from_base(
         self,

@@ -25,6 +25,7 @@ from ..backends.base import (
     KeyedRow,
     LatestRead,
     NextRow,
+    takes_from_base_guard,
 )
 from ..records import (
     AgentInfo,
@@ -83,6 +84,10 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         self.inner = inner
         for flag in FLAGS:
             setattr(self, flag, getattr(inner, flag))
+        if self.guards_from_base and not takes_from_base_guard(inner):
+            # (an override of append_from_base written before guard= takes none: the
+            # wrapper declares no guard, so its callers pass none on)
+            self.guards_from_base = False
         self._obs = instrumentation
         #: agent -> seq of the snapshot a fold just read (its replay read comes next)
         self._folding: dict[str, int] = {}

@@ -27,7 +27,8 @@ class FromBaseGuardConformance(Contract):
         new head tag stored too); another head or tag, or the stream gone, is a
         :class:`ConflictError` naming that stream, nothing written. An engine without
         it refuses a guard; a guard that rewrites records, or of the stream itself, is
-        refused, nothing written."""
+        refused, nothing written. The stream there: a :class:`ConflictError`, and
+        nothing of a holding guard written either (all or nothing)."""
         _needs(backend, Capability.BASE_IMPORT)
         await backend.append(tagged(request("m", 0), b"m1"))
         held = StreamChange("m", rewrite=RewriteRequest("m", 1, b"m1"))
@@ -72,3 +73,11 @@ class FromBaseGuardConformance(Contract):
         assert [e.seq for e in await backend.read("m")] == [1]
         with pytest.raises(ConflictError):  # (the stream there: a conflict, as without)
             await backend.append_from_base(request("a", 3, 1), snapshot(3), guard=held)
+        # the stream there and the guard holding: a conflict naming the stream, and
+        # nothing of the guard written either (its new head tag not stored)
+        holds = StreamChange("m", rewrite=RewriteRequest("m", 1, b"m2", head_tag=b"m3"))
+        with pytest.raises(ConflictError) as caught:
+            await backend.append_from_base(request("a", 3, 1), snapshot(3), guard=holds)
+        assert caught.value.agent_id == "a"
+        assert await backend.head_tag("m") == (1, b"m2")
+        assert [e.seq for e in await backend.read("a")] == [4]
