@@ -1375,6 +1375,8 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                 local = self._local
                 local.inline = True
                 try:
+                    if self._closed:  # (closed during the pass: the writer is gone)
+                        raise StoreClosed(f"sqlite backend {self.path} is closed")
                     return fn(*args)
                 except _Busy:
                     pass  # nothing was written: wait for the lock on the writer thread

@@ -17,6 +17,9 @@ settled by one background task on the loop of its last save.
   (``Backend.save_snapshot`` takes no fence). Its next unfenced save puts it back.
 - **Skipped** (counted in ``skipped``) where :func:`~.settle.settle` stores nothing: the
   head whole already, a store that does not settle, the head moved by another process.
+- **A closed engine** (its owner closed it under a store still open) stops the
+  settles quietly: :class:`~statekeeper.errors.StoreClosed` from a settle is counted in
+  ``skipped``, the queue emptied, nothing logged (as at the store's own close).
 - **A failure** is logged (logger ``statekeeper.store.idle_settle``, a warning naming the
   agent and the error's type, never its state) and counted in ``failed``; the agent is
   not tried again until its next save. Nothing is raised into any caller.
@@ -37,6 +40,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from ..errors import StoreClosed
 
 __all__ = ["MAX_QUEUED", "IdleSettleStats", "IdleSettler"]
 
@@ -162,6 +167,13 @@ class IdleSettler:
             seq = await self._settle(agent_id)
         except asyncio.CancelledError:
             raise
+        except StoreClosed:
+            # the store or its engine was closed under the settle (an engine its owner
+            # closes itself, the store never closed): nothing is settled at close, nor
+            # can any agent queued be — not a failure, nothing to tell
+            self._last.clear()
+            self.skipped += 1
+            return
         except Exception as exc:
             self.failed += 1
             _log.warning(
