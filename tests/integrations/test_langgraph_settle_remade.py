@@ -1,5 +1,6 @@
-"""An explicit ``settle`` of the saver's store never moves a planned write onto a
-thread made again by another process.
+"""An explicit ``settle`` of the saver's store — or any read of the thread's agent in
+this process (``get``, ``snapshot``) — never moves a planned write onto a thread made
+again by another process.
 
 The saver plans a write on the stream it holds (its document at a seq) and appends it
 on the store's cached record at that seq: the engine's compare-and-set on the cached
@@ -11,6 +12,13 @@ new one — its ops applied to the other process's thread, and this saver servin
 thread's document as the new one's (a lost or mixed checkpoint, no error). The hook
 makes the other process remake the thread, and a settle run, between the plan and its
 append.
+
+A settle now drops the record its read replaced; but a plain ``store.get`` (or a
+``store.snapshot``) of the thread's agent in this process read the remade stream into
+the cache the same way, and the saver's fast appends (``append_applied``, the lean
+append) took that record for the one planned on: its seq alone was checked. They now
+take it only at the head tag the saver holds of the thread (else the checked append,
+which refuses it).
 """
 
 from __future__ import annotations
@@ -48,15 +56,25 @@ def shared_url(request: pytest.FixtureRequest, fs_url: str) -> str:
     return POSTGRES_DSN  # (unique thread ids: sharing the database is safe)
 
 
+async def _between(saver: StatekeeperSaver, how: str, agent: str) -> object:
+    """What runs in this process between the plan and its append."""
+    if how == "settle":
+        return await saver.store.settle(agent)
+    if how == "get":
+        return await saver.store.get(agent)
+    return await saver.store.snapshot(agent)
+
+
+@pytest.mark.parametrize("how", ["settle", "get", "snapshot"])
 async def test_a_settle_between_plan_and_append_spares_the_remade_thread(
-    shared_url: str,
+    shared_url: str, how: str
 ) -> None:
     saver = await StatekeeperSaver.afrom_url(shared_url)
     other = StatekeeperSaver.from_url(shared_url)  # another process
     thread = new_thread()
     base = m.agent_id(saver.prefix, thread)
     acked: list[str] = []
-    settled: list[int | None] = []
+    settled: list[object] = []
     try:
         cfg = _cfg(thread)
         for step in range(2):
@@ -78,7 +96,7 @@ async def test_a_settle_between_plan_and_append_spares_the_remade_thread(
         async def hooked(st: Any, *a: Any, **kw: Any) -> Any:
             if st.agent_id == base and not acked:
                 await off_context(remake)
-                settled.append(await saver.store.settle(base))
+                settled.append(await _between(saver, how, base))
             return await append(st, *a, **kw)
 
         saver._append = hooked  # type: ignore[method-assign]

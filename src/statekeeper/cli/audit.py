@@ -45,10 +45,16 @@ audit_app = typer.Typer(
 )
 
 
+#: how far before ``--since`` entries are listed: an entry's ``--json`` time is ISO
+#: 8601 to the microsecond, rounded (half a microsecond either way, and an epoch float's
+#: own step, ~0.24 µs today): given back as ``--since``, it lists that entry
+SINCE_SLACK = 1e-6
+
+
 def _since(value: str | None) -> float | None:
     from .times import parse_time as _parse_time  # loaded on use: keeps ``audit --help`` light
 
-    return None if value is None else _parse_time(value, "--since")
+    return None if value is None else _parse_time(value, "--since") - SINCE_SLACK
 
 
 async def _log(store: StateStore) -> AuditLog | None:
@@ -173,7 +179,7 @@ def audit(
         typer.Option(
             "--since",
             metavar="TIME",
-            help="Only entries at or after TIME (ISO 8601 or epoch seconds).",
+            help="Only entries at or after TIME (ISO 8601 or epoch seconds; to its microsecond).",
             show_default=False,
         ),
     ] = None,

@@ -136,12 +136,14 @@ def intents_command(
 
 
 def _intent_json(intent: FeedIntent) -> dict[str, Any]:
+    from .render import iso
+
     return {
         "agent_id": intent.agent_id,
         "seq": intent.head,
         "kind": intent.kind,
         "owner": intent.owner,
-        "written": intent.written,
+        "written": iso(intent.written),
         "age": round(intent.age(), 3),
         "state": intent.state,
         "owner_is": intent.where,

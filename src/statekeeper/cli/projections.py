@@ -135,7 +135,7 @@ def _status_rows(rows: list[ProjectionStatus], json_out: bool) -> None:
                     "applied": s.applied,
                     "error": s.error,
                     "error_position": s.error_position,
-                    "updated_at": s.updated_at,
+                    "updated_at": render.iso(s.updated_at),
                 }
                 for s in rows
             ]

@@ -195,6 +195,11 @@ class _SaverCommits(_SaverStreams):
             and store._gate.ok
             and not store._closed
             and "append" not in store.__dict__  # (an append wrapped by its owner: taken)
+            # the store's record at st.seq is the stream the ops were planned on (its
+            # head tag), not only its seq: a read in this process (get, snapshot,
+            # settle) may have cached a stream another process deleted and made again
+            # up to that seq — the checked append below refuses that one
+            and (st.tag is None or store._tag_at(st.agent_id, st.seq) == st.tag)
         ):
             lean = fast.lean
             if lean is not None and plain:  # one call, one statement (store/lean.py)
