@@ -2904,3 +2904,6 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
                     conn.close()
             self._readers.clear()
             self._idle.clear()
+        # a page backup's descriptors kept while this store's connections held the
+        # file: closed now if no other store of this process holds it
+        sqlite_fds.sweep()

@@ -16,8 +16,16 @@ So: a descriptor this process already holds on the file (found through
 ``/proc/self/fd``, compared by device and inode) is read and never closed; a file
 nobody in this process holds open carries no lock of ours, and opening and closing it
 is safe. A descriptor the page backup opened itself while others held the file is
-kept and reused, never closed under them. Without ``/proc/self/fd``
-(not Linux) files are opened and closed as before.
+kept and reused, never closed under them; once no other descriptor of its file is
+open in this process (the stores on it closed: :func:`sweep`, run by the SQLite
+backend's ``close``), it is closed. So a process keeps at most one descriptor per
+page backup running at once of a file still open, and none for a file no store of
+it holds any more (a deleted file's is never reused: its inode is not the path's).
+Without ``/proc/self/fd`` (not Linux) files are opened and closed as before.
+
+(A connection that opens the file on another thread between :func:`sweep`'s look at
+``/proc/self/fd`` and its ``close`` would lose its locks: the sweep runs as the
+stores on the file close, when nothing of this process is opening it.)
 """
 
 from __future__ import annotations
@@ -25,14 +33,42 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["held_fd", "read_head", "release", "take"]
+__all__ = ["held_fd", "read_head", "release", "sweep", "take"]
 
+#: descriptors :func:`release` kept (not in use), by their file's (device, inode)
 _kept: dict[tuple[int, int], list[int]] = {}
+#: descriptors :func:`take` handed out and not yet given back
+_out: set[int] = set()
+#: (taken for every change of the two, and around each close of ours: a descriptor
+#: number is never ours and another's at once in what :func:`_others_hold` reads)
 _kept_lock = threading.Lock()
 
 
 def _key(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
+
+
+def _held_keys(ours: set[int]) -> set[tuple[int, int]] | None:
+    """The files (device, inode) this process holds open through a descriptor not in
+    ``ours``; None without ``/proc/self/fd``."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    held = set()
+    for name in names:
+        fd = int(name)
+        if fd in ours:
+            continue
+        try:
+            held.add(_key(os.fstat(fd)))
+        except OSError:
+            continue
+    return held
+
+
+def _ours() -> set[int]:
+    return _out.union(*_kept.values())
 
 
 def held_fd(path: str, skip: int = -1) -> int | None:
@@ -77,36 +113,46 @@ def take(path: str) -> int:
     with _kept_lock:
         spare = _kept.get(key)
         fd = spare.pop() if spare else None
-    if fd is not None:
-        try:
-            if _key(os.fstat(fd)) == key:
-                return fd
-        except OSError:
-            pass
-    return os.open(path, os.O_RDONLY)
+        if spare == []:
+            del _kept[key]
+        if fd is not None:
+            _out.add(fd)  # (kept under its file's key: an open descriptor's file stays)
+            return fd
+        fd = os.open(path, os.O_RDONLY)
+        _out.add(fd)
+        return fd
 
 
 def release(fd: int) -> None:
     """Give back a descriptor from :func:`take`: closed when no other descriptor of
-    its file is open in this process, else kept for the next :func:`take`."""
-    try:
-        key = _key(os.fstat(fd))
-    except OSError:
-        return
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        names = []
-    for name in names:
-        other = int(name)
-        if other == fd:
-            continue
+    its file is open in this process, else kept for the next :func:`take` (and closed
+    by :func:`sweep` once the others are)."""
+    with _kept_lock:
+        _out.discard(fd)
         try:
-            held = _key(os.fstat(other)) == key
+            key = _key(os.fstat(fd))
         except OSError:
-            continue
-        if held:  # closing it would drop the locks of the other's connection
-            with _kept_lock:
-                _kept.setdefault(key, []).append(fd)
             return
-    os.close(fd)
+        _kept.setdefault(key, []).append(fd)
+        _sweep_locked()
+
+
+def sweep() -> None:
+    """Close the kept descriptors of every file no other descriptor of this process
+    holds open any more (run as a store on such a file closes). Cheap when nothing is
+    kept."""
+    if not _kept:
+        return
+    with _kept_lock:
+        _sweep_locked()
+
+
+def _sweep_locked() -> None:
+    if not _kept:
+        return
+    held = _held_keys(_ours())
+    if held is None:  # (not Linux: nothing tells whether others hold the file)
+        held = set()
+    for key in [key for key in _kept if key not in held]:
+        for fd in _kept.pop(key):
+            os.close(fd)
