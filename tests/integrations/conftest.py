@@ -168,6 +168,13 @@ def config(thread_id: str, ns: str = "", checkpoint_id: str | None = None) -> di
     return {"configurable": conf}
 
 
+def bare_checkpoint() -> Any:
+    """An empty checkpoint with a fresh id (a saver's own tests: no graph)."""
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6())
+    return cp
+
+
 def checkpoint(values: dict[str, Any], versions: dict[str, Any], **extra: Any) -> dict[str, Any]:
     cp: dict[str, Any] = dict(empty_checkpoint())
     cp.update(

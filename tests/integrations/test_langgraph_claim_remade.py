@@ -14,28 +14,15 @@ tag, ``_checked_head``): the remade thread is claimed.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.base.id import uuid6
 
 from statekeeper import StateStore
 from statekeeper.integrations.langgraph import StatekeeperSaver, ThreadBusyError, runs
 from statekeeper.integrations.langgraph import mapping as m
 from statekeeper.integrations.langgraph.loop import BoundLoop
 
-from .conftest import new_thread, off_context
-
-
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
-def _checkpoint() -> Any:
-    cp = empty_checkpoint()
-    cp["id"] = str(uuid6())
-    return cp
+from .conftest import bare_checkpoint, config, new_thread, off_context
 
 
 async def _saver(url: str, cached: bool) -> StatekeeperSaver:
@@ -59,7 +46,9 @@ async def test_a_thread_made_again_without_a_claim_is_not_busy(fs_url: str, cach
     claimed = runs.Run(thread, object(), addressed=False)
     try:
         for step in range(3):
-            await holder.aput(_cfg(thread), _checkpoint(), {"source": "loop", "step": step}, {})
+            await holder.aput(
+                config(thread), bare_checkpoint(), {"source": "loop", "step": step}, {}
+            )
         await holder._claim(held)
         with pytest.raises(ThreadBusyError):  # the holder's claim, now in its cache
             await mine._claim(refused)
@@ -68,7 +57,7 @@ async def test_a_thread_made_again_without_a_claim_is_not_busy(fs_url: str, cach
 
         def remake() -> None:  # deleted and written again up to the same seq, unclaimed
             other.delete_thread(thread)
-            cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
+            cfg = other.put(config(thread), bare_checkpoint(), {"source": "input", "step": -1}, {})
             acked.append(cfg["configurable"]["checkpoint_id"])
             n = 0
             while other._portal.call(other.store.head(base)) < seq:
@@ -78,7 +67,7 @@ async def test_a_thread_made_again_without_a_claim_is_not_busy(fs_url: str, cach
 
         await off_context(remake)
         await mine._claim(claimed)  # nobody holds the thread made again
-        found = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        found = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert [t.checkpoint["id"] for t in found] == acked  # (its checkpoint kept)
         stored = await mine.store.get(base)
         assert stored is not None and stored.data["run"]["id"] == claimed.token

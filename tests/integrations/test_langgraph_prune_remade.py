@@ -22,30 +22,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from .conftest import new_thread, off_context
-
-
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
-def _checkpoint() -> Any:
-    cp = empty_checkpoint()
-    cp["id"] = str(uuid6())
-    return cp
+from .conftest import bare_checkpoint, config, new_thread, off_context
 
 
 async def _write(saver: StatekeeperSaver, thread: str, run_id: str, n: int) -> list[str]:
     ids = []
     for step in range(n):
         done = await saver.aput(
-            _cfg(thread), _checkpoint(), {"source": "loop", "step": step, "run_id": run_id}, {}
+            config(thread),
+            bare_checkpoint(),
+            {"source": "loop", "step": step, "run_id": run_id},
+            {},
         )
         ids.append(done["configurable"]["checkpoint_id"])
     return ids
@@ -86,7 +78,7 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
                 other._portal.call(other.store.delete(base))
             # one checkpoint and writes of it (what no compaction here removes) up to
             # the head read (at the fence: the same seq again, which a seq alone passes)
-            cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
+            cfg = other.put(config(thread), bare_checkpoint(), {"source": "input", "step": -1}, {})
             acked.append(cfg["configurable"]["checkpoint_id"])
             while other._portal.call(other.store.head(base)) < target:
                 other.put_writes(cfg, [("messages", len(writes))], f"task-{len(writes)}")
@@ -120,7 +112,7 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
             assert type(exc).__module__.startswith("statekeeper"), exc
         assert acked, "the hook never ran: the compaction did not cut over"
         # the other process's acknowledged checkpoints are there, all of them
-        found = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        found = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert [t.checkpoint["id"] for t in found] == acked, (
             "the thread made again was moved or deleted: its checkpoint lost"
         )
@@ -145,7 +137,7 @@ async def test_a_compaction_still_compacts_an_untouched_thread(fs_url: str, op: 
         await _write(saver, thread, "run-old", 2)
         kept = await _write(saver, thread, "run-new", 1)
         await OPS[op](saver, thread)
-        found = [t.checkpoint["id"] async for t in saver.alist(_cfg(thread))]
+        found = [t.checkpoint["id"] async for t in saver.alist(config(thread))]
         assert found == kept
         assert len(await saver._generations(thread)) == 1
     finally:
@@ -175,7 +167,9 @@ async def test_an_expired_thread_is_deleted_only_as_read(fs_url: str, evicted: b
         def remake() -> None:
             other.delete_thread(thread)
             for _ in range(3):
-                cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
+                cfg = other.put(
+                    config(thread), bare_checkpoint(), {"source": "input", "step": -1}, {}
+                )
                 acked.append(cfg["configurable"]["checkpoint_id"])
 
         store = saver.store
@@ -198,7 +192,7 @@ async def test_an_expired_thread_is_deleted_only_as_read(fs_url: str, evicted: b
         report = await saver.aprune_retention([thread], ttl=60.0, now=cutoff + 60.0)
         assert acked, "the hook never ran: the thread was not deleted"
         assert report.threads_deleted == 0
-        found = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        found = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert sorted(t.checkpoint["id"] for t in found) == sorted(acked), (
             "the thread made again was deleted: its checkpoints lost"
         )
@@ -239,14 +233,16 @@ def test_the_prune_command_spares_a_thread_made_again(
     try:
         with StatekeeperSaver.from_url(fs_url) as first:
             for step in range(3):
-                first.put(_cfg(thread), _checkpoint(), {"source": "loop", "step": step}, {})
+                first.put(config(thread), bare_checkpoint(), {"source": "loop", "step": step}, {})
         head = other._portal.call(other.store.head(base))
         replay = StatekeeperSaver._replay_plans
 
         def hooked(self: StatekeeperSaver, src: Any, parts: Any) -> Any:
             if src.agent_id == base and not acked:  # (the CLI's saver, on its loop)
                 other._portal.call(other.store.delete(base))
-                cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
+                cfg = other.put(
+                    config(thread), bare_checkpoint(), {"source": "input", "step": -1}, {}
+                )
                 acked.append(cfg["configurable"]["checkpoint_id"])
                 while other._portal.call(other.store.head(base)) < head:
                     other.put_writes(cfg, [("messages", len(writes))], f"task-{len(writes)}")
@@ -261,7 +257,7 @@ def test_the_prune_command_spares_a_thread_made_again(
         )
         assert out.exit_code == 0, out.output
         assert acked, "the hook never ran: the command did not compact the thread"
-        found = list(other.list(_cfg(thread)))
+        found = list(other.list(config(thread)))
         assert [t.checkpoint["id"] for t in found] == acked, (
             "the thread made again was moved or deleted: its checkpoint lost"
         )
@@ -307,7 +303,7 @@ async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str, same
 
         def remake() -> None:
             other.delete_thread(thread)
-            cfg = other.put(_cfg(thread), _checkpoint(), {"source": "input", "step": -1}, {})
+            cfg = other.put(config(thread), bare_checkpoint(), {"source": "input", "step": -1}, {})
             acked.append(cfg["configurable"]["checkpoint_id"])
             n = 0
             while same_seq and other._portal.call(other.store.head(base)) < fenced:
@@ -324,9 +320,9 @@ async def test_finishing_a_cut_over_spares_a_thread_made_again(fs_url: str, same
             return await delete(agent_id)
 
         store.delete = hooked_delete  # type: ignore[method-assign]
-        await saver.aget_tuple(_cfg(thread))  # resolves it: finishes the cut-over
+        await saver.aget_tuple(config(thread))  # resolves it: finishes the cut-over
         assert acked, "the hook never ran: the cut-over was not finished"
-        found = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        found = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert [t.checkpoint["id"] for t in found] == acked, (
             "the thread made again was deleted: its checkpoint lost"
         )

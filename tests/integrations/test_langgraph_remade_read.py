@@ -18,11 +18,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from .conftest import new_thread
-
-
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+from .conftest import config, new_thread
 
 
 @pytest.mark.parametrize("cached_by", ["put", "read"])
@@ -34,19 +30,19 @@ def test_get_tuple_reads_a_thread_made_again_to_the_same_seq(fs_url: str, cached
         agent = m.agent_id(a.prefix, thread)
         meta: Any = {"source": "input", "step": -1}
         if cached_by == "put":
-            mine = a.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+            mine = a.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
         else:
-            mine = b.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
-        found = a.get_tuple(_cfg(thread))  # cached by A now
+            mine = b.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
+        found = a.get_tuple(config(thread))  # cached by A now
         assert found is not None and found.checkpoint["id"] == mine["checkpoint_id"]
         seq = b._portal.call(b.store.head(agent))
         b.delete_thread(thread)
-        theirs = b.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        theirs = b.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
         assert b._portal.call(b.store.head(agent)) == seq  # the same seq, a new stream
-        found = a.get_tuple(_cfg(thread))
+        found = a.get_tuple(config(thread))
         assert found is not None
         assert found.checkpoint["id"] == theirs["checkpoint_id"], "a deleted checkpoint served"
-        assert [t.checkpoint["id"] for t in a.list(_cfg(thread))] == [theirs["checkpoint_id"]]
+        assert [t.checkpoint["id"] for t in a.list(config(thread))] == [theirs["checkpoint_id"]]
     finally:
         a.close()
         b.close()
@@ -60,14 +56,14 @@ def test_get_tuple_still_serves_an_untouched_cached_thread(fs_url: str) -> None:
     try:
         thread = new_thread()
         meta: Any = {"source": "input", "step": -1}
-        first = a.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        first = a.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
         st = a._streams[thread]
-        found = a.get_tuple(_cfg(thread))
+        found = a.get_tuple(config(thread))
         assert found is not None and found.checkpoint["id"] == first["checkpoint_id"]
         assert a._streams[thread] is st  # served from the cache, not read again
         loop: Any = {"source": "loop", "step": 0}
-        second = b.put(_cfg(thread), empty_checkpoint(), loop, {})["configurable"]
-        found = a.get_tuple(_cfg(thread))
+        second = b.put(config(thread), empty_checkpoint(), loop, {})["configurable"]
+        found = a.get_tuple(config(thread))
         assert found is not None and found.checkpoint["id"] == second["checkpoint_id"]
     finally:
         a.close()

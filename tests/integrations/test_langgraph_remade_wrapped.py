@@ -27,7 +27,7 @@ from statekeeper.store.governed import governance_of
 
 from ..backends._services import fresh_url
 from ..governance._keyring import KEYRING
-from .conftest import new_thread
+from .conftest import config, new_thread
 
 POLICY = parse_policy(
     """\
@@ -66,10 +66,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield made
 
 
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
 def _flush(saver: StatekeeperSaver) -> None:
     saver._portal.call(saver.store.flush())
 
@@ -85,18 +81,18 @@ def test_get_tuple_on_a_wrapped_store_reads_a_thread_made_again(
         thread = new_thread()
         meta: Any = {"source": "input", "step": -1}
         writer = a if cached_by == "put" else b
-        mine = writer.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        mine = writer.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
         _flush(writer)  # (buffered: stored, as another process sees it)
-        found = a.get_tuple(_cfg(thread))  # cached by A now
+        found = a.get_tuple(config(thread))  # cached by A now
         assert found is not None and found.checkpoint["id"] == mine["checkpoint_id"]
         b.delete_thread(thread)
-        theirs = b.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        theirs = b.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
         cached = a._streams[thread]
         assert b._portal.call(b.store.head(cached.agent_id)) == cached.seq  # the same seq
-        found = a.get_tuple(_cfg(thread))
+        found = a.get_tuple(config(thread))
         assert found is not None
         assert found.checkpoint["id"] == theirs["checkpoint_id"], "a deleted checkpoint served"
-        assert [t.checkpoint["id"] for t in a.list(_cfg(thread))] == [theirs["checkpoint_id"]]
+        assert [t.checkpoint["id"] for t in a.list(config(thread))] == [theirs["checkpoint_id"]]
     finally:
         a.close()
         b.close()
@@ -111,17 +107,17 @@ def test_an_untouched_cached_thread_is_still_served_from_the_cache(url: str, kin
     try:
         thread = new_thread()
         meta: Any = {"source": "input", "step": -1}
-        first = a.put(_cfg(thread), empty_checkpoint(), meta, {})["configurable"]
+        first = a.put(config(thread), empty_checkpoint(), meta, {})["configurable"]
         st = a._streams[thread]
-        found = a.get_tuple(_cfg(thread))  # (buffered: the write is still buffered)
+        found = a.get_tuple(config(thread))  # (buffered: the write is still buffered)
         assert found is not None and found.checkpoint["id"] == first["checkpoint_id"]
         _flush(a)
-        found = a.get_tuple(_cfg(thread))
+        found = a.get_tuple(config(thread))
         assert found is not None and found.checkpoint["id"] == first["checkpoint_id"]
         assert a._streams[thread] is st  # served from the cache, not read again
         loop: Any = {"source": "loop", "step": 0}
-        second = b.put(_cfg(thread), empty_checkpoint(), loop, {})["configurable"]
-        found = a.get_tuple(_cfg(thread))
+        second = b.put(config(thread), empty_checkpoint(), loop, {})["configurable"]
+        found = a.get_tuple(config(thread))
         assert found is not None and found.checkpoint["id"] == second["checkpoint_id"]
     finally:
         a.close()
@@ -136,9 +132,9 @@ def test_the_tag_check_of_a_governed_store_still_needs_read_permission(tmp_path:
     with StatekeeperSaver.from_url(url, **_options("governed")) as a:
         thread = new_thread()
         meta: Any = {"source": "input", "step": -1}
-        a.put(_cfg(thread), empty_checkpoint(), meta, {})
+        a.put(config(thread), empty_checkpoint(), meta, {})
         gov = governance_of(a.store)
         assert gov is not None
         gov.policy = parse_policy('[principals.app]\nread = ["elsewhere/**"]\n')
         with pytest.raises(AccessDenied):
-            a.get_tuple(_cfg(thread))
+            a.get_tuple(config(thread))

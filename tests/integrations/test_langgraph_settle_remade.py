@@ -26,24 +26,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.base.id import uuid6
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
 from ..backends._services import POSTGRES_DSN, require_postgres
-from .conftest import new_thread, off_context
-
-
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
-def _checkpoint() -> Any:
-    cp = empty_checkpoint()
-    cp["id"] = str(uuid6())
-    return cp
+from .conftest import bare_checkpoint, config, new_thread, off_context
 
 
 @pytest.fixture(params=["shared", "postgres"])
@@ -76,14 +64,14 @@ async def test_a_settle_between_plan_and_append_spares_the_remade_thread(
     acked: list[str] = []
     settled: list[object] = []
     try:
-        cfg = _cfg(thread)
+        cfg = config(thread)
         for step in range(2):
-            await saver.aput(cfg, _checkpoint(), {"source": "loop", "step": step}, {})
+            await saver.aput(cfg, bare_checkpoint(), {"source": "loop", "step": step}, {})
         head = await saver.store.head(base)
 
         def remake() -> None:
             other.delete_thread(thread)
-            done = other.put(cfg, _checkpoint(), {"source": "input", "step": -1}, {})
+            done = other.put(cfg, bare_checkpoint(), {"source": "input", "step": -1}, {})
             acked.append(done["configurable"]["checkpoint_id"])
             n = 0
             while other._portal.call(other.store.head(base)) < head:
@@ -100,7 +88,7 @@ async def test_a_settle_between_plan_and_append_spares_the_remade_thread(
             return await append(st, *a, **kw)
 
         saver._append = hooked  # type: ignore[method-assign]
-        mine = await saver.aput(cfg, _checkpoint(), {"source": "loop", "step": 2}, {})
+        mine = await saver.aput(cfg, bare_checkpoint(), {"source": "loop", "step": 2}, {})
         assert acked and settled, "the hook never ran"
         # the other process's checkpoint is there, and this saver's write after it
         fresh = StatekeeperSaver.from_url(shared_url)  # a process that reads it now

@@ -22,13 +22,9 @@ from langgraph.checkpoint.base.id import uuid6
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.integrations.langgraph import mapping as m
 
-from .conftest import new_thread
+from .conftest import config, new_thread
 
 MINE, THEIRS = "mine " * 1000, "theirs " * 1000  # (pooled: large)
-
-
-def _cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
 def _checkpoint(value: str, version: int) -> Any:
@@ -49,8 +45,8 @@ async def test_a_write_onto_a_thread_made_again_keeps_its_values(
     thread, source = new_thread(), new_thread()
     base = m.agent_id(saver.prefix, thread)
     try:
-        await saver.aput(_cfg(thread), _checkpoint(MINE, 1), {"step": 0}, {"x": 1})
-        await saver.aput(_cfg(thread), _checkpoint(MINE, 2), {"step": 1}, {"x": 2})
+        await saver.aput(config(thread), _checkpoint(MINE, 1), {"step": 0}, {"x": 1})
+        await saver.aput(config(thread), _checkpoint(MINE, 2), {"step": 1}, {"x": 2})
         head = await saver.store.head(base)
 
         def remake() -> None:  # deleted and written again up to the same seq
@@ -59,7 +55,7 @@ async def test_a_write_onto_a_thread_made_again_keeps_its_values(
             while other._portal.call(other.store.head(base)) < head:
                 version += 1
                 cp = _checkpoint(THEIRS, version)
-                other.put(_cfg(thread), cp, {"step": 9}, {"x": version})
+                other.put(config(thread), cp, {"step": 9}, {"x": version})
             assert other._portal.call(other.store.head(base)) == head
 
         await asyncio.to_thread(remake)
@@ -67,9 +63,9 @@ async def test_a_write_onto_a_thread_made_again_keeps_its_values(
             saver.store._cache._data.pop(base, None)
         mine = _checkpoint(MINE, 3)
         if op == "put":
-            await saver.aput(_cfg(thread), mine, {"step": 2}, {"x": 3})
+            await saver.aput(config(thread), mine, {"step": 2}, {"x": 3})
         else:
-            await saver.aput(_cfg(source), mine, {"step": 2}, {"x": 3})
+            await saver.aput(config(source), mine, {"step": 2}, {"x": 3})
             await saver.acopy_thread(source, thread)
         found = await asyncio.to_thread(
             other.get_tuple,
@@ -86,7 +82,7 @@ async def test_a_write_onto_a_thread_made_again_keeps_its_values(
             "the checkpoint written reads back with the other process's value"
         )
         # the other process's checkpoints are there, unchanged
-        theirs = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        theirs = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert [t.checkpoint["channel_values"]["x"] for t in theirs[1:]] == [THEIRS] * (
             len(theirs) - 1
         )

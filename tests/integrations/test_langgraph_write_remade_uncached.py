@@ -23,8 +23,8 @@ from statekeeper.integrations.langgraph import mapping as m
 from statekeeper.integrations.langgraph.loop import BoundLoop
 
 from . import test_langgraph_prune_remade as prune_remade
-from .conftest import new_thread
-from .test_langgraph_write_remade import MINE, THEIRS, _cfg, _checkpoint
+from .conftest import config, new_thread
+from .test_langgraph_write_remade import MINE, THEIRS, _checkpoint
 
 
 @pytest.mark.parametrize("op", ["put", "copy_thread"])
@@ -35,8 +35,8 @@ async def test_a_write_onto_a_thread_made_again_with_the_cache_off(fs_url: str, 
     thread, source = new_thread(), new_thread()
     base = m.agent_id(saver.prefix, thread)
     try:
-        await saver.aput(_cfg(thread), _checkpoint(MINE, 1), {"step": 0}, {"x": 1})
-        await saver.aput(_cfg(thread), _checkpoint(MINE, 2), {"step": 1}, {"x": 2})
+        await saver.aput(config(thread), _checkpoint(MINE, 1), {"step": 0}, {"x": 1})
+        await saver.aput(config(thread), _checkpoint(MINE, 2), {"step": 1}, {"x": 2})
         head = await store.head(base)
 
         def remake() -> None:  # deleted and written again up to the same seq
@@ -45,24 +45,24 @@ async def test_a_write_onto_a_thread_made_again_with_the_cache_off(fs_url: str, 
             while other._portal.call(other.store.head(base)) < head:
                 version += 1
                 cp = _checkpoint(THEIRS, version)
-                other.put(_cfg(thread), cp, {"step": 9}, {"x": version})
+                other.put(config(thread), cp, {"step": 9}, {"x": version})
             assert other._portal.call(other.store.head(base)) == head
 
         await asyncio.to_thread(remake)
         mine = _checkpoint(MINE, 3)
         if op == "put":
-            await saver.aput(_cfg(thread), mine, {"step": 2}, {"x": 3})
+            await saver.aput(config(thread), mine, {"step": 2}, {"x": 3})
         else:
-            await saver.aput(_cfg(source), mine, {"step": 2}, {"x": 3})
+            await saver.aput(config(source), mine, {"step": 2}, {"x": 3})
             await saver.acopy_thread(source, thread)
-        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-        config["configurable"]["checkpoint_id"] = mine["id"]
-        found = await asyncio.to_thread(other.get_tuple, config)
+        wanted = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        wanted["configurable"]["checkpoint_id"] = mine["id"]
+        found = await asyncio.to_thread(other.get_tuple, wanted)
         assert found is not None, "the acknowledged checkpoint is not there"
         assert found.checkpoint["channel_values"]["x"] == MINE, (
             "the checkpoint written reads back with the other process's value"
         )
-        theirs = await asyncio.to_thread(lambda: list(other.list(_cfg(thread))))
+        theirs = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert [t.checkpoint["channel_values"]["x"] for t in theirs[1:]] == [THEIRS] * (
             len(theirs) - 1
         )
