@@ -258,7 +258,7 @@ class TieredRehydrate(TieredClaims):
         if not self._changes_with_claim_check():
             return False
         marker_id = COLD_MARKER + agent_id
-        for _ in range(8):  # (each turn: the marker changed between its look and the commit)
+        for _ in range(_ATTEMPTS):  # (each turn: the marker changed since its look)
             entry = await self._marker_entry(agent_id)
             seq, tag = await self.durable.head_tag(marker_id)
             if entry is None and seq == 0:

@@ -92,16 +92,7 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             if record is None:
                 return None
         else:
-            held = reads.cache.peek(agent_id)
             record = await reads.current(agent_id)
-            if held is not None and record is not held:
-                # (the read put another record in place of the cached one — a stream
-                # deleted and made again: a write planned on the cached one at its seq
-                # (the LangGraph saver's, whose compare-and-set is the cached head tag)
-                # would pass on the new one. Dropped, so that write takes the checked
-                # path (SEEN's tag or link) and is refused, not applied to another
-                # stream; the next read folds what is stored)
-                reads.cache.forget(agent_id)
         if record is None:
             raise AgentNotFound(agent_id)
         head = record.seq

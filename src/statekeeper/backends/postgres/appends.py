@@ -51,7 +51,7 @@ from .deletes import refusal
 from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
-from .refusals import INSUFFICIENT_PRIVILEGE
+from .refusals import INSUFFICIENT_PRIVILEGE, together_what
 from .rolled_back import ROLLED_BACK, RolledBack, run_again
 
 __all__ = ["Appends"]
@@ -306,7 +306,7 @@ class Appends(PostgresPart):
                     and (refused := await refused_check(self, checking)) is not None
                 ):
                     raise refused from exc  # (the agent checked, not the first append's)
-                raise self._failure(_together_what(requests, changes), exc) from exc
+                raise self._failure(together_what(requests, changes), exc) from exc
             try:
                 landed = await self._landed(requests[0])
             except psycopg.Error as unsettled:  # (was: the driver's error, untyped)
@@ -596,13 +596,3 @@ def _filtered(request: AppendRequest, row: tuple[Any, ...]) -> bool:
     when row-level security filtered it away (or the head tag differs: see
     :meth:`Appends._refuse`, which asks the policy)."""
     return int(row[0]) == 2 and request.expected_seq > 0 and int(row[1]) == request.expected_seq
-
-
-def _together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamChange]) -> str:
-    """What a refused ``append_together`` did, as :mod:`.refusals` reads it: the
-    delete of the agent its change names (a delete and its feed tombstone or audit
-    entry), else the append to its first request's agent."""
-    for change in changes:
-        if change.delete_at is not None:
-            return f"postgresql delete_agent_at of {change.agent_id!r}"
-    return f"postgresql append to {requests[0].agent_id!r}"

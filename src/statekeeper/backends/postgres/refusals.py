@@ -12,10 +12,22 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...errors import AccessDenied, BackendRejected
 
-__all__ = ["denied", "label", "mark_opening", "read_only", "row_security_refusal"]
+if TYPE_CHECKING:
+    from ...records import AppendRequest, StreamChange
+
+__all__ = [
+    "denied",
+    "label",
+    "mark_opening",
+    "read_only",
+    "row_security_refusal",
+    "together_what",
+]
 
 INSUFFICIENT_PRIVILEGE = "42501"
 READ_ONLY_SQL_TRANSACTION = "25006"
@@ -108,3 +120,13 @@ def label(what: str, exc: BaseException, schema: str, readonly: bool) -> str:
     during = what.removeprefix("postgresql ").removesuffix(" failed")
     doing = "" if readonly else " (creating or upgrading its tables)"
     return f"cannot open PostgreSQL schema {schema!r}{doing} for {during}"
+
+
+def together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamChange]) -> str:
+    """What a refused ``append_together`` did, as :func:`denied` reads it: the
+    delete of the agent its change names (a delete and its feed tombstone or audit
+    entry), else the append to its first request's agent."""
+    for change in changes:
+        if change.delete_at is not None:
+            return f"postgresql delete_agent_at of {change.agent_id!r}"
+    return f"postgresql append to {requests[0].agent_id!r}"
