@@ -487,7 +487,9 @@ class RewriteRequest:
 
     Each event in ``events`` replaces the payload and checksum of the stored event with
     the same seq (its type and timestamp are not changed; its seq must be within
-    ``1..expected_seq``); each snapshot in ``snapshots`` is stored as by
+    ``1..expected_seq``, and it must be stored: one below the stream's pruned base
+    raises :class:`~statekeeper.errors.ConfigurationError` naming the agent and the seq,
+    and nothing of the request is written); each snapshot in ``snapshots`` is stored as by
     ``save_snapshot`` (replacing one at the same seq); ``head_tag``, when not None,
     replaces the stored head tag (the head seq never changes). A stale head raises
     :class:`~statekeeper.errors.ConflictError` and writes nothing.

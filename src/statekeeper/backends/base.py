@@ -86,6 +86,7 @@ __all__ = [
     "next_request",
     "prefix_end",
     "takes_from_base_guard",
+    "unstored_rewrite",
     "validate_batch",
     "validate_from_base",
     "validate_from_base_guard",
@@ -508,7 +509,9 @@ class Backend(abc.ABC):
     async def rewrite(self, request: RewriteRequest) -> None:
         """Atomically replace the bytes of existing records (see :class:`RewriteRequest`):
         only if the head is still ``(expected_seq, expected_tag)``, else
-        :class:`~statekeeper.errors.ConflictError` and nothing is written.
+        :class:`~statekeeper.errors.ConflictError` and nothing is written. An event
+        not stored (pruned) raises :func:`unstored_rewrite`'s ConfigurationError, nothing
+        written.
 
         Used by key rotation (``statekeeper rekey``). Capability ``REWRITE``; the
         default refuses.
@@ -525,7 +528,10 @@ class Backend(abc.ABC):
         expected one (nothing of it written). Each request is atomic on its own; an
         engine that sets :attr:`rewrites_many` commits them together (SQLite: one
         transaction). A malformed request (:func:`validate_rewrite`) is refused before
-        any of them is written. The default applies them in turn."""
+        any of them is written. A request naming an event not stored (pruned) raises
+        :func:`unstored_rewrite`'s ConfigurationError, nothing of it written (the
+        requests before it may be: the default applies them in turn; SQLite writes none
+        of the page)."""
         for request in requests:
             validate_rewrite(request)
         done: list[bool] = []
@@ -1744,6 +1750,17 @@ def validate_rewrite(request: RewriteRequest) -> None:
             raise ConfigurationError(
                 f"rewrite of snapshot seq {snap.seq} is outside 1..{request.expected_seq}"
             )
+
+
+def unstored_rewrite(agent_id: str, seq: int, base: int) -> ConfigurationError:
+    """The error of a rewrite naming event ``seq`` of ``agent_id``, not stored: pruned
+    (its events up to ``base`` are gone). Every engine raises it before writing any of
+    the rewrite: a rewrite that reported success with nothing changed (a redaction, a
+    key rotation) would be a silent failure."""
+    return ConfigurationError(
+        f"agent {agent_id!r}: cannot rewrite event seq {seq}: it is not stored"
+        f" (events up to seq {base} were pruned)"
+    )
 
 
 def prefix_end(prefix: str) -> str:

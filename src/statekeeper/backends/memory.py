@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ConfigurationError, ConflictError, LeaseHeld, LeaseLost, StoreClosed
+from ..errors import ConflictError, LeaseHeld, LeaseLost, StoreClosed
 from ..records import (
     STEP_KEY_PREFIX,
     AgentInfo,
@@ -41,6 +41,7 @@ from .base import (
     check_lease_grant,
     check_prune,
     check_prune_at,
+    unstored_rewrite,
     validate_from_base,
     validate_from_base_guard,
     validate_next,
@@ -476,10 +477,9 @@ class MemoryBackend(Backend):
             or (stream.head_tag != request.expected_tag)
         ):
             raise ConflictError(request.agent_id, request.expected_seq, head)
-        if any(new.seq <= stream.base for new in request.events):
-            raise ConfigurationError(
-                f"agent {request.agent_id!r}: events up to seq {stream.base} were pruned"
-            )
+        pruned = [new.seq for new in request.events if new.seq <= stream.base]
+        if pruned:
+            raise unstored_rewrite(request.agent_id, min(pruned), stream.base)
 
     def _apply_rewrite(self, request: RewriteRequest) -> None:
         stream = self._streams[request.agent_id]

@@ -127,6 +127,7 @@ from .base import (
     check_expiry,
     check_prune,
     check_prune_at,
+    unstored_rewrite,
     validate_from_base,
     validate_from_base_guard,
     validate_request,
@@ -1258,6 +1259,8 @@ class S3Backend(Backend):
         if head != request.expected_seq or tag != request.expected_tag:
             raise ConflictError(agent_id, request.expected_seq, head)
         changes = {e.seq: e for e in request.events}
+        if changes and min(changes) < commits[0]:  # (the live commits begin after the base)
+            raise unstored_rewrite(agent_id, min(changes), commits[0] - 1)
         touched: list[int] = []
         for i, first in enumerate(commits):
             end = commits[i + 1] - 1 if i + 1 < len(commits) else head

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from ..arguments import check_stored_id
-from ..errors import ConflictError, StoreClosed
+from ..errors import BackendError, ConflictError, StoreClosed
 from ..records import (
     STEP_KEY_PREFIX,
     RawEvent,
@@ -28,7 +28,14 @@ from ..records import (
     StreamRows,
 )
 from . import sqlite_feed
-from .base import Health, check_expiry, check_prune, check_prune_at, validate_rewrite
+from .base import (
+    Health,
+    check_expiry,
+    check_prune,
+    check_prune_at,
+    unstored_rewrite,
+    validate_rewrite,
+)
 from .sqlite_base import LENGTH_LIMITS, Executes, SQLitePart, translated
 from .sqlite_export import copy_file, export_slices, export_whole
 from .sqlite_files import read_only_uri
@@ -89,14 +96,33 @@ class SQLiteAdmin(SQLitePart):
             sql = "UPDATE sk_events SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?"
             if len(request.events) == 1:
                 (e,) = request.events
-                conn.execute(sql, (e.payload, e.checksum, agent_id, e.seq))
+                cur = conn.execute(sql, (e.payload, e.checksum, agent_id, e.seq))
             else:
-                conn.executemany(
+                cur = conn.executemany(
                     sql, [(e.payload, e.checksum, agent_id, e.seq) for e in request.events]
                 )
+            if cur.rowcount != len(request.events):
+                raise self._unstored(conn, request)  # (the caller's transaction rolls back)
         for snap in request.snapshots:
             self._put_snapshot(conn, agent_id, snap)
         return True
+
+    @staticmethod
+    def _unstored(conn: Executes, request: RewriteRequest) -> Exception:
+        """The error of ``request`` (its head checked) naming an event that is not
+        stored (:func:`~.base.unstored_rewrite`), read in the caller's transaction."""
+        # (no event stored: all pruned up to the head)
+        base = SQLiteAdmin._base_in(conn, request.agent_id)
+        base = request.expected_seq if base is None else base
+        seq = min(e.seq for e in request.events)
+        return unstored_rewrite(request.agent_id, seq, base)
+
+    @staticmethod
+    def _check_stored(conn: Executes, request: RewriteRequest) -> None:
+        """Raise :meth:`_unstored` when an event ``request`` names is not stored."""
+        base = SQLiteAdmin._base_in(conn, request.agent_id)
+        if base is None or any(e.seq <= base for e in request.events):
+            raise SQLiteAdmin._unstored(conn, request)
 
     def _rewrite_sync(self, request: RewriteRequest) -> None:
         agent_id = request.agent_id
@@ -150,10 +176,17 @@ class SQLiteAdmin(SQLitePart):
         if tags:
             conn.executemany("UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?", tags)
         if events:
-            conn.executemany(
+            cur = conn.executemany(
                 "UPDATE sk_events SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?",
                 events,
             )
+            if cur.rowcount != len(events):  # (an event not stored: the page rolls back)
+                for r, ok in zip(requests, done, strict=True):
+                    if ok and r.events:
+                        self._check_stored(conn, r)
+                raise BackendError(
+                    f"sqlite {self.path}: a rewrite replaced fewer events than named"
+                )
         if snaps:
             conn.executemany(
                 "INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"

@@ -22,6 +22,7 @@ from statekeeper.records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
 )
 
 from ._contract import Contract, _needs, event, fenced, request, snapshot, tagged, untagged_at
@@ -320,6 +321,47 @@ class HeadTagConformance(Contract):
         assert await backend.read("a") == stored
         assert await backend.head_tag("a") == (3, b"t3")
         assert await backend.latest_snapshot("a") is None
+
+    async def test_rewrite_of_a_pruned_event_is_refused(self, backend: Backend) -> None:
+        """A rewrite naming an event below the stream's pruned base (a key rotation, a
+        migration or a redaction planned before a prune) changes nothing: the engine
+        raises ConfigurationError naming the agent and the seq, and writes none of it
+        (not the stored events, snapshots or head tag) — never success with nothing
+        rewritten. The same in a page (``rewrite_many``) and in ``append_together``."""
+        _needs(backend, Capability.REWRITE)
+        _needs(backend, Capability.PRUNE)
+        await backend.append(tagged(request("a", 0, 5, snap_at=3), b"t5"))
+        await backend.prune("a", 3)
+        stored, snap = await backend.read("a"), await backend.latest_snapshot("a")
+        kept = RawEvent(4, "patch", 4.0, b"changed-4", b"sum-4'")
+        pruned = RawEvent(2, "patch", 2.0, b"changed-2", b"sum-2'")
+        new_snap = RawSnapshot(5, 5.0, b"state@5 new", b"ck'")
+        for events in ((kept, pruned), (pruned, kept), (pruned,)):
+            bad = RewriteRequest("a", 5, b"t5", events, (new_snap,), head_tag=b"t5'")
+            with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+                await backend.rewrite(bad)
+            with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+                await backend.rewrite_many([bad])
+            if backend.appends_together and backend.changes_leases_and_rewrites:
+                with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+                    await backend.append_together(
+                        [request("b", 0)], [StreamChange("a", rewrite=bad)]
+                    )
+                assert await backend.head("b") == 0
+            assert await backend.read("a") == stored
+            assert await backend.latest_snapshot("a") == snap
+            assert await backend.head_tag("a") == (5, b"t5")
+        # in a page with another agent's request (which the engine may apply or not)
+        await backend.append(request("c", 0))
+        other = RewriteRequest("c", 1, None, (RawEvent(1, "patch", 1.0, b"c1 v2", b"s"),))
+        bad = RewriteRequest("a", 5, b"t5", (kept, pruned), (new_snap,), head_tag=b"t5'")
+        with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+            await backend.rewrite_many([other, bad])
+        assert await backend.read("a") == stored
+        assert await backend.head_tag("a") == (5, b"t5")
+        # the stored events still rewrite
+        await backend.rewrite(RewriteRequest("a", 5, b"t5", (kept,), head_tag=b"t5'"))
+        assert (await backend.read("a"))[0] == kept
 
     async def test_rewrite_many_applies_each_under_its_head(self, backend: Backend) -> None:
         # a page of a schema migration: each request applied only while its head is the

@@ -12,6 +12,10 @@ compare-and-set head (key rotation, schema migrations). A mixin of
   1,000 agents is one round trip instead of 1,000 transactions of four statements
   (measured in docs/benchmarks.md, issue 14).
 
+A request naming an event not stored (below the stream's pruned base) raises
+:func:`~..base.unstored_rewrite`'s ConfigurationError, nothing of it written (``rw_many``
+leaves such a request out; the requests of its page applied stay).
+
 Under row-level security (:mod:`.row_security`) the head row of an agent the role may
 not write is filtered out of ``FOR UPDATE``, not refused: a rewrite of it found "no
 stream", a page answered it "moved". Both ask the policy then (:func:`.deletes.refusal`)
@@ -26,7 +30,7 @@ from typing import Any
 
 from ...errors import ConflictError
 from ...records import RewriteRequest
-from ..base import validate_rewrite
+from ..base import unstored_rewrite, validate_rewrite
 from .deletes import refusal, row_security_binds
 from .part import PostgresPart
 
@@ -57,7 +61,8 @@ class Rewrites(PostgresPart):
     async def _rewrite_in(self, conn: Any, request: RewriteRequest, retry: bool = False) -> None:
         """``request`` in ``conn``'s transaction, its head row locked ``FOR UPDATE``;
         ConflictError (the transaction rolls back) when the head is not the expected
-        one. ``retry``: after a lost commit, a head that already carries the request's
+        one, ConfigurationError when an event it names is not stored (pruned).
+        ``retry``: after a lost commit, a head that already carries the request's
         new tag is the request applied (nothing more to write)."""
         agent_id = request.agent_id
         cur = await conn.execute(self._sql["rw_lock"], (agent_id,))
@@ -78,7 +83,7 @@ class Rewrites(PostgresPart):
             raise ConflictError(agent_id, request.expected_seq, head)
         if request.events:
             events = request.events
-            await conn.execute(
+            cur = await conn.execute(
                 self._sql["rw_events"],
                 (
                     [e.seq for e in events],
@@ -87,6 +92,10 @@ class Rewrites(PostgresPart):
                     agent_id,
                 ),
             )
+            if cur.rowcount != len(events):  # an event not stored: the transaction rolls back
+                # (the events run gap-free up to the head: the lowest seq named is missing)
+                base = await _base(self, conn, agent_id, head)
+                raise unstored_rewrite(agent_id, min(e.seq for e in events), base)
         for snap in request.snapshots:
             params = (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum)
             await conn.execute(self._sql["rw_snap"], params)
@@ -129,7 +138,42 @@ class Rewrites(PostgresPart):
             applied = await self._retrying("rewrite_many", op)
         finally:
             self._wrote()
+        await self._retrying("rewrite_many", lambda: _check_unstored(self, requests, applied))
         return [i in applied for i in range(1, len(requests) + 1)]
+
+
+async def _check_unstored(
+    backend: PostgresPart, requests: Sequence[RewriteRequest], applied: set[int]
+) -> None:
+    """Raise :func:`~..base.unstored_rewrite` for the first request of a page that
+    ``rw_many`` did not apply because it names an event not stored (pruned) while its
+    head is the expected one: nothing of it was written, but it is not a moved head
+    (False would tell a migration to read the agent again, and it would fail the same
+    way)."""
+    named = [r for i, r in enumerate(requests, 1) if i not in applied and r.events]
+    if not named:
+        return
+    async with backend._connection() as conn:
+        for request in named:
+            cur = await conn.execute(backend._sql["head_tag"], (request.agent_id,))
+            row = await cur.fetchone()
+            if row is None or int(row[0]) != request.expected_seq:
+                continue
+            tag = bytes(row[1]) if row[1] is not None else None
+            if tag != request.expected_tag:
+                continue
+            base = await _base(backend, conn, request.agent_id, request.expected_seq)
+            low = min(e.seq for e in request.events)
+            if low <= base:
+                raise unstored_rewrite(request.agent_id, low, base)
+
+
+async def _base(backend: PostgresPart, conn: Any, agent_id: str, head: int) -> int:
+    """The seq before ``agent_id``'s first stored event (``head``: none stored, all
+    pruned), read in ``conn``'s transaction."""
+    cur = await conn.execute(backend._sql["prune_base"], (agent_id,))
+    row = await cur.fetchone()
+    return head if row is None or row[0] is None else int(row[0]) - 1
 
 
 async def _refused(

@@ -107,6 +107,7 @@ from ..base import (
     check_fence,
     check_prune,
     prefix_end,
+    unstored_rewrite,
     validate_batch,
     validate_from_base,
     validate_from_base_guard,
@@ -1311,6 +1312,8 @@ class RedisBackend(Backend):
             check_fence(agent_id, (lease.holder, lease.token), current)  # raises LeaseLost
             raise BackendError(f"redis refused the lease release of {agent_id!r}")
         head = int(reply[2])
+        if status == 10:  # (a rewrite naming a pruned event)
+            raise unstored_rewrite(agent_id, int(reply[3]), int(reply[4]))
         if status == 5:
             snap = change.snapshot
             expected = (
@@ -1496,6 +1499,8 @@ class RedisBackend(Backend):
             return reply
 
         reply = await self._retrying("rewrite", op)
+        if int(reply[0]) == 3:
+            raise unstored_rewrite(request.agent_id, int(reply[2]), int(reply[3]))
         if int(reply[0]) != 0:
             raise ConflictError(request.agent_id, request.expected_seq, int(reply[1]))
 

@@ -76,16 +76,23 @@ UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 -- rewrite_many: every request's head row locked (in agent order) if it is still the
 -- one expected (or, on a retry, already carries the request's new tag), then the
 -- events, snapshots and head tags of the fresh ones replaced; one statement, one
--- transaction. Answers the 1-based positions of the requests applied.
+-- transaction. Answers the 1-based positions of the requests applied. A request naming
+-- an event below the agent's first stored one (pruned) is not applied (the caller
+-- raises: Rewrites.rewrite_many).
 WITH r AS (
   SELECT * FROM unnest(%(agents)s::text[], %(seqs)s::bigint[], %(tags)s::bytea[], %(new_tags)s::bytea[])
     WITH ORDINALITY AS r(agent_id, seq, tag, new_tag, idx)
+), lo AS (
+  SELECT v.idx, min(v.seq) AS seq
+  FROM unnest(%(ev_idx)s::bigint[], %(ev_seq)s::bigint[]) AS v(idx, seq) GROUP BY v.idx
 ), hit AS (
   SELECT r.idx, a.agent_id, r.new_tag, a.head_tag IS NOT DISTINCT FROM r.tag AS fresh
-  FROM {s}.sk_agents a JOIN r ON a.agent_id = r.agent_id
+  FROM {s}.sk_agents a JOIN r ON a.agent_id = r.agent_id LEFT JOIN lo ON lo.idx = r.idx
   WHERE a.head_seq = r.seq
     AND (a.head_tag IS NOT DISTINCT FROM r.tag
          OR (%(retry)s AND r.new_tag IS NOT NULL AND a.head_tag = r.new_tag))
+    AND (lo.seq IS NULL OR lo.seq >= coalesce(
+      (SELECT min(e.seq) FROM {s}.sk_events e WHERE e.agent_id = a.agent_id), r.seq + 1))
   ORDER BY a.agent_id FOR UPDATE OF a
 ), ev AS (
   UPDATE {s}.sk_events e SET payload = v.payload, checksum = v.checksum
@@ -261,7 +268,8 @@ SELECT checksum FROM {s}.sk_events WHERE agent_id = %s AND seq = %s
 
 -- name: prune_base
 -- (a prune dropping snapshots: the stream's first stored event, read under prune_lock:
--- the snapshot at the seq before it is the stream's base, never dropped)
+-- the snapshot at the seq before it is the stream's base, never dropped; a rewrite
+-- naming an event not stored: the base its error names)
 SELECT min(seq) FROM {s}.sk_events WHERE agent_id = %s
 
 -- name: prune_events
