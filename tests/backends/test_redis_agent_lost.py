@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,9 @@ import redis
 
 from statekeeper import StateStore
 from statekeeper.backends.redis import RedisBackend
+from statekeeper.codec.keys import Keyring
 from statekeeper.errors import AgentLost, AgentNotFound, StoreLost
+from statekeeper.governance import Audit, parse_policy
 from statekeeper.testing import request
 
 from ._services import REDIS_URL, delete_prefix, namespace, private_redis, require_redis
@@ -327,3 +330,38 @@ async def test_verify_reports_every_lost_agent_and_checks_the_rest(
         ("AgentInfo", "a"), ("AgentLost", "b"), ("AgentInfo", "c"),
         ("AgentLost", "d"), ("AgentLost", "e"), ("AgentInfo", "f"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
+async def test_deleting_a_lost_agent_created_again_meanwhile_writes_no_tombstone(
+    prefix: str, governed: bool
+) -> None:
+    """The delete that acknowledges a lost agent appends its tombstone after the delete,
+    in a write of its own: another process creating the agent in between got the
+    tombstone after its events, and every read model dropped a live agent (was:
+    appended; now none, as a delete through an intent)."""
+    url = f"{REDIS_URL}?prefix={prefix}"
+    keys = Keyring({"k1": bytes(range(32))})
+    opts: dict[str, Any] = {"keyring": keys}
+    if governed:
+        opts["policy"] = parse_policy('[principals.ops]\nadmin = ["**"]\n')
+        opts.update(principal="ops", audit=Audit())
+    async with StateStore(url, **opts) as store, StateStore(url, keyring=keys) as other:
+        await _three(store)
+        _delete(f"{prefix}a:a")
+        backend = store.backend
+        real = backend.delete_agent
+
+        async def delete_agent(agent_id: str) -> bool:
+            existed = await real(agent_id)
+            if agent_id == "a":  # (another process creates it right after)
+                await other.save("a", {"fresh": True})
+            return existed
+
+        backend.delete_agent = delete_agent  # type: ignore[method-assign]
+        assert await store.delete("a") is True
+        backend.delete_agent = real  # type: ignore[method-assign]
+        seen = [(c.deleted, c.seq) async for c in other.subscribe(stop_at_head=True)
+                if c.agent_id == "a"]  # fmt: skip
+        assert seen[-1] == (False, 1)
+        assert (await other.load("a")).data == {"fresh": True}

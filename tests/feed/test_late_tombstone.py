@@ -14,8 +14,10 @@ Two paths append one so (docs/feed.md, "A late tombstone"):
    again; an agent another process creates between that read and the append gets the
    tombstone after its events.
 
-Both are known and open: the tests are strict xfail (they fail today; the day a fix
-makes one pass, its xfail must go)."""
+Both are closed: (1) a delete's tombstone is not appended once its agent has events
+again, its intent left for ``verify`` to name; (2) where the engine checks absence in
+a commit (``checks_absence_together``) the tombstones' commit checks that no agent of
+the page has events."""
 
 from __future__ import annotations
 
@@ -46,10 +48,6 @@ from ..backends._services import POSTGRES_DSN, fresh_url
 ENGINES = ["sqlite", "postgresql", "redis"]
 KEYRING = Keyring({"k1": bytes(range(32))})
 STATES = "SELECT agent_id, seq FROM agent_states ORDER BY agent_id"
-LATE_DELETE = (
-    "open: a settled intent's tombstone follows the events of the agent created again"
-    " since (docs/feed.md, 'A late tombstone')"
-)
 
 
 class _Died(BaseException):
@@ -81,7 +79,6 @@ async def _last_of(store: StateStore, agent_id: str) -> tuple[bool, int]:
     return seen[-1]
 
 
-@pytest.mark.xfail(strict=True, reason=LATE_DELETE)
 @pytest.mark.parametrize("engine", [*ENGINES, "tiered"])
 async def test_a_settled_delete_does_not_drop_the_agent_created_again(
     engine: str, tmp_path: Path
@@ -114,8 +111,8 @@ async def test_a_settled_delete_does_not_drop_the_agent_created_again(
                 assert await store.delete("y")  # its first delete settles the intent
                 await runner.catch_up()
                 assert (await store.load("x")).data == {"fresh": True}
-                # the feed's last word on x is its live event (today: the old
-                # delete's tombstone, seq 2) and the read model keeps it (today: dropped)
+                # the feed's last word on x is its live event (was: the old
+                # delete's tombstone, seq 2) and the read model keeps it (was: dropped)
                 assert await _last_of(store, "x") == (False, 1)
                 assert await runner.query(STATES) == [("x", 1)]
 
@@ -149,7 +146,7 @@ async def test_an_import_does_not_drop_an_agent_made_after_its_re_read(
                 assert (await store.load("x")).data == {"mine": 2}
                 await runner.catch_up()
                 # x is stored with its two events: the feed's last word on it is its
-                # own event (today: a tombstone after them) and the read model has it
+                # own event (was: a tombstone after them) and the read model has it
                 assert await _last_of(store, "x") == (False, 2)
                 assert await runner.query(STATES) == [("x", 2), ("y", 1)]
 
@@ -209,3 +206,49 @@ async def test_an_engine_without_the_absence_check_gets_the_re_read() -> None:
         assert caught.value.agent_id == "y"
         await feed_deletes.record_restored(backend, store.codec, ["x"])
         assert await _last_of(store, "x") == (True, 0)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_a_delete_raced_by_a_creation_appends_no_tombstone(
+    engine: str, tmp_path: Path
+) -> None:
+    """Through an intent, another process creates the agent between the delete and its
+    tombstone: the tombstone is not appended (was: after the new agent's events, every
+    read model dropped it); the intent is left, ``verify`` names it, and the operator
+    drops it with ``force`` (refused without)."""
+    with _opener(engine, tmp_path) as opened:
+        async with opened() as store, opened() as other:
+            for n in range(2):
+                await store.save("x", {"n": n})
+            await store.save("y", {"n": 0})
+            backend = store.backend
+            real = backend.delete_agent
+
+            async def delete_agent(agent_id: str) -> bool:
+                existed = await real(agent_id)
+                if agent_id == "x":  # (another process creates x right after)
+                    await other.save("x", {"fresh": True})
+                return existed
+
+            async with ProjectionRunner(
+                store, tmp_path / "models.db", [BUILTINS["agent_states"]()]
+            ) as runner:
+                await runner.catch_up()
+                backend.delete_agent = delete_agent  # type: ignore[method-assign]
+                assert await store.delete("x")
+                backend.delete_agent = real  # type: ignore[method-assign]
+                await runner.catch_up()
+                assert (await store.load("x")).data == {"fresh": True}
+                assert await _last_of(store, "x") == (False, 1)
+                assert await runner.query(STATES) == [("x", 1), ("y", 1)]
+            report = await store.verify()
+            (problem,) = [p for p in report.problems if p.kind == "feed"]
+            assert problem.agent_id == "x" and "created again" in problem.reason
+            (intent,) = await store.feed_intents()
+            assert intent.state == "recreated"
+            (refused,) = await store.settle_feed_intents(["x"])
+            assert refused.outcome == "refused" and "created again" in refused.reason
+            (dropped,) = await store.settle_feed_intents(["x"], force=True)
+            assert dropped.outcome == "dropped"
+            assert await _last_of(store, "x") == (False, 1)  # (no tombstone appended)
+            assert await store.feed_intents() == [] and (await store.verify()).ok

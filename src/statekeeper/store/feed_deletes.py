@@ -57,6 +57,7 @@ __all__ = [
     "is_tombstone_stream",
     "record",
     "record_restored",
+    "record_unless_created",
     "tombstone_event",
 ]
 
@@ -227,6 +228,28 @@ async def record(
     await _append_retried(backend, codec, stream, [(agent_id, head)], forgotten=forgotten, key=key)
 
 
+async def record_unless_created(
+    backend: Backend,
+    codec: Codec,
+    agent_id: str,
+    head: int,
+    *,
+    forgotten: bool,
+    key: str | None = None,
+) -> bool:
+    """:func:`record` for a delete made before it in a commit of its own (through an
+    intent: :mod:`.feed_intents`), unless the agent has events again: False then,
+    nothing appended. Its position would follow the events of the agent created again
+    since the delete, and every subscriber and projection would drop that live agent,
+    no error (was: appended). The agent's head is read right before the append: a
+    creation between that read and the append is not caught (no engine that deletes
+    through an intent commits two streams together)."""
+    if await head_or_lost(backend, agent_id):
+        return False
+    await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
+    return True
+
+
 async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) -> None:
     """Append a tombstone (head 0: not held here) of each of ``agent_ids`` before a
     restore that renews no feed id writes them (a tenant admin's:
@@ -335,7 +358,7 @@ async def erase(backend: Backend, codec: Codec, agent_id: str) -> bool:
         except AgentLost:  # (Redis) its keys are gone: the delete acknowledges it
             existed = await backend.delete_agent(agent_id)
             if existed:  # the head it ended at is lost with it: 0
-                await record(backend, codec, agent_id, 0, forgotten=forgotten)
+                await record_unless_created(backend, codec, agent_id, 0, forgotten=forgotten)
             return existed
         if head == 0:
             return await backend.delete_agent(agent_id)  # no stream: no tombstone

@@ -74,7 +74,9 @@ class FeedIntent:
     #: ``"done"`` (the agent deleted, its key destroyed: its tombstone is due),
     #: ``"intact"`` (the delete did not happen), ``"unknown"`` (a forget's, and no key
     #: vault here to tell), ``"unopened"`` (its record does not open: damaged, or
-    #: written so under row-level security by a role of its namespace)
+    #: written so under row-level security by a role of its namespace),
+    #: ``"recreated"`` (a delete's whose agent was created again before its tombstone:
+    #: none is appended, it would drop the live agent from every read model)
     state: str
     #: where its owner is (:func:`~statekeeper.backends.tiered_owner.owner_where`)
     where: str
@@ -122,7 +124,11 @@ async def _describe(backend: Backend, codec: Codec, stream: str) -> FeedIntent |
         at = await backend.read(agent_id, head - 1, head)
         still = bool(at) and at[-1].seq == head and at[-1].checksum.hex() == body["checksum"]
         state = "intact" if still else "done"
-    if state == "done":
+        if state == "done" and await _recreated(backend, codec, stream, body):
+            state = "recreated"
+    if state == "recreated":
+        why = RECREATED
+    elif state == "done":
         gone = "its key is destroyed" if what == "forget" else "its agent is deleted"
         why = f"{gone}: the store's next delete appends its tombstone"
     elif state == "unknown":
@@ -201,23 +207,35 @@ async def settle_intents(
         body = await fi._intent(backend, codec, intent.stream)
         if body is None:  # settled meanwhile (by its owner, or a delete's settle)
             continue
-        if (
-            intent.state == "done"
-            and intent.kind == "delete"
-            and await head_or_lost(backend, intent.agent_id)
-            and not await fi._announced(backend, codec, intent.stream, body)
-        ):
+        if intent.kind == "delete" and await _recreated(backend, codec, intent.stream, body):
             # its tombstone now would come after the new agent's events: every read
             # model would drop a live agent (was: appended)
+            if force:  # (the operator rebuilt what counts the deleted agent's events)
+                await backend.delete_agent(intent.stream)
+                done.append(SettledIntent(intent, "dropped", RECREATED))
+                continue
             reason = (
                 "its agent was deleted and created again since: its tombstone now would"
-                " drop the live agent from every read model"
+                " drop the live agent from every read model (force drops the intent,"
+                " appending none)"
             )
             done.append(SettledIntent(intent, "refused", reason))
             continue
         ended = await fi._finish(backend, codec, intent.stream, body, abandoned=True)
         done.append(SettledIntent(intent, "tombstone" if ended else "dropped"))
     return done
+
+
+async def _recreated(backend: Backend, codec: Codec, stream: str, body: dict[str, Any]) -> bool:
+    """Was the delete intent ``stream``'s agent deleted and created again, with no
+    tombstone of it since? Then no settle appends its tombstone
+    (:func:`~.feed_deletes.record_unless_created`)."""
+    at = await backend.read(body["agent_id"], body["head"] - 1, body["head"])
+    if at and at[-1].seq == body["head"] and at[-1].checksum.hex() == body["checksum"]:
+        return False  # intact
+    return bool(await head_or_lost(backend, body["agent_id"])) and not await fi._announced(
+        backend, codec, stream, body
+    )
 
 
 def _maybe_under_way(intent: FeedIntent, now: float, older_than: float | None, force: bool) -> bool:
@@ -231,6 +249,14 @@ def _maybe_under_way(intent: FeedIntent, now: float, older_than: float | None, f
         and intent.age(now) < FRESH
     )
 
+
+#: why a delete's intent whose agent was created again is kept (state ``"recreated"``)
+RECREATED = (
+    "its agent was deleted, then created again before its tombstone: none is appended"
+    " (it would drop the live agent from every read model); a read model may keep what"
+    " it derived from the deleted agent's events beside the new agent's: rebuild those"
+    " that count or sum events, then settle it with force (--force)"
+)
 
 #: what :func:`settle_command` starts with (``statekeeper verify`` names the store after
 #: it: :func:`statekeeper.cli.intents.naming_the_store`)

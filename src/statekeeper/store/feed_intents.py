@@ -26,6 +26,16 @@ delete may still come (dropped before, a crash of its owner after the delete los
 tombstone). Steps 3 and 4 are each one write, so a crash anywhere leaves the delete
 with its tombstone, or an intent that ends in one.
 
+A delete's tombstone is never appended once its agent has events again (created
+anew since the delete, by another process, before the tombstone:
+:func:`~.feed_deletes.record_unless_created`): at a position after the new agent's
+events, it made every subscriber and projection drop that live agent, no error. Its
+intent is left instead (state ``"recreated"`` in ``statekeeper feed-intents``),
+named by ``verify``: a read model may keep what it derived from the deleted agent's
+events beside the new agent's (rebuild those that count or sum events), and
+``settle_intents(..., force=True)`` drops it; a later delete of the agent, whose
+tombstone follows, ends it too (:func:`_announced`).
+
 ``forget`` (crypto-shredding) takes the same path on every engine with a feed
 (:func:`forget_with_intent`): its data key lives outside the engine, so no commit holds
 both. Its intent (``"kind": "forget"``) is finished with the forgotten tombstone when
@@ -95,14 +105,14 @@ async def with_intent(
 ) -> bool:
     """``delete()`` (of ``agent_id``, at ``head``) with its tombstone, through an intent
     (see the module documentation); True if it existed."""
-    from .feed_deletes import record
+    from .feed_deletes import record_unless_created
 
     await settle(backend, codec)  # intents a crash left, before this delete's own
     raws = await backend.read(agent_id, head - 1, head) if head else []
     if not raws or raws[-1].seq != head:  # nothing at that head (lost, moved): as before
         existed = await delete()
         if existed:
-            await record(backend, codec, agent_id, head, forgotten=forgotten)
+            await record_unless_created(backend, codec, agent_id, head, forgotten=forgotten)
         return existed
     stream = intent_stream(backend, agent_id)
     token = stream[len(PENDING) :]
@@ -114,8 +124,10 @@ async def with_intent(
         except ConflictError:
             await backend.delete_agent(stream)  # nothing was deleted
             raise
-        if existed:
-            await record(backend, codec, agent_id, head, forgotten=forgotten, key=token)
+        if existed and not await record_unless_created(
+            backend, codec, agent_id, head, forgotten=forgotten, key=token
+        ):
+            return existed  # created again since the delete: its intent left (_finish)
         await backend.delete_agent(stream)
     finally:
         IN_FLIGHT.discard(stream.encode())
@@ -305,8 +317,10 @@ async def _finish(
     nothing). One of an earlier version (no owner) or of another host is never proven
     dead: left while its agent is intact (``verify`` names it) — unless ``abandoned``
     (an operator settles it: :mod:`.feed_intent_repair`), which takes its owner for
-    gone."""
-    from .feed_deletes import record
+    gone. A delete's intent whose agent has events again (created anew since its
+    delete) is left, its tombstone not appended (False; see the module
+    documentation)."""
+    from .feed_deletes import record, record_unless_created
 
     if body is None:  # not one a delete wrote
         await backend.delete_agent(stream)
@@ -324,10 +338,15 @@ async def _finish(
         done = not (still and raws[-1].checksum.hex() == body["checksum"])
     if done and await _announced(backend, codec, stream, body):
         pass  # its tombstone (or a later delete's) is in the feed: none more (see there)
+    elif done and body.get("kind") == "forget":  # (the agent kept: its key destroyed)
+        key = stream[len(PENDING) :]
+        await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
     elif done:  # its tombstone, once (the idempotency key: whoever appends it)
-        await record(
-            backend, codec, agent_id, head, forgotten=forgotten, key=stream[len(PENDING) :]
-        )
+        key = stream[len(PENDING) :]
+        if not await record_unless_created(
+            backend, codec, agent_id, head, forgotten=forgotten, key=key
+        ):
+            return False  # created again since: left, none appended (see above)
     elif not abandoned and not owner_gone(body.get("owner"), stream.encode()):
         return False  # its owner may still delete the agent (destroy the key): left
     await backend.delete_agent(stream)

@@ -943,8 +943,8 @@ class GovernedStateStore(StateStore):
                     )
                 await gov.record("delete", agent_id, outcome="ok" if existed else "ok:absent")
                 change.recorded = True
-                if existed and feed:
-                    await feed_deletes.record(
+                if existed and feed:  # (none after an agent created again since)
+                    await feed_deletes.record_unless_created(
                         self.backend, self.codec, agent_id, seq, forgotten=forgotten
                     )
                 return existed

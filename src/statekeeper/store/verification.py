@@ -198,6 +198,8 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
     for intent in await feed_intents(store.backend, store.codec):
         if intent.state == "unopened":  # (damaged; or, under RLS, a namespace's role wrote it so)
             why = f"a feed intent that {intent.why}"
+        elif intent.state == "recreated":  # (no tombstone: it would drop the live agent)
+            why = f"a delete at this seq whose feed intent is left: {intent.why}"
         elif intent.state == "intact" and intent.where not in ("running", "gone"):
             why = (
                 "a delete at this seq that did not happen, whose feed intent no process can"
