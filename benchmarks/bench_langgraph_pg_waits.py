@@ -13,6 +13,20 @@ one process, and reports per write:
   and the ``--top`` functions by self time. cProfile inflates every call: read shares,
   not microseconds. With ``--waits`` and ``--profile`` together the waits include the
   profiler's slowdown.
+* ``--server``: the CPU the server's backends of the measured run spent a write (their
+  ``/proc/<pid>/stat`` user + system time, sampled every 50 ms by a monitor connection
+  that finds them by a fresh ``application_name`` given in the side's DSN; a backend's
+  last sample counts, so its last < 50 ms are missed; ticks of 10 ms). Counts each
+  backend's start (fork, ``configure``, catalog caches, PL/pgSQL compiled on its first
+  call), as a fresh saver of the benchmark's round pays it. Needs the server on this
+  machine, its ``/proc`` readable.
+* ``--waits`` also counts the appends submitted while their agent had one in a batch in
+  flight (they wait for that commit before theirs can start).
+* ``--batch``: no graph: the client CPU of ``PostgresBackend.append_batch`` of 1, 2, 4
+  and 8 one-event appends (distinct agents, 300-byte payloads), of the batch's statement
+  alone (``_batch_once``: its pool checkout, parameters, round trip, rows), and of a bare
+  ``SELECT 1`` through the backend's pool and on one plain connection: the fixed cost
+  of a group-commit batch against a round trip's floor.
 
 Only for sides whose work is on the benchmark's loop (``memory``, ``sk-*-loop``, the
 peers): the loop-thread sides (``sk-group``) run statekeeper's work on another thread,
@@ -22,6 +36,8 @@ Usage::
 
     .venv/bin/python benchmarks/bench_langgraph_pg_waits.py sk-group-loop --waits
     .venv/bin/python benchmarks/bench_langgraph_pg_waits.py memory --profile --top 30
+    .venv/bin/python benchmarks/bench_langgraph_pg_waits.py lg-per-thread --server
+    .venv/bin/python benchmarks/bench_langgraph_pg_waits.py - --batch
 """
 
 from __future__ import annotations
@@ -29,10 +45,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import cProfile
 import os
 import pstats
 import selectors
+import statistics
 import sys
 import time
 import uuid
@@ -105,6 +123,20 @@ def instrument() -> None:
 
     selectors.EpollSelector.select = idle  # type: ignore[method-assign]
     timed(GroupCommitter, "submit", "submit s", "submits")
+    submit = GroupCommitter.submit
+
+    async def behind(self: Any, request: Any) -> Any:
+        # the agent has an append in a batch in flight: this one waits for that commit
+        if request.agent_id in self._busy:
+            WAITS["behind own"] += 1
+            start = time.perf_counter()
+            try:
+                return await submit(self, request)
+            finally:
+                WAITS["behind own s"] += time.perf_counter() - start
+        return await submit(self, request)
+
+    GroupCommitter.submit = behind  # type: ignore[method-assign]
     timed(AsyncConnectionPool, "getconn", "getconn s", "getconns")
     commit_batch = GroupCommitter._commit_batch
 
@@ -135,6 +167,103 @@ def report_waits(writes: int) -> None:
             f" of which in its batch {w['in batch s'] / w['batched appends'] * 1e6:,.0f} µs;"
             f" {w['batched appends'] / w['batches']:.2f} appends a batch"
         )
+        waited = w["behind own s"] / max(1, w["behind own"]) * 1e6
+        print(
+            f"  behind the agent's own batch in flight: {w['behind own']:,.0f} appends"
+            f" ({w['behind own'] / w['submits']:.1%}), submit to committed {waited:,.0f} µs"
+        )
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu(pid: int) -> float | None:
+    """A server process's user + system CPU seconds (None: it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+async def watch_backends(dsn: str, app: str, seen: dict[int, float], stop: asyncio.Event) -> None:
+    """Until ``stop``: the CPU of every backend named ``app``, by pid (its last sample)."""
+    monitor = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        while not stop.is_set():
+            cur = await monitor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
+            )
+            for (pid,) in await cur.fetchall():
+                cpu = backend_cpu(pid)
+                if cpu is not None:
+                    seen[pid] = cpu
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.05)
+    finally:
+        await monitor.close()
+
+
+async def batch_cpu(dsn: str, schema: str) -> None:
+    """``--batch``: client CPU of one ``append_batch`` by its size, and of a round trip."""
+    from statekeeper.backends.url import open_backend
+    from statekeeper.records import AppendRequest, RawEvent
+
+    backend: Any = open_backend(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+    single = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    heads: dict[str, int] = {}
+
+    def requests(k: int) -> list[AppendRequest]:
+        out = []
+        for i in range(k):
+            agent = f"a{i}"
+            seq = heads.get(agent, 0) + 1
+            heads[agent] = seq
+            event = RawEvent(seq, "e", time.time(), b"x" * 300, seq.to_bytes(32, "big"))
+            out.append(AppendRequest(agent, seq - 1, [event]))
+        return out
+
+    async def pooled() -> None:
+        async with backend._connection() as conn:
+            await conn.execute("SELECT 1")
+
+    async def plain() -> None:
+        await single.execute("SELECT 1")
+
+    def sized(k: int) -> Any:
+        async def run() -> None:
+            results = await backend.append_batch(requests(k))
+            assert not any(isinstance(r, BaseException) for r in results), results
+
+        return run
+
+    async def statement() -> None:  # the batch's statement alone (its pool checkout too)
+        await backend._batch_once(requests(4))
+
+    sides = [(f"append_batch of {k}", sized(k), k) for k in (1, 2, 4, 8)]
+    sides.append(("its statement alone, of 4", statement, 4))
+    sides += [("SELECT 1, pool checkout", pooled, 1), ("SELECT 1, one connection", plain, 1)]
+    took: dict[str, list[float]] = collections.defaultdict(list)
+    try:
+        for _ in range(3):  # rounds, the sides interleaved
+            for name, run, _ in sides:
+                for _ in range(20):
+                    await run()
+                cpu = time.process_time()
+                for _ in range(200):
+                    await run()
+                took[name].append((time.process_time() - cpu) / 200)
+    finally:
+        await single.close()
+        await backend.close()
+    print(f"client CPU, median of 3 rounds of 200 (min–max), load {os.getloadavg()[0]:.1f}")
+    for name, _, k in sides:
+        xs = [x * 1e6 for x in took[name]]
+        print(
+            f"  {name:26s} {statistics.median(xs):5,.0f} µs ({min(xs):,.0f}–{max(xs):,.0f}),"
+            f" {statistics.median(xs) / k:4,.0f} µs an append"
+        )
 
 
 def report_profile(profile: cProfile.Profile, writes: int, top: int) -> None:
@@ -160,15 +289,26 @@ async def run(args: argparse.Namespace) -> None:
         lg_dsn = f"{args.dsn}{'&' if '?' in args.dsn else '?'}options=-csearch_path%3D{schema}"
         async with AsyncPostgresSaver.from_conn_string(lg_dsn) as setup:
             await setup.setup()
+        if args.batch:
+            await batch_cpu(args.dsn, schema)
+            return
         await conc.pg_side(args.side, args.dsn, schema, args)  # warm-up
         statements.COUNTS.clear()
         WAITS.clear()
+        dsn, seen, stop = args.dsn, dict[int, float](), asyncio.Event()
+        if args.server:
+            app = f"pgw_{uuid.uuid4().hex[:8]}"
+            dsn = f"{dsn}{'&' if '?' in dsn else '?'}application_name={app}"
+            watching = asyncio.create_task(watch_backends(args.dsn, app, seen, stop))
         profile = cProfile.Profile() if args.profile else None
         if profile is not None:
             profile.enable()
-        result = await conc.pg_side(args.side, args.dsn, schema, args)
+        result = await conc.pg_side(args.side, dsn, schema, args)
         if profile is not None:
             profile.disable()
+        if args.server:
+            stop.set()
+            await watching
         writes = result["writes"]
         print(
             f"{args.side}: {result['writes_s']:,.0f} writes/s,"
@@ -180,6 +320,11 @@ async def run(args: argparse.Namespace) -> None:
             print(f"  {n / writes:.3f}  {text}")
         if args.waits:
             report_waits(writes)
+        if args.server:
+            print(
+                f"  server CPU a write: {sum(seen.values()) / writes * 1e6:,.0f} µs"
+                f" ({len(seen)} backends)"
+            )
         if profile is not None:
             report_profile(profile, writes, args.top)
     finally:
@@ -198,6 +343,8 @@ def main() -> None:
     parser.add_argument("--waits", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=0)
+    parser.add_argument("--server", action="store_true")
+    parser.add_argument("--batch", action="store_true")
     args = parser.parse_args()
     statements.count_statements()
     if args.waits:
