@@ -245,8 +245,7 @@ class TieredRehydrate(TieredClaims):
     def _changes_with_claim_check(self) -> bool:
         """Does the durable tier commit a prune or a rewrite with a check of the agent's
         marker (that change and a check of another stream, no append, in one commit)?
-        SQLite and memory; not PostgreSQL nor Redis (their ``append_together`` needs an
-        append)."""
+        SQLite, memory, PostgreSQL and Redis (not a cluster: no ``append_together``)."""
         durable = self.durable
         return (
             self._fenced()
@@ -290,7 +289,9 @@ class TieredRehydrate(TieredClaims):
             else:  # (a marker beside the whole stream: left as it is, checked)
                 check = StreamChange(marker_id, rewrite=RewriteRequest(marker_id, seq, tag))
             try:
-                await self.durable.append_together([], [check, change])
+                # (the agent's change first: PostgreSQL locks its row before the
+                # marker's, as a demotion's last step does — no deadlock between them)
+                await self.durable.append_together([], [change, check])
             except ConflictError as exc:
                 if exc.agent_id != marker_id:
                     raise
