@@ -122,7 +122,7 @@ async def test_a_marker_changed_during_the_copy_is_looked_at_again() -> None:
     for seq in range(3):
         await backend.append(request("a", seq, key=f"k{seq}"))
     assert await backend.demote("a")
-    plain, hits = durable.append, []
+    plain, hits = durable.append, list[Any]()
 
     async def append(req: Any) -> Any:
         if req.agent_id == "a" and req.expected_seq == 1 and not hits:
@@ -133,7 +133,7 @@ async def test_a_marker_changed_during_the_copy_is_looked_at_again() -> None:
             assert await other.demote("a")
         return await plain(req)
 
-    durable.append = append  # type: ignore[method-assign]
+    durable.append = append  # type: ignore[method-assign,assignment]
     assert [e.seq for e in await backend.read("a")] == [1, 2]  # (the new "a")
     assert hits
     assert await backend.durable.head(COLD_MARKER + "a") == 0
@@ -156,7 +156,7 @@ async def test_a_gap_in_the_cold_copy_raises_integrity_error_at_once() -> None:
             return events[1:]  # (seq 1 missing)
         return events
 
-    cold.read = read  # type: ignore[method-assign]
+    cold.read = read  # type: ignore[method-assign,assignment]
     with pytest.raises(IntegrityError, match="gap"):
         await backend.read("a")
     assert len(reads) == 1
