@@ -208,37 +208,19 @@ class _ChangeCommit:
         return hooked
 
 
-_NOT_WITH_ITS_CHECK = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="PostgreSQL's and Redis's append_together needs an append (no prune with a"
-    " check of the marker alone, changes_alone_together false): the prune is committed"
-    " without the claim's check there, and a demotion that claims after its first look,"
-    " copies before it and commits its last step between the prune's commit and its"
-    " second look still deletes the pruned stream",
-)
-
-
-@pytest.mark.parametrize(
-    "make",
-    [
-        _sqlite,
-        pytest.param(_postgres, marks=_NOT_WITH_ITS_CHECK),
-        pytest.param(_redis, marks=_NOT_WITH_ITS_CHECK),
-    ],
-    ids=["sqlite", "postgres", "redis"],
-)
+@MAKERS
 async def test_a_demotion_done_between_a_prune_and_its_second_look(
     tmp_path: Path, make: Make
 ) -> None:
     """The prune finds no claim and is held before its commit; another process's
     demotion claims and copies the stream (as it was) and is held before its last
-    step; the prune is let commit, and held after; that step goes on. Before (and
-    still on PostgreSQL and Redis): the prune committed without a check of the marker
-    and that step, conditional on the head record and its own claim, deleted the
-    pruned stream before the prune's second look — the history back at the next load.
-    Now (SQLite) the prune commits only with the marker's check (absent, then the
-    claim given another head tag in the same commit): that step deletes nothing."""
+    step; the prune is let commit, and held after; that step goes on. Before (on
+    PostgreSQL and Redis until their ``append_together`` took changes alone): the
+    prune committed without a check of the marker and that step, conditional on the
+    head record and its own claim, deleted the pruned stream before the prune's second
+    look — the history back at the next load. Now the prune commits only with the
+    marker's check (absent, then the claim given another head tag in the same commit):
+    that step deletes nothing."""
     async with processes(tmp_path, make, 4) as (_, (setup, d1, other, fresh)):
         await _setup(setup)
         held = _ChangeCommit(other.durable, after=True)
@@ -266,15 +248,6 @@ _RENAME_NOT_CHECKED = pytest.mark.xfail(
     " before it and commits its last step between the rename's commit and its second"
     " look deletes the renamed stream — the old key names back at the next load",
 )
-_REWRITE_NOT_CHECKED = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="PostgreSQL's and Redis's append_together needs an append (no rewrite with a"
-    " check of the marker alone, changes_alone_together false): a rewrite is committed"
-    " without the claim's check there, and a demotion that claims after its first look,"
-    " copies before it and commits its last step between the rewrite's commit and its"
-    " second look deletes the rewritten stream — the old bytes back at the next load",
-)
 
 
 @pytest.mark.parametrize(
@@ -284,7 +257,7 @@ _REWRITE_NOT_CHECKED = pytest.mark.xfail(
         for name, make in (("sqlite", _sqlite), ("postgres", _postgres), ("redis", _redis))
         for what, change, kept, marks in (
             ("rename_keys", _rename, _renamed, [_RENAME_NOT_CHECKED]),
-            ("rewrite", _rewrite, _rewritten, [] if make is _sqlite else [_REWRITE_NOT_CHECKED]),
+            ("rewrite", _rewrite, _rewritten, []),
         )
     ],
 )
@@ -297,11 +270,12 @@ async def test_a_demotion_done_between_a_change_and_its_second_look(
     """As the prune's test above, of a key rename and a rewrite below the head: the
     change finds no claim and is held before its commit; a demotion claims and copies
     the stream as it was, and is held before its last step; the change commits and is
-    held before its second look; that step goes on. Before (and still for a rename,
-    and a rewrite on PostgreSQL and Redis): that step, conditional on the head record
-    (which neither change alters) and its own claim, deleted the changed stream — the
-    demotion True, the copy from before the change the agent at the next load, no
-    error. Now (SQLite) a rewrite commits only with the marker's check, as a prune."""
+    held before its second look; that step goes on. Before (and still for a rename):
+    that step, conditional on the head record (which neither change alters) and its
+    own claim, deleted the changed stream — the demotion True, the copy from before the
+    change the agent at the next load, no error. Now a rewrite commits only with the
+    marker's check, as a prune (PostgreSQL and Redis too: their ``append_together``
+    takes changes alone)."""
     async with processes(tmp_path, make, 4) as (_, (setup, d1, other, fresh)):
         await _setup(setup)
         held = _ChangeCommit(other.durable, _DURABLE_CALL[change], after=True)

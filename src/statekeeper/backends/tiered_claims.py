@@ -257,8 +257,8 @@ class TieredClaims(TieredPart):
         load, without an error). Nothing on a tier that is not :meth:`_fenced` (its
         demotion's delete is conditional on the head record alone). Still open: such a
         demotion whose last step commits between the change and the look after it, where
-        the change is not committed with the claim's check (a key rename; any change on
-        PostgreSQL or Redis: :meth:`~.tiered_rehydrate.TieredRehydrate._change_checked`)."""
+        the change is not committed with the claim's check (a key rename: see
+        :meth:`~.tiered_rehydrate.TieredRehydrate._change_checked`)."""
         if not self._fenced() or not self.durable.supports(Capability.REWRITE):
             return
         entry = await self._marker_entry(agent_id)

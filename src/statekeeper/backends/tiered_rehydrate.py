@@ -161,7 +161,7 @@ class TieredRehydrate(TieredClaims):
                         wrote=wrote,
                         guard=None if theirs is None else self._guard(agent_id, theirs),
                     )
-                except (ConflictError, IntegrityError):
+                except (ConflictError, IntegrityError) as exc:
                     again = await self._marker_entry(agent_id)
                     if await self._deleted_under(
                         agent_id, ours, again, wrote
@@ -180,19 +180,34 @@ class TieredRehydrate(TieredClaims):
                             await self._end_for_another(cold, agent_id, marker.head_seq, ours)
                         self._set_settled(agent_id, head)
                         return head
-                    if again[1] in (ours, theirs) and attempt < _ATTEMPTS:
-                        # the claim holds and the stream is a part: another rehydration
-                        # (the claim's owner, or one that found it) dropped what this one
-                        # copied and copies its own — this one starts again (and ends its
-                        # own claim once the agent is whole). Was: both loads raised
-                        # ConflictError ("its head record was rewritten since this process
-                        # read it…"), each having dropped the other's part
-                        head = await self._again(agent_id, attempt, "its copy was dropped")
-                        await self._end_for_another(cold, agent_id, marker.head_seq, ours)
-                        return head
-                    with contextlib.suppress(Exception):  # (else the next use drops it)
-                        await self._drop_partial(agent_id, marker.head_seq)
-                    raise
+                    mine = again[1] in (ours, theirs)
+                    broken = (
+                        mine
+                        and isinstance(exc, IntegrityError)
+                        and await self._cold_intact(cold, agent_id, again[1])
+                    )  # (the cold copy itself, unchanged under this one: not a race)
+                    if broken or attempt >= _ATTEMPTS:
+                        with contextlib.suppress(Exception):  # (else the next use drops it)
+                            await self._drop_partial(agent_id, marker.head_seq)
+                    if broken:
+                        raise
+                    if not mine:
+                        # another marker since (a claim, another demotion's): looked at
+                        # again, as before the copy (BackendError, try again, after
+                        # _ATTEMPTS). Was: this failure raised to the load or write — a
+                        # ConflictError naming a page or the marker's stream, for a
+                        # load that conflicted on nothing
+                        return await self._again(agent_id, attempt, "its marker changed")
+                    # the claim holds and the stream is a part: another rehydration
+                    # (the claim's owner, or one that found it) dropped what this one
+                    # copied and copies its own — this one starts again (and ends its
+                    # own claim once the agent is whole); BackendError (try again) after
+                    # _ATTEMPTS. Was: both loads raised ConflictError ("its head record
+                    # was rewritten since this process read it…"), each having dropped
+                    # the other's part; and, the bound reached, that ConflictError
+                    head = await self._again(agent_id, attempt, "its copy was dropped")
+                    await self._end_for_another(cold, agent_id, marker.head_seq, ours)
+                    return head
                 except BaseException:
                     with contextlib.suppress(Exception):  # (else the next use drops it)
                         await self._drop_partial(agent_id, marker.head_seq)
@@ -230,8 +245,7 @@ class TieredRehydrate(TieredClaims):
     def _changes_with_claim_check(self) -> bool:
         """Does the durable tier commit a prune or a rewrite with a check of the agent's
         marker (that change and a check of another stream, no append, in one commit)?
-        SQLite and memory; not PostgreSQL nor Redis (their ``append_together`` needs an
-        append)."""
+        SQLite, memory, PostgreSQL and Redis (not a cluster: no ``append_together``)."""
         durable = self.durable
         return (
             self._fenced()
@@ -245,16 +259,17 @@ class TieredRehydrate(TieredClaims):
         """Make ``change`` (a prune or a rewrite of ``agent_id``) in the durable tier in
         ONE commit with a check of its cold marker (True), where the tier can
         (:meth:`_changes_with_claim_check`; False, nothing done: the caller makes it as
-        before): no marker (a claim made since fails the commit: looked at again), or a
-        demotion's claim (:func:`is_claim`) given another head tag in that same commit —
-        its last step, committed only while the marker carries its token, then deletes
-        nothing and its clean-up removes its copy of the stream as it was —, or a marker
-        beside the whole stream unchanged. A demotion done meanwhile: the agent brought
-        back first. Was: the claim looked at before the change and after it, neither in
-        its commit — a demotion that claimed after the first look, copied the stream
-        before the change and made its last step before the second deleted the changed
-        stream, its cold copy (the history back, a rewrite's old bytes) the agent at the
-        next load."""
+        before; :class:`BackendError`, nothing done, once the marker changed under each
+        of :data:`_ATTEMPTS` checks): no marker (a claim made since fails the commit:
+        looked at again), or a demotion's claim (:func:`is_claim`) given another head
+        tag in that same commit — its last step, committed only while the marker carries
+        its token, then deletes nothing and its clean-up removes its copy of the stream
+        as it was —, or a marker beside the whole stream unchanged. A demotion done
+        meanwhile: the agent brought back first. Was: the claim looked at before the
+        change and after it, neither in its commit — a demotion that claimed after the
+        first look, copied the stream before the change and made its last step before
+        the second deleted the changed stream, its cold copy (the history back, a
+        rewrite's old bytes) the agent at the next load."""
         if not self._changes_with_claim_check():
             return False
         marker_id = COLD_MARKER + agent_id
@@ -274,13 +289,22 @@ class TieredRehydrate(TieredClaims):
             else:  # (a marker beside the whole stream: left as it is, checked)
                 check = StreamChange(marker_id, rewrite=RewriteRequest(marker_id, seq, tag))
             try:
-                await self.durable.append_together([], [check, change])
+                # (the agent's change first: PostgreSQL locks its row before the
+                # marker's, as a demotion's last step does — no deadlock between them)
+                await self.durable.append_together([], [change, check])
             except ConflictError as exc:
                 if exc.agent_id != marker_id:
                     raise
                 continue
             return True
-        return False
+        # False is "this tier cannot check" only: the caller would make the change
+        # unchecked — the one a demotion whose last step commits meanwhile undoes. Was:
+        # False here too, the change made unchecked after all (no error)
+        raise BackendError(
+            f"tiered: agent {agent_id!r} was not changed: its cold marker changed under"
+            f" each of its {_ATTEMPTS} checks (other processes demoting or bringing it back"
+            " meanwhile); nothing was changed: try again"
+        )
 
     async def _again(self, agent_id: str, attempt: int, why: str) -> int:
         """(Holding the agent's lock, in :meth:`_rehydrate`.) Look again — the agent's
@@ -296,6 +320,16 @@ class TieredRehydrate(TieredClaims):
                 "rehydrating, deleting or demoting it meanwhile): try again"
             )
         return await self._rehydrate(agent_id, locked=True, attempt=attempt + 1)
+
+    async def _cold_intact(self, cold: Backend, agent_id: str, body: dict[str, Any]) -> bool:
+        """Is the cold copy the marker ``body`` names still there, whole? (A copy back
+        that failed on it, an :class:`IntegrityError`, then failed on the copy itself —
+        a gap, a record unreadable — not on another process deleting it meanwhile.)"""
+        try:
+            await check_demoted_copy(cold, agent_id, body)
+        except IntegrityError:
+            return False
+        return True
 
     async def _deleted_under(
         self,

@@ -251,11 +251,12 @@ class TieredWrites(TieredRehydrate, TieredHot):
         (:meth:`_fence_demotion`: its last step kept no change) and a demoted agent
         brought back first; then the change — ``checked`` (its :class:`StreamChange`)
         committed with the claim's check where the durable tier can
-        (:meth:`_change_checked`: None returned), else ``plain()`` (its result) and the
+        (:meth:`_change_checked`: None returned; its give-up, BackendError, nothing
+        changed — never the change unchecked), else ``plain()`` (its result) and the
         claim fenced again (one made meanwhile); then the hot copy dropped (refilled
         from the new bytes on the next read). A change that raises leaves both as they
         were. Still open: a key rename, and any change on a durable tier that cannot
-        (PostgreSQL, Redis), is not committed with the check — a demotion whose last
+        (a Redis cluster, S3), is not committed with the check — a demotion whose last
         step commits between the change and the second fence undoes it."""
         async with self._locks.hold(agent_id):
             if self.cold is not None:

@@ -10,7 +10,7 @@ import pytest
 
 from statekeeper.backends.base import Backend, Capability
 from statekeeper.errors import ConfigurationError, ConflictError
-from statekeeper.records import AppendRequest, RawEvent, StreamChange
+from statekeeper.records import AppendRequest, RawEvent, RewriteRequest, StreamChange
 
 from ._contract import Contract, _needs, request, snapshot
 
@@ -143,3 +143,42 @@ class PruneAtConformance(Contract):
         await backend.prune("a", 5, (3,), 6)  # (a new base: the old one goes anyway)
         assert await backend.latest_snapshot("a", 4) is None
         assert await backend.stream_bases(["a"]) == [5]
+
+    async def test_append_together_takes_changes_alone(self, backend: Backend) -> None:
+        """An engine declaring ``changes_alone_together`` commits changes with no
+        append: a prune (and a rewrite) with a check of another stream, all or nothing
+        — what a tiered store's prune and rewrite are committed with (its demoted-agent
+        marker checked in the same commit). A check that fails: ConflictError naming the
+        stream checked, nothing pruned or rewritten."""
+        if not backend.appends_together or not backend.changes_alone_together:
+            pytest.skip(f"{type(backend).__qualname__} takes no changes alone together")
+        await backend.append(request("a", 0, 4, snap_at=2))
+        await backend.append(request("m", 0))
+        checks: list[StreamChange] = []
+        if backend.checks_absence_together:
+            checks.append(StreamChange("m", absent=True))
+        if backend.changes_leases_and_rewrites:
+            head, tag = await backend.head_tag("m")
+            wrong = RewriteRequest("m", head, b"another-tag-0001")
+            checks.append(StreamChange("m", rewrite=wrong))
+        for check in checks:
+            with pytest.raises(ConflictError) as caught:
+                await backend.append_together([], [StreamChange("a", prune_to=2), check])
+            assert caught.value.agent_id == "m"
+            assert [e.seq for e in await backend.read("a")] == [1, 2, 3, 4]  # (nothing)
+        if backend.checks_absence_together:
+            passes = StreamChange("none", absent=True)
+            assert await backend.append_together([], [StreamChange("a", prune_to=2), passes]) == []
+            assert [e.seq for e in await backend.read("a")] == [3, 4]
+        if backend.changes_leases_and_rewrites:
+            head, tag = await backend.head_tag("m")
+            fence = RewriteRequest("m", head, tag, head_tag=b"fenced-tag-00001")
+            first = (await backend.read("a", 2, 3))[0]
+            again = RawEvent(3, first.type, first.timestamp, b"rewritten", first.checksum)
+            (seq, tag_a) = await backend.head_tag("a")
+            rewrite = StreamChange("a", rewrite=RewriteRequest("a", seq, tag_a, (again,)))
+            assert (
+                await backend.append_together([], [rewrite, StreamChange("m", rewrite=fence)]) == []
+            )
+            assert (await backend.read("a", 2, 3))[0].payload == b"rewritten"
+            assert await backend.head_tag("m") == (head, b"fenced-tag-00001")

@@ -51,7 +51,7 @@ from .deletes import refusal
 from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
-from .refusals import INSUFFICIENT_PRIVILEGE, together_what
+from .refusals import INSUFFICIENT_PRIVILEGE, filtered_at_head, together_what
 from .rolled_back import ROLLED_BACK, RolledBack, run_again
 
 __all__ = ["Appends"]
@@ -122,9 +122,10 @@ class Appends(PostgresPart):
 
     async def _answer(self, request: AppendRequest, row: tuple[Any, ...]) -> AppendResult:
         """What ``sk_append``'s reply ``row`` means for ``request``: the policy asked
-        when it looks like a conflict at the very head expected (:func:`_filtered`) —
-        by every try of the append, a retry after a lost connection too."""
-        if _filtered(request, row):
+        when it looks like a conflict at the very head expected
+        (:func:`.refusals.filtered_at_head`) — by every try of the append, a retry
+        after a lost connection too."""
+        if filtered_at_head(request, row):
             async with self._connection() as conn:
                 await self._refuse(conn, request)
         return self._result(request, row)
@@ -216,7 +217,8 @@ class Appends(PostgresPart):
             else:
                 self._wrote()
                 self._feed.poke()
-                filtered = [r for (_, r), row in zip(valid, rows, strict=True) if _filtered(r, row)]
+                pairs = zip(valid, rows, strict=True)
+                filtered = [r for (_, r), row in pairs if filtered_at_head(r, row)]
                 refused: dict[str, AccessDenied] = {}
                 if filtered:
                     async with self._connection() as conn:
@@ -237,6 +239,7 @@ class Appends(PostgresPart):
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
     checks_absence_together = True
+    changes_alone_together = True  # (a prune or rewrite with a check: tiered's)
 
     async def append_together(
         self, requests: Sequence[AppendRequest], changes: Sequence[StreamChange] = ()
@@ -244,12 +247,13 @@ class Appends(PostgresPart):
         """One ``sk_append_batch`` statement in a transaction rolled back whole when a
         request fails or is a duplicate (:meth:`Backend.append_together`); the
         ``changes`` (a conditional delete, a snapshot, an absence check) go first in
-        the same transaction. After a lost connection, whether it committed is read back from
-        the first request's stream (all or none landed)."""
+        the same transaction — or alone (:attr:`changes_alone_together`). After a lost
+        connection, whether it committed is read back from the first request's stream
+        (all or none landed); changes alone: BackendError, ``maybe_applied``."""
         self._check_can_write()
         validate_together(requests, changes, self)
-        if not requests:
-            raise ConfigurationError("append_together needs at least one append")
+        if not requests and not changes:
+            raise ConfigurationError("append_together needs an append or a change")
         snaps = sum(len(c.snapshot.payload) for c in changes if c.snapshot is not None)
         if (refused := oversize(requests, snaps)) is not None:
             raise refused
@@ -277,16 +281,18 @@ class Appends(PostgresPart):
                         for change in changes:
                             if not change.absent:
                                 await self._change(conn, change)
-                        query = self._sql["append_batch"]
-                        cur = kept_cursor(conn, query)
-                        await cur.execute(query, batch_params(requests))
-                        rows = [tuple(row[1:]) for row in await cur.fetchall()]
+                        rows: list[tuple[Any, ...]] = []
+                        if requests:  # (else changes alone: changes_alone_together)
+                            query = self._sql["append_batch"]
+                            cur = kept_cursor(conn, query)
+                            await cur.execute(query, batch_params(requests))
+                            rows = [tuple(row[1:]) for row in await cur.fetchall()]
                         if len(rows) != len(requests):
                             raise psycopg.DataError(
                                 f"sk_append_batch answered {len(rows)} of {len(requests)}"
                             )
                         for request, row in zip(requests, rows, strict=True):
-                            if _filtered(request, row):
+                            if filtered_at_head(request, row):
                                 await self._refuse(conn, request)  # raises: rolled back
                             result = self._result(request, row)  # raises: rolled back
                             if result.duplicate:
@@ -307,12 +313,15 @@ class Appends(PostgresPart):
                 ):
                     raise refused from exc  # (the agent checked, not the first append's)
                 raise self._failure(together_what(requests, changes), exc) from exc
+            unsettled = ""  # (changes alone: nothing of them to read back, unknown)
             try:
-                landed = await self._landed(requests[0])
-            except psycopg.Error as unsettled:  # (was: the driver's error, untyped)
+                landed = await self._landed(requests[0]) if requests else None
+            except psycopg.Error as err:  # (was: the driver's error, untyped)
+                landed, unsettled = None, f": {self._reason(err)}"
+            if landed is None:
                 raise BackendError(
                     f"postgresql: atomic append failed: {self._reason(exc)}; whether it "
-                    f"committed is unknown: {self._reason(unsettled)}",
+                    f"committed is unknown{unsettled}",
                     maybe_applied=True,
                 ) from exc
             if not landed:
@@ -486,7 +495,7 @@ class Appends(PostgresPart):
 
     async def _refuse(self, conn: Any, request: AppendRequest) -> None:
         """Raise the AccessDenied of ``request``, answered a conflict at the very head
-        it expected (:func:`_filtered`), when row-level security filtered its head
+        it expected (:func:`.refusals.filtered_at_head`), when row-level security filtered its head
         row's UPDATE away (the role may not write the agent's namespace)."""
         if (refused := await refusal(self, conn, request.agent_id, "append")) is not None:
             raise refused
@@ -588,11 +597,3 @@ class _Undo(StatekeeperError):
     Internal control flow: raised and caught inside one ``async with
     conn.transaction()``; it never reaches a caller.
     """
-
-
-def _filtered(request: AppendRequest, row: tuple[Any, ...]) -> bool:
-    """Whether ``sk_append``'s reply ``row`` is a conflict at the head ``request``
-    expected: its head row's UPDATE matched nothing with the head where it was, as
-    when row-level security filtered it away (or the head tag differs: see
-    :meth:`Appends._refuse`, which asks the policy)."""
-    return int(row[0]) == 2 and request.expected_seq > 0 and int(row[1]) == request.expected_seq

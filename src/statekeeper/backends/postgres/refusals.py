@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...errors import AccessDenied, BackendRejected
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "denied",
+    "filtered_at_head",
     "label",
     "mark_opening",
     "read_only",
@@ -125,8 +126,20 @@ def label(what: str, exc: BaseException, schema: str, readonly: bool) -> str:
 def together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamChange]) -> str:
     """What a refused ``append_together`` did, as :func:`denied` reads it: the
     delete of the agent its change names (a delete and its feed tombstone or audit
-    entry), else the append to its first request's agent."""
+    entry), else the append to its first request's agent (none: its first change)."""
     for change in changes:
         if change.delete_at is not None:
             return f"postgresql delete_agent_at of {change.agent_id!r}"
+    if not requests:
+        first = changes[0]
+        kind = "rewrite" if first.rewrite else "prune" if first.prune_to is not None else "change"
+        return f"postgresql {kind} of {first.agent_id!r}"
     return f"postgresql append to {requests[0].agent_id!r}"
+
+
+def filtered_at_head(request: AppendRequest, row: tuple[Any, ...]) -> bool:
+    """Whether ``sk_append``'s reply ``row`` is a conflict at the head ``request``
+    expected: its head row's UPDATE matched nothing with the head where it was, as
+    when row-level security filtered it away (or the head tag differs: see
+    :meth:`.appends.Appends._refuse`, which asks the policy)."""
+    return int(row[0]) == 2 and request.expected_seq > 0 and int(row[1]) == request.expected_seq

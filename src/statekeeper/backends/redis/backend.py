@@ -423,6 +423,7 @@ class RedisBackend(Backend):
         self.guards_from_base = not self.cluster  # (from_base.lua: the guard's keys)
         self.prunes_together_at_head = not self.cluster  # (together.lua: prune_head)
         self.checks_absence_together = not self.cluster  # (together.lua: 'a')
+        self.changes_alone_together = not self.cluster  # (together.lua: no append)
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))
@@ -1215,8 +1216,8 @@ class RedisBackend(Backend):
             )
         self._check_can_write()
         validate_together(requests, changes, self)
-        if not requests:
-            raise ConfigurationError("append_together needs at least one append")
+        if not requests and not changes:
+            raise ConfigurationError("append_together needs an append or a change")
         task = current_task()  # a lost cancel: see .client
         asked = task.cancelling() if task is not None else 0
         if not self._reached:
@@ -1254,11 +1255,13 @@ class RedisBackend(Backend):
             args.append(change.delete_checksum or b"")
             args.append("" if change.prune_head is None else str(change.prune_head))
             args.append(change.prune_checksum or b"")
-        agent = requests[0].agent_id
+        agent = requests[0].agent_id if requests else changes[0].agent_id
         shards = [
             self._agent(a).shard
             for a in (*(r.agent_id for r in requests), *(c.agent_id for c in changes))
         ]
+        if not requests:  # (changes alone: changes_alone_together)
+            return await self._changes_together(agent, changes, keys, args, shards)
         outcome: list[AppendResult | None] = []
         try:
             reply = await self._write(agent, self._together_script, keys, args, shards)
@@ -1283,6 +1286,34 @@ class RedisBackend(Backend):
         if any(c.lease is not None and c.lease.ttl is not None for c in changes):
             await self._granted()  # (a grant committed with its audit entry)
         return done
+
+    async def _changes_together(
+        self,
+        agent: str,
+        changes: Sequence[StreamChange],
+        keys: list[bytes],
+        args: list[Any],
+        shards: list[ShardKeys],
+    ) -> list[AppendResult | None]:
+        """:meth:`append_together` of changes alone (a prune or a rewrite with a check
+        of another stream: tiered's). A reply lost, the script is sent again; refused
+        then, whether the first one committed is unknown (a check it passed fails once
+        it committed): BackendError, ``maybe_applied``."""
+        tries = 0
+
+        async def op() -> Any:
+            nonlocal tries
+            tries += 1
+            reply = await self._write(agent, self._together_script, keys, args, shards)
+            if tries > 1 and int(reply[0]) != 0:
+                raise BackendError(
+                    f"redis: the changes of {agent!r} met a lost reply, and sent again they"
+                    " were refused: whether the first try committed is unknown",
+                    maybe_applied=True,
+                )
+            return reply
+
+        return self._together_outcome((), changes, await self._retrying("append_together", op))
 
     @staticmethod
     def _together_outcome(
