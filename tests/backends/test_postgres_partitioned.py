@@ -233,6 +233,7 @@ CROSS_AGENT = {
     "absent_release",
     "append_batch",
     "rw_many",
+    "rw_many_lock",
     "read_many",
     "head_many",
     "head_tag_many",

@@ -30,7 +30,10 @@ lexicographic key order equal to the ids' code point order)::
   object ``e/b<seq>`` — from then on every read ignores what lies at or below it —
   and only then deletes that (commits, older snapshots; idempotency keys stay): a
   process killed anywhere leaves the old stream or the new one, never a mix, and the
-  next prune finishes the deletions. ``append_from_base`` writes its first commit with
+  next prune finishes the deletions. A rewrite racing the copy is not lost: the prune
+  reads the commit again after copying it (and copies it again if a rewrite changed
+  it), and a rewrite lists the commits again after its writes (and rewrites a copy
+  made meanwhile). ``append_from_base`` writes its first commit with
   the base snapshot inside it (a record at the base seq, which reads skip), so the
   stream and its base appear together; the snapshot's own object follows as a copy.
 * A delete first *claims* the stream: an empty commit marked as a delete's, created
@@ -335,6 +338,18 @@ def _shared_start(keys: Sequence[str]) -> str:
     while n < len(low) and low[n] == high[n]:
         n += 1
     return low[:n]
+
+
+class _Relist(Exception):
+    """A rewrite met a commit it listed deleted (a prune's): it is made again from a new
+    listing (:meth:`S3Backend._rewrite_sync`)."""
+
+
+def _version(obj: dict[str, Any]) -> tuple[str, str | None]:
+    """What tells one write of an object from another: its ETag (its body's digest) and
+    the token of the write (:data:`_WRITE`, in its metadata): a rewrite of the head tag
+    alone keeps the body, hence the ETag."""
+    return obj.get("ETag", ""), dict(obj.get("Metadata", {})).get(_WRITE)
 
 
 def _token() -> str:
@@ -1200,6 +1215,50 @@ class S3Backend(Backend):
         metadata = dict(obj.get("Metadata", {}))
         metadata.setdefault("first", str(commits[at]))
         self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata)
+        self._copy_again(agent_id, commits[at], obj, base_seq, end)
+
+    def _copy_again(
+        self, agent_id: str, first: int, obj: dict[str, Any], base_seq: int, end: int
+    ) -> None:
+        """After :meth:`_split` made its copy (the commit ``base_seq + 1``) of the commit
+        ``first`` read as ``obj``: a rewrite of that commit in between (a rekey, a
+        migration, a redaction: new records, a new head tag) lived on only in the commit
+        the base hides, the rewrite answered success. The commit is read again until it
+        is the one copied; when it changed, the copy is made again from it, ``If-Match``
+        on the copy as read (a rewrite that listed the copy and rewrote it itself is
+        never overwritten). A rewrite after this check finds the copy when it lists the
+        commits again (:meth:`_rewrite_copies`)."""
+        root = self._agent_root(agent_id) + "e/"
+        key, copy = root + self._seq_name(first), root + self._seq_name(base_seq + 1)
+        for _ in range(_MARK_TRIES):
+            now = self._object(self._s3.head_object, key)
+            if now is None or _version(now) == _version(obj):
+                return
+            obj = self._object(self._s3.get_object, key) or {}
+            held = self._object(self._s3.get_object, copy)
+            if not obj or held is None:
+                return  # (deleted: the prune finished by another)
+            events = [
+                e
+                for e in _decode_events(agent_id, obj["Body"].read())
+                if base_seq < e.seq <= end and e.type != _BASE_RECORD
+            ]
+            metadata = dict(obj.get("Metadata", {}))
+            metadata.setdefault("first", str(first))
+            metadata[_WRITE] = _token()
+            try:
+                self._s3.put_object(
+                    Bucket=self.bucket,
+                    Key=copy,
+                    Body=_encode_events(events),
+                    Metadata=metadata,
+                    IfMatch=held["ETag"],
+                )
+            except ClientError as exc:
+                if _code(exc) not in _CONDITION_FAILED:
+                    raise
+        # (rewritten again and again under the prune: nothing switched yet, retried whole)
+        raise ConflictError(agent_id, end, self._head_sync(agent_id))
 
     async def prune(
         self,
@@ -1248,6 +1307,22 @@ class S3Backend(Backend):
         await self._run(self._save_snapshot_sync, agent_id, snapshot)
 
     def _rewrite_sync(self, request: RewriteRequest) -> None:
+        """:meth:`_rewrite_listed`, again from the listing when a commit it listed is
+        gone (a prune's, after its copy of what lies above the base): nothing of the
+        newest commit (the head tag) is written before that is found, so the head it
+        checks is still the one expected; a record it names below the new base is
+        refused then (:func:`~.base.unstored_rewrite`)."""
+        for _ in range(_MARK_TRIES):
+            try:
+                self._rewrite_listed(request)
+                return
+            except _Relist:
+                continue
+        raise ConflictError(
+            request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
+        )
+
+    def _rewrite_listed(self, request: RewriteRequest) -> None:
         agent_id = request.agent_id
         root = self._agent_root(agent_id) + "e/"
         commits = self._commits(agent_id)
@@ -1279,7 +1354,9 @@ class S3Backend(Backend):
                 for snap in request.snapshots:
                     self._put_snapshot(agent_id, snap, meta.get(_INC))
             key = root + self._seq_name(first)
-            obj = self._s3.get_object(Bucket=self.bucket, Key=key)
+            obj = self._object(self._s3.get_object, key)
+            if obj is None:
+                raise _Relist  # (pruned since the listing: its records moved or gone)
             events = [
                 (
                     dataclasses.replace(e, payload=base.payload, checksum=base.checksum)
@@ -1310,15 +1387,77 @@ class S3Backend(Backend):
                 if _code(exc) not in _CONDITION_FAILED:
                     raise
                 if not self._ours(exc, key, token):  # (ours: a retry after a lost reply)
+                    if self._object(self._s3.head_object, key) is None:
+                        raise _Relist from exc  # (pruned since it was read)
                     head = self._head_sync(agent_id)
                     raise ConflictError(agent_id, request.expected_seq, head) from exc
             # (each key's replaced bytes gone as soon as it is written: a rewrite cut
             # short leaves none behind but the one being written)
             self._drop_older_versions([key])
+        self._rewrite_copies(request, commits, changes, head)
         if last not in touched:
             for snap in request.snapshots:
                 self._put_snapshot(agent_id, snap, meta.get(_INC))
         self._drop_older_versions([self._snapshot_key(agent_id, s.seq) for s in request.snapshots])
+
+    def _rewrite_copies(
+        self, request: RewriteRequest, listed: list[int], changes: dict[int, RawEvent], head: int
+    ) -> None:
+        """After :meth:`_rewrite_listed` wrote the commits it ``listed``: a commit made since
+        at or below ``head`` is a prune's copy of one of them (:meth:`_split`), which
+        reads end the older commit at, and the base then hides: one made from the bytes
+        before this rewrite kept the old records and head tag live, this rewrite
+        answered success. Such a copy is rewritten too (``If-Match`` on it as read);
+        one the prune makes after this listing, the prune makes again from the rewritten
+        commit (:meth:`_copy_again`)."""
+        agent_id = request.agent_id
+        root = self._agent_root(agent_id) + "e/"
+        for _ in range(_MARK_TRIES):
+            firsts = self._commits(agent_id)
+            moved = False
+            for i, first in enumerate(firsts):
+                end = firsts[i + 1] - 1 if i + 1 < len(firsts) else head
+                tag = request.head_tag if first <= head <= end else None
+                if first in listed or first > head:
+                    continue
+                if tag is None and not any(first <= seq <= end for seq in changes):
+                    continue
+                obj = self._object(self._s3.get_object, root + self._seq_name(first))
+                if obj is None:
+                    moved = True  # (deleted: by a prune after it; listed again)
+                    continue
+                stored = _decode_events(agent_id, obj["Body"].read())
+                events = [
+                    dataclasses.replace(
+                        e, payload=changes[e.seq].payload, checksum=changes[e.seq].checksum
+                    )
+                    if e.seq in changes and e.type != _BASE_RECORD
+                    else e
+                    for e in stored
+                ]
+                metadata = dict(obj.get("Metadata", {}))
+                if events == stored and (tag is None or metadata.get("headtag") == tag.hex()):
+                    continue
+                if tag is not None:
+                    metadata["headtag"] = tag.hex()
+                metadata[_WRITE] = _token()
+                try:
+                    self._s3.put_object(
+                        Bucket=self.bucket,
+                        Key=root + self._seq_name(first),
+                        Body=_encode_events(events),
+                        Metadata=metadata,
+                        IfMatch=obj["ETag"],
+                    )
+                except ClientError as exc:
+                    if _code(exc) not in _CONDITION_FAILED:
+                        raise
+                    moved = True
+                    continue
+                self._drop_older_versions([root + self._seq_name(first)])
+            if not moved:
+                return
+        raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
 
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace record bytes: each affected commit object is rewritten with a

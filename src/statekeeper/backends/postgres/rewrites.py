@@ -4,10 +4,14 @@ compare-and-set head (key rotation, schema migrations). A mixin of
 
 * :meth:`Rewrites.rewrite`: one agent, one transaction, its head row locked
   ``FOR UPDATE``.
-* :meth:`Rewrites.rewrite_many`: a page of agents in ONE statement (``rw_many``: one
-  round trip, one transaction). Each request is still atomic on its own: the head rows
-  that are still the expected ones are locked (in agent order, so two pages never
-  deadlock), and only those requests' events, snapshots and head tags are written;
+* :meth:`Rewrites.rewrite_many`: a page of agents in ONE transaction of two statements
+  sent together (a pipeline: one round trip). ``rw_many_lock`` locks the page's head
+  rows (in agent order, so two pages never deadlock); ``rw_many`` then checks and
+  writes, its snapshot taken after the locks: a prune of one of the agents committed
+  while the page waited for its lock is seen by the check of the pruned base (one
+  statement locking and checking read the base from before the wait, and answered
+  such a request applied). Each request is still atomic on its own: only those whose
+  head is still the expected one have their events, snapshots and head tags written;
   the others are answered False and left untouched. A schema migration's page of
   1,000 agents is one round trip instead of 1,000 transactions of four statements
   (measured in docs/benchmarks.md, issue 14).
@@ -123,11 +127,15 @@ class Rewrites(PostgresPart):
             nonlocal attempts
             attempts += 1
             query, args = self._sql["rw_many"], {**params, "retry": attempts > 1}
+            lock, agents = self._sql["rw_many_lock"], {"agents": params["agents"]}
             async with self._connection() as conn:
-                if not self.audit_links:  # no row-level security: one statement, autocommit
-                    cur = await conn.execute(query, args)
+                if not self.audit_links:  # no row-level security: one round trip
+                    async with conn.pipeline(), conn.transaction():
+                        await conn.execute(lock, agents)
+                        cur = await conn.execute(query, args)
                     return {int(row[0]) for row in await cur.fetchall()}
                 async with conn.transaction():  # refused by row-level security: rolled back
+                    await conn.execute(lock, agents)
                     cur = await conn.execute(query, args)
                     done = {int(row[0]) for row in await cur.fetchall()}
                     if len(done) < len(requests):

@@ -72,11 +72,18 @@ INSERT INTO {s}.sk_snapshots (agent_id, seq, ts, payload, checksum) VALUES (%s, 
 -- name: rw_tag
 UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 
+-- name: rw_many_lock
+-- rewrite_many, first: the page's head rows locked (in agent order, so two pages never
+-- deadlock) before rw_many, in its transaction. rw_many's checks read the stream's base
+-- in ITS snapshot: taken after these locks, it sees every prune of the page's agents
+-- committed before (a prune holds the head row), and none can commit until the end
+SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY agent_id FOR UPDATE
+
 -- name: rw_many
--- rewrite_many: every request's head row locked (in agent order) if it is still the
--- one expected (or, on a retry, already carries the request's new tag), then the
--- events, snapshots and head tags of the fresh ones replaced; one statement, one
--- transaction. Answers the 1-based positions of the requests applied. A request naming
+-- rewrite_many, after rw_many_lock in the same transaction: every request's head row
+-- (locked) checked to be still the one expected (or, on a retry, already carries the
+-- request's new tag), then the events, snapshots and head tags of the fresh ones
+-- replaced. Answers the 1-based positions of the requests applied. A request naming
 -- an event below the agent's first stored one (pruned) is not applied (the caller
 -- raises: Rewrites.rewrite_many).
 WITH r AS (
