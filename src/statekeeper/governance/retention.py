@@ -296,8 +296,7 @@ async def _plan_and_apply(
         return None
     # the stream as planned on: checked again just before the change (below)
     seen = await head_seen(store, agent_id, head)
-    first = await store.backend.read(agent_id, 0, None, limit=1)
-    base = first[0].seq - 1 if first else 0
+    (base,) = await store.backend.stream_bases([agent_id])
     target = base
     kept_for = ""
     if rule.keep_last is not None and head - rule.keep_last > base:

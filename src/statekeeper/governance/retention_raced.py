@@ -84,8 +84,7 @@ async def on_grown(
                 now = await store.backend.head(agent_id)
                 grown = await head_seen(store, agent_id, now)
                 await check_unchanged(store, agent_id, head, seen)  # (the same stream)
-                first = await store.backend.read(agent_id, 0, None, limit=1)
-                if (first[0].seq - 1 if first else 0) != base:  # (as the plan found it)
+                if (await store.backend.stream_bases([agent_id]))[0] != base:  # (as planned)
                     raise exc
             except ConflictError:
                 raise exc from None
@@ -123,8 +122,7 @@ async def _lost_race(store: StateStore, agent_id: str, exc: Exception) -> str | 
         return f"written since it was listed (head {exc.expected_seq}, now {exc.current_seq})"
     if isinstance(exc, HistoryCompacted) and exc.agent_id == agent_id:
         # another run compacted it past the plan: its base is stored now
-        first = await store.backend.read(agent_id, 0, None, limit=1)
-        stored = first[0].seq - 1 if first else await store.backend.head(agent_id)
+        (stored,) = await store.backend.stream_bases([agent_id])
         if stored == exc.base_seq:
             return f"compacted by another retention run since it was listed (base {stored})"
     return None
