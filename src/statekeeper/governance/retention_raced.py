@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .hooks import Announced
     from .retention_idle import Seen
 
-__all__ = ["GROWN_TRIES", "Raced", "floor_raised", "on_grown", "planned_again"]
+__all__ = ["GROWN_TRIES", "Raced", "base_unchanged", "floor_raised", "on_grown", "planned_again"]
 
 T = TypeVar("T")
 
@@ -89,6 +89,19 @@ async def on_grown(
             except ConflictError:
                 raise exc from None
             head, seen = now, grown
+
+
+async def base_unchanged(store: StateStore, agent_id: str, base: int) -> None:
+    """Raise :class:`HistoryCompacted` (a race lost: planned again) when the stream's base
+    is no longer ``base``, the one its plan found: another retention run compacted it
+    since, as far as this plan or past it. Was: not looked at, and a run whose plan had
+    the same target as the other's made its prune all the same (removing nothing: the
+    other had) and reported the other's removal as its own — two concurrent runs each
+    said "removed N event(s)" of the same agent. (A compaction between this look and
+    the prune still passes: the engines' prune is not conditional on the base.)"""
+    (now,) = await store.backend.stream_bases([agent_id])
+    if now != base:
+        raise HistoryCompacted(agent_id, now)
 
 
 def floor_raised(position: int) -> None:
