@@ -248,3 +248,30 @@ async def test_a_tier_of_record_refuses_a_store_whose_agents_expire(prefix: str)
             await tiered.head("r-1")  # main: no refusal
     finally:
         await tiered.close()
+
+
+async def test_a_guard_of_a_made_stream_refreshes_the_guarded_streams_ttl(prefix: str) -> None:
+    """``append_from_base(guard=...)`` stores the guarded stream's new head tag (a write
+    of that stream, as a rewrite is): its TTL is refreshed as every write's is. Was:
+    from_base.lua wrote the tag and left the guarded stream's TTL as it was (rewrite.lua
+    and together.lua refresh it), so it expired that much earlier."""
+    from statekeeper.backends.base import Backend
+    from statekeeper.records import RewriteRequest, StreamChange
+    from statekeeper.testing._contract import request, snapshot, tagged
+
+    async with StateStore(f"{REDIS_URL}?prefix={prefix}&ttl=3600") as store:
+        backend: Backend = store.backend
+        await backend.append(tagged(request("m", 0), b"m1"))
+        client = _raw()
+        try:
+            keys = [f"{prefix}a:m", f"{prefix}s:m"]
+            for key in keys:
+                client.pexpire(key, 100_000)  # (much less than the store's hour left)
+            moved = StreamChange("m", rewrite=RewriteRequest("m", 1, b"m1", head_tag=b"m2"))
+            await backend.append_from_base(
+                tagged(request("a", 3, 1), b"t4"), snapshot(3), guard=moved
+            )
+            assert await backend.head_tag("m") == (1, b"m2")
+            assert client.pttl(keys[0]) > 3_000_000, "the guarded stream's TTL not refreshed"
+        finally:
+            client.close()

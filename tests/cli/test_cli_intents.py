@@ -149,3 +149,25 @@ def test_a_bad_older_than_is_refused_naming_the_option(tmp_path: Path, bad: str)
     assert run.returncode == 2, run.stderr
     assert "'--older-than'" in run.stderr and repr(bad) in run.stderr, run.stderr
     assert tombstones(db) == []
+
+
+def test_the_suggested_command_never_prints_a_secret_and_can_run() -> None:
+    """``verify`` on a store whose URL has a password: the ``feed-intents`` command it
+    suggests names the store as ``"$STATEKEEPER_URL"`` (said to be that store's URL),
+    never the password. Was: the URL with its password masked (``***``): a command
+    that could not be run as printed. A URL with no secret is named as it is."""
+    import shlex
+
+    from statekeeper.cli.intents import naming_the_store
+    from statekeeper.store.verification import Problem
+
+    reason = "settle it with 'statekeeper feed-intents --settle --older-than 1h acme/kept'"
+    problem = Problem("acme/kept", 2, reason, "feed")
+    (named,) = naming_the_store([problem], "postgresql://ops:s3cret@db.example/app")
+    assert "s3cret" not in named.reason and "***" not in named.reason, named.reason
+    command = named.reason.split("'")[1]
+    assert shlex.split(command)[:4] == ["statekeeper", "feed-intents", "--db", "$STATEKEEPER_URL"]
+    assert "$STATEKEEPER_URL: this store's URL" in named.reason
+    (plain,) = naming_the_store([problem], "sqlite:///tmp/s.db")
+    assert "'statekeeper feed-intents --db sqlite:///tmp/s.db --settle" in plain.reason
+    assert "$STATEKEEPER_URL" not in plain.reason

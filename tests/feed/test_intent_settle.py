@@ -278,3 +278,81 @@ async def test_a_governed_settle_failing_midway_still_audits_what_it_wrote(
         assert entry.detail["intents"] == [
             {"agent_id": "acme/gone", "head": 2, "outcome": "tombstone"}
         ]
+
+
+async def test_a_failed_settle_whose_audit_record_fails_too_raises_the_settle_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second intent's settle fails, then the audit record of what the first one
+    wrote fails as well. The caller gets the settle's error (what failed first), with
+    the audit failure noted on it. Was: the audit log's error replaced it."""
+    from statekeeper.errors import BackendError
+    from statekeeper.security import Keyring
+    from statekeeper.store.governed import governance_of
+
+    keys = Keyring({"k1": os.urandom(32)})
+    options: dict[str, Any] = {"keyring": keys, "policy": POLICY, "audit": Audit()}
+    async with StateStore(
+        split(tmp_path / "s.db"), principal="ops", witness=False, **options
+    ) as ops:
+        await seed(ops)
+        for agent_id in ("acme/gone", "other"):
+            await craft(ops, agent_id, ELSEWHERE, monkeypatch)
+            await ops.backend.delete_agent(agent_id)
+        finish, calls = fi._finish, []
+
+        async def failing_second(*args: Any, **kwargs: Any) -> Any:
+            calls.append(args[2])
+            if len(calls) == 2:
+                raise BackendError("the engine refused the tombstone")
+            return await finish(*args, **kwargs)
+
+        gov = governance_of(ops)
+        assert gov is not None and gov.audit is not None
+        record = gov.audit.record
+
+        async def failing_audit(operation: str, **kwargs: Any) -> Any:
+            if operation == "settle_feed_intents":
+                raise BackendError("the audit log is unreachable")
+            return await record(operation, **kwargs)
+
+        monkeypatch.setattr(fi, "_finish", failing_second)
+        monkeypatch.setattr(gov.audit, "record", failing_audit)
+        with pytest.raises(BackendError, match="refused the tombstone") as raised:
+            await ops.settle_feed_intents(older_than=0.0)
+        monkeypatch.undo()
+        notes = getattr(raised.value, "__notes__", [])
+        assert any("audit" in n and "the audit log is unreachable" in n for n in notes), notes
+
+
+async def test_a_failed_save_whose_audit_record_fails_too_raises_the_save_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a write: the engine refuses a save, then its ``error:`` audit entry
+    cannot be written. The save's error is raised, the audit failure noted on it."""
+    from statekeeper.errors import BackendError
+    from statekeeper.security import Keyring
+    from statekeeper.store.governed import governance_of
+
+    keys = Keyring({"k1": os.urandom(32)})
+    options: dict[str, Any] = {"keyring": keys, "policy": POLICY, "audit": Audit()}
+    async with StateStore(
+        SQLiteBackend(str(tmp_path / "s.db")), principal="ops", witness=False, **options
+    ) as ops:
+        await ops.save("acme/a", {"n": 0})
+        gov = governance_of(ops)
+        assert gov is not None and gov.audit is not None
+
+        async def refused(*args: Any, **kwargs: Any) -> Any:
+            raise BackendError("the engine refused the append")
+
+        async def failing_audit(operation: str, **kwargs: Any) -> Any:
+            raise BackendError("the audit log is unreachable")
+
+        monkeypatch.setattr(gov.audit, "record_with", refused)  # the append with its entry
+        monkeypatch.setattr(gov.audit, "record", failing_audit)
+        with pytest.raises(BackendError, match="refused the append") as raised:
+            await ops.save("acme/a", {"n": 1})
+        monkeypatch.undo()
+        notes = getattr(raised.value, "__notes__", [])
+        assert any("the audit log is unreachable" in n for n in notes), notes

@@ -340,3 +340,41 @@ async def test_a_compaction_by_another_run_after_the_grown_prune_is_not_growth(
                 voided = [e for e in audited if e.startswith("error")]
                 assert audited.count("done") - len(voided) == 1, audited
             assert (await apply_retention(store, POLICY)).actions == []
+
+
+@pytest.mark.parametrize("engine", ["memory", "sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("governed", [False, True], ids=["plain", "governed"])
+async def test_two_runs_compacting_to_the_same_base_report_it_once(
+    tmp_path: Path, engine: str, governed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two concurrent runs, one policy: run A plans acme/b on seq 9 (target 6) and folds
+    its new base; run B then compacts the agent to the same base 6. Was: A made its
+    prune all the same (removing nothing: B had) and reported "done, 6 events removed"
+    too — each run said it removed the same events (``retention apply`` run twice at
+    once: some agents in both outputs). Now A sees the base moved before its change and
+    plans again on the stream as it is: nothing left to do, no action of A's."""
+    with fresh_url(engine, tmp_path) as url:
+        async with StateStore(url, **_options(governed)) as store:
+            for i in range(9):
+                await store.save("acme/b", {"i": i})
+            other: list[r.RetentionReport] = []
+            fold = r._full_snapshot_at
+
+            async def other_run_after_the_fold(*args: Any) -> Any:
+                full = await fold(*args)
+                if not other:  # A folded its base: run B compacts the agent first
+                    other.append(r.RetentionReport())
+                    await apply_retention(store, POLICY, report=other[0])
+                return full
+
+            monkeypatch.setattr(r, "_full_snapshot_at", other_run_after_the_fold)
+            report = await apply_retention(store, POLICY)
+            monkeypatch.undo()
+            assert [(a.outcome, a.base_seq, a.events_removed) for a in other[0].actions] == [
+                ("done", 6, 6)
+            ]
+            assert report.actions == [], report.actions
+            assert [e.seq for e in await store.backend.read("acme/b", 0, None)] == [7, 8, 9]
+            assert (await store.load("acme/b")).data == {"i": 8}
+            if governed:
+                assert await _audit_ok(store) == ["done"]  # one compaction, B's

@@ -20,7 +20,7 @@ from statekeeper import StateStore
 from statekeeper.governance import Audit, parse_policy
 from statekeeper.governance import retention as r
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
-from statekeeper.governance.retention_idle import check_unchanged
+from statekeeper.governance.retention_raced import base_unchanged
 
 from ..backends._services import fresh_url
 from ._keyring import KEYRING
@@ -50,7 +50,7 @@ async def test_a_thinning_never_removes_a_base_made_meanwhile(
             compacted: list[int] = []
 
             async def then_compacted(*args: Any) -> None:
-                await check_unchanged(*args)
+                await base_unchanged(*args)  # (the plan's last look)
                 if not compacted:  # another process's keep_last, right after the last look
                     compacted.append(1)
                     keep = RetentionPolicy.parse("acme keep_last=25\n")
@@ -59,7 +59,7 @@ async def test_a_thinning_never_removes_a_base_made_meanwhile(
                     ]
                     assert await other.backend.stream_bases(["acme/b"]) == [10]
 
-            monkeypatch.setattr(r, "check_unchanged", then_compacted)
+            monkeypatch.setattr(r, "base_unchanged", then_compacted)
             report = await apply_retention(store, policy)
             monkeypatch.undo()
             assert compacted

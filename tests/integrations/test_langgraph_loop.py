@@ -229,3 +229,16 @@ def test_a_cancelled_timer_alone_does_not_start_the_background_thread(
 
     shared.call(a_live_timer())  # a live timer still starts it
     assert shared._started and shared._thread.is_alive()
+
+
+def test_a_cancelled_later_timer_does_not_wake_the_background_thread(
+    shared: SharedLoop,
+) -> None:
+    """A timer of :meth:`SharedLoop.later` cancelled before it is due: the background
+    thread's next wait is its idle one. Was: its due time stayed in the thread's heap,
+    and the thread woke for it and ran a pass of the loop for nothing."""
+    from statekeeper.integrations.langgraph.loop import _IDLE
+
+    handle = shared.later(_IDLE * 0.9, lambda: None)
+    handle.cancel()
+    assert shared._wait() == _IDLE

@@ -324,3 +324,52 @@ async def test_an_idle_settle_never_takes_a_failed_flush_from_the_caller(
             await mine.close()
         assert (await theirs.load("a")).data == _doc(3)
         assert (await theirs.load("b")).data == _doc(1)
+
+
+async def test_close_from_another_loop_waits_for_the_settle_running_there() -> None:
+    """The settles run on a loop in another thread; the store is closed from this one.
+    Was: close only asked that loop to cancel the settle (``call_soon_threadsafe``) and
+    returned while the settle was still ending there (committing), the engine then
+    closed under it. Now close hands the cancel to that loop and waits for the end."""
+    import threading
+
+    started, cancelling = threading.Event(), threading.Event()
+    ended: list[bool] = []
+    there = asyncio.new_event_loop()
+    runner = threading.Thread(target=there.run_forever, daemon=True)
+    runner.start()
+    gate: asyncio.Future[None] = asyncio.run_coroutine_threadsafe(_a_future(), there).result()
+
+    async def settle(agent_id: str) -> int | None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:  # cancelled: still committing until the gate opens
+            cancelling.set()
+            await gate
+            ended.append(True)
+        return None
+
+    settler = IdleSettler(0, settle, lambda agent_id: False)
+
+    async def save_there() -> None:
+        settler.saved("a")
+
+    try:
+        asyncio.run_coroutine_threadsafe(save_there(), there).result()
+        assert await asyncio.to_thread(started.wait, 60)
+        closing = asyncio.ensure_future(settler.close())
+        assert await asyncio.to_thread(cancelling.wait, 60)
+        await asyncio.sleep(0)  # (close had returned by now before: nothing to wait for)
+        assert not closing.done(), "close returned while the settle was still ending"
+        there.call_soon_threadsafe(gate.set_result, None)
+        await closing
+        assert ended == [True]
+    finally:
+        there.call_soon_threadsafe(there.stop)
+        await asyncio.to_thread(runner.join)
+        there.close()
+
+
+async def _a_future() -> asyncio.Future[None]:
+    return asyncio.get_running_loop().create_future()

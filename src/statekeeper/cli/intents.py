@@ -186,15 +186,23 @@ def _age(seconds: float) -> str:
 
 def naming_the_store(problems: Sequence[Problem], url: str) -> list[Problem]:
     """``problems`` with the ``feed-intents`` command a feed problem suggests naming the
-    store ``url`` (its secrets masked). Without it, the command copied from ``verify
-    --db ...`` settled nothing in the default store, or another store's intents."""
+    store ``url``. Without it, the command copied from ``verify --db ...`` settled
+    nothing in the default store, or another store's intents. A URL with a secret is
+    named as ``"$STATEKEEPER_URL"``, said to be set to it: its secret is never printed
+    (was: the URL with its password masked, ``***``, a command that could not run)."""
     from ..backends.redact import mask_url
     from ..store.feed_intent_repair import COMMAND
 
-    named = f"{COMMAND} --db {shlex.quote(mask_url(url))} "
+    secret = mask_url(url) != url
+    where = '"$STATEKEEPER_URL"' if secret else shlex.quote(url)
+    named = f"{COMMAND} --db {where} "
+    told = " ($STATEKEEPER_URL: this store's URL, not printed here: it has a password)"
+
+    def suggested(reason: str) -> str:
+        said = reason.replace(COMMAND + " ", named)
+        return said + told if secret and said != reason else said
+
     return [
-        dataclasses.replace(p, reason=p.reason.replace(COMMAND + " ", named))
-        if p.kind == "feed"
-        else p
+        dataclasses.replace(p, reason=suggested(p.reason)) if p.kind == "feed" else p
         for p in problems
     ]

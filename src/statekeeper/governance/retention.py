@@ -111,7 +111,7 @@ from .retention_idle import (
 )
 from .retention_idle import prune_planned as _prune_planned
 from .retention_policy import RetentionPolicy, Rule, RuleUse
-from .retention_raced import Raced, floor_raised, planned_again
+from .retention_raced import Raced, base_unchanged, floor_raised, planned_again
 from .retention_snapshots import delta_bases as _delta_bases
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
 from .retention_snapshots import tail_chains as _tail_chains
@@ -296,8 +296,7 @@ async def _plan_and_apply(
         return None
     # the stream as planned on: checked again just before the change (below)
     seen = await head_seen(store, agent_id, head)
-    first = await store.backend.read(agent_id, 0, None, limit=1)
-    base = first[0].seq - 1 if first else 0
+    (base,) = await store.backend.stream_bases([agent_id])
     target = base
     kept_for = ""
     if rule.keep_last is not None and head - rule.keep_last > base:
@@ -354,6 +353,7 @@ async def _plan_and_apply(
     # another stream — before, its history up to the target was removed and the old
     # stream's state stored as its base (its acknowledged writes lost, its chain broken)
     await check_unchanged(store, agent_id, head, seen)
+    await base_unchanged(store, agent_id, base)  # (not compacted by another run since)
     named = sorted(s for s in drop if s >= target)
     if together is not None:
         change = StreamChange(agent_id, snapshot=full, prune_to=target, drop_snapshots=(*named,))

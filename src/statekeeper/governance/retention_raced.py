@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .hooks import Announced
     from .retention_idle import Seen
 
-__all__ = ["GROWN_TRIES", "Raced", "floor_raised", "on_grown", "planned_again"]
+__all__ = ["GROWN_TRIES", "Raced", "base_unchanged", "floor_raised", "on_grown", "planned_again"]
 
 T = TypeVar("T")
 
@@ -84,12 +84,24 @@ async def on_grown(
                 now = await store.backend.head(agent_id)
                 grown = await head_seen(store, agent_id, now)
                 await check_unchanged(store, agent_id, head, seen)  # (the same stream)
-                first = await store.backend.read(agent_id, 0, None, limit=1)
-                if (first[0].seq - 1 if first else 0) != base:  # (as the plan found it)
+                if (await store.backend.stream_bases([agent_id]))[0] != base:  # (as planned)
                     raise exc
             except ConflictError:
                 raise exc from None
             head, seen = now, grown
+
+
+async def base_unchanged(store: StateStore, agent_id: str, base: int) -> None:
+    """Raise :class:`HistoryCompacted` (a race lost: planned again) when the stream's base
+    is no longer ``base``, the one its plan found: another retention run compacted it
+    since, as far as this plan or past it. Was: not looked at, and a run whose plan had
+    the same target as the other's made its prune all the same (removing nothing: the
+    other had) and reported the other's removal as its own — two concurrent runs each
+    said "removed N event(s)" of the same agent. (A compaction between this look and
+    the prune still passes: the engines' prune is not conditional on the base.)"""
+    (now,) = await store.backend.stream_bases([agent_id])
+    if now != base:
+        raise HistoryCompacted(agent_id, now)
 
 
 def floor_raised(position: int) -> None:
@@ -123,8 +135,7 @@ async def _lost_race(store: StateStore, agent_id: str, exc: Exception) -> str | 
         return f"written since it was listed (head {exc.expected_seq}, now {exc.current_seq})"
     if isinstance(exc, HistoryCompacted) and exc.agent_id == agent_id:
         # another run compacted it past the plan: its base is stored now
-        first = await store.backend.read(agent_id, 0, None, limit=1)
-        stored = first[0].seq - 1 if first else await store.backend.head(agent_id)
+        (stored,) = await store.backend.stream_bases([agent_id])
         if stored == exc.base_seq:
             return f"compacted by another retention run since it was listed (base {stored})"
     return None

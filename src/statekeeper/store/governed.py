@@ -355,7 +355,7 @@ class Governance:
             return
         written = void(entry, operation, principal=self.principal, agent_id=agent_id, exc=exc)
         if isinstance(exc, Exception):
-            await written
+            await noting_failure(exc, written)
             return
         done = asyncio.ensure_future(written)
         _VOIDING.add(done)
@@ -373,7 +373,18 @@ class Governance:
     async def failed(self, operation: str, agent_id: str | None, exc: BaseException) -> None:
         """Audit a mutation that raised (nothing, or not all of it, was written)."""
         if self.audit is not None and isinstance(exc, Exception):
-            await self.record(operation, agent_id, outcome=f"error:{type(exc).__name__}")
+            recording = self.record(operation, agent_id, outcome=f"error:{type(exc).__name__}")
+            await noting_failure(exc, recording)
+
+
+async def noting_failure(exc: BaseException, recording: Awaitable[Any]) -> None:
+    """Await the audit record of the failure ``exc`` (which its caller raises next); an
+    audit record that fails too is noted on ``exc`` (was: its error replaced ``exc``,
+    and the caller never learned what failed first)."""
+    try:
+        await recording
+    except Exception as audit_exc:
+        exc.add_note(f"its audit record failed too: {type(audit_exc).__name__}: {audit_exc}")
 
 
 def governance_of(store: object) -> Governance | None:
@@ -678,7 +689,8 @@ class GovernedStateStore(StateStore):
             # what it wrote before the failure, audited too (was: no entry at all)
             if so_far:
                 detail = {"force": force, "intents": _settled(so_far), "error": type(exc).__name__}
-                await gov.record("settle_feed_intents", outcome="failed", detail=detail)
+                recording = gov.record("settle_feed_intents", outcome="failed", detail=detail)
+                await noting_failure(exc, recording)
             raise
         finally:
             SETTLING.reset(token)

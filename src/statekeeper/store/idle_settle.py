@@ -23,10 +23,10 @@ settled by one background task on the loop of its last save.
 - **A failure** is logged (logger ``statekeeper.store.idle_settle``, a warning naming the
   agent and the error's type, never its state) and counted in ``failed``; the agent is
   not tried again until its next save. Nothing is raised into any caller.
-- **Close** cancels what waits and the settle running (the store's ``close`` waits for
-  it to end): a settle is two steps each safe when cut (``settle``'s own doc: a crash
-  before the first leaves today's chain, between them both rows), and nothing is
-  settled at close.
+- **Close** cancels what waits and the settle running, and waits for it to end (on
+  another thread's loop too: handed to that loop): a settle is two steps each safe
+  when cut (``settle``'s own doc: a crash before the first leaves today's chain,
+  between them both rows), and nothing is settled at close.
 
 :meth:`IdleSettler.idle` waits until nothing is due or running: with ``settle_after=0``
 a test saves, awaits ``store.idle_settled()`` and finds the agent settled, with no sleep.
@@ -225,10 +225,38 @@ class IdleSettler:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            elif not task.get_loop().is_closed():
-                task.get_loop().call_soon_threadsafe(task.cancel)
+            else:
+                await _cancelled_there(task)
         self._task = None
         self._wake()
+
+
+async def _cancelled_there(task: asyncio.Task[None]) -> None:
+    """Cancel ``task``, which runs on another loop (another thread's), and wait for it
+    to end there: handed to its loop thread-safely. Was: only cancelled
+    (``call_soon_threadsafe``), and close returned while the settle could still be
+    committing on the other loop — the store then closed its engine under it. A loop
+    closed has nothing running; one stopped (not running, not closed) runs nothing
+    until it runs again: the cancel is left to it, as there is nothing to wait for
+    now (waiting would never end)."""
+    loop = task.get_loop()
+    if loop.is_closed():
+        return
+    if not loop.is_running():
+        with contextlib.suppress(RuntimeError):  # (closed meanwhile)
+            loop.call_soon_threadsafe(task.cancel)
+        return
+
+    async def cancel_and_wait() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    try:
+        handed = asyncio.run_coroutine_threadsafe(cancel_and_wait(), loop)
+    except RuntimeError:  # (closed meanwhile: nothing runs there any more)
+        return
+    await asyncio.wrap_future(handed)
 
 
 _get_loop = asyncio._get_running_loop

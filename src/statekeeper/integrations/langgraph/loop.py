@@ -157,9 +157,8 @@ class SharedLoop(_Faces):
         #: under ``_mutex``, reads it)
         self._handed_lock = threading.Lock()
         self._kick = threading.Event()
-        #: when the timers set with :meth:`later` are due (loop time, a heap; guarded
-        #: by ``_handed_lock``): the background thread wakes for each
-        self._due: list[float] = []
+        #: the timers of :meth:`later`, a heap (under ``_handed_lock``): the thread wakes for each
+        self._due: list[asyncio.TimerHandle] = []
         #: when the last async call was handed over (time.monotonic)
         self._last_handed = 0.0
         #: resolved (on the loop) when the handed work is all done; see _settle
@@ -472,14 +471,14 @@ class SharedLoop(_Faces):
     def later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
         """(On the loop.) Call ``callback`` on the loop in ``delay`` seconds: run by a
         caller running the loop then, else by the background thread, which wakes for
-        it. A timer, not a task sleeping on the loop: a task has the background thread
-        run the loop every ``_POLL`` seconds for as long as it lives (a claim's
-        renewal task did so for the whole life of every run)."""
+        it (not once cancelled). A timer, not a task sleeping on the loop: a task has
+        the background thread run the loop every ``_POLL`` seconds for as long as it
+        lives (a claim's renewal task did so for the whole life of every run)."""
         handle = self._loop.call_later(delay, callback)
         if not self._started:
             self._start()
         with self._handed_lock:
-            heapq.heappush(self._due, handle.when())
+            heapq.heappush(self._due, handle)
         if delay < _IDLE:  # sooner than the background thread's longest wait
             self._kick.set()
         return handle
@@ -489,8 +488,10 @@ class SharedLoop(_Faces):
         idle = not working(self._loop) and not self._pending()
         wait = _IDLE if idle else _POLL
         with self._handed_lock:
+            while self._due and self._due[0].cancelled():  # (was: woken for it even so)
+                heapq.heappop(self._due)
             if self._due:
-                wait = min(wait, max(self._due[0] - self._loop.time(), 0.0))
+                wait = min(wait, max(self._due[0].when() - self._loop.time(), 0.0))
         return wait
 
     def _background(self) -> None:
@@ -502,7 +503,7 @@ class SharedLoop(_Faces):
             now = self._loop.time()
             self._one_pass()
             with self._handed_lock:  # the timers due before the pass have run
-                while self._due and self._due[0] <= now:
+                while self._due and self._due[0].when() <= now:
                     heapq.heappop(self._due)
 
     def _one_pass(self) -> None:

@@ -10,8 +10,9 @@
 -- The last ARGV is the guard flag g (append_from_base(guard=...)): with '1', the 7 ARGV
 -- before it are rewrite_write.lua's fields of a rewrite of no records and the last 2
 -- KEYS the guarded stream's hash and snapshot zset: the agent is made only while that
--- stream's head is the expected one (its new head tag, if any, stored), else
--- {3, expected, head} and nothing written. All are taken off KEYS and ARGV first.
+-- stream's head is the expected one (its new head tag, if any, stored and its TTL
+-- refreshed), else {3, expected, head} and nothing written. All are taken off KEYS
+-- and ARGV first.
 -- include: guard.lua
 -- include: common.lua
 -- include: presence.lua
@@ -46,7 +47,10 @@ for i = 0, k - 1 do
   redis.call('HSET', h, 'k:' .. ARGV[at],
     fmt(tonumber(ARGV[at + 1])) .. ':' .. fmt(tonumber(ARGV[at + 2])))
 end
-if G and G[4] == '1' then rewrite_write(gh, gsz, G, 1) end
+if G and G[4] == '1' then -- (a write of the guarded stream: its TTL refreshed, as rewrite.lua's)
+  rewrite_write(gh, gsz, G, 1)
+  touch(gh, gsz, ttl_of(gh, ARGV[a0 + 4]))
+end
 local last = write_append(h, sz, KEYS[3], top, KEYS[5], ARGV, a0, n, true)
 if KEYS[6] and top then
   local first = top - n + 1
