@@ -1255,6 +1255,7 @@ class RedisBackend(Backend):
             args.append(change.delete_checksum or b"")
             args.append("" if change.prune_head is None else str(change.prune_head))
             args.append(change.prune_checksum or b"")
+            args.append(self._ttl_of(change.agent_id))  # (the store's own streams: never)
         agent = requests[0].agent_id if requests else changes[0].agent_id
         shards = [
             self._agent(a).shard
