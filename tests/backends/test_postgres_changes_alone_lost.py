@@ -33,7 +33,7 @@ MARKER = "\x01sk-cold/a"
 @pytest.fixture
 async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
     with fresh_url("postgresql", tmp_path) as url:
-        found = open_backend(url)
+        found: Any = open_backend(url)
         await found.open()
         try:
             await found.append(request("a", 0, 4, snap_at=2))
