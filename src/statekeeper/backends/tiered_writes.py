@@ -255,22 +255,29 @@ class TieredWrites(TieredRehydrate, TieredHot):
         changed — never the change unchecked), else ``plain()`` (its result) and the
         claim fenced again (one made meanwhile); then the hot copy dropped (refilled
         from the new bytes on the next read). A change that raises leaves both as they
-        were. Still open: a key rename, and any change on a durable tier that cannot
-        (a Redis cluster, S3), is not committed with the check — a demotion whose last
-        step commits between the change and the second fence undoes it."""
+        were — but one that may have landed (``maybe_applied``): the hot copy dropped
+        too (was: kept, its pruned history or old bytes served on). Still open: a key
+        rename, and any change on a durable tier that cannot (a Redis cluster, S3), is
+        not committed with the check — a demotion whose last step commits between the
+        change and the second fence undoes it."""
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
             done: _T | None = None
-            if (
-                self.cold is None
-                or checked is None
-                or not await self._change_checked(agent_id, checked)
-            ):
-                done = await plain()
-                if self.cold is not None:
-                    await self._fence_demotion(agent_id)  # (a claim made meanwhile)
+            try:
+                if (
+                    self.cold is None
+                    or checked is None
+                    or not await self._change_checked(agent_id, checked)
+                ):
+                    done = await plain()
+                    if self.cold is not None:
+                        await self._fence_demotion(agent_id)  # (a claim made meanwhile)
+            except StatekeeperError as exc:
+                if self.hot is not None and getattr(exc, "maybe_applied", False):
+                    await self._drop_hot(agent_id)  # (the change may stand)
+                raise
             if self.hot is not None:
                 await self._drop_hot(agent_id)
         return done

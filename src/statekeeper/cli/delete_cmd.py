@@ -142,6 +142,8 @@ def delete(
                     with delete_only_at(deleted[0]):  # (head 0 since: False, not found)
                         return await store.delete(agent)
                 except ConflictError as exc:
+                    if exc.agent_id != agent:  # (another stream's: that failure, as it is)
+                        raise
                     deleted[0] = exc.current_seq
         if remade[0]:
             err_console().print(

@@ -88,4 +88,6 @@ async def delete_shown(store: StateStore, agent_id: str, head: int, mark: str) -
         with delete_only_at(head, None if now is None else now[2]):  # (gone: False)
             return await store.delete(agent_id)
     except ConflictError as exc:  # written, or deleted and made again, after the read
+        if exc.agent_id != agent_id:  # (another stream's: that failure, not a move)
+            raise
         return Moved(exc.current_seq, remade=now is not None and exc.current_seq == head)

@@ -21,7 +21,6 @@ from ...errors import (
     ConflictError,
     LeaseHeld,
     LeaseLost,
-    StatekeeperError,
 )
 from ...records import (
     AppendRequest,
@@ -45,6 +44,7 @@ from ..base import (
     validate_together,
 )
 from .absence import absent_in, refused_check
+from .alone import changes_alone, txid
 from .arrays import batch_params
 from .connection import kept_cursor, transient
 from .deletes import refusal
@@ -52,7 +52,7 @@ from .feed import floor_over
 from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
 from .refusals import INSUFFICIENT_PRIVILEGE, filtered_at_head, together_what
-from .rolled_back import ROLLED_BACK, RolledBack, run_again
+from .rolled_back import ROLLED_BACK, RolledBack, Undo, run_again
 
 __all__ = ["Appends"]
 
@@ -247,9 +247,9 @@ class Appends(PostgresPart):
         """One ``sk_append_batch`` statement in a transaction rolled back whole when a
         request fails or is a duplicate (:meth:`Backend.append_together`); the
         ``changes`` (a conditional delete, a snapshot, an absence check) go first in
-        the same transaction — or alone (:attr:`changes_alone_together`). After a lost
-        connection, whether it committed is read back from the first request's stream
-        (all or none landed); changes alone: BackendError, ``maybe_applied``."""
+        the same transaction — or alone (:attr:`changes_alone_together`: :mod:`.alone`,
+        settled by its transaction id). After a lost connection, whether it committed
+        is read back from the first request's stream (all or none landed)."""
         self._check_can_write()
         validate_together(requests, changes, self)
         if not requests and not changes:
@@ -259,6 +259,8 @@ class Appends(PostgresPart):
             raise refused
         if not self._opened:
             await self._ensure_open()
+        if not requests:
+            return await changes_alone(self, changes)
         return await run_again(lambda again: self._together(requests, changes, again))
 
     async def _together(
@@ -266,14 +268,18 @@ class Appends(PostgresPart):
         requests: Sequence[AppendRequest],
         changes: Sequence[StreamChange],
         again: bool = False,
+        tries: list[int] | None = None,
     ) -> list[AppendResult | None]:
-        """One try of :meth:`append_together` (``again``: :func:`.rolled_back.run_again`)."""
+        """One try of :meth:`append_together` (``again``: :func:`.rolled_back.run_again`;
+        ``tries``: changes alone, its transaction's id added, see :mod:`.alone`)."""
         out: list[AppendResult | None] = []
         checking: list[str] = []  # (the absence check under way: see refused_check)
         try:
             async with self._connection() as conn:
                 try:
                     async with conn.transaction():
+                        if tries is not None:  # (before the COMMIT: .alone asks it)
+                            tries.append(await txid(conn))
                         if absent := [c.agent_id for c in changes if c.absent]:
                             checking = absent
                             await absent_in(self._sql, conn, absent)  # (.absence)
@@ -297,9 +303,9 @@ class Appends(PostgresPart):
                             result = self._result(request, row)  # raises: rolled back
                             if result.duplicate:
                                 out = [result if r is request else None for r in requests]
-                                raise _Undo
+                                raise Undo
                             out.append(result)
-                except _Undo:
+                except Undo:
                     return out
         except psycopg.Error as exc:
             self._wrote()
@@ -313,15 +319,14 @@ class Appends(PostgresPart):
                 ):
                     raise refused from exc  # (the agent checked, not the first append's)
                 raise self._failure(together_what(requests, changes), exc) from exc
-            unsettled = ""  # (changes alone: nothing of them to read back, unknown)
+            if not requests:  # (changes alone: .alone settles it by its transaction id)
+                raise
             try:
-                landed = await self._landed(requests[0]) if requests else None
-            except psycopg.Error as err:  # (was: the driver's error, untyped)
-                landed, unsettled = None, f": {self._reason(err)}"
-            if landed is None:
+                landed = await self._landed(requests[0])
+            except psycopg.Error as unsettled:  # (was: the driver's error, untyped)
                 raise BackendError(
                     f"postgresql: atomic append failed: {self._reason(exc)}; whether it "
-                    f"committed is unknown{unsettled}",
+                    f"committed is unknown: {self._reason(unsettled)}",
                     maybe_applied=True,
                 ) from exc
             if not landed:
@@ -589,11 +594,3 @@ class Appends(PostgresPart):
             await cur.execute(self._sql["key"], (request.agent_id, request.idempotency_key))
             row = await cur.fetchone()
         return row is not None and (int(row[0]), int(row[1])) == (first, last)
-
-
-class _Undo(StatekeeperError):
-    """Rolls :meth:`Appends.append_together`'s transaction back (a duplicate).
-
-    Internal control flow: raised and caught inside one ``async with
-    conn.transaction()``; it never reaches a caller.
-    """

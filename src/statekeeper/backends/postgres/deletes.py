@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .backend import PostgresBackend
     from .part import PostgresPart
 
-__all__ = ["delete", "delete_at", "refusal", "row_security_binds"]
+__all__ = ["committed", "delete", "delete_at", "refusal", "row_security_binds"]
 
 T = TypeVar("T")
 
@@ -119,7 +119,7 @@ async def _exactly_once(
 
     async def op() -> T:
         for txid, answer in tries:
-            if await _committed(backend, agent_id, txid):
+            if await committed(backend, f"delete of agent {agent_id!r}", txid):
                 return answer  # an earlier try landed: its reply was lost
         async with backend._connection() as conn, conn.transaction():
             cur = await conn.execute("SELECT txid_current()")
@@ -132,8 +132,9 @@ async def _exactly_once(
     return await backend._retrying(what, op)
 
 
-async def _committed(backend: PostgresBackend, agent_id: str, txid: int) -> bool:
-    """Whether transaction ``txid`` committed (waiting while it is still in progress)."""
+async def committed(backend: PostgresPart, what: str, txid: int) -> bool:
+    """Whether transaction ``txid`` (of ``what``) committed (waiting while it is still
+    in progress)."""
     pause = 0.01
     for _ in range(_POLLS):
         async with backend._connection() as conn:
@@ -145,7 +146,7 @@ async def _committed(backend: PostgresBackend, agent_id: str, txid: int) -> bool
         await asyncio.sleep(pause)
         pause = min(pause * 2, 1.0)
     raise BackendError(
-        f"delete of agent {agent_id!r}: transaction {txid} is still in progress on the "
-        "server after its connection was lost; whether the delete landed is unknown",
+        f"{what}: transaction {txid} is still in progress on the server after its"
+        " connection was lost; whether it landed is unknown",
         maybe_applied=True,
     )

@@ -18,7 +18,7 @@ import psycopg
 
 from ...errors import StatekeeperError
 
-__all__ = ["ROLLED_BACK", "RolledBack", "run_again"]
+__all__ = ["ROLLED_BACK", "RolledBack", "Undo", "run_again"]
 
 T = TypeVar("T")
 
@@ -40,3 +40,11 @@ async def run_again(attempt: Callable[[bool], Awaitable[T]]) -> T:
         with contextlib.suppress(RolledBack):
             return await attempt(True)
     return await attempt(False)
+
+
+class Undo(StatekeeperError):
+    """Rolls :meth:`.appends.Appends.append_together`'s transaction back (a duplicate).
+
+    Internal control flow: raised and caught inside one ``async with
+    conn.transaction()``; it never reaches a caller.
+    """

@@ -1255,6 +1255,7 @@ class RedisBackend(Backend):
             args.append(change.delete_checksum or b"")
             args.append("" if change.prune_head is None else str(change.prune_head))
             args.append(change.prune_checksum or b"")
+            args.append(self._ttl_of(change.agent_id))  # (the store's own streams: never)
         agent = requests[0].agent_id if requests else changes[0].agent_id
         shards = [
             self._agent(a).shard
@@ -1297,15 +1298,22 @@ class RedisBackend(Backend):
     ) -> list[AppendResult | None]:
         """:meth:`append_together` of changes alone (a prune or a rewrite with a check
         of another stream: tiered's). A reply lost, the script is sent again; refused
-        then, whether the first one committed is unknown (a check it passed fails once
-        it committed): BackendError, ``maybe_applied``."""
+        then, a rewrite of them that gives its stream a new head tag found there is the
+        first try committed (the script is all or nothing: a tiered check's fence),
+        else whether it committed is unknown (a check it passed fails once it
+        committed): BackendError, ``maybe_applied``."""
         tries = 0
+        tagged = [c.rewrite for c in changes if c.rewrite is not None and c.rewrite.head_tag]
 
         async def op() -> Any:
             nonlocal tries
             tries += 1
             reply = await self._write(agent, self._together_script, keys, args, shards)
             if tries > 1 and int(reply[0]) != 0:
+                for rewrite in tagged:  # (was: BackendError here, after its own commit)
+                    now = await self.head_tag(rewrite.agent_id)
+                    if now == (rewrite.expected_seq, rewrite.head_tag):
+                        return [0]
                 raise BackendError(
                     f"redis: the changes of {agent!r} met a lost reply, and sent again they"
                     " were refused: whether the first try committed is unknown",

@@ -9,7 +9,9 @@
 -- lease 'g' grant|'r' release|'', its holder, token, ttl s, rewrite 1|0 and (1)
 -- rewrite_write.lua's fields; then the head event's expected checksum of a delete ('' for
 -- any); then the expected head of a snapshot and/or prune ('' for any) and its head
--- event's expected checksum ('' for any): the stream the prune was planned on.
+-- event's expected checksum ('' for any): the stream the prune was planned on; then
+-- the stream's default ttl ms (the store's, or -1 for the store's own streams: never
+-- expired, as every other script has it).
 -- Reply: {0} all written | {4, change, head, has base, stored base} a prune refused | {5, change,
 -- head} a change's stream is not where it expects | {6, append, append.lua's refusal
 -- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
@@ -26,7 +28,7 @@
 -- include: rewrite_write.lua
 local nreq, nchg = tonumber(ARGV[1]), tonumber(ARGV[2])
 local kper = ARGV[3] == '1' and 6 or 4
-local ttl = ARGV[4]
+local ttl = ARGV[4]  -- (the changes: each its own, c.own_ttl)
 local reqs, changes = {}, {}
 local at = 4
 for i = 1, nreq do
@@ -52,8 +54,8 @@ for j = 1, nchg do
   end
   at = at + 1
   c.sum = ARGV[at]
-  c.at_head, c.at_sum = ARGV[at + 1], ARGV[at + 2]
-  at = at + 2
+  c.at_head, c.at_sum, c.own_ttl = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  at = at + 3
   if c.delete_at == 'a' then c.absent, c.delete_at = true, '' end
   changes[j] = c
 end
@@ -66,7 +68,7 @@ for j, c in ipairs(changes) do
   if c.rewrite then
     local applies, head = rewrite_applies(c.h, ARGV, c.rewrite)
     if not applies then
-      if head == 0 then presence_check(c.idx, c.agent, ttl) end
+      if head == 0 then presence_check(c.idx, c.agent, c.own_ttl) end
       return {5, j, head}
     end
     local low, base = rewrite_unstored(c.h, ARGV, c.rewrite)
@@ -74,7 +76,7 @@ for j, c in ipairs(changes) do
   end
   local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
   if c.absent and head ~= 0 then return {5, j, head} end
-  if head == 0 and c.delete_at == '' and c.lease == '' and not c.absent then presence_check(c.idx, c.agent, ttl) end
+  if head == 0 and c.delete_at == '' and c.lease == '' and not c.absent then presence_check(c.idx, c.agent, c.own_ttl) end
   if c.prune ~= '' and c.at_head ~= '' then  -- the stream planned on (see prune.lua)
     if tonumber(c.at_head) ~= head then return {5, j, head} end
     if c.at_sum ~= '' then
@@ -128,7 +130,7 @@ for _, c in ipairs(changes) do
     lease_write(c.lk, c.lease, c.holder, c.token, c.ttl)
   elseif c.rewrite then
     rewrite_write(c.h, c.sz, ARGV, c.rewrite)
-    touch(c.h, c.sz, ttl_of(c.h, ttl))
+    touch(c.h, c.sz, ttl_of(c.h, c.own_ttl))
   elseif c.absent then
     -- (an absence check: nothing to write)
   elseif c.delete_at ~= '' then
@@ -140,7 +142,7 @@ for _, c in ipairs(changes) do
       redis.call('ZADD', c.sz, tonumber(c.snap), c.snap)
     end
     if c.prune ~= '' then prune_write(c.h, c.sz, tonumber(c.prune), c.drops) end
-    touch(c.h, c.sz, ttl_of(c.h, ttl))
+    touch(c.h, c.sz, ttl_of(c.h, c.own_ttl))
   end
 end
 for _, r in ipairs(reqs) do
