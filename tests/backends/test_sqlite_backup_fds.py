@@ -104,3 +104,51 @@ async def test_a_closing_store_leaves_the_descriptor_kept_for_another_store_on_t
         assert str(db) in _open_under(tmp_path)
         await second.save("a", {"n": 2})
     assert _open_under(tmp_path) == []
+
+
+async def test_closing_stores_of_other_files_does_not_look_at_every_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One store backed up while open keeps its backup descriptor; the close of each
+    store of another file then looks at no ``/proc/self/fd`` (a look is one ``fstat``
+    per descriptor the process has open: before, every SQLite store's close made one
+    for as long as any file's descriptor stayed kept). The kept one is still closed
+    with its own store."""
+    key = BackupKey(os.urandom(32))
+    looks: list[str] = []
+    listdir = os.listdir
+
+    def counted(path: str = ".") -> list[str]:
+        if path == "/proc/self/fd":
+            looks.append(path)
+        return listdir(path)
+
+    async with StateStore(f"sqlite:///{tmp_path}/kept.db") as kept:
+        await kept.save("a", {"n": 0})
+        await backup(kept, str(tmp_path / "b.skb"), key)
+        assert str(tmp_path / "kept.db") in _open_under(tmp_path)  # (kept: held by `kept`)
+        for i in range(5):
+            other = StateStore(f"sqlite:///{tmp_path}/o{i}.db")
+            await other.save("a", {"n": i})
+            with monkeypatch.context() as m:
+                m.setattr(os, "listdir", counted)
+                await other.close()
+        assert looks == []
+    assert _open_under(tmp_path) == []
+
+
+async def test_a_kept_descriptor_of_a_file_replaced_under_its_store_is_closed_with_it(
+    tmp_path: Path,
+) -> None:
+    """The store's file is replaced (renamed over) while its backup descriptor is kept:
+    at the store's close its path names another file, and the kept descriptor of the
+    replaced one is closed all the same (none left, deleted file's or not)."""
+    key = BackupKey(os.urandom(32))
+    db = tmp_path / "one.db"
+    async with StateStore(f"sqlite:///{tmp_path}/new.db") as fresh:
+        await fresh.save("b", {"n": 1})
+    async with StateStore(f"sqlite:///{db}") as store:
+        await store.save("a", {"n": 0})
+        await backup(store, str(tmp_path / "b.skb"), key)
+        os.replace(tmp_path / "new.db", db)
+    assert _open_under(tmp_path) == []

@@ -18,7 +18,9 @@ nobody in this process holds open carries no lock of ours, and opening and closi
 is safe. A descriptor the page backup opened itself while others held the file is
 kept and reused, never closed under them; once no other descriptor of its file is
 open in this process (the stores on it closed: :func:`sweep`, run by the SQLite
-backend's ``close``), it is closed. So a process keeps at most one descriptor per
+backend's ``close``, which looks only when its own file, or one deleted or replaced
+since, has a descriptor kept: a look at ``/proc/self/fd`` costs an ``fstat`` per
+descriptor open), it is closed. So a process keeps at most one descriptor per
 page backup running at once of a file still open, and none for a file no store of
 it holds any more (a deleted file's is never reused: its inode is not the path's).
 Without ``/proc/self/fd`` (not Linux) files are opened and closed as before.
@@ -30,6 +32,7 @@ stores on the file close, when nothing of this process is opening it.)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -137,22 +140,46 @@ def release(fd: int) -> None:
         _sweep_locked()
 
 
-def sweep() -> None:
+def sweep(path: str | None = None) -> None:
     """Close the kept descriptors of every file no other descriptor of this process
-    holds open any more (run as a store on such a file closes). Cheap when nothing is
+    holds open any more (run as a store on such a file closes). With ``path`` (the
+    closing store's file) only its file's kept descriptors and those of files deleted
+    or replaced since are looked at: a close of a store whose file has none kept costs
+    no look at ``/proc/self/fd`` (one look is O(descriptors open); was: one at every
+    store's close while any file's descriptor stayed kept). Cheap when nothing is
     kept."""
     if not _kept:
         return
     with _kept_lock:
-        _sweep_locked()
+        if path is None:
+            _sweep_locked()
+            return
+        keys = _gone_keys()
+        with contextlib.suppress(OSError):
+            keys.add(_key(os.stat(path)))
+        if not keys.isdisjoint(_kept):
+            _sweep_locked(keys)
 
 
-def _sweep_locked() -> None:
+def _gone_keys() -> set[tuple[int, int]]:
+    """(Holding the lock.) The kept files no path names any more (deleted, or replaced
+    by a rename): no store opens them again, only a look tells whether they are free."""
+    gone = set()
+    for key, fds in _kept.items():
+        try:
+            if os.fstat(fds[0]).st_nlink == 0:
+                gone.add(key)
+        except OSError:
+            gone.add(key)
+    return gone
+
+
+def _sweep_locked(only: set[tuple[int, int]] | None = None) -> None:
     if not _kept:
         return
     held = _held_keys(_ours())
     if held is None:  # (not Linux: nothing tells whether others hold the file)
         held = set()
-    for key in [key for key in _kept if key not in held]:
+    for key in [key for key in _kept if key not in held and (only is None or key in only)]:
         for fd in _kept.pop(key):
             os.close(fd)
