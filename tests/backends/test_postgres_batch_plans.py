@@ -39,8 +39,19 @@ def _batch_call(schema: str) -> str:
     return f"SELECT idx, status, a, b FROM {s}.sk_append_batch({arrays}) ORDER BY idx"
 
 
-@pytest.mark.parametrize("keys", [["ka", None], [None, None]], ids=["keyed", "no-keys"])
-async def test_a_batch_reads_no_table_whole(schema: str, keys: list[str | None]) -> None:
+@pytest.mark.parametrize(
+    ("keys", "expected", "settled"),
+    [
+        (["ka", None], [1, 1], [(1, 0, 2, 2), (2, 0, 2, 2)]),
+        ([None, None], [1, 1], [(1, 0, 2, 2), (2, 0, 2, 2)]),
+        # b's head is 1, not 5: a conflict, settled by the batch's second statement
+        (["ka", "kb"], [1, 5], [(1, 0, 2, 2), (2, 2, 1, 0)]),
+    ],
+    ids=["keyed", "no-keys", "keyed-conflict"],
+)
+async def test_a_batch_reads_no_table_whole(
+    schema: str, keys: list[str | None], expected: list[int], settled: list[tuple[int, ...]]
+) -> None:
     backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
     try:
         await backend.open()
@@ -62,11 +73,11 @@ async def test_a_batch_reads_no_table_whole(schema: str, keys: list[str | None])
         before = _scans(conn, s)
         none = [None, None]
         params = (
-            ["a", "b"], [1, 1], [1, 1], keys, none, none, none, none, [2, 2], ["e", "e"],
+            ["a", "b"], expected, [1, 1], keys, none, none, none, none, [2, 2], ["e", "e"],
             [1.0, 1.0], [b"x", b"y"], [b"c", b"c"], none, [False, False], none, none, none,
         )  # fmt: skip
         rows = conn.execute(_batch_call(schema), params).fetchall()
-        assert rows == [(1, 0, 2, 2), (2, 0, 2, 2)]
+        assert rows == settled
         after = _scans(conn, s)
         conn.rollback()
     read_whole = {t: after[t] - before[t] for t in after if after[t] > before[t]}

@@ -5,8 +5,9 @@
 -- batch read every idempotency record of the store (the key check, under an OR, ran as
 -- a hashed subplan: the whole sk_idempotency table scanned and hashed at each batch),
 -- and the heads' UPDATE hashed every row of sk_agents (a hash join over a scan of
--- the table) until the store held hundreds of thousands of agents: a batch's server
--- CPU grew with the store. The requests now come from unnest(p_agents) WITH
+-- the table) until the store held hundreds of thousands of agents; a batch with a
+-- request not written settled them by a hash join over every idempotency record. A
+-- batch's server CPU grew with the store. The requests now come from unnest(p_agents) WITH
 -- ORDINALITY, which the planner counts as the array's length (10 in a generic plan),
 -- and the key check is a plain NOT EXISTS (a request with no key: `k.key = NULL` finds
 -- nothing), which the planner turns into an anti-join probing the key's index. The
@@ -119,7 +120,7 @@ BEGIN
                    CASE WHEN i = ANY (ok) THEN p_seqs[lasts[i]]
                         WHEN d.first_seq IS NOT NULL THEN d.last_seq ELSE 0 END,
                    NULL::text
-              FROM generate_subscripts(p_agents, 1) AS i
+              FROM unnest(p_agents) WITH ORDINALITY AS x(agent, i)
               LEFT JOIN LATERAL (
                   SELECT k.first_seq, k.last_seq FROM {s}.sk_idempotency k
                    WHERE p_keys[i] IS NOT NULL AND NOT (i = ANY (ok))
