@@ -64,6 +64,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "the feed's trigger fires in every session; its frontier reads this database's locks",
         read_script(PACKAGE, "sql/feed_always.sql"),
     ),
+    (
+        14,
+        "set-based batches probe heads and keys by index",
+        read_script(PACKAGE, "sql/batch_plans.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
