@@ -267,3 +267,40 @@ async def test_a_head_tag_rewrite_of_a_prune_copy_is_not_overwritten(bucket: str
         done.set()
         for backend in (creator, first, second, pruner):
             await backend.close()
+
+
+async def test_a_claim_left_by_a_dead_rewrite(bucket: str) -> None:
+    """A process killed during a rewrite leaves its claim (made here without the rest):
+    the stream reads as before, appends at the head and other rewrites conflict, the
+    same rewrite sent again takes the claim over and finishes, and the appends land
+    after it; ``delete_agent`` deletes a claimed stream."""
+    creator = await _stream(bucket)
+    other = _backend(bucket)
+    try:
+        before = await _stored(creator)
+        request = _rewrite(b"new", b"t4'")
+        await creator._run(creator._claim_rewrite, request)  # (the dead process's)
+        assert await _stored(creator) == before
+        assert await creator.head("a") == 4
+        with pytest.raises(ConflictError):
+            await other.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
+        with pytest.raises(ConflictError):
+            await other.rewrite(_rewrite(b"bbb", b"tB"))
+        assert await _stored(creator) == before
+        await other.rewrite(request)
+        events, tag, _ = await _stored(creator)
+        assert [(s, p) for s, p, _ in events][1::2] == [(2, b"new-2"), (4, b"new-4")]
+        assert tag == (4, b"t4'")
+        await other.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
+        assert await creator.head_tag("a") == (5, b"t5")
+        await creator._run(creator._claim_rewrite, _rewrite_at(5, b"t5"))
+        assert await other.delete_agent("a") is True
+        assert await creator.head("a") == 0
+        assert await creator._run(creator._list, creator._agent_root("a") + "e/") == []
+    finally:
+        for backend in (creator, other):
+            await backend.close()
+
+
+def _rewrite_at(head: int, tag: bytes) -> RewriteRequest:
+    return RewriteRequest("a", head, tag, (_ev(1, b"x"),), head_tag=b"t")

@@ -873,17 +873,11 @@ class S3Backend(Backend):
                 return None
             raise
 
-    def _put_new(
-        self,
-        key: str,
-        body: bytes,
-        metadata: dict[str, str] | None = None,
-        token: str | None = None,
-    ) -> bool:
+    def _put_new(self, key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
         """Create ``key`` only if it does not exist. False if it already did (made by
-        someone else: a retry meeting the object its own lost try wrote is True).
-        ``token``: the write's own (:data:`_WRITE`; a new one when None)."""
-        token = token or _token()
+        someone else: a retry meeting the object its own lost try wrote is True). The
+        write's own token (:data:`_WRITE`) is the one in ``metadata``, or a new one."""
+        token = (metadata or {}).get(_WRITE) or _token()
         try:
             self._s3.put_object(
                 Bucket=self.bucket,
@@ -1251,6 +1245,7 @@ class S3Backend(Backend):
         ]
         metadata = dict(obj.get("Metadata", {}))
         metadata.setdefault("first", str(commits[at]))
+        metadata.pop(_WRITE, None)  # (the copy's write is its own)
         self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata)
         self._copy_again(agent_id, commits[at], obj, base_seq, end)
 
@@ -1374,15 +1369,18 @@ class S3Backend(Backend):
         digest = hashlib.sha256()
 
         def part(value: bytes | str | int | float | None) -> None:
-            raw = b"-" if value is None else b"+" + repr(value).encode()
+            if isinstance(value, bytes):
+                raw = b"b" + value
+            else:
+                raw = b"-" if value is None else b"+" + repr(value).encode()
             digest.update(len(raw).to_bytes(8, "big") + raw)
 
-        for value in (request.agent_id, request.expected_seq, request.expected_tag):
-            part(value)
+        for head in (request.agent_id, request.expected_seq, request.expected_tag):
+            part(head)
         part(request.head_tag)
         for e in request.events:
-            for value in (e.seq, e.payload, e.checksum):
-                part(value)
+            for field in (e.seq, e.payload, e.checksum):
+                part(field)
         part(None)
         for snap in request.snapshots:
             for value in (snap.seq, snap.timestamp, snap.payload, snap.checksum):
@@ -1402,6 +1400,9 @@ class S3Backend(Backend):
         process died) is taken over. Returns the claim's key, its token and the head."""
         agent_id = request.agent_id
         layout, meta = self._tip_layout(agent_id, check=False)
+        if meta is not None and meta.get(_STRAY):  # a claim made for another incarnation
+            self._withdraw_claim(agent_id, int(meta["last"]))  # (as an append does)
+            layout, meta = self._tip_layout(agent_id, check=False)
         head = int(meta["last"]) if meta is not None else 0
         key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
 
@@ -1427,9 +1428,9 @@ class S3Backend(Backend):
         for name in ("headtag", _INC, "key", "keyname"):
             if name in meta:
                 claim[name] = meta[name]
-        token = _token()
+        claim[_WRITE] = token = _token()
         with _commit_lock(self.endpoint_url or "", self.bucket, key):
-            won = self._put_new(key, _encode_events(()), claim, token)
+            won = self._put_new(key, _encode_events(()), claim)
         if not won:  # an append at the head, a delete's or another rewrite's claim
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         try:
@@ -1599,8 +1600,9 @@ class S3Backend(Backend):
         """Replace record bytes: the stream claimed first (no append or other rewrite
         lands until it is done: see the module documentation), each affected commit
         object is rewritten with a conditional PUT (``If-Match``), the newest one
-        (which carries the head tag) last, and the claim deleted. S3 has no multi-object transaction: an interrupted rewrite leaves some
-        records rewritten and others not (each one valid); running it again finishes it."""
+        (which carries the head tag) last, and the claim deleted. S3 has no
+        multi-object transaction: an interrupted rewrite leaves some records rewritten
+        and others not (each one valid), and its claim; running it again finishes it."""
         self._check_can_write()
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
