@@ -42,6 +42,17 @@ lexicographic key order equal to the ids' code point order)::
   or conflicts); the claim is deleted last among the commits. A process killed
   after its claim leaves the stream readable as it was; the next append or delete
   finds the claim on the newest commit and finishes the delete first.
+* A rewrite (rekey, migrate, a redaction) claims the stream the same way: an empty
+  commit marked as a rewrite's (its request's digest), with the newest commit's head,
+  head tag and key, created at the slot the next append would take and deleted when
+  the rewrite is done. While it is there every append at the head and every other
+  rewrite conflicts (nothing of the loser written); the head tag is checked again once
+  it is held. A process killed during a rewrite leaves the claim: appends at the head
+  conflict until the same rewrite is run again (it takes the claim over and finishes)
+  or the agent is deleted.
+* Every overwrite of a commit (a rewrite, a prune's copy made again) ends its body with
+  a record of its own (seq 0, which reads skip): its ETag changes even when only the
+  metadata does (the head tag), so an ``If-Match`` on the ETag read catches it.
 * A stream has an *incarnation*: a random id chosen by the append that creates it (the
   first after its absence), carried in the metadata of its commits and snapshots and
   of the key objects its appends write. After each commit the append overwrites the
@@ -85,6 +96,7 @@ and key layout share one object-naming scheme and one commit protocol.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -198,6 +210,12 @@ _AGENT_PARTS = ("e/", "h/", "s/", "k/")
 #: the type of the record at the base seq in the first commit of a stream made by
 #: ``append_from_base``: the base snapshot travels in the commit (reads skip it)
 _BASE_RECORD = "\x00base"
+#: the metadata marking a rewrite's claim (an empty commit at the slot the next append
+#: would take, held for the rewrite's duration): the digest of the rewrite's request
+_REWRITING = "rw"
+#: the type of the record (seq 0) an overwrite of a commit adds to its body: its token
+#: (see :func:`_encode_events`)
+_WRITTEN = "\x00w"
 
 # Commit PUTs of one agent are made one at a time per process: it saves requests that
 # would lose anyway, and some S3 emulators (moto) check If-None-Match non-atomically.
@@ -216,7 +234,13 @@ def _commit_lock(*key: str) -> threading.Lock:
         return lock
 
 
-def _encode_events(events: Sequence[RawEvent]) -> bytes:
+def _encode_events(events: Sequence[RawEvent], written: str = "") -> bytes:
+    """A commit's body; with ``written`` (an overwrite's token) a last record of type
+    :data:`_WRITTEN` holding it (reads skip it): an overwrite of a commit changes its
+    bytes, hence its ETag, even when its records are the same (a rewrite of the head tag
+    alone, in metadata): an ``If-Match`` on the ETag read before then catches it."""
+    if written:
+        events = (*events, RawEvent(0, _WRITTEN, 0.0, written.encode(), b""))
     parts: list[bytes] = []
     for e in events:
         event_type = e.type.encode()
@@ -242,7 +266,8 @@ def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
             at += npay
             if len(payload) != npay:
                 raise ValueError("truncated")
-            out.append(RawEvent(seq, event_type, ts, payload, checksum))
+            if not (seq == 0 and event_type == _WRITTEN):  # (no event has seq 0)
+                out.append(RawEvent(seq, event_type, ts, payload, checksum))
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise IntegrityError(agent_id, None, f"unreadable S3 commit object: {exc}") from exc
     return out
@@ -850,8 +875,9 @@ class S3Backend(Backend):
 
     def _put_new(self, key: str, body: bytes, metadata: dict[str, str] | None = None) -> bool:
         """Create ``key`` only if it does not exist. False if it already did (made by
-        someone else: a retry meeting the object its own lost try wrote is True)."""
-        token = _token()
+        someone else: a retry meeting the object its own lost try wrote is True). The
+        write's own token (:data:`_WRITE`) is the one in ``metadata``, or a new one."""
+        token = (metadata or {}).get(_WRITE) or _token()
         try:
             self._s3.put_object(
                 Bucket=self.bucket,
@@ -1101,7 +1127,12 @@ class S3Backend(Backend):
             won = self._put_new(commit_key, body, metadata)
         if not won:  # another writer's commit (equal bytes too: ours bears our token)
             stored = self._head_meta(commit_key)
-            if key_hash is not None and stored is not None and stored.get("key") == key_hash:
+            if (
+                key_hash is not None
+                and stored is not None
+                and stored.get("key") == key_hash
+                and not stored.get(_REWRITING)  # (a rewrite's claim bears the tip's key)
+            ):
                 return AppendResult(agent_id, first, int(stored["last"]), True)
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         # the high-water mark, before anything else that follows the commit (a process
@@ -1214,6 +1245,7 @@ class S3Backend(Backend):
         ]
         metadata = dict(obj.get("Metadata", {}))
         metadata.setdefault("first", str(commits[at]))
+        metadata.pop(_WRITE, None)  # (the copy's write is its own)
         self._put_new(root + self._seq_name(base_seq + 1), _encode_events(events), metadata)
         self._copy_again(agent_id, commits[at], obj, base_seq, end)
 
@@ -1245,12 +1277,12 @@ class S3Backend(Backend):
             ]
             metadata = dict(obj.get("Metadata", {}))
             metadata.setdefault("first", str(first))
-            metadata[_WRITE] = _token()
+            metadata[_WRITE] = token = _token()
             try:
                 self._s3.put_object(
                     Bucket=self.bucket,
                     Key=copy,
-                    Body=_encode_events(events),
+                    Body=_encode_events(events, token),
                     Metadata=metadata,
                     IfMatch=held["ETag"],
                 )
@@ -1307,32 +1339,137 @@ class S3Backend(Backend):
         await self._run(self._save_snapshot_sync, agent_id, snapshot)
 
     def _rewrite_sync(self, request: RewriteRequest) -> None:
-        """:meth:`_rewrite_listed`, again from the listing when a commit it listed is
-        gone (a prune's, after its copy of what lies above the base): nothing of the
-        newest commit (the head tag) is written before that is found, so the head it
-        checks is still the one expected; a record it names below the new base is
-        refused then (:func:`~.base.unstored_rewrite`)."""
-        for _ in range(_MARK_TRIES):
-            try:
-                self._rewrite_listed(request)
-                return
-            except _Relist:
-                continue
-        raise ConflictError(
-            request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
-        )
+        """The stream claimed (:meth:`_claim_rewrite`), then :meth:`_rewrite_listed`,
+        again from the listing when a commit it listed is gone (a prune's, after its
+        copy of what lies above the base): nothing of the newest commit (the head tag)
+        is written before that is found; a record it names below the new base is
+        refused then (:func:`~.base.unstored_rewrite`). The claim goes last."""
+        key, token, head = self._claim_rewrite(request)
+        try:
+            for _ in range(_MARK_TRIES):
+                try:
+                    self._rewrite_listed(request, head)
+                    break
+                except _Relist:
+                    continue
+            else:
+                raise ConflictError(
+                    request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
+                )
+        except BaseException:
+            with contextlib.suppress(Exception):  # (the error told is the rewrite's)
+                self._release_rewrite(key, token)
+            raise
+        self._release_rewrite(key, token)
 
-    def _rewrite_listed(self, request: RewriteRequest) -> None:
+    @staticmethod
+    def _rewrite_digest(request: RewriteRequest) -> str:
+        """What names a rewrite's request in its claim: the same request sent again
+        (after a process died holding the claim) takes the claim over."""
+        digest = hashlib.sha256()
+
+        def part(value: bytes | str | int | float | None) -> None:
+            if isinstance(value, bytes):
+                raw = b"b" + value
+            else:
+                raw = b"-" if value is None else b"+" + repr(value).encode()
+            digest.update(len(raw).to_bytes(8, "big") + raw)
+
+        for head in (request.agent_id, request.expected_seq, request.expected_tag):
+            part(head)
+        part(request.head_tag)
+        for e in request.events:
+            for field in (e.seq, e.payload, e.checksum):
+                part(field)
+        part(None)
+        for snap in request.snapshots:
+            for value in (snap.seq, snap.timestamp, snap.payload, snap.checksum):
+                part(value)
+        return digest.hexdigest()[:32]
+
+    def _claim_rewrite(self, request: RewriteRequest) -> tuple[str, str, int]:
+        """Claim the stream for ``request``: an empty commit marked as a rewrite's
+        (:data:`_REWRITING`: its request's digest), created (``IfNoneMatch``) at the slot
+        an append at the head would take, with the newest commit's metadata (head, head
+        tag, key: the stream reads as before). Until it is deleted every append at the
+        head conflicts (it cannot land after the head check: its events would follow a
+        head event this rewrite replaces, its head tag hide this one's), and so does
+        every other rewrite (the loser changes nothing). The head and head tag are
+        checked again once the claim is held: a rewrite that ran whole between the first
+        check and the claim has moved the head tag. A claim of the same request (its
+        process died) is taken over. Returns the claim's key, its token and the head."""
+        agent_id = request.agent_id
+        layout, meta = self._tip_layout(agent_id, check=False)
+        if meta is not None and meta.get(_STRAY):  # a claim made for another incarnation
+            self._withdraw_claim(agent_id, int(meta["last"]))  # (as an append does)
+            layout, meta = self._tip_layout(agent_id, check=False)
+        head = int(meta["last"]) if meta is not None else 0
+        key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
+
+        def expected(found: dict[str, str] | None) -> bool:
+            tag = found.get("headtag") if found is not None else None
+            return (
+                found is not None
+                and int(found.get("last", 0)) == request.expected_seq
+                and (bytes.fromhex(tag) if tag else None) == request.expected_tag
+            )
+
+        if meta is None or not expected(meta) or meta.get("tomb") or meta.get(_STRAY):
+            raise ConflictError(agent_id, request.expected_seq, head)
+        digest = self._rewrite_digest(request)
+        if meta.get(_REWRITING):  # another rewrite holds the stream (or its process died)
+            key = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-1][0])
+            if meta[_REWRITING] != digest:
+                raise ConflictError(agent_id, request.expected_seq, head)
+            return key, meta.get(_WRITE, ""), head  # the same request: taken over
+        claim = {_REWRITING: digest, "last": str(head), "created": meta["created"]}
+        claim["updated"] = meta["updated"]
+        claim["first"] = str(self._tip_first([c for c, _ in layout.commits], meta))
+        for name in ("headtag", _INC, "key", "keyname"):
+            if name in meta:
+                claim[name] = meta[name]
+        claim[_WRITE] = token = _token()
+        with _commit_lock(self.endpoint_url or "", self.bucket, key):
+            won = self._put_new(key, _encode_events(()), claim)
+        if not won:  # an append at the head, a delete's or another rewrite's claim
+            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+        try:
+            below = [first for first, _ in self._layout(agent_id).commits if first <= head]
+            root = self._agent_root(agent_id) + "e/"
+            now = self._head_meta(root + self._seq_name(below[-1])) if below else None
+            if not expected(now):
+                raise ConflictError(agent_id, request.expected_seq, head)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self._release_rewrite(key, token)
+            raise
+        return key, token, head
+
+    def _release_rewrite(self, key: str, token: str) -> None:
+        """Delete the rewrite's claim ``key`` if it is still the one it made (``token``):
+        a delete may have erased it, and another stream's object taken its place."""
+        found = self._object(self._s3.head_object, key)
+        if found is None or dict(found.get("Metadata", {})).get(_WRITE) != token:
+            return
+        try:
+            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
+        except ClientError as exc:
+            if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
+                raise
+        self._drop_older_versions([key])
+
+    def _rewrite_listed(self, request: RewriteRequest, head: int) -> None:
+        """The rewrite of the live commits up to ``head`` (the claim lies above it)."""
         agent_id = request.agent_id
         root = self._agent_root(agent_id) + "e/"
-        commits = self._commits(agent_id)
-        if not commits:
+        commits = [first for first in self._commits(agent_id) if first <= head]
+        if not commits:  # (deleted since the claim)
             raise ConflictError(agent_id, request.expected_seq, 0)
-        meta = self._head_meta(root + self._seq_name(commits[-1])) or {}
-        head = int(meta.get("last", 0))
-        tag = bytes.fromhex(meta["headtag"]) if meta.get("headtag") else None
-        if head != request.expected_seq or tag != request.expected_tag:
-            raise ConflictError(agent_id, request.expected_seq, head)
+        meta = self._head_meta(root + self._seq_name(commits[-1]))
+        if meta is None:
+            raise _Relist  # (pruned since the listing)
+        if int(meta.get("last", 0)) != head:
+            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         changes = {e.seq: e for e in request.events}
         if changes and min(changes) < commits[0]:  # (the live commits begin after the base)
             raise unstored_rewrite(agent_id, min(changes), commits[0] - 1)
@@ -1379,7 +1516,7 @@ class S3Backend(Backend):
                 self._s3.put_object(
                     Bucket=self.bucket,
                     Key=key,
-                    Body=_encode_events(events),
+                    Body=_encode_events(events, token),
                     Metadata=metadata,
                     IfMatch=obj["ETag"],
                 )
@@ -1440,12 +1577,12 @@ class S3Backend(Backend):
                     continue
                 if tag is not None:
                     metadata["headtag"] = tag.hex()
-                metadata[_WRITE] = _token()
+                metadata[_WRITE] = token = _token()
                 try:
                     self._s3.put_object(
                         Bucket=self.bucket,
                         Key=root + self._seq_name(first),
-                        Body=_encode_events(events),
+                        Body=_encode_events(events, token),
                         Metadata=metadata,
                         IfMatch=obj["ETag"],
                     )
@@ -1460,10 +1597,12 @@ class S3Backend(Backend):
         raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
 
     async def rewrite(self, request: RewriteRequest) -> None:
-        """Replace record bytes: each affected commit object is rewritten with a
-        conditional PUT (``If-Match``), the newest one (which carries the head tag)
-        last. S3 has no multi-object transaction: an interrupted rewrite leaves some
-        records rewritten and others not (each one valid); running it again finishes it."""
+        """Replace record bytes: the stream claimed first (no append or other rewrite
+        lands until it is done: see the module documentation), each affected commit
+        object is rewritten with a conditional PUT (``If-Match``), the newest one
+        (which carries the head tag) last, and the claim deleted. S3 has no
+        multi-object transaction: an interrupted rewrite leaves some records rewritten
+        and others not (each one valid), and its claim; running it again finishes it."""
         self._check_can_write()
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
@@ -1563,7 +1702,9 @@ class S3Backend(Backend):
                 return False
             head = int(meta["last"])
             # (a stray claim holds off appends as well as this one's would)
-            if meta.get("tomb") or meta.get(_STRAY) or self._claim(agent_id, head, meta):
+            # (a rewrite's claim: the delete wins, the rewrite fails on the deleted objects)
+            claimed = meta.get("tomb") or meta.get(_STRAY) or meta.get(_REWRITING)
+            if claimed or self._claim(agent_id, head, meta):
                 self._finish_delete(agent_id)
                 return True
 
