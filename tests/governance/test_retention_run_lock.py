@@ -19,12 +19,14 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
+from statekeeper.backends.base import Capability
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.errors import LeaseHeld, LeaseLost, RetentionRunning
 from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance import retention as r
 from statekeeper.governance import retention_lock as rl
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
+from statekeeper.governance.retention_idle import head_seen
 
 from ..backends._services import fresh_url
 from ._keyring import KEYRING
@@ -53,7 +55,7 @@ class Held:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.inside = asyncio.Event()
         self.go = asyncio.Event()
-        real = r.head_seen
+        real = head_seen
 
         async def holding(*args: Any) -> Any:
             if not self.inside.is_set():
@@ -103,7 +105,9 @@ async def test_a_second_run_while_one_runs_is_refused_naming_the_holder(
                 log = AuditLog(first.backend, KEYRING)
                 entries = [e async for e in log.entries()]
                 compacted = [
-                    e.agent_id for e in entries if (e.operation, e.outcome) == ("compact", "done")
+                    str(e.agent_id)
+                    for e in entries
+                    if (e.operation, e.outcome) == ("compact", "done")
                 ]
                 assert sorted(compacted) == sorted(AGENTS)  # once each
                 # a run lock is the store's own lease, not an agent's granted unlogged
@@ -147,7 +151,7 @@ async def test_runs_in_namespaces_lock_their_namespace_and_the_store_above(
         with pytest.raises(RetentionRunning, match="namespace 'acme'") as refused:
             await apply_retention(acme, POLICY)
         assert refused.value.namespace == "acme"
-        if whole.backend.supports(rl.Capability.LEASE_LIST):
+        if whole.backend.supports(Capability.LEASE_LIST):
             with pytest.raises(RetentionRunning, match="namespace 'acme'"):
                 await apply_retention(whole, POLICY)
         held.go.set()
