@@ -103,7 +103,7 @@ def test_a_failed_action_is_named_as_its_rule_s_action(
         locked = retention_lock.run_locked
 
         @contextlib.asynccontextmanager
-        async def busy_while_locked(*args: Any) -> AsyncIterator[bool]:
+        async def busy_while_locked(*args: Any) -> AsyncIterator[str]:
             async with locked(*args) as held:
                 holder.execute("BEGIN IMMEDIATE")  # the write lock, for the whole run
                 try:

@@ -198,7 +198,6 @@ def _apply(
     async def go() -> RetentionReport:
         async with open_store(url, key_file=key_file, readonly=dry_run) as store:
             await _given_keys_open(store)  # (a dry run opens no record: it would not say)
-            unlocked.append(not dry_run and not store.backend.supports_leases)
             total = await store.count_agents()
             with bar("retention", disable=json_out) as shown:
                 task = shown.add_task("retention", total=total)
@@ -238,7 +237,6 @@ def _apply(
             return done
 
     so_far = RetentionReport()
-    unlocked: list[bool] = []  # the engine has no leases: no run lock (said below)
     since = before.copy()  # and this run's, as it goes (written to the progress file)
     done_since = None if done_before is None else done_before.copy()
     try:
@@ -262,8 +260,8 @@ def _apply(
 
     for pattern, agent in report.unmatched_rules.items():  # a typo, or an agent id: said
         print_warning(_unmatched_line(pattern, agent))
-    if any(unlocked):
-        print_warning(_NO_RUN_LOCK)
+    if report.unlocked and not dry_run:
+        print_warning(f"{_NO_RUN_LOCK}: {report.unlocked}")
     named = [r.namespace for r in policy.rules]
     if (
         report.scanned
@@ -472,8 +470,8 @@ def _projections_behind(
 
 
 _NO_RUN_LOCK = (
-    "this engine has no leases, so no run lock: another retention run on the store at the"
-    " same time was not refused (each change was still checked against what its plan read)"
+    "this run held no run lock: another retention run on the store at the same time was"
+    " not refused (each change was still checked against what its plan read)"
 )
 
 

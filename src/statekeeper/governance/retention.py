@@ -188,6 +188,9 @@ class RetentionReport:
     #: where a namespace belongs) -> the full id of the agent it names, "" for none;
     #: left empty by a run resumed ``after=`` an agent (it saw only part of the store)
     unmatched_rules: dict[str, str] = field(default_factory=dict)
+    #: "" when the run held the store's run lock (one run at a time), else why not
+    #: (:mod:`.retention_lock`: "dry run", an engine without leases...)
+    unlocked: str = ""
 
     @property
     def purged(self) -> int:
@@ -441,7 +444,8 @@ async def apply_retention(
         # a run over a whole namespace: the principal needs the permission on all of
         # it (a dry run only reads), else nothing is scanned
         await require_namespace(store, "read" if dry_run else "admin", "retention")
-    async with run_locked(store, dry_run):  # one run at a time (RetentionRunning)
+    report = RetentionReport() if report is None else report
+    async with run_locked(store, dry_run) as report.unlocked:  # (else RetentionRunning)
         return await _applied(store, policy, dry_run, after, now, progress, audit, report)
 
 

@@ -21,8 +21,10 @@ whose lock another run took meanwhile learns it at its next renewal and stops be
 its next agent (:class:`~statekeeper.errors.LeaseLost`).
 
 An engine without leases (``supports_leases`` False: the S3 archive tier) has no run
-lock: there runs are not serialized (each change is still checked against what its
-plan read, and one that lost a race is reported ``skipped``), and the CLI says so.
+lock, nor a tenant's database role under PostgreSQL row security (it may lease its own
+namespace's agents only): there runs are not serialized (each change is still checked
+against what its plan read, and one that lost a race is reported ``skipped``), and
+``RetentionReport.unlocked`` says why (the CLI in a warning line).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from ..arguments import RUN_LOCKS
 from ..backends.base import Backend, Capability
-from ..errors import LeaseHeld, LeaseLost, RetentionRunning
+from ..errors import AccessDenied, LeaseHeld, LeaseLost, RetentionRunning
 from ..records import LeaseInfo
 from ..store.governed import governance_of
 from .hooks import store_namespace
@@ -137,22 +139,35 @@ def _now(backend: Backend) -> float:
     return float(clock()) if callable(clock) else time.time()
 
 
+#: why a run holds no run lock (RetentionReport.unlocked)
+NO_LEASES = "the engine has no leases"
+ROLE_REFUSED = (
+    "the database role may not take the store's run lock (PostgreSQL row security: a"
+    " tenant's role leases its agents only)"
+)
+
+
 @contextlib.asynccontextmanager
-async def run_locked(
-    store: StateStore, dry_run: bool, ttl: float = LOCK_TTL
-) -> AsyncIterator[bool]:
-    """Hold the run lock of ``store`` (its namespace's) for the block; yields whether
-    one is held (False: a dry run, or an engine without leases).
-    :class:`RetentionRunning` when another run holds it (nothing done)."""
+async def run_locked(store: StateStore, dry_run: bool, ttl: float = LOCK_TTL) -> AsyncIterator[str]:
+    """Hold the run lock of ``store`` (its namespace's) for the block; yields "" when
+    one is held, else why not (a dry run needs none: "dry run"; an engine without
+    leases; a role the engine refuses the lock). :class:`RetentionRunning` when
+    another run holds it (nothing done)."""
     backend = store.backend
-    if dry_run or not backend.supports_leases or _LOCK.get() is not None:
-        yield False
+    if dry_run or _LOCK.get() is not None:
+        yield "dry run" if dry_run else ""
+        return
+    if not backend.supports_leases:
+        yield NO_LEASES
         return
     namespace = store_namespace(store)
     try:
         info = await backend.acquire_lease(lock_id(namespace), _holder(store), ttl)
     except LeaseHeld as exc:
         raise _refusal(namespace, exc) from None
+    except AccessDenied:  # (row security: the run goes on unlocked, and says so)
+        yield ROLE_REFUSED
+        return
     assert info.holder is not None
     try:
         other = await _overlapping(backend, namespace)
@@ -162,7 +177,7 @@ async def run_locked(
         beat = asyncio.ensure_future(held.renewing())
         token = _LOCK.set(held)
         try:
-            yield True
+            yield ""
         finally:
             _LOCK.reset(token)
             beat.cancel()
