@@ -35,6 +35,7 @@ __all__ = [
     "HOLDS_STREAM",
     "INTERNAL_PREFIX",
     "MAX_ID_BYTES",
+    "RUN_LOCKS",
     "check_agent_id",
     "check_mapping",
     "check_name",
@@ -67,6 +68,10 @@ AUDIT_STREAM = INTERNAL_PREFIX + "audit/log"
 
 #: the stream of the store's legal holds (see :mod:`statekeeper.governance.holds`)
 HOLDS_STREAM = INTERNAL_PREFIX + "holds/registry"
+
+#: the reserved lease ids of the store's run locks (one run at a time: retention's,
+#: :mod:`statekeeper.governance.retention_lock`): leases, never streams
+RUN_LOCKS = INTERNAL_PREFIX + "runlock/"
 
 #: the store's own streams as a report names them (never by their stored ids)
 _STREAM_WORDS = {AUDIT_STREAM: "audit log", HOLDS_STREAM: "legal holds"}

@@ -72,6 +72,7 @@ __all__ = [
     "NotOwned",
     "PatchError",
     "PolicyError",
+    "ProgressFileBusy",
     "ProgressOfAnotherRun",
     "ProjectionError",
     "ProjectionFailed",
@@ -81,6 +82,7 @@ __all__ = [
     "ReadOnlyStore",
     "RestoredPartWay",
     "RetentionPolicyError",
+    "RetentionRunning",
     "RetriesExhausted",
     "RollbackDetected",
     "SchemaError",
@@ -855,6 +857,36 @@ class LeasesUnsupported(LeaseError):
         super().__init__(f"the {backend} backend does not support leases or fenced writes")
 
 
+class RetentionRunning(LeaseHeld):
+    """Another retention run (``statekeeper retention apply``,
+    :func:`~statekeeper.governance.retention.apply_retention`) holds the store's run
+    lock: two runs at once would work the same agents. Nothing was read or changed.
+
+    ``namespace`` is the scope of the run holding it (``""``: the whole store),
+    ``holder`` who it is (pid, host, principal), ``expires_at`` when its lease expires
+    unless renewed (seconds since the epoch, on the engine's clock): a run whose process
+    died holds it no longer than that, and the next run resumes its work.
+    """
+
+    def __init__(self, namespace: str, holder: str, expires_at: float) -> None:
+        self.namespace = namespace
+        self.agent_id = ""
+        self.holder = holder
+        self.expires_at = expires_at
+        StatekeeperError.__init__(self, namespace, holder, expires_at)
+
+    def __str__(self) -> str:
+        import time
+
+        where = f"namespace {self.namespace!r}" if self.namespace else "the store"
+        until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.expires_at))
+        return (
+            f"another retention run holds the run lock of {where} ({self.holder}), its"
+            f" lease running until {until} unless renewed: wait for it to end (a run whose"
+            " process died holds it no longer than that; run again then to resume it)"
+        )
+
+
 class MergeConflict(StatekeeperError):
     """Two concurrent versions of an agent that no merge strategy could reconcile.
 
@@ -934,6 +966,27 @@ class ProgressOfAnotherRun(ConfigurationError):
             f"{self.progress_file} records a run on {self.recorded}, not on {self.found}:"
             " resuming from it would skip agents as if done; give this run its own"
             " progress file, or delete this one to start over"
+        )
+
+
+class ProgressFileBusy(ConfigurationError):
+    """Another run is using this progress file right now (``statekeeper retention
+    apply --progress-file``): two runs sharing one would write their resume points over
+    each other's. Nothing was done.
+
+    ``progress_file`` is the file, ``holder`` says who holds it (pid, host, since when).
+    Give each run its own progress file, or wait for that run to end (one whose process
+    died holds nothing)."""
+
+    def __init__(self, progress_file: str, holder: str) -> None:
+        self.progress_file = progress_file
+        self.holder = holder
+        super().__init__(progress_file, holder)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.progress_file} is in use by a running retention run ({self.holder}):"
+            " wait for it to end, or give this run its own progress file"
         )
 
 

@@ -4,13 +4,19 @@ cannot make (``keys_ttl`` on Redis) said to be unsupported, not counted as done.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from statekeeper import SyncStateStore
+from statekeeper.governance import retention, retention_lock
 
 from ..backends._services import fresh_url
 from ..cli._subprocess import cli_in_process, one_error_line
@@ -76,11 +82,14 @@ def test_a_bad_rule_is_named_by_its_place_among_the_rules(tmp_path: Path) -> Non
     assert second.code == 2 and "--rule:2:" in one_error_line(second), str(second)
 
 
-def test_a_failed_action_is_named_as_its_rule_s_action(tmp_path: Path) -> None:
+def test_a_failed_action_is_named_as_its_rule_s_action(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An action that failed was reported as a compaction, a TTL purge too ("old/x:
     could not remove 0 event(s) before seq 1, 0 snapshot(s)", ``"action": "compact"``),
     and counted among the actions made. Here every write fails: another connection
-    holds the SQLite write lock for the whole run."""
+    holds the SQLite write lock for the whole run (from just after the run took its run
+    lock, a write too, to just before it releases it)."""
     path = tmp_path / "s.db"
     url = f"sqlite:///{path}"
     with SyncStateStore(url, clock=lambda: time.time() - 365 * 86400) as store:
@@ -91,10 +100,20 @@ def test_a_failed_action_is_named_as_its_rule_s_action(tmp_path: Path) -> None:
     busy = f"{url}?busy_timeout=0.2"
     rules = ["--rule", "old ttl=30d", "--rule", "new keep_last=1"]
     with closing(sqlite3.connect(path, isolation_level=None)) as holder:
-        holder.execute("BEGIN IMMEDIATE")  # the write lock, until the end of the block
+        locked = retention_lock.run_locked
+
+        @contextlib.asynccontextmanager
+        async def busy_while_locked(*args: Any) -> AsyncIterator[str]:
+            async with locked(*args) as held:
+                holder.execute("BEGIN IMMEDIATE")  # the write lock, for the whole run
+                try:
+                    yield held
+                finally:
+                    holder.execute("ROLLBACK")
+
+        monkeypatch.setattr(retention, "run_locked", busy_while_locked)
         run = cli_in_process("retention", "apply", "--db", busy, *rules)
         as_json = cli_in_process("retention", "apply", "--db", busy, *rules, "--json")
-        holder.execute("ROLLBACK")
     assert run.code == 1, str(run)
     lines = {line.split(":")[0]: line for line in run.stdout.splitlines() if ": " in line}
     assert lines["old/x"].startswith("old/x: could not delete (ttl) [failed: "), run.stdout

@@ -32,7 +32,7 @@ from .retention_resume import Done, Problems, whole_run
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
-    from ..governance.retention import RetentionAction, RetentionReport
+    from ..governance.retention import RetentionAction, RetentionPolicy, RetentionReport
     from ..store import StateStore
     from ..store.feed_cursor import FeedCursor
 
@@ -119,13 +119,9 @@ def retention_apply(
     denied); each is listed with its reason, and the run goes on past it. A rule that governed no
     agent is warned of; exit code 1 when no rule governed any agent (and there is no '*' rule).
     """
-    import json as jsonlib
-
-    from ..governance.retention import RetentionPolicy, RetentionReport, apply_retention
-    from ..governance.retention_ahead import floor_note
+    from ..governance.retention import RetentionPolicy
     from .files import check_output_file, json_tagged
-    from .namespacing import current_namespace
-    from .progress import bar
+    from .progress_lock import progress_held
 
     if progress_file is not None:
         check_output_file(
@@ -145,6 +141,24 @@ def retention_apply(
     if not text.strip():
         raise ConfigurationError("retention apply needs --policy FILE or --rule LINE")
     policy = RetentionPolicy.parse(text, source if not rules else "policy")
+    # (a dry run neither reads nor writes the progress file: no lock)
+    with progress_held(None if dry_run else progress_file):  # (ProgressFileBusy)
+        _apply(ctx, policy, text, dry_run, progress_file, read_model, db, key_file, json_out)
+
+
+def _apply(
+    ctx: typer.Context, policy: RetentionPolicy, text: str, dry_run: bool,
+    progress_file: Path | None, read_model: Path | None, db: str | None,
+    key_file: Path | None, json_out: bool,
+) -> None:  # fmt: skip
+    """``retention apply`` once its policy is read (holding its progress file)."""
+    import json as jsonlib
+
+    from ..governance.retention import RetentionReport, apply_retention
+    from ..governance.retention_ahead import floor_note
+    from .namespacing import current_namespace
+    from .progress import bar
+
     url = resolve_url(ctx, db)
     if read_model is not None:  # (before anything is removed: not "no projections")
         _check_read_model(read_model)
@@ -246,6 +260,8 @@ def retention_apply(
 
     for pattern, agent in report.unmatched_rules.items():  # a typo, or an agent id: said
         print_warning(_unmatched_line(pattern, agent))
+    if report.unlocked and not dry_run:
+        print_warning(f"{_NO_RUN_LOCK}: {report.unlocked}")
     named = [r.namespace for r in policy.rules]
     if (
         report.scanned
@@ -451,6 +467,12 @@ def _projections_behind(
     mark = store_mark(store.backend) if given is None else None
     cursors = projection_cursors(path, feed_shards(store.backend), feed=feed, store=mark)
     return {name: cursors[name] for name in behind(cursors, through)}
+
+
+_NO_RUN_LOCK = (
+    "this run held no run lock: another retention run on the store at the same time was"
+    " not refused (each change was still checked against what its plan read)"
+)
 
 
 def _exit_code(actions: list[RetentionAction], *, lost: bool, refused: bool = False) -> int:

@@ -48,6 +48,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..arguments import RUN_LOCKS
 from ..backends.base import Capability
 from .audit_holds import HoldChecks
 
@@ -264,8 +265,8 @@ class StoreChecks:
         while True:
             page = await backend.list_leases(after, _LEASE_PAGE)
             for info in page:
-                if info.agent_id in logged:
-                    continue
+                if info.agent_id in logged or info.agent_id.startswith(RUN_LOCKS):
+                    continue  # (a run lock: the store's own, not an agent's lease)
                 if info.holder is not None and info.expires_at >= self.started:
                     problems.append(
                         f"{info.agent_id!r}: the lease table holds a lease (fencing token "

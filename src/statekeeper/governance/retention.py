@@ -72,7 +72,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..namespaces import namespace_of
-from ..records import EventType, RawSnapshot, StreamChange
+from ..records import RawSnapshot, StreamChange
 from ..store.body import SNAPSHOT_TYPE, snapshot_body
 from ..store.compaction import COMPACTED, marked
 from ..store.conditional import delete_only_at
@@ -110,9 +110,11 @@ from .retention_idle import (
     together_planned,
 )
 from .retention_idle import prune_planned as _prune_planned
+from .retention_lock import run_locked, still_locked
 from .retention_policy import RetentionPolicy, Rule, RuleUse
 from .retention_raced import Raced, base_unchanged, floor_raised, planned_again
 from .retention_snapshots import delta_bases as _delta_bases
+from .retention_snapshots import first_step as _first_step
 from .retention_snapshots import snapshot_seqs as _snapshot_seqs
 from .retention_snapshots import tail_chains as _tail_chains
 from .retention_unlisted import every_agent
@@ -186,6 +188,9 @@ class RetentionReport:
     #: where a namespace belongs) -> the full id of the agent it names, "" for none;
     #: left empty by a run resumed ``after=`` an agent (it saw only part of the store)
     unmatched_rules: dict[str, str] = field(default_factory=dict)
+    #: "" when the run held the store's run lock (one run at a time), else why not
+    #: (:mod:`.retention_lock`: "dry run", an engine without leases...)
+    unlocked: str = ""
 
     @property
     def purged(self) -> int:
@@ -388,27 +393,6 @@ async def _raise_floor(store: StateStore, through: FeedCursor) -> bool:
     return True
 
 
-_STEP = EventType.STEP
-_SCAN = 1000  # events read at a time looking for a step record
-
-
-async def _first_step(store: StateStore, agent_id: str, base: int, target: int) -> int | None:
-    """The seq of the first durable-step record (:mod:`statekeeper.concurrency.steps`)
-    in ``base < seq <= target``, or None. A compaction stops before it: a step's
-    record (its event and idempotency key) is how a rerun finds the step done, so
-    removing it would run a recorded step again."""
-    after = base
-    while after < target:
-        rows = await store.backend.read(agent_id, after, target, limit=_SCAN)
-        for row in rows:
-            if row.type == _STEP:
-                return row.seq
-        if len(rows) < _SCAN:
-            return None
-        after = rows[-1].seq
-    return None
-
-
 def _relative(store: StateStore, full_id: str) -> str:
     return store.relative(full_id) if isinstance(store, NamespacedStateStore) else full_id
 
@@ -460,6 +444,16 @@ async def apply_retention(
         # a run over a whole namespace: the principal needs the permission on all of
         # it (a dry run only reads), else nothing is scanned
         await require_namespace(store, "read" if dry_run else "admin", "retention")
+    report = RetentionReport() if report is None else report
+    async with run_locked(store, dry_run) as report.unlocked:  # (else RetentionRunning)
+        return await _applied(store, policy, dry_run, after, now, progress, audit, report)
+
+
+async def _applied(
+    store: StateStore, policy: RetentionPolicy, dry_run: bool, after: str | None,
+    now: float | None, progress: Callable[[str, int], None] | None, audit: AuditSink | None,
+    report: RetentionReport | None,
+) -> RetentionReport:  # fmt: skip
     await store.flush()
     # a compaction's base snapshot is sealed with the store family's data key (this may
     # be the store's first use: its reads below pass its gate by)
@@ -486,6 +480,7 @@ async def apply_retention(
             # and Redis have no index by agent: one lookup each reads back to the event)
             ahead = await _look_ahead(store, policy, page, stored_holds, clock)
             for info in page:
+                still_locked()  # (LeaseLost: another run took the lock this one lost)
                 if isinstance(info, AgentLost):
                     report.scanned += 1
                     report.lost[info.agent_id] = info.reason

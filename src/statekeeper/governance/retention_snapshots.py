@@ -1,17 +1,18 @@
 """Which snapshots a retention run keeps and drops (:mod:`statekeeper.governance.retention`):
 the stored snapshots' seqs, the full snapshot each delta is stored against, the chains
-of tail snapshots."""
+of tail snapshots; and where a durable step's record stops a compaction."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ..errors import StatekeeperError
+from ..records import EventType
 
 if TYPE_CHECKING:
     from ..store import StateStore
 
-__all__ = ["delta_bases", "snapshot_seqs", "tail_chains"]
+__all__ = ["delta_bases", "first_step", "snapshot_seqs", "tail_chains"]
 
 
 async def snapshot_seqs(store: StateStore, agent_id: str) -> list[int]:
@@ -78,3 +79,24 @@ async def tail_chains(
                 out.discard(base)
                 base = bases.get(base)
     return out
+
+
+_STEP = EventType.STEP
+_SCAN = 1000  # events read at a time looking for a step record
+
+
+async def first_step(store: StateStore, agent_id: str, base: int, target: int) -> int | None:
+    """The seq of the first durable-step record (:mod:`statekeeper.concurrency.steps`)
+    in ``base < seq <= target``, or None. A compaction stops before it: a step's
+    record (its event and idempotency key) is how a rerun finds the step done, so
+    removing it would run a recorded step again."""
+    after = base
+    while after < target:
+        rows = await store.backend.read(agent_id, after, target, limit=_SCAN)
+        for row in rows:
+            if row.type == _STEP:
+                return row.seq
+        if len(rows) < _SCAN:
+            return None
+        after = rows[-1].seq
+    return None

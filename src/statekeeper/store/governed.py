@@ -800,11 +800,14 @@ class GovernedStateStore(StateStore):
         if failed and self._writes.behind is not None:
             # acknowledged, never stored: the call that made it has returned long ago,
             # so the log says it here (sync and group calls raise, and _mutate records)
+            # (one whose record fails too: the write's error stays the one reported,
+            # the audit failure noted on it, and the other failures are still recorded)
             for mark, exc in failed:
-                await self._governance.record(
+                recording = self._governance.record(
                     mark.operation, mark.agent_id, outcome=f"error:{type(exc).__name__}",
                     detail={"seqs": [mark.first_seq, mark.last_seq], "write_behind": True},
                 )  # fmt: skip
+                await noting_failure(exc, recording)
         return results
 
     async def create(
