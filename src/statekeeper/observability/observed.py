@@ -447,10 +447,24 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         )
         return keys
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
-        inner = self.inner.rename_keys
-        renamed: int = await self._obs.call("rename_keys", agent_id, inner, agent_id, renames)
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
+        renamed: int = await self._obs.call(
+            "rename_keys", agent_id, self._rename_keys, agent_id, renames, guard
+        )
         return renamed
+
+    async def _rename_keys(
+        self, agent_id: str, renames: Sequence[tuple[str, str]], guard: StreamChange | None
+    ) -> int:
+        if guard is None:  # (an engine written before it takes no guard)
+            return await self.inner.rename_keys(agent_id, renames)
+        return await self.inner.rename_keys(agent_id, renames, guard=guard)
 
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
         done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)
