@@ -86,6 +86,7 @@ __all__ = [
     "next_request",
     "prefix_end",
     "takes_from_base_guard",
+    "takes_rename_guard",
     "unstored_rewrite",
     "validate_batch",
     "validate_from_base",
@@ -1443,6 +1444,25 @@ def takes_from_base_guard(engine: Backend) -> bool:
 
 
 _TAKES_GUARD: dict[type[Backend], bool] = {}
+
+
+def takes_rename_guard(engine: Backend) -> bool:
+    """Does ``engine``'s :meth:`Backend.rename_keys` take a ``guard``: it declares
+    :attr:`~Backend.guards_renames` and its method has the argument (an override
+    written before it inherits the declaration, not the argument: see
+    :func:`takes_from_base_guard`)?"""
+    if not engine.guards_renames:
+        return False
+    taken = _TAKES_RENAME_GUARD.get(type(engine))
+    if taken is None:
+        params = inspect.signature(type(engine).rename_keys).parameters
+        taken = _TAKES_RENAME_GUARD[type(engine)] = "guard" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+    return taken
+
+
+_TAKES_RENAME_GUARD: dict[type[Backend], bool] = {}
 
 
 def validate_from_base_guard(

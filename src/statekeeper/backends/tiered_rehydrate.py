@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ..errors import BackendError, ConflictError, IntegrityError
 from ..records import AgentInfo, RawEvent, RewriteRequest, StreamChange
-from .base import Backend
+from .base import Backend, takes_rename_guard
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
 from .tiered_copy import copy_stream
@@ -265,7 +265,7 @@ class TieredRehydrate(TieredClaims):
         durable = self.durable
         return (
             self._fenced()
-            and durable.guards_renames
+            and takes_rename_guard(durable)
             and durable.checks_absence_together
             and durable.changes_leases_and_rewrites
         )

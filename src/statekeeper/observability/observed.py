@@ -26,6 +26,7 @@ from ..backends.base import (
     LatestRead,
     NextRow,
     takes_from_base_guard,
+    takes_rename_guard,
 )
 from ..records import (
     AgentInfo,
@@ -88,6 +89,8 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
             # (an override of append_from_base written before guard= takes none: the
             # wrapper declares no guard, so its callers pass none on)
             self.guards_from_base = False
+        if self.guards_renames and not takes_rename_guard(inner):
+            self.guards_renames = False  # (the same, of rename_keys)
         self._obs = instrumentation
         #: agent -> seq of the snapshot a fold just read (its replay read comes next)
         self._folding: dict[str, int] = {}
