@@ -85,3 +85,42 @@ async def test_a_change_with_appends_leaves_the_stores_own_stream_unexpiring(
     assert len(await backend.append_together([append], [await _fence(backend)])) == 1
     assert _pttl(backend, MARKER) == [-1, -1]  # main: the store's ttl, 3600 s
     assert _pttl(backend, "b")[0] > 0  # (an agent's: the store's; no snapshot key)
+
+
+def _shorten(backend: RedisBackend, agent_id: str) -> None:
+    """The agent's keys given 100 s left of their TTL (as an agent unwritten for a while)."""
+    keys = backend.layout.agent(agent_id)
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.pexpire(keys.hash, 100_000)
+        client.pexpire(keys.snapshots, 100_000)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("how", ["prune", "append_together"])
+async def test_a_prune_refreshes_the_agents_ttl_either_way(backend: RedisBackend, how: str) -> None:
+    """A prune is a write: the agent's TTL starts again (docs/backends.md: keys expire
+    "after that long without a write"), by ``prune`` as by ``append_together``. Before:
+    together.lua refreshed it, prune.lua left it running."""
+    await backend.append(request("a", 0, 4, snap_at=2))
+    _shorten(backend, "a")
+    if how == "prune":
+        await backend.prune("a", 2)
+    else:
+        await backend.append_together([], [StreamChange("a", prune_to=2)])
+    assert all(ms > 3_000_000 for ms in _pttl(backend, "a"))  # (before, prune: <= 100 s)
+    assert [e.seq for e in await backend.read("a")] == [3, 4]  # (a read touches: after)
+
+
+async def test_a_guarded_rename_leaves_the_stores_own_stream_unexpiring(
+    backend: RedisBackend,
+) -> None:
+    """``rename_keys(..., guard=...)`` (a tiered rename's marker check) fences the
+    marker in its script and gives it its own TTL: none."""
+    await backend.append(request("a", 0, key="k1"))
+    await backend.append(request(MARKER, 0, snap_at=1))
+    assert await backend.rename_keys("a", [("k1", "n1")], guard=await _fence(backend)) == 1
+    assert [k for k, _, _ in await backend.idempotency_keys("a")] == ["n1"]
+    assert await backend.head_tag(MARKER) == (1, b"f" * 16)  # (fenced)
+    assert _pttl(backend, MARKER) == [-1, -1]

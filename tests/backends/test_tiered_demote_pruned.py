@@ -239,25 +239,14 @@ async def test_a_demotion_done_between_a_prune_and_its_second_look(
         assert await fresh.durable.head("a") == _HEAD
 
 
-_RENAME_NOT_CHECKED = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a key rename is committed without the claim's check on every durable tier"
-    " (no StreamChange renames keys, so append_together cannot commit one with the"
-    " marker's check): a demotion that claims after the rename's first look, copies"
-    " before it and commits its last step between the rename's commit and its second"
-    " look deletes the renamed stream — the old key names back at the next load",
-)
-
-
 @pytest.mark.parametrize(
     ("make", "change", "kept"),
     [
-        pytest.param(make, change, kept, marks=marks, id=f"{name}-{what}")
+        pytest.param(make, change, kept, id=f"{name}-{what}")
         for name, make in (("sqlite", _sqlite), ("postgres", _postgres), ("redis", _redis))
-        for what, change, kept, marks in (
-            ("rename_keys", _rename, _renamed, [_RENAME_NOT_CHECKED]),
-            ("rewrite", _rewrite, _rewritten, []),
+        for what, change, kept in (
+            ("rename_keys", _rename, _renamed),
+            ("rewrite", _rewrite, _rewritten),
         )
     ],
 )
@@ -275,7 +264,7 @@ async def test_a_demotion_done_between_a_change_and_its_second_look(
     own claim, deleted the changed stream — the demotion True, the copy from before the
     change the agent at the next load, no error. Now a rewrite commits only with the
     marker's check, as a prune (PostgreSQL and Redis too: their ``append_together``
-    takes changes alone)."""
+    takes changes alone), and a rename too (``rename_keys(..., guard=...)``)."""
     async with processes(tmp_path, make, 4) as (_, (setup, d1, other, fresh)):
         await _setup(setup)
         held = _ChangeCommit(other.durable, _DURABLE_CALL[change], after=True)

@@ -86,11 +86,13 @@ __all__ = [
     "next_request",
     "prefix_end",
     "takes_from_base_guard",
+    "takes_rename_guard",
     "unstored_rewrite",
     "validate_batch",
     "validate_from_base",
     "validate_from_base_guard",
     "validate_next",
+    "validate_rename_guard",
     "validate_request",
     "validate_rewrite",
     "validate_ttl",
@@ -445,6 +447,14 @@ class Backend(abc.ABC):
     #: only while its claim still holds. An engine without it refuses a guard
     #: (:class:`~statekeeper.errors.CapabilityUnsupported`, nothing written)
     guards_from_base: bool = False
+
+    #: True when :meth:`rename_keys` takes a ``guard`` (a check of another stream made
+    #: in the rename's own atomic step: see :func:`validate_rename_guard`): a tiered
+    #: store's key rename is committed only while the agent's cold marker is absent or
+    #: its demotion's claim fenced — a demotion's last step then never deletes the
+    #: renamed stream. An engine without it refuses a guard
+    #: (:class:`~statekeeper.errors.CapabilityUnsupported`, nothing renamed)
+    guards_renames: bool = False
 
     #: True when :meth:`append_together` makes a change's snapshot and prune only at
     #: the head it names (``StreamChange.prune_head`` and ``prune_checksum``, compared in
@@ -869,14 +879,27 @@ class Backend(abc.ABC):
         ``first_seq`` order (empty for an unknown agent). Capability ``KEY_EXPORT``."""
         raise CapabilityUnsupported(self.name, Capability.KEY_EXPORT.value)
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
         """For each ``(old, new)`` of ``renames``: the agent's idempotency record stored
         as ``old`` is stored as ``new`` instead (its range and time kept), in ONE atomic
         step for all of them — after a crash, each record is under one of its two forms,
         never neither (a retry of its append is never stored again). An ``old`` not
         stored is passed over; when ``new`` is stored already, ``old`` is only dropped.
         Returns how many records were renamed. Capability ``KEY_RENAME`` (``rekey``:
-        see :mod:`statekeeper.security.rekey_keys`)."""
+        see :mod:`statekeeper.security.rekey_keys`).
+
+        ``guard`` (an engine with :attr:`guards_renames`; see
+        :func:`validate_rename_guard`): a check of another stream made in the same
+        atomic step — its absence, or its head still ``guard.rewrite``'s
+        ``(expected_seq, expected_tag)`` (its ``head_tag``, if any, stored there
+        too) — else :class:`~statekeeper.errors.ConflictError` naming that stream and
+        nothing renamed."""
         raise CapabilityUnsupported(self.name, Capability.KEY_RENAME.value)
 
     async def expire_keys(
@@ -1423,6 +1446,25 @@ def takes_from_base_guard(engine: Backend) -> bool:
 _TAKES_GUARD: dict[type[Backend], bool] = {}
 
 
+def takes_rename_guard(engine: Backend) -> bool:
+    """Does ``engine``'s :meth:`Backend.rename_keys` take a ``guard``: it declares
+    :attr:`~Backend.guards_renames` and its method has the argument (an override
+    written before it inherits the declaration, not the argument: see
+    :func:`takes_from_base_guard`)?"""
+    if not engine.guards_renames:
+        return False
+    taken = _TAKES_RENAME_GUARD.get(type(engine))
+    if taken is None:
+        params = inspect.signature(type(engine).rename_keys).parameters
+        taken = _TAKES_RENAME_GUARD[type(engine)] = "guard" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+    return taken
+
+
+_TAKES_RENAME_GUARD: dict[type[Backend], bool] = {}
+
+
 def validate_from_base_guard(
     request: AppendRequest, guard: StreamChange | None, engine: Backend
 ) -> None:
@@ -1455,6 +1497,41 @@ def validate_from_base_guard(
     validate_rewrite(rw)
 
 
+def validate_rename_guard(agent_id: str, guard: StreamChange | None, engine: Backend) -> None:
+    """Reject a ``guard`` of :meth:`Backend.rename_keys` ``engine`` cannot make
+    (:class:`~statekeeper.errors.CapabilityUnsupported`: no
+    :attr:`~Backend.guards_renames`) or that is not a check of another stream
+    (:class:`~statekeeper.errors.ConfigurationError`): only ``StreamChange(other,
+    absent=True)`` or ``StreamChange(other, rewrite=RewriteRequest(other, seq, tag[,
+    head_tag=...]))``, no records rewritten."""
+    if guard is None:
+        return
+    if not engine.guards_renames:
+        raise CapabilityUnsupported(
+            engine.name, "rename_keys(guard=...)", "a check of another stream in its step"
+        )
+    rw = guard.rewrite
+    if guard != StreamChange(guard.agent_id, absent=True) and (
+        rw is None
+        or guard != StreamChange(guard.agent_id, rewrite=rw)
+        or rw.agent_id != guard.agent_id
+        or rw.events
+        or rw.snapshots
+    ):
+        raise ConfigurationError(
+            f"agent {agent_id!r}: rename_keys' guard must be a check of another stream"
+            " (StreamChange(other, absent=True), or StreamChange(other,"
+            f" rewrite=RewriteRequest(other, seq, tag)), no records), not {guard!r}"
+        )
+    if guard.agent_id == agent_id:
+        raise ConfigurationError(
+            f"agent {agent_id!r}: rename_keys' guard is a check of another stream"
+        )
+    check_stored_id(guard.agent_id)
+    if rw is not None:
+        validate_rewrite(rw)
+
+
 def validate_together(
     requests: Sequence[AppendRequest],
     changes: Sequence[StreamChange] = (),
@@ -1465,7 +1542,13 @@ def validate_together(
     a snapshot and/or a prune, or (``engine`` with ``changes_leases_and_rewrites``) a
     lease change or a rewrite alone, or (``engine`` with ``checks_absence_together``)
     an absence check alone; another ``engine`` refuses those with
-    :class:`~statekeeper.errors.CapabilityUnsupported` (never ignores them)."""
+    :class:`~statekeeper.errors.CapabilityUnsupported` (never ignores them) — and
+    changes with no append, unless it declares ``changes_alone_together`` (was: passed
+    on to an ``append_together`` that may need an append to commit)."""
+    if changes and not requests and engine is not None and not engine.changes_alone_together:
+        raise CapabilityUnsupported(
+            engine.name, "append_together", "changes with no append in the commit"
+        )
     for request in requests:
         validate_request(request)
     ids = [r.agent_id for r in requests]

@@ -45,6 +45,7 @@ from .base import (
     validate_from_base,
     validate_from_base_guard,
     validate_next,
+    validate_rename_guard,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -120,6 +121,7 @@ class MemoryBackend(Backend):
 
     appends_together = True
     guards_from_base = True
+    guards_renames = True
     changes_alone_together = True
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
@@ -335,9 +337,19 @@ class MemoryBackend(Backend):
             return []
         return sorted(((k, f, la) for k, (f, la, _) in stream.keys.items()), key=lambda r: r[1])
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
-        """Store records under another form of their key (see the contract)."""
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
+        """Store records under another form of their key (see the contract); the
+        ``guard``'s check and change first, with no await from it to the last rename."""
         self._check()
+        validate_rename_guard(agent_id, guard, self)
+        if guard is not None:  # (ConflictError: nothing renamed; it suspends nowhere)
+            await self.append_together([], [guard])
         stream = self._streams.get(agent_id)
         done = 0
         for old, new in renames if stream is not None else ():

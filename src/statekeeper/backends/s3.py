@@ -145,6 +145,7 @@ from .base import (
     unstored_rewrite,
     validate_from_base,
     validate_from_base_guard,
+    validate_rename_guard,
     validate_request,
     validate_rewrite,
 )
@@ -1998,10 +1999,18 @@ class S3Backend(Backend):
                 self._delete_keys([name])
         return done
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
         """Store records under another form of their key (see :meth:`_rename_keys_sync`:
-        new before old, S3 having no transaction over several objects)."""
+        new before old, S3 having no transaction over several objects; a ``guard`` is
+        refused: no ``guards_renames``)."""
         self._check_can_write()
+        validate_rename_guard(agent_id, guard, self)
         return await self._run(self._rename_keys_sync, agent_id, list(renames))
 
     async def expire_keys(

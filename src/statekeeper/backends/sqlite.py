@@ -2774,6 +2774,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     appends_together = True
     guards_from_base = True  # (_from_base_sync: the guard's check in its transaction)
+    guards_renames = True  # (_rename_keys_sync: the same)
     changes_alone_together = True  # (a conditional delete alone: delete_agent_at)
     changes_leases_and_rewrites = True
     prunes_together_at_head = True

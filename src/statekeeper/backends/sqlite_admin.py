@@ -24,6 +24,7 @@ from ..records import (
     RawEvent,
     RawSnapshot,
     RewriteRequest,
+    StreamChange,
     StreamExport,
     StreamRows,
 )
@@ -34,6 +35,7 @@ from .base import (
     check_prune,
     check_prune_at,
     unstored_rewrite,
+    validate_rename_guard,
     validate_rewrite,
 )
 from .sqlite_base import LENGTH_LIMITS, Executes, SQLitePart, translated
@@ -333,9 +335,13 @@ class SQLiteAdmin(SQLitePart):
         result: bool = await self._write(self._delete_sync, agent_id)
         return result
 
-    def _rename_keys_sync(self, agent_id: str, renames: list[tuple[str, str]]) -> int:
+    def _rename_keys_sync(
+        self, agent_id: str, renames: list[tuple[str, str]], guard: StreamChange | None
+    ) -> int:
         done = 0
         with self._writing(agent_id) as conn:  # one transaction: each record under one form
+            if guard is not None:  # (ConflictError: the transaction rolled back)
+                self._change(conn, guard)
             for old, new in renames:
                 done += conn.execute(
                     "UPDATE OR IGNORE sk_idempotency SET key = ? WHERE agent_id = ? AND key = ?",
@@ -346,9 +352,18 @@ class SQLiteAdmin(SQLitePart):
                 )
         return done
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
-        """Store records under another form of their key, in one transaction."""
-        result: int = await self._write(self._rename_keys_sync, agent_id, list(renames))
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
+        """Store records under another form of their key, in one transaction (with
+        the ``guard``'s check and change: see :meth:`Backend.rename_keys`)."""
+        validate_rename_guard(agent_id, guard, self)
+        pairs = list(renames)
+        result: int = await self._write(self._rename_keys_sync, agent_id, pairs, guard)
         return result
 
     def _expire_keys_sync(self, agent_id: str | None, before: float) -> int:

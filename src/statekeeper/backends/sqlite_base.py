@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import BackendError, IntegrityError, StateTooLarge
-from ..records import RawSnapshot
+from ..records import RawSnapshot, StreamChange
 from .base import Backend
 
 __all__ = ["LENGTH_LIMITS", "Executes", "SQLitePart", "Synchronous", "translated"]
@@ -122,6 +122,10 @@ class SQLitePart(Backend):
         def _checksum_in(conn: Executes, agent_id: str, seq: int) -> bytes | None:
             """The stored checksum of ``agent_id``'s event at ``seq`` (None: no such
             event), read in the caller's transaction."""
+
+        def _change(self, conn: sqlite3.Connection, change: StreamChange) -> None:
+            """Make ``change`` inside the caller's transaction (ConflictError: the
+            caller rolls back)."""
 
         @staticmethod
         def _delete_rows(conn: Executes, agent_id: str) -> bool:

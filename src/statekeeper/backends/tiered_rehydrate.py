@@ -8,17 +8,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ..errors import BackendError, ConflictError, IntegrityError
 from ..records import AgentInfo, RawEvent, RewriteRequest, StreamChange
-from .base import Backend
+from .base import Backend, takes_rename_guard
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
 from .tiered_copy import copy_stream
 from .tiered_owner import IN_FLIGHT
 
 __all__ = ["TieredRehydrate"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("statekeeper.backends.tiered")
 
@@ -255,11 +258,37 @@ class TieredRehydrate(TieredClaims):
             and durable.changes_leases_and_rewrites
         )
 
-    async def _change_checked(self, agent_id: str, change: StreamChange) -> bool:
-        """Make ``change`` (a prune or a rewrite of ``agent_id``) in the durable tier in
-        ONE commit with a check of its cold marker (True), where the tier can
-        (:meth:`_changes_with_claim_check`; False, nothing done: the caller makes it as
-        before; :class:`BackendError`, nothing done, once the marker changed under each
+    def _renames_with_claim_check(self) -> bool:
+        """Does the durable tier commit a key rename with a check of the agent's marker
+        (``rename_keys(..., guard=...)``: SQLite, memory, PostgreSQL and Redis, not a
+        cluster)?"""
+        durable = self.durable
+        return (
+            self._fenced()
+            and takes_rename_guard(durable)
+            and durable.checks_absence_together
+            and durable.changes_leases_and_rewrites
+        )
+
+    def _together_with(self, change: StreamChange) -> Callable[[StreamChange], Awaitable[Any]]:
+        """The commit of ``change`` (a prune or a rewrite) with a check of the marker
+        (:meth:`_change_checked`'s ``commit``): one ``append_together`` of changes
+        alone — the agent's change first: PostgreSQL locks its row before the
+        marker's, as a demotion's last step does (no deadlock between them)."""
+
+        async def commit(check: StreamChange) -> Any:
+            return await self.durable.append_together([], [change, check])
+
+        return commit
+
+    async def _change_checked(
+        self, agent_id: str, commit: Callable[[StreamChange], Awaitable[_T]]
+    ) -> _T:
+        """Make a change of ``agent_id`` (a prune, a rewrite, a key rename) in the
+        durable tier in ONE commit with a check of its cold marker: ``commit(check)``
+        (its result returned), where the tier can (:meth:`_changes_with_claim_check`,
+        :meth:`_renames_with_claim_check`: the caller asks; :class:`BackendError`,
+        nothing done, once the marker changed under each
         of :data:`_ATTEMPTS` checks): no marker (a claim made since fails the commit:
         looked at again), or a demotion's claim (:func:`is_claim`) given another head
         tag in that same commit — its last step, committed only while the marker carries
@@ -269,9 +298,7 @@ class TieredRehydrate(TieredClaims):
         change and after it, neither in its commit — a demotion that claimed after the
         first look, copied the stream before the change and made its last step before
         the second deleted the changed stream, its cold copy (the history back, a
-        rewrite's old bytes) the agent at the next load."""
-        if not self._changes_with_claim_check():
-            return False
+        rewrite's old bytes, a rename's old key names) the agent at the next load."""
         marker_id = COLD_MARKER + agent_id
         for _ in range(_ATTEMPTS):  # (each turn: the marker changed since its look)
             entry = await self._marker_entry(agent_id)
@@ -289,17 +316,13 @@ class TieredRehydrate(TieredClaims):
             else:  # (a marker beside the whole stream: left as it is, checked)
                 check = StreamChange(marker_id, rewrite=RewriteRequest(marker_id, seq, tag))
             try:
-                # (the agent's change first: PostgreSQL locks its row before the
-                # marker's, as a demotion's last step does — no deadlock between them)
-                await self.durable.append_together([], [change, check])
+                return await commit(check)
             except ConflictError as exc:
                 if exc.agent_id != marker_id:
                     raise
                 continue
-            return True
-        # False is "this tier cannot check" only: the caller would make the change
-        # unchecked — the one a demotion whose last step commits meanwhile undoes. Was:
-        # False here too, the change made unchecked after all (no error)
+        # never the change unchecked: the one a demotion whose last step commits
+        # meanwhile undoes. Was: the change made unchecked after all (no error)
         raise BackendError(
             f"tiered: agent {agent_id!r} was not changed: its cold marker changed under"
             f" each of its {_ATTEMPTS} checks (other processes demoting or bringing it back"

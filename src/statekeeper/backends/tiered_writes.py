@@ -21,6 +21,7 @@ from .base import (
     KeptKeys,
     validate_from_base,
     validate_from_base_guard,
+    validate_rename_guard,
     validate_request,
 )
 from .tiered_claims import COLD_MARKER
@@ -243,34 +244,31 @@ class TieredWrites(TieredRehydrate, TieredHot):
     async def _change_kept(
         self,
         agent_id: str,
-        checked: StreamChange | None,
+        checked: Callable[[StreamChange], Awaitable[_T]] | None,
         plain: Callable[[], Awaitable[_T]],
-    ) -> _T | None:
+    ) -> _T:
         """A change of ``agent_id``'s stream that keeps its head record (a rewrite, a
         key rename, a prune), under the agent's lock: a demotion's claim fenced
         (:meth:`_fence_demotion`: its last step kept no change) and a demoted agent
-        brought back first; then the change — ``checked`` (its :class:`StreamChange`)
-        committed with the claim's check where the durable tier can
-        (:meth:`_change_checked`: None returned; its give-up, BackendError, nothing
-        changed — never the change unchecked), else ``plain()`` (its result) and the
-        claim fenced again (one made meanwhile); then the hot copy dropped (refilled
-        from the new bytes on the next read). A change that raises leaves both as they
-        were — but one that may have landed (``maybe_applied``): the hot copy dropped
-        too (was: kept, its pruned history or old bytes served on). Still open: a key
-        rename, and any change on a durable tier that cannot (a Redis cluster, S3), is
-        not committed with the check — a demotion whose last step commits between the
+        brought back first; then the change — ``checked(check)`` (its commit with the
+        claim's check, where the durable tier can: None where it cannot) through
+        :meth:`_change_checked` (its give-up, BackendError, nothing changed — never the
+        change unchecked), else ``plain()`` and the claim fenced again (one made
+        meanwhile); the result of either returned; then the hot copy dropped
+        (refilled from the new bytes on the next read). A change that raises leaves
+        both as they were — but one that may have landed (``maybe_applied``): the hot
+        copy dropped too (was: kept, its pruned history or old bytes served on). Still
+        open: a change on a durable tier that cannot (a Redis cluster, S3) is not
+        committed with the check — a demotion whose last step commits between the
         change and the second fence undoes it."""
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
-            done: _T | None = None
             try:
-                if (
-                    self.cold is None
-                    or checked is None
-                    or not await self._change_checked(agent_id, checked)
-                ):
+                if self.cold is not None and checked is not None:
+                    done = await self._change_checked(agent_id, checked)
+                else:
                     done = await plain()
                     if self.cold is not None:
                         await self._fence_demotion(agent_id)  # (a claim made meanwhile)
@@ -287,20 +285,35 @@ class TieredWrites(TieredRehydrate, TieredHot):
         dropped and refilled from the new bytes on the next read."""
         self._check_can_write()
         await self._check_hot(request.agent_id)
-        checked = StreamChange(request.agent_id, rewrite=request)
+        change = StreamChange(request.agent_id, rewrite=request)
+        checked = self._together_with(change) if self._changes_with_claim_check() else None
         await self._change_kept(request.agent_id, checked, lambda: self.durable.rewrite(request))
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
         """Rename in the durable tier (a demoted agent brought back first, as for a
-        rewrite); the hot copy is dropped and refilled on the next read."""
+        rewrite; committed with the check of its cold marker where the durable tier
+        takes a ``guard``: :meth:`_change_checked`); the hot copy is dropped and
+        refilled on the next read. A ``guard`` is refused (no ``guards_renames``: the
+        agent may be demoted)."""
         self._check_can_write()
+        validate_rename_guard(agent_id, guard, self)
         self.require(Capability.KEY_RENAME)
         await self._check_hot(agent_id)
-        done = await self._change_kept(
-            agent_id, None, lambda: self.durable.rename_keys(agent_id, renames)
+
+        async def checked(check: StreamChange) -> int:
+            return await self.durable.rename_keys(agent_id, renames, guard=check)
+
+        return await self._change_kept(
+            agent_id,
+            checked if self._renames_with_claim_check() else None,
+            lambda: self.durable.rename_keys(agent_id, renames),
         )
-        assert done is not None  # (a rename is never committed with the check)
-        return done
 
     async def prune(
         self,
@@ -318,7 +331,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
         if head is None and checksum is not None:  # (refused before any tier is touched)
             raise ConfigurationError("a prune's checksum is its head's identity: give head too")
         await self._check_hot(agent_id)
-        checked = StreamChange(
+        change = StreamChange(
             agent_id,
             prune_to=base_seq,
             drop_snapshots=tuple(drop_snapshots),
@@ -332,6 +345,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
             else:
                 await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
 
+        checked = self._together_with(change) if self._changes_with_claim_check() else None
         await self._change_kept(agent_id, checked, plain)
 
     async def append_from_base(

@@ -26,6 +26,7 @@ from ..backends.base import (
     LatestRead,
     NextRow,
     takes_from_base_guard,
+    takes_rename_guard,
 )
 from ..records import (
     AgentInfo,
@@ -88,6 +89,8 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
             # (an override of append_from_base written before guard= takes none: the
             # wrapper declares no guard, so its callers pass none on)
             self.guards_from_base = False
+        if self.guards_renames and not takes_rename_guard(inner):
+            self.guards_renames = False  # (the same, of rename_keys)
         self._obs = instrumentation
         #: agent -> seq of the snapshot a fold just read (its replay read comes next)
         self._folding: dict[str, int] = {}
@@ -447,10 +450,24 @@ class ObservedBackend(LeaseCalls, FeedIdCalls, Backend):
         )
         return keys
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
-        inner = self.inner.rename_keys
-        renamed: int = await self._obs.call("rename_keys", agent_id, inner, agent_id, renames)
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
+        renamed: int = await self._obs.call(
+            "rename_keys", agent_id, self._rename_keys, agent_id, renames, guard
+        )
         return renamed
+
+    async def _rename_keys(
+        self, agent_id: str, renames: Sequence[tuple[str, str]], guard: StreamChange | None
+    ) -> int:
+        if guard is None:  # (an engine written before it takes no guard)
+            return await self.inner.rename_keys(agent_id, renames)
+        return await self.inner.rename_keys(agent_id, renames, guard=guard)
 
     async def set_ttl(self, agent_id: str, ttl: float | None) -> bool:
         done: bool = await self._obs.call("set_ttl", agent_id, self.inner.set_ttl, agent_id, ttl)

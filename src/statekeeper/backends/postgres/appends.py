@@ -236,6 +236,7 @@ class Appends(PostgresPart):
 
     appends_together = True
     guards_from_base = True  # (_from_base_once: the guard's check in its transaction)
+    guards_renames = True  # (KeyExpiry.rename_keys: the same)
     changes_leases_and_rewrites = True
     prunes_together_at_head = True
     checks_absence_together = True

@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..base import check_expiry
+from ...records import StreamChange
+from ..base import check_expiry, validate_rename_guard
+from .absence import absent_in
 from .deletes import refusal, row_security_binds
 from .part import PostgresPart
 from .refusals import row_security_refusal
@@ -62,11 +64,20 @@ class KeyExpiry(PostgresPart):
         finally:
             self._wrote()
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
         """Store records under another form of their key, in one transaction (sent
         again after a lost reply, it renames what is left: the count is the second
-        try's)."""
+        try's), the ``guard``'s check and change in it too (see
+        :meth:`Backend.rename_keys`; a retry whose first try committed finds its
+        fence made: ConflictError naming the guard's stream)."""
         self._check_can_write()
+        validate_rename_guard(agent_id, guard, self)
         pairs = list(renames)
 
         async def op() -> int:
@@ -85,6 +96,13 @@ class KeyExpiry(PostgresPart):
                     refused = await refusal(self, conn, agent_id, "rekey")
                     if refused is not None:
                         raise refused
+                # the guard's check last (ConflictError: rolled back): the agent's rows
+                # locked before the other stream's, as a tiered demotion's last step
+                # locks them — no deadlock between the two
+                if guard is not None and guard.absent:
+                    await absent_in(self._sql, conn, [guard.agent_id])
+                elif guard is not None:
+                    await self._change(conn, guard)
             return done
 
         try:

@@ -14,7 +14,7 @@ from ..base import Backend
 if TYPE_CHECKING:
     import psycopg
 
-    from ...records import LeaseInfo, RawEvent, RewriteRequest
+    from ...records import LeaseInfo, RawEvent, RewriteRequest, StreamChange
     from ..recovery import Reconnecting
     from .coalesce import Coalesced
     from .feed import FeedReader
@@ -59,3 +59,4 @@ class PostgresPart(Backend):
         async def _rewrite_in(
             self, conn: Any, request: RewriteRequest, retry: bool = False
         ) -> None: ...
+        async def _change(self, conn: Any, change: StreamChange) -> None: ...

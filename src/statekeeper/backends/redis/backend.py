@@ -111,6 +111,7 @@ from ..base import (
     validate_batch,
     validate_from_base,
     validate_from_base_guard,
+    validate_rename_guard,
     validate_request,
     validate_rewrite,
     validate_together,
@@ -421,6 +422,7 @@ class RedisBackend(Backend):
         #: leases and rewrites commit with their audit entries there too (together.lua)
         self.changes_leases_and_rewrites = not self.cluster
         self.guards_from_base = not self.cluster  # (from_base.lua: the guard's keys)
+        self.guards_renames = not self.cluster  # (rename_keys.lua: the guard's keys)
         self.prunes_together_at_head = not self.cluster  # (together.lua: prune_head)
         self.checks_absence_together = not self.cluster  # (together.lua: 'a')
         self.changes_alone_together = not self.cluster  # (together.lua: no append)
@@ -1808,18 +1810,42 @@ class RedisBackend(Backend):
 
         return await self._retrying("idempotency_keys", op)
 
-    async def rename_keys(self, agent_id: str, renames: Sequence[tuple[str, str]]) -> int:
-        """Store records under another form of their key, in one script."""
+    async def rename_keys(
+        self,
+        agent_id: str,
+        renames: Sequence[tuple[str, str]],
+        *,
+        guard: StreamChange | None = None,
+    ) -> int:
+        """Store records under another form of their key, in one script — with the
+        ``guard``'s check and change (see :meth:`Backend.rename_keys`; not on a Redis
+        Cluster: another agent's keys are in another hash slot)."""
         self._check_can_write()
+        validate_rename_guard(agent_id, guard, self)
         h, _ = self._keys(agent_id)
         if not self._reached:  # (as save_snapshot)
             await self.open()
-        args = [b"k:" + form.encode() for pair in renames for form in pair]
+        keys, args = [h], ["", b"", "0"]
+        shards = [self._agent(agent_id).shard]
+        if guard is not None:
+            ak = self._agent(guard.agent_id)
+            keys += [ak.hash, ak.snapshots, ak.shard.index]
+            shards.append(ak.shard)
+            args = ["a" if guard.absent else "r", guard.agent_id.encode()]
+            args.append(self._ttl_of(guard.agent_id))
+            if guard.rewrite is not None:
+                args += _rewrite_fields(guard.rewrite)
+        args += [b"k:" + form.encode() for pair in renames for form in pair]
 
         async def op() -> Any:  # (sent again after a lost reply: renames what is left)
-            return await self._write(agent_id, self._rename_keys_script, [h], args)
+            return await self._write(agent_id, self._rename_keys_script, keys, args, shards)
 
-        return int(await self._retrying("rename_keys", op))
+        reply = await self._retrying("rename_keys", op)
+        if isinstance(reply, list):  # {5, head}: the guard's stream moved, nothing renamed
+            assert guard is not None
+            expected = guard.rewrite.expected_seq if guard.rewrite is not None else 0
+            raise ConflictError(guard.agent_id, expected, int(reply[1]))
+        return int(reply)
 
     async def head_tag(self, agent_id: str) -> tuple[int, bytes | None]:
         h, _ = self._keys(agent_id)

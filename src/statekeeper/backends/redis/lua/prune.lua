@@ -39,4 +39,8 @@ for i = 6, #ARGV do
   drops[#drops + 1] = ARGV[i]
 end
 prune_write(h, sz, base, drops)
+-- a write: the agent's TTL refreshed, as a rewrite, a snapshot or together.lua's prune
+-- refresh it (was: left running — a ttl= store's agent compacted by a plain prune
+-- expired as if unwritten since its last append)
+touch(h, sz, ttl_of(h, ARGV[2]))
 return {0}
