@@ -122,6 +122,7 @@ from ..errors import (
     InvalidAgentId,
     NotAStore,
     ReadOnlyStore,
+    StatekeeperError,
     StoreClosed,
 )
 from ..records import (
@@ -366,7 +367,7 @@ def _shared_start(keys: Sequence[str]) -> str:
     return low[:n]
 
 
-class _Relist(Exception):
+class _Relist(StatekeeperError):
     """A rewrite met a commit it listed deleted (a prune's): it is made again from a new
     listing (:meth:`S3Backend._rewrite_sync`)."""
 
