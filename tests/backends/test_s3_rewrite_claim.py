@@ -343,3 +343,45 @@ async def test_an_append_breaks_a_claim_older_than_the_bound(bucket: str) -> Non
 
 def _rewrite_at(head: int, tag: bytes) -> RewriteRequest:
     return RewriteRequest("a", head, tag, (_ev(1, b"x"),), head_tag=b"t")
+
+
+async def test_a_copy_of_a_request_failing_stops_the_first(bucket: str) -> None:
+    """Two copies of one request: A holds the claim (paused having read its first
+    commit), B (the same request) takes it over and fails before writing, deleting its
+    claim. Before, both shared the claim's token (one per request): A went on writing
+    with no claim held (an append could land meanwhile) and answered success. Now each
+    attempt has its own: A conflicts, writing nothing."""
+    creator = await _stream(bucket)
+    first, second = _backend(bucket), _backend(bucket)
+    paused, done = threading.Event(), threading.Event()
+    try:
+        hooked = _After(first._s3)
+        first._s3 = hooked
+
+        def at_write() -> None:
+            paused.set()
+            _wait(done)
+
+        hooked.after.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), at_write))
+        before = await _stored(creator)
+        losing = asyncio.create_task(first.rewrite(_rewrite(b"aaa", b"tA")))
+        await asyncio.to_thread(_wait, paused)
+        failing = _Hooked(second._s3)
+        second._s3 = failing
+
+        def fail() -> None:
+            raise OSError("connection lost")
+
+        failing.hooks.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), fail))
+        try:
+            with pytest.raises(OSError):
+                await second.rewrite(_rewrite(b"aaa", b"tA"))
+        finally:
+            done.set()
+        with pytest.raises(ConflictError):
+            await losing
+        assert await _stored(creator) == before
+    finally:
+        done.set()
+        for backend in (creator, first, second):
+            await backend.close()
