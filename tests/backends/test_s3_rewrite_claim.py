@@ -172,40 +172,42 @@ async def test_of_two_rewrites_at_one_head_the_loser_changes_nothing(bucket: str
             await backend.close()
 
 
-async def test_a_rewrite_meeting_a_running_rewrite_conflicts_at_once(bucket: str) -> None:
-    """Rewrite B starts while A holds the claim (paused before its first commit write):
-    B conflicts having written nothing; A then finishes as if B never ran."""
+async def test_a_rewrite_taken_over_writes_nothing_more(bucket: str) -> None:
+    """Rewrite B starts while A holds the claim (A paused having read its first commit,
+    before writing it): B takes the claim over (a claim cannot tell a running rewrite
+    from a dead process's, and a dead one's must not leave the agent unwritable) and
+    runs whole; A then finds the claim no longer its own and conflicts, writing
+    nothing: what is stored is B's, whole, and the claim is gone."""
     creator = await _stream(bucket)
     first, second = _backend(bucket), _backend(bucket)
     paused, done = threading.Event(), threading.Event()
     try:
-        hooked = _Hooked(first._s3)
+        hooked = _After(first._s3)
         first._s3 = hooked
 
         def at_write() -> None:
             paused.set()
             _wait(done)
 
-        hooked.hooks.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), at_write))
-        winning = asyncio.create_task(first.rewrite(_rewrite(b"aaa", b"tA")))
+        hooked.after.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), at_write))
+        losing = asyncio.create_task(first.rewrite(_rewrite(b"aaa", b"tA")))
         await asyncio.to_thread(_wait, paused)
-        before = await _stored(creator)
         try:
-            with pytest.raises(ConflictError):
-                await second.rewrite(_rewrite(b"bbb", b"tB"))
-            assert await _stored(creator) == before
+            await second.rewrite(_rewrite(b"bbb", b"tB"))
         finally:
             done.set()
-        await winning
+        with pytest.raises(ConflictError):
+            await losing
         events, tag, snap = await _stored(creator)
         assert [(s, p) for s, p, _ in events] == [
             (1, b"old-1"),
-            (2, b"aaa-2"),
+            (2, b"bbb-2"),
             (3, b"old-3"),
-            (4, b"aaa-4"),
+            (4, b"bbb-4"),
         ]
-        assert tag == (4, b"tA")
-        assert snap is not None and snap.payload == b"state-4-aaa"
+        assert tag == (4, b"tB")
+        assert snap is not None and snap.payload == b"state-4-bbb"
+        await creator.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
     finally:
         done.set()
         for backend in (creator, first, second):
@@ -271,26 +273,24 @@ async def test_a_head_tag_rewrite_of_a_prune_copy_is_not_overwritten(bucket: str
 
 async def test_a_claim_left_by_a_dead_rewrite(bucket: str) -> None:
     """A process killed during a rewrite leaves its claim (made here without the rest):
-    the stream reads as before, appends at the head and other rewrites conflict, the
-    same rewrite sent again takes the claim over and finishes, and the appends land
-    after it; ``delete_agent`` deletes a claimed stream."""
+    the stream reads as before, appends at the head conflict while the claim is younger
+    than ``rewrite_claim_timeout``, a later rewrite (another request) takes the claim
+    over and finishes, and the appends land after it; ``delete_agent`` deletes a
+    claimed stream."""
     creator = await _stream(bucket)
     other = _backend(bucket)
     try:
         before = await _stored(creator)
-        request = _rewrite(b"new", b"t4'")
-        await creator._run(creator._claim_rewrite, request)  # (the dead process's)
+        await creator._run(creator._claim_rewrite, _rewrite(b"new", b"t4'"))  # (dead)
         assert await _stored(creator) == before
         assert await creator.head("a") == 4
         with pytest.raises(ConflictError):
             await other.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
-        with pytest.raises(ConflictError):
-            await other.rewrite(_rewrite(b"bbb", b"tB"))
         assert await _stored(creator) == before
-        await other.rewrite(request)
+        await other.rewrite(_rewrite(b"bbb", b"tB"))
         events, tag, _ = await _stored(creator)
-        assert [(s, p) for s, p, _ in events][1::2] == [(2, b"new-2"), (4, b"new-4")]
-        assert tag == (4, b"t4'")
+        assert [(s, p) for s, p, _ in events][1::2] == [(2, b"bbb-2"), (4, b"bbb-4")]
+        assert tag == (4, b"tB")
         await other.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
         assert await creator.head_tag("a") == (5, b"t5")
         await creator._run(creator._claim_rewrite, _rewrite_at(5, b"t5"))
@@ -302,5 +302,86 @@ async def test_a_claim_left_by_a_dead_rewrite(bucket: str) -> None:
             await backend.close()
 
 
+async def test_an_append_breaks_a_claim_older_than_the_bound(bucket: str) -> None:
+    """A rewrite paused after its claim (its process as good as dead): before, every
+    append to the agent conflicted until the same request came again. An append whose
+    clock is past ``rewrite_claim_timeout`` deletes the claim and lands; the rewrite,
+    resumed, conflicts at its next write and writes nothing."""
+    creator = await _stream(bucket)
+    rewriter, appender = _backend(bucket), _backend(bucket)
+    paused, done = threading.Event(), threading.Event()
+    try:
+        hooked = _After(rewriter._s3)
+        rewriter._s3 = hooked
+
+        def at_write() -> None:
+            paused.set()
+            _wait(done)
+
+        hooked.after.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), at_write))
+        late = asyncio.create_task(rewriter.rewrite(_rewrite(b"new", b"t4'")))
+        await asyncio.to_thread(_wait, paused)
+        before = await _stored(creator)
+        try:
+            with pytest.raises(ConflictError):  # (a young claim: a running rewrite's)
+                await appender.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
+            now = appender._clock()
+            appender._clock = lambda: now + appender.rewrite_claim_timeout + 1
+            await appender.append(AppendRequest("a", 4, (_ev(5),), head_tag=b"t5"))
+        finally:
+            done.set()
+        with pytest.raises(ConflictError):
+            await late
+        events, tag, snap = await _stored(creator)
+        assert events == [*before[0], (5, b"old-5", b"old-sum-5")]
+        assert (tag, snap) == ((5, b"t5"), before[2])
+    finally:
+        done.set()
+        for backend in (creator, rewriter, appender):
+            await backend.close()
+
+
 def _rewrite_at(head: int, tag: bytes) -> RewriteRequest:
     return RewriteRequest("a", head, tag, (_ev(1, b"x"),), head_tag=b"t")
+
+
+async def test_a_copy_of_a_request_failing_stops_the_first(bucket: str) -> None:
+    """Two copies of one request: A holds the claim (paused having read its first
+    commit), B (the same request) takes it over and fails before writing, deleting its
+    claim. Before, both shared the claim's token (one per request): A went on writing
+    with no claim held (an append could land meanwhile) and answered success. Now each
+    attempt has its own: A conflicts, writing nothing."""
+    creator = await _stream(bucket)
+    first, second = _backend(bucket), _backend(bucket)
+    paused, done = threading.Event(), threading.Event()
+    try:
+        hooked = _After(first._s3)
+        first._s3 = hooked
+
+        def at_write() -> None:
+            paused.set()
+            _wait(done)
+
+        hooked.after.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), at_write))
+        before = await _stored(creator)
+        losing = asyncio.create_task(first.rewrite(_rewrite(b"aaa", b"tA")))
+        await asyncio.to_thread(_wait, paused)
+        failing = _Hooked(second._s3)
+        second._s3 = failing
+
+        def fail() -> None:
+            raise OSError("connection lost")
+
+        failing.hooks.append(("get_object", lambda kw: "/e/" in kw.get("Key", ""), fail))
+        try:
+            with pytest.raises(OSError):
+                await second.rewrite(_rewrite(b"aaa", b"tA"))
+        finally:
+            done.set()
+        with pytest.raises(ConflictError):
+            await losing
+        assert await _stored(creator) == before
+    finally:
+        done.set()
+        for backend in (creator, first, second):
+            await backend.close()

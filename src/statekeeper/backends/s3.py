@@ -47,9 +47,13 @@ lexicographic key order equal to the ids' code point order)::
   head tag and key, created at the slot the next append would take and deleted when
   the rewrite is done. While it is there every append at the head and every other
   rewrite conflicts (nothing of the loser written); the head tag is checked again once
-  it is held. A process killed during a rewrite leaves the claim: appends at the head
-  conflict until the same rewrite is run again (it takes the claim over and finishes)
-  or the agent is deleted.
+  it is held. The claim bears the token of its attempt and the time it was made: a
+  later rewrite at the same head takes it over (overwrites it, ``If-Match``, with its
+  own token), and a rewrite checks its token before each of its writes, so the one
+  taken over fails at its next write. A process killed during a rewrite leaves the
+  claim: the next rewrite (a rekey run again) takes it over and rewrites over the
+  half-done one, and an append or ``delete_agent_at`` meeting a claim older than
+  ``rewrite_claim_timeout`` deletes it (``If-Match``) and proceeds.
 * Every overwrite of a commit (a rewrite, a prune's copy made again) ends its body with
   a record of its own (seq 0, which reads skip): its ETag changes even when only the
   metadata does (the head tag), so an ``If-Match`` on the ETag read catches it.
@@ -268,7 +272,10 @@ def _decode_events(agent_id: str, blob: bytes) -> list[RawEvent]:
             at += npay
             if len(payload) != npay:
                 raise ValueError("truncated")
-            if not (seq == 0 and event_type == _WRITTEN):  # (no event has seq 0)
+            # (no event has seq 0: a record of this store's own, _WRITTEN or one a
+            # later version adds, its type starting with NUL)
+            ours = event_type.startswith("\x00") and event_type != _BASE_RECORD
+            if not (seq == 0 and ours):
                 out.append(RawEvent(seq, event_type, ts, payload, checksum))
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise IntegrityError(agent_id, None, f"unreadable S3 commit object: {exc}") from exc
@@ -421,6 +428,11 @@ class S3Backend(Backend):
             4 s between them), so a server that accepts and never answers fails a call
             after about ``4 * read_timeout + 7`` s: ``BackendUnavailable`` at the first
             use, a ``BackendError`` later. (botocore's own defaults: 60 s each.)
+        rewrite_claim_timeout: seconds (600) after which a rewrite's claim on a stream
+            (rekey, migrate, a redaction: see the module documentation) is taken for a
+            dead process's: an append meeting an older one deletes it and lands, the
+            rewrite (if it still runs) then failing with ``ConflictError``. Longer than
+            any rewrite of one agent takes; clocks of the writers must agree within it.
         max_workers: threads running blocking boto3 calls.
         cache_bytes: memory for decoded immutable objects (commits, snapshots), keyed by
             key + ETag + LastModified: equal keys hold equal bytes (0 disables the cache).
@@ -462,12 +474,19 @@ class S3Backend(Backend):
         readonly: bool = False,
         connect_timeout: float = 5.0,
         read_timeout: float = 15.0,
+        rewrite_claim_timeout: float = 600.0,
         **client_options: Any,
     ) -> None:
         if not bucket:
             raise ConfigurationError("S3Backend needs a bucket name")
         self.connect_timeout = _seconds(connect_timeout, "connect_timeout")
         self.read_timeout = _seconds(read_timeout, "read_timeout")
+        #: how old a rewrite's claim may be (seconds, by its maker's clock) before an
+        #: append meeting it takes it for a dead process's and deletes it (see
+        #: :meth:`_claim_rewrite`): longer than any rewrite of one agent runs
+        self.rewrite_claim_timeout = _seconds(rewrite_claim_timeout, "rewrite_claim_timeout")
+        #: the wall clock a rewrite's claim is dated by (tests set another)
+        self._clock: Callable[[], float] = time.time
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -535,7 +554,7 @@ class S3Backend(Backend):
                 kwargs["region_name"] = value
             elif key == "create_bucket":
                 kwargs["create_bucket"] = value.lower() in ("1", "true", "yes")
-            elif key in ("connect_timeout", "read_timeout"):
+            elif key in ("connect_timeout", "read_timeout", "rewrite_claim_timeout"):
                 try:
                     kwargs[key] = float(value)
                 except ValueError:
@@ -1127,6 +1146,10 @@ class S3Backend(Backend):
         commit_key = root + "e/" + self._seq_name(first)
         with _commit_lock(self.endpoint_url or "", self.bucket, commit_key):
             won = self._put_new(commit_key, body, metadata)
+            # (a rewrite's claim older than the bound: its process died; broken, as the
+            # rewrite, if it still runs, finds before its next write)
+            if not won and self._break_stale_claim(commit_key):
+                won = self._put_new(commit_key, body, metadata)
         if not won:  # another writer's commit (equal bytes too: ours bears our token)
             stored = self._head_meta(commit_key)
             if (
@@ -1350,7 +1373,7 @@ class S3Backend(Backend):
         try:
             for _ in range(_MARK_TRIES):
                 try:
-                    self._rewrite_listed(request, head)
+                    self._rewrite_listed(request, head, (key, token))
                     break
                 except _Relist:
                     continue
@@ -1366,8 +1389,9 @@ class S3Backend(Backend):
 
     @staticmethod
     def _rewrite_digest(request: RewriteRequest) -> str:
-        """What names a rewrite's request in its claim: the same request sent again
-        (after a process died holding the claim) takes the claim over."""
+        """What names a rewrite's request in its claim (for whoever inspects a claim:
+        any later rewrite at the same head takes a claim over, see
+        :meth:`_claim_rewrite`)."""
         digest = hashlib.sha256()
 
         def part(value: bytes | str | int | float | None) -> None:
@@ -1391,22 +1415,33 @@ class S3Backend(Backend):
 
     def _claim_rewrite(self, request: RewriteRequest) -> tuple[str, str, int]:
         """Claim the stream for ``request``: an empty commit marked as a rewrite's
-        (:data:`_REWRITING`: its request's digest), created (``IfNoneMatch``) at the slot
-        an append at the head would take, with the newest commit's metadata (head, head
-        tag, key: the stream reads as before). Until it is deleted every append at the
-        head conflicts (it cannot land after the head check: its events would follow a
-        head event this rewrite replaces, its head tag hide this one's), and so does
-        every other rewrite (the loser changes nothing). The head and head tag are
-        checked again once the claim is held: a rewrite that ran whole between the first
-        check and the claim has moved the head tag. A claim of the same request (its
-        process died) is taken over. Returns the claim's key, its token and the head."""
+        (:data:`_REWRITING`: its request's digest; ``at``: when, by :attr:`_clock`),
+        created (``IfNoneMatch``) at the slot an append at the head would take, with the
+        newest commit's metadata (head, head tag, key: the stream reads as before).
+        Until it is deleted every append at the head conflicts (it cannot land after
+        the head check: its events would follow a head event this rewrite replaces, its
+        head tag hide this one's) unless the claim is older than
+        :attr:`rewrite_claim_timeout` (:meth:`_break_stale_claim`). The head and head
+        tag are checked again once the claim is held: a rewrite that ran whole between
+        the first check and the claim has moved the head tag.
+
+        A claim found there (another rewrite's, running or its process dead) is taken
+        over: overwritten (``If-Match``) with this attempt's own token, which the other
+        rewrite checks before each of its writes (:meth:`_hold`), failing at its next
+        one. A half-done rewrite left each commit rewritten or not and the head tag
+        where it was (the newest commit is written last): this rewrite, checked against
+        that head, rewrites over it. One that wrote the newest commit (its head tag) and
+        died before deleting its claim had finished: the claim is deleted and this
+        rewrite, whose head tag is no longer the stream's, conflicts.
+        Returns the claim's key, this attempt's token and the head."""
         agent_id = request.agent_id
         layout, meta = self._tip_layout(agent_id, check=False)
         if meta is not None and meta.get(_STRAY):  # a claim made for another incarnation
             self._withdraw_claim(agent_id, int(meta["last"]))  # (as an append does)
             layout, meta = self._tip_layout(agent_id, check=False)
         head = int(meta["last"]) if meta is not None else 0
-        key = self._agent_root(agent_id) + "e/" + self._seq_name(head + 1)
+        root = self._agent_root(agent_id) + "e/"
+        key = root + self._seq_name(head + 1)
 
         def expected(found: dict[str, str] | None) -> bool:
             tag = found.get("headtag") if found is not None else None
@@ -1418,26 +1453,25 @@ class S3Backend(Backend):
 
         if meta is None or not expected(meta) or meta.get("tomb") or meta.get(_STRAY):
             raise ConflictError(agent_id, request.expected_seq, head)
-        digest = self._rewrite_digest(request)
-        if meta.get(_REWRITING):  # another rewrite holds the stream (or its process died)
-            key = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-1][0])
-            if meta[_REWRITING] != digest:
-                raise ConflictError(agent_id, request.expected_seq, head)
-            return key, meta.get(_WRITE, ""), head  # the same request: taken over
-        claim = {_REWRITING: digest, "last": str(head), "created": meta["created"]}
-        claim["updated"] = meta["updated"]
+        claim = {_REWRITING: self._rewrite_digest(request), "last": str(head)}
+        claim["created"], claim["updated"] = meta["created"], meta["updated"]
         claim["first"] = str(self._tip_first([c for c, _ in layout.commits], meta))
         for name in ("headtag", _INC, "key", "keyname"):
             if name in meta:
                 claim[name] = meta[name]
+        claim["at"] = repr(self._clock())
         claim[_WRITE] = token = _token()
-        with _commit_lock(self.endpoint_url or "", self.bucket, key):
-            won = self._put_new(key, _encode_events(()), claim)
+        # (the body bears the token: two writes of a claim never share an ETag)
+        if meta.get(_REWRITING):  # another rewrite's (running, or its process died)
+            key = root + self._seq_name(layout.commits[-1][0])
+            won = self._take_over(key, meta, claim)
+        else:
+            with _commit_lock(self.endpoint_url or "", self.bucket, key):
+                won = self._put_new(key, _encode_events((), token), claim)
         if not won:  # an append at the head, a delete's or another rewrite's claim
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
         try:
             below = [first for first, _ in self._layout(agent_id).commits if first <= head]
-            root = self._agent_root(agent_id) + "e/"
             now = self._head_meta(root + self._seq_name(below[-1])) if below else None
             if not expected(now):
                 raise ConflictError(agent_id, request.expected_seq, head)
@@ -1446,6 +1480,61 @@ class S3Backend(Backend):
                 self._release_rewrite(key, token)
             raise
         return key, token, head
+
+    def _take_over(self, key: str, meta: dict[str, str], claim: dict[str, str]) -> bool:
+        """Overwrite the rewrite's claim at ``key`` (read as ``meta``) with ``claim``,
+        only if it is still that claim (``If-Match`` on its ETag: every write of a claim
+        has a body of its own); False if something else changed it first."""
+        found = self._object(self._s3.head_object, key)
+        if found is None or dict(found.get("Metadata", {})).get(_WRITE) != meta.get(_WRITE):
+            return False
+        try:
+            self._s3.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=_encode_events((), claim[_WRITE]),
+                Metadata=claim,
+                IfMatch=found["ETag"],
+            )
+        except ClientError as exc:
+            if _code(exc) in _CONDITION_FAILED | _NOT_FOUND:
+                return self._ours(exc, key, claim[_WRITE])
+            raise
+        self._drop_older_versions([key])
+        return True
+
+    def _hold(self, request: RewriteRequest, held: tuple[str, str]) -> None:
+        """Before each write of a rewrite: its claim ``held`` (key, token) is still its
+        own, else :class:`ConflictError` and nothing more written (another rewrite took
+        it over, an append broke it as stale, a delete erased it)."""
+        found = self._head_meta(held[0])
+        if found is None or found.get(_WRITE) != held[1]:
+            agent_id = request.agent_id
+            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+
+    def _break_stale_claim(self, key: str) -> bool:
+        """A rewrite's claim at ``key`` older than :attr:`rewrite_claim_timeout` (or
+        undated) is taken for a dead process's and deleted (``If-Match`` on the claim as
+        read: a take-over since is kept). True if it was deleted."""
+        found = self._object(self._s3.head_object, key)
+        meta = dict(found.get("Metadata", {})) if found is not None else {}
+        if found is None or not meta.get(_REWRITING):
+            return False
+        try:
+            at = float(meta.get("at", "0"))
+        except ValueError:
+            at = 0.0
+        if self._clock() - at <= self.rewrite_claim_timeout:
+            return False
+        try:
+            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
+        except ClientError as exc:
+            if _code(exc) in _CONDITION_FAILED:
+                return False
+            if _code(exc) not in _NOT_FOUND:
+                raise
+        self._drop_older_versions([key])
+        return True
 
     def _release_rewrite(self, key: str, token: str) -> None:
         """Delete the rewrite's claim ``key`` if it is still the one it made (``token``):
@@ -1460,8 +1549,9 @@ class S3Backend(Backend):
                 raise
         self._drop_older_versions([key])
 
-    def _rewrite_listed(self, request: RewriteRequest, head: int) -> None:
-        """The rewrite of the live commits up to ``head`` (the claim lies above it)."""
+    def _rewrite_listed(self, request: RewriteRequest, head: int, held: tuple[str, str]) -> None:
+        """The rewrite of the live commits up to ``head`` (the claim ``held`` lies above
+        it, checked before each write: :meth:`_hold`)."""
         agent_id = request.agent_id
         root = self._agent_root(agent_id) + "e/"
         commits = [first for first in self._commits(agent_id) if first <= head]
@@ -1490,12 +1580,14 @@ class S3Backend(Backend):
         # and the snapshots, each with If-Match so a concurrent rewrite is detected
         for first in sorted(touched, key=lambda f: f == last):
             if first == last:
+                self._hold(request, held)
                 for snap in request.snapshots:
                     self._put_snapshot(agent_id, snap, meta.get(_INC))
             key = root + self._seq_name(first)
             obj = self._object(self._s3.get_object, key)
             if obj is None:
                 raise _Relist  # (pruned since the listing: its records moved or gone)
+            self._hold(request, held)  # (after the read: a take-over before it is seen)
             events = [
                 (
                     dataclasses.replace(e, payload=base.payload, checksum=base.checksum)
@@ -1533,14 +1625,20 @@ class S3Backend(Backend):
             # (each key's replaced bytes gone as soon as it is written: a rewrite cut
             # short leaves none behind but the one being written)
             self._drop_older_versions([key])
-        self._rewrite_copies(request, commits, changes, head)
+        self._rewrite_copies(request, commits, changes, head, held)
         if last not in touched:
+            self._hold(request, held)
             for snap in request.snapshots:
                 self._put_snapshot(agent_id, snap, meta.get(_INC))
         self._drop_older_versions([self._snapshot_key(agent_id, s.seq) for s in request.snapshots])
 
     def _rewrite_copies(
-        self, request: RewriteRequest, listed: list[int], changes: dict[int, RawEvent], head: int
+        self,
+        request: RewriteRequest,
+        listed: list[int],
+        changes: dict[int, RawEvent],
+        head: int,
+        held: tuple[str, str],
     ) -> None:
         """After :meth:`_rewrite_listed` wrote the commits it ``listed``: a commit made since
         at or below ``head`` is a prune's copy of one of them (:meth:`_split`), which
@@ -1579,6 +1677,7 @@ class S3Backend(Backend):
                     continue
                 if tag is not None:
                     metadata["headtag"] = tag.hex()
+                self._hold(request, held)
                 metadata[_WRITE] = token = _token()
                 try:
                     self._s3.put_object(
@@ -1722,6 +1821,10 @@ class S3Backend(Backend):
     def _delete_at_sync(self, agent_id: str, head: int, checksum: bytes | None = None) -> bool:
         """See :meth:`delete_agent_at`."""
         layout, meta = self._tip_layout(agent_id)
+        if meta is not None and meta.get(_REWRITING):  # a dead rewrite's, when stale
+            claim = self._agent_root(agent_id) + "e/" + self._seq_name(int(meta["last"]) + 1)
+            if self._break_stale_claim(claim):
+                layout, meta = self._tip_layout(agent_id)
         current = int(meta["last"]) if meta is not None else 0
         held = ""  # the commit holding the head record this delete names
         if checksum is not None and meta is not None and current == head:
