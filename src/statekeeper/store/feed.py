@@ -20,7 +20,8 @@ Filters (``namespace``, ``agent_prefix``, ``event_types``) are applied to the st
 agent id and kind before anything is decrypted; filtered-out positions still move the
 cursor (:attr:`Subscription.position`), so resuming from it never re-reads them.
 A delete or forget is a tombstone (``FeedEvent.deleted``, :mod:`.feed_deletes`),
-filtered on the agent it names; ``event_types`` must name its type to keep it. On a
+filtered on the agent it names; ``event_types`` must name its type to keep it; one
+appended while its agent's stored stream lived is passed over (:mod:`.feed_late`). On a
 store opened as a principal, the policy is one more such filter (:class:`FeedAccess`):
 the events of agents the principal may not read are passed over the same way.
 statekeeper's own streams (ids starting ``"\x01"``: the audit log) are never delivered,
@@ -80,7 +81,8 @@ from .feed_bounds import (
     trim_feed_through,
 )
 from .feed_cursor import FeedBounds, FeedCursor, as_cursor, check_count, check_feed, event_mark
-from .feed_deletes import is_tombstone_stream, tombstone_of
+from .feed_deletes import is_tombstone_stream
+from .feed_late import Tombstones
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -218,6 +220,7 @@ class Subscription(AsyncIterator[FeedEvent]):
         self._idle: Callable[[FeedCursor], Awaitable[None]] | None = None
         self._idle_at: list[int] = list(start.positions)
         self._feed: str | None = start.feed  # the cursor's feed id; the store's once started
+        self._tombstones = Tombstones()  # (the late ones not handed out: .feed_late)
 
     def __aiter__(self) -> Subscription:
         return self
@@ -358,6 +361,8 @@ class Subscription(AsyncIterator[FeedEvent]):
                 gap = True
             if self._stop is not None:
                 page = [r for r in page if r.position <= self._stop[k]]
+            filters = (self._event_types, self._prefixes, self._access)
+            await self._tombstones.check(self._store, page, k, *filters)
             self._pages[k].extend(page)
             got = got or bool(page)
         if gap:
@@ -411,7 +416,7 @@ class Subscription(AsyncIterator[FeedEvent]):
             body: dict[str, Any] | None = None
             if is_tombstone_stream(record.agent_id):  # a delete: see .feed_deletes
                 types, prefixes, access = self._event_types, self._prefixes, self._access
-                deleted = tombstone_of(store, record, k, types, prefixes, access)
+                deleted = self._tombstones.event(store, record, k, types, prefixes, access)
             elif self._wanted(record):
                 try:
                     body, _ = store._open_event(record.agent_id, record.event)

@@ -241,9 +241,10 @@ async def record_unless_created(
     intent: :mod:`.feed_intents`), unless the agent has events again: False then,
     nothing appended. Its position would follow the events of the agent created again
     since the delete, and every subscriber and projection would drop that live agent,
-    no error (was: appended). The agent's head is read right before the append: a
-    creation between that read and the append is not caught (no engine that deletes
-    through an intent commits two streams together)."""
+    no error (was: appended). The agent's head is read right before the append (no
+    engine that deletes through an intent commits two streams together): a creation
+    between that read and the append still gets the tombstone after its events, and
+    the subscriptions pass over it (:mod:`.feed_late`)."""
     if await head_or_lost(backend, agent_id):
         return False
     await record(backend, codec, agent_id, head, forgotten=forgotten, key=key)
@@ -268,7 +269,8 @@ async def record_restored(backend: Backend, codec: Codec, agent_ids: list[str]) 
     server) each page's append is conditional on every agent of the page having no
     events, in the same commit, so no creation can fall between the check and the
     tombstones. Elsewhere the page's agents are read again right before its append:
-    a creation between that read and the append is not caught."""
+    a creation between that read and the append gets its tombstone after its events,
+    which the subscriptions pass over (:mod:`.feed_late`)."""
     if not has_feed(backend):
         return
     together = backend.appends_together and backend.checks_absence_together

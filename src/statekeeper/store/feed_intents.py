@@ -93,6 +93,8 @@ _TYPE = "statekeeper.delete_intent"
 _PAGE = 100
 #: backends whose intents a delete of this process already settled
 _settled: weakref.WeakSet[Backend] = weakref.WeakSet()
+#: per backend and agent, the intents left ``recreated`` that this process knows of
+_recreated: weakref.WeakKeyDictionary[Backend, dict[str, set[str]]] = weakref.WeakKeyDictionary()
 
 
 async def with_intent(
@@ -127,11 +129,31 @@ async def with_intent(
         if existed and not await record_unless_created(
             backend, codec, agent_id, head, forgotten=forgotten, key=token
         ):
-            return existed  # created again since the delete: its intent left (_finish)
+            _left(backend, agent_id).add(stream)  # created again since: left (_finish)
+            return existed
         await backend.delete_agent(stream)
+        if existed:  # its tombstone announces those left: ended (was: till a restart)
+            await _end_left(backend, codec, agent_id)
     finally:
         IN_FLIGHT.discard(stream.encode())
     return existed
+
+
+def _left(backend: Backend, agent_id: str) -> set[str]:
+    """The intents of ``agent_id`` this process left ``recreated`` (its delete, or its
+    settle met one), which a later delete's tombstone announces (:func:`_end_left`)."""
+    return _recreated.setdefault(backend, {}).setdefault(agent_id, set())
+
+
+async def _end_left(backend: Backend, codec: Codec, agent_id: str) -> None:
+    """End the intents of ``agent_id`` left ``recreated`` that this process knows of,
+    once a delete of the agent appended its tombstone (:func:`_announced`). Before, they
+    stayed until another process's first delete settled them: ``verify`` failed on
+    each, ``feed-intents`` said its tombstone was due."""
+    for stream in sorted(_recreated.get(backend, {}).pop(agent_id, set())):
+        body = await _intent(backend, codec, stream)
+        if body is not None and not await _finish(backend, codec, stream, body):
+            _left(backend, agent_id).add(stream)  # (created again meanwhile: still left)
 
 
 async def settle(backend: Backend, codec: Codec) -> None:
@@ -346,6 +368,7 @@ async def _finish(
         if not await record_unless_created(
             backend, codec, agent_id, head, forgotten=forgotten, key=key
         ):
+            _left(backend, agent_id).add(stream)
             return False  # created again since: left, none appended (see above)
     elif not abandoned and not owner_gone(body.get("owner"), stream.encode()):
         return False  # its owner may still delete the agent (destroy the key): left
