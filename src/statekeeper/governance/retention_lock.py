@@ -181,8 +181,10 @@ async def run_locked(store: StateStore, dry_run: bool, ttl: float = LOCK_TTL) ->
         finally:
             _LOCK.reset(token)
             beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            # (waited for, not awaited: a cancellation of this run while its renewal
+            # ends reaches the caller — suppressing the renewal's CancelledError
+            # swallowed it, the cancelled run returning its report)
+            await asyncio.wait({beat})
     finally:
         with contextlib.suppress(Exception):  # (else it expires: the next run waits for it)
             await backend.release_lease_again(info.agent_id, info.holder, info.token)
