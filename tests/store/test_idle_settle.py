@@ -431,3 +431,31 @@ async def test_close_from_another_loop_ends_when_that_loop_stops_before_the_canc
             there.call_soon_threadsafe(there.stop)
         await asyncio.to_thread(runner.join)
         there.close()
+
+
+async def test_a_close_cancelled_while_the_settle_ends_is_cancelled() -> None:
+    """The store's close is cancelled (a shutdown timeout) while it waits for the
+    cancelled settle to end (it commits a moment longer). Was: close suppressed every
+    CancelledError of that wait, its own cancellation too: it returned as if never
+    cancelled. Now the cancellation reaches close's caller."""
+    started, ending, may_end = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def settle(agent_id: str) -> int | None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:  # still committing until may_end
+            ending.set()
+            await may_end.wait()
+            raise
+        return None
+
+    settler = IdleSettler(0, settle, lambda agent_id: False)
+    settler.saved("a")
+    await started.wait()
+    closing = asyncio.ensure_future(settler.close())
+    await ending.wait()
+    closing.cancel()
+    may_end.set()
+    with pytest.raises(asyncio.CancelledError):
+        await closing  # (was: returned)

@@ -220,15 +220,20 @@ class IdleSettler:
             self._timer.cancel()
             self._timer = None
         task = self._task
-        if task is not None and not task.done():
-            if task.get_loop() is _running_loop():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            else:
-                await _cancelled_there(task)
-        self._task = None
-        self._wake()
+        try:
+            if task is not None and not task.done():
+                if task.get_loop() is _running_loop():
+                    task.cancel()
+                    # (waited for, not awaited: a cancellation of close itself reaches
+                    # its caller — suppressing the settle's CancelledError swallowed it)
+                    await asyncio.wait({task})
+                    if not task.cancelled():
+                        task.result()  # (its own error, as awaiting it raised)
+                else:
+                    await _cancelled_there(task)
+        finally:
+            self._task = None
+            self._wake()
 
 
 async def _cancelled_there(task: asyncio.Task[None]) -> None:
