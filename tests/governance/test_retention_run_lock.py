@@ -208,3 +208,65 @@ async def test_a_run_whose_lock_was_taken_over_stops_before_its_next_agent(
         # it finished the agent it was on (one atomic change), and touched no other
         sizes = {a: (await store.stored_size(a)).events for a in AGENTS}
         assert sorted(sizes.values()) == [1, 3, 3], sizes
+
+
+async def test_a_run_cancelled_while_its_renewal_ends_is_cancelled_and_releases_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run is cancelled (a timeout, a task group) as it ends, while its renewal
+    task is ending (a renewal in flight takes a moment to cancel: a server round trip).
+    Was: the run lock's wait for its renewal task swallowed the run's own cancellation
+    (``suppress(CancelledError)``): the cancelled run returned its report as if never
+    cancelled. Now the cancellation reaches the caller, and the lock is released."""
+    ending, may_end = asyncio.Event(), asyncio.Event()
+
+    async def pause(seconds: float) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:  # a renewal in flight: it ends a moment later
+            ending.set()
+            await may_end.wait()
+            raise
+
+    monkeypatch.setattr(rl, "_pause", pause)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    async with StateStore(url) as store, StateStore(url) as other:
+        await _seed(store)
+        running = asyncio.ensure_future(apply_retention(store, POLICY))
+        await ending.wait()  # the run is done with its agents, its renewal ending
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running  # (was: returned the report)
+        assert (await store.backend.get_lease(rl.lock_id(""))).holder is None  # type: ignore[union-attr]
+        await apply_retention(other, POLICY)  # the lock is free
+        may_end.set()
+
+
+async def test_a_run_paused_past_its_lease_stops_before_its_next_agent_without_a_renewal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frozen past its lease inside an agent; another run took the lock meanwhile; the
+    run wakes before its renewal task's next turn (up to a third of the lease away).
+    Was: it went on to its next agents until that renewal, alongside the run that holds
+    the lock. Now a run whose lease may have expired renews it before its next agent
+    (LeaseLost: it stops)."""
+    now = [time.time()]
+    backend = SQLiteBackend(str(tmp_path / "s.db"), clock=lambda: now[0])
+    async with StateStore(backend) as store:
+        await _seed(store)
+
+        async def pause(seconds: float) -> None:
+            await asyncio.Event().wait()  # no renewal comes due in this test
+
+        monkeypatch.setattr(rl, "_pause", pause)
+        held = Held(monkeypatch)
+        running = asyncio.ensure_future(apply_retention(store, POLICY))
+        await held.inside.wait()
+        now[0] += 61.0  # frozen past the lease; another run took the lock meanwhile
+        await backend.acquire_lease(rl.lock_id(""), "retention run pid 2 on other (x)", 60.0)
+        held.go.set()
+        with pytest.raises(LeaseLost, match="pid 2 on other"):
+            await running
+        # it finished the agent it was on (one atomic change), and touched no other
+        sizes = {a: (await store.stored_size(a)).events for a in AGENTS}
+        assert sorted(sizes.values()) == [1, 3, 3], sizes

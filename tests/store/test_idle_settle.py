@@ -373,3 +373,89 @@ async def test_close_from_another_loop_waits_for_the_settle_running_there() -> N
 
 async def _a_future() -> asyncio.Future[None]:
     return asyncio.get_running_loop().create_future()
+
+
+async def test_close_from_another_loop_ends_when_that_loop_stops_before_the_cancel() -> None:
+    """The settle's loop (another thread's) was running when close handed it the cancel,
+    and stopped before it ran it (an application's ``run_until_complete`` ended). Was:
+    close waited for a reply that loop never gives while stopped, for ever. Now close
+    returns once that loop no longer runs; the cancel stays queued there and is
+    delivered when the loop runs again."""
+    import threading
+
+    started, blocked, release = threading.Event(), threading.Event(), threading.Event()
+    there = asyncio.new_event_loop()
+    runner = threading.Thread(target=there.run_forever, daemon=True)
+    runner.start()
+    cancelled: list[bool] = []
+    gone = asyncio.Event()  # (used on the settle's loop only)
+
+    async def settle(agent_id: str) -> int | None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            gone.set()
+            raise
+        return None
+
+    settler = IdleSettler(0, settle, lambda agent_id: False)
+
+    async def save_there() -> None:
+        settler.saved("a")
+
+    def busy_then_stop() -> None:  # the loop's last callback: it stops after it
+        blocked.set()
+        release.wait()
+        there.stop()
+
+    try:
+        asyncio.run_coroutine_threadsafe(save_there(), there).result()
+        assert await asyncio.to_thread(started.wait, 60)
+        there.call_soon_threadsafe(busy_then_stop)
+        assert await asyncio.to_thread(blocked.wait, 60)
+        closing = asyncio.ensure_future(settler.close())
+        await asyncio.sleep(0)  # (close has handed the cancel to the running loop)
+        assert there.is_running() and not closing.done()
+        release.set()
+        await asyncio.to_thread(runner.join)  # stopped, the cancel still queued there
+        assert not there.is_running() and not cancelled
+        await asyncio.wait_for(closing, 60)  # (was: never returned)
+        # running again: the cancel arrives
+        await asyncio.to_thread(there.run_until_complete, gone.wait())
+        assert cancelled == [True]
+    finally:
+        release.set()
+        if there.is_running():
+            there.call_soon_threadsafe(there.stop)
+        await asyncio.to_thread(runner.join)
+        there.close()
+
+
+async def test_a_close_cancelled_while_the_settle_ends_is_cancelled() -> None:
+    """The store's close is cancelled (a shutdown timeout) while it waits for the
+    cancelled settle to end (it commits a moment longer). Was: close suppressed every
+    CancelledError of that wait, its own cancellation too: it returned as if never
+    cancelled. Now the cancellation reaches close's caller."""
+    started, ending, may_end = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def settle(agent_id: str) -> int | None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:  # still committing until may_end
+            ending.set()
+            await may_end.wait()
+            raise
+        return None
+
+    settler = IdleSettler(0, settle, lambda agent_id: False)
+    settler.saved("a")
+    await started.wait()
+    closing = asyncio.ensure_future(settler.close())
+    await ending.wait()
+    closing.cancel()
+    may_end.set()
+    with pytest.raises(asyncio.CancelledError):
+        await closing  # (was: returned)

@@ -480,7 +480,7 @@ async def _applied(
             # and Redis have no index by agent: one lookup each reads back to the event)
             ahead = await _look_ahead(store, policy, page, stored_holds, clock)
             for info in page:
-                still_locked()  # (LeaseLost: another run took the lock this one lost)
+                await still_locked()  # (LeaseLost: another run took the lock this one lost)
                 if isinstance(info, AgentLost):
                     report.scanned += 1
                     report.lost[info.agent_id] = info.reason

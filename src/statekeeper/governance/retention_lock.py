@@ -17,8 +17,9 @@ whole store while one below runs.
 A run whose process crashed renews nothing: its lease expires (``LOCK_TTL`` seconds
 after its last renewal) and the next run takes the lock and goes on where it stopped
 (``after=``, the CLI's progress file). A run paused past its lease (a frozen machine)
-whose lock another run took meanwhile learns it at its next renewal and stops before
-its next agent (:class:`~statekeeper.errors.LeaseLost`).
+whose lock another run took meanwhile stops before its next agent
+(:class:`~statekeeper.errors.LeaseLost`): before each agent, a lease due to expire
+within a third of its time (the renewal task is late) is renewed first.
 
 An engine without leases (``supports_leases`` False: the S3 archive tier) has no run
 lock, nor a tenant's database role under PostgreSQL row security (it may lease its own
@@ -75,16 +76,27 @@ class _RunLock:
     def __init__(self, backend: Backend, info: LeaseInfo, ttl: float) -> None:
         self.backend, self.info, self.ttl = backend, info, ttl
         self.lost: LeaseLost | None = None
+        #: when the lease expires (the engine's clock) as its last grant or renewal said
+        self.expires = info.expires_at
 
-    async def renewing(self) -> None:
+    async def renew(self) -> None:
         info = self.info
         assert info.holder is not None
+        try:
+            renewed = await self.backend.renew_lease(
+                info.agent_id, info.holder, info.token, self.ttl
+            )
+        except LeaseLost as exc:
+            self.lost = exc
+            raise
+        self.expires = max(self.expires, renewed.expires_at)
+
+    async def renewing(self) -> None:
         while True:
             await _pause(self.ttl / 3)
             try:
-                await self.backend.renew_lease(info.agent_id, info.holder, info.token, self.ttl)
-            except LeaseLost as exc:
-                self.lost = exc
+                await self.renew()
+            except LeaseLost:
                 return
             except Exception:  # (a blip: tried again at the next third, before expiry)
                 continue
@@ -94,11 +106,25 @@ async def _pause(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-def still_locked() -> None:
+async def still_locked() -> None:
     """Raise :class:`LeaseLost` when the running task's run lock was taken over by
-    another run (this one paused past its lease): checked before each agent."""
+    another run (this one paused past its lease): checked before each agent. A lease
+    due to expire within a third of its time (the renewal task is late: the process
+    or machine was paused) is renewed here first (was: the run went on to its next
+    agents until the renewal task's turn, alongside the run that took the lock)."""
     held = _LOCK.get()
-    if held is not None and held.lost is not None:
+    if held is None:
+        return
+    now = _now(held.backend)
+    if held.lost is None and now >= held.expires - held.ttl / 3:
+        try:
+            await held.renew()
+        except LeaseLost:
+            pass
+        except Exception:  # (a blip: the lease still holds; past it, the run stops)
+            if now >= held.expires:
+                raise
+    if held.lost is not None:
         raise held.lost
 
 
@@ -181,8 +207,10 @@ async def run_locked(store: StateStore, dry_run: bool, ttl: float = LOCK_TTL) ->
         finally:
             _LOCK.reset(token)
             beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+            # (waited for, not awaited: a cancellation of this run while its renewal
+            # ends reaches the caller — suppressing the renewal's CancelledError
+            # swallowed it, the cancelled run returning its report)
+            await asyncio.wait({beat})
     finally:
         with contextlib.suppress(Exception):  # (else it expires: the next run waits for it)
             await backend.release_lease_again(info.agent_id, info.holder, info.token)

@@ -220,15 +220,20 @@ class IdleSettler:
             self._timer.cancel()
             self._timer = None
         task = self._task
-        if task is not None and not task.done():
-            if task.get_loop() is _running_loop():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            else:
-                await _cancelled_there(task)
-        self._task = None
-        self._wake()
+        try:
+            if task is not None and not task.done():
+                if task.get_loop() is _running_loop():
+                    task.cancel()
+                    # (waited for, not awaited: a cancellation of close itself reaches
+                    # its caller — suppressing the settle's CancelledError swallowed it)
+                    await asyncio.wait({task})
+                    if not task.cancelled():
+                        task.result()  # (its own error, as awaiting it raised)
+                else:
+                    await _cancelled_there(task)
+        finally:
+            self._task = None
+            self._wake()
 
 
 async def _cancelled_there(task: asyncio.Task[None]) -> None:
@@ -238,7 +243,7 @@ async def _cancelled_there(task: asyncio.Task[None]) -> None:
     committing on the other loop — the store then closed its engine under it. A loop
     closed has nothing running; one stopped (not running, not closed) runs nothing
     until it runs again: the cancel is left to it, as there is nothing to wait for
-    now (waiting would never end)."""
+    now (waiting would never end) — also when it stops after the cancel was handed."""
     loop = task.get_loop()
     if loop.is_closed():
         return
@@ -256,7 +261,27 @@ async def _cancelled_there(task: asyncio.Task[None]) -> None:
         handed = asyncio.run_coroutine_threadsafe(cancel_and_wait(), loop)
     except RuntimeError:  # (closed meanwhile: nothing runs there any more)
         return
-    await asyncio.wrap_future(handed)
+    # that loop may stop (or close) before it runs the cancel, or while the settle
+    # ends: no reply then until it runs again (if ever), so its running is looked at
+    # while waiting (was: waited for ever); the cancel stays queued there
+    waited = asyncio.wrap_future(handed)
+    while True:
+        done, _ = await asyncio.wait({waited}, timeout=_LOOK)
+        if done:
+            waited.result()
+            return
+        if loop.is_closed() or not loop.is_running():
+            waited.add_done_callback(_ignored)
+            return
+
+
+#: seconds between looks at whether the settle's other loop still runs (close waiting)
+_LOOK = 0.05
+
+
+def _ignored(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()  # (read: not logged as never retrieved)
 
 
 _get_loop = asyncio._get_running_loop
