@@ -30,11 +30,13 @@ async def test_a_replay_asks_the_first_events_positions_once_a_page_not_once_an_
 
         async def feed_position(agent_id: str, seq: int) -> int | None:
             single.append((agent_id, seq))
-            return await one(agent_id, seq)
+            found: int | None = await one(agent_id, seq)
+            return found
 
         async def feed_positions(wanted: Any) -> dict[tuple[str, int], int]:
             batches.append(len(wanted))
-            return await many(wanted)
+            found: dict[tuple[str, int], int] = await many(wanted)
+            return found
 
         monkeypatch.setattr(backend, "feed_position", feed_position)
         monkeypatch.setattr(backend, "feed_positions", feed_positions)
