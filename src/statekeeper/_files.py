@@ -14,9 +14,12 @@ import shutil
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
+
+from .errors import NotOwned
 
 try:
     import fcntl
@@ -29,6 +32,7 @@ __all__ = [
     "new_temporary",
     "place_unless_exists",
     "remove_stale_temporaries",
+    "run_locked",
     "staged_new_file",
     "sync_directory",
     "write_atomically",
@@ -211,6 +215,48 @@ def folder_locked(target: Path) -> Iterator[None]:
         with contextlib.suppress(OSError):  # (no flock on this file system: unlocked)
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)  # (releases the flock)
+
+
+@contextlib.contextmanager
+def run_locked(
+    file: Path, mark: bytes, what: str, busy: Callable[[str], Exception]
+) -> Iterator[None]:
+    """Hold ``<file>.lock`` for the block: the run lock of a file one run at a time uses
+    (a migration journal, a retention progress file). An advisory ``flock`` the operating
+    system releases when the holder exits or dies, so a crashed run holds nothing. The
+    lock file says who holds it (``mark`` then pid, host, since when): a second run
+    raises ``busy(holder)`` at once. A lock file not starting with ``mark`` was not
+    written by a run: :class:`~statekeeper.errors.NotOwned`, left untouched (``what``
+    names the file in its message, e.g. ``"migration journal"``). Without ``fcntl`` (not
+    POSIX) no lock is taken."""
+    if fcntl is None:
+        yield
+        return
+    path = file.with_name(file.name + ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        found = os.pread(fd, 512, 0)
+        if found and not found.startswith(mark):  # never written by a run: not ours
+            raise NotOwned(
+                f"{path} is the lock file of {what} {file}, but it holds something else:"
+                f" it was left untouched (move it, or give another {what})"
+            )
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = found[len(mark) :].decode("utf-8", "replace").strip()
+            raise busy(holder or "unknown") from None
+        os.ftruncate(fd, 0)  # who holds it, for the message of a run refused meanwhile
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        who = f"pid {os.getpid()} on {socket.gethostname()} since {stamp} UTC"
+        os.pwrite(fd, mark + who.encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, mark, 0)
     finally:
         os.close(fd)  # (releases the flock)
 

@@ -20,19 +20,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import socket
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from ..errors import JournalBusy, NotOwned
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None  # type: ignore[assignment]
+from .._files import run_locked
+from ..errors import JournalBusy
 
 __all__ = ["holds_journal", "journal_held"]
 
@@ -54,7 +48,7 @@ def lock_path(journal: Path) -> Path:
 def journal_held(journal: Path | None) -> Iterator[None]:
     """Hold ``journal``'s run lock for the block (nothing when ``journal`` is None or
     already held by this task); :class:`JournalBusy` when another run holds it."""
-    if journal is None or fcntl is None:
+    if journal is None:
         yield
         return
     key = os.path.realpath(journal)
@@ -62,34 +56,14 @@ def journal_held(journal: Path | None) -> Iterator[None]:
     if key in held:
         yield
         return
-    path = lock_path(journal)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    token = _HELD.set(held | {key})
     try:
-        found = os.pread(fd, 512, 0)
-        if found and not found.startswith(_MARK):  # never written by a run: not ours
-            raise NotOwned(
-                f"{path} is the lock file of migration journal {journal}, but it holds "
-                "something else: it was left untouched (move it, or give another journal)"
-            )
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = found[len(_MARK) :].decode("utf-8", "replace").strip()
-            raise JournalBusy(str(journal), holder or "unknown") from None
-        # who holds it, for the message of a run refused meanwhile
-        os.ftruncate(fd, 0)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-        who = f"pid {os.getpid()} on {socket.gethostname()} since {stamp} UTC"
-        os.pwrite(fd, _MARK + who.encode(), 0)
-        token = _HELD.set(held | {key})
-        try:
+        with run_locked(
+            journal, _MARK, "migration journal", lambda holder: JournalBusy(str(journal), holder)
+        ):
             yield
-        finally:
-            _HELD.reset(token)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, _MARK, 0)
     finally:
-        os.close(fd)  # (releases the flock)
+        _HELD.reset(token)
 
 
 def holds_journal(
