@@ -69,6 +69,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "set-based batches probe heads and keys by index",
         read_script(PACKAGE, "sql/batch_plans.sql"),
     ),
+    (
+        15,
+        "set-based batches keep one generic plan a connection",
+        read_script(PACKAGE, "sql/batch_generic.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
