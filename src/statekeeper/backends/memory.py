@@ -108,6 +108,10 @@ class MemoryBackend(Backend):
         # deleted or re-created stream's old entries no longer match and are skipped
         self._feed_positions: list[int] = []
         self._feed_refs: list[tuple[str, int, _Stream]] = []
+        # (agent, seq) -> the position of its newest feed entry and that entry's stream,
+        # kept in step with the feed (appends; trims drop theirs): feed_position asks it
+        # (was: a scan of the feed per call, quadratic over a replay's re-created agents)
+        self._feed_index: dict[tuple[str, int], tuple[int, _Stream]] = {}
         self._feed_last = 0
         self._feed_floor = 0
         self._feed_wakeup: asyncio.Event | None = None
@@ -316,6 +320,7 @@ class MemoryBackend(Backend):
             self._feed_last += 1
             self._feed_positions.append(self._feed_last)
             self._feed_refs.append((agent_id, event.seq, stream))
+            self._feed_index[(agent_id, event.seq)] = (self._feed_last, stream)
         if self._feed_wakeup is not None:
             self._feed_wakeup.set()
             self._feed_wakeup = None
@@ -405,6 +410,7 @@ class MemoryBackend(Backend):
         self._markers.clear()
         self._feed_positions.clear()
         self._feed_refs.clear()
+        self._feed_index.clear()
         return count
 
     # -- the change feed -------------------------------------------------------------
@@ -437,6 +443,11 @@ class MemoryBackend(Backend):
 
     def _trim_feed(self, through: int) -> int:
         i = bisect.bisect_right(self._feed_positions, through)
+        for position, (agent_id, seq, _) in zip(
+            self._feed_positions[:i], self._feed_refs[:i], strict=True
+        ):
+            if self._feed_index.get((agent_id, seq), (0,))[0] == position:
+                del self._feed_index[(agent_id, seq)]  # (not a later entry's)
         del self._feed_positions[:i]
         del self._feed_refs[:i]
         self._feed_floor = max(self._feed_floor, through)
@@ -444,10 +455,10 @@ class MemoryBackend(Backend):
 
     async def feed_position(self, agent_id: str, seq: int) -> int | None:
         self._check()
-        stream = self._streams.get(agent_id)
-        refs = zip(self._feed_positions, self._feed_refs, strict=True)
-        found = [p for p, (a, s, at) in refs if a == agent_id and s == seq and at is stream]
-        return found[-1] if found else None  # (the agent as it is, not a deleted one)
+        found = self._feed_index.get((agent_id, seq))
+        if found is None or found[1] is not self._streams.get(agent_id):
+            return None  # (the agent as it is, not a deleted one)
+        return found[0]
 
     async def wait_feed(self, after: int, max_wait: float) -> None:
         self._check()

@@ -130,7 +130,11 @@ async def _describe(backend: Backend, codec: Codec, stream: str) -> FeedIntent |
         why = RECREATED
     elif state == "done":
         gone = "its key is destroyed" if what == "forget" else "its agent is deleted"
-        why = f"{gone}: the store's next delete appends its tombstone"
+        if await fi._announced(backend, codec, stream, body):
+            # (was: "appends its tombstone"; the settle appends none: feed_intents._finish)
+            why = f"{gone}, {ANNOUNCED}"
+        else:
+            why = f"{gone}: the store's next delete appends its tombstone"
     elif state == "unknown":
         why = "a forget's, and this process has no key vault to tell whether the key is gone"
     else:
@@ -191,7 +195,13 @@ async def settle_intents(
             done.append(SettledIntent(intent, "refused", intent.why))
             continue
         if intent.live and not force:
-            reason = "its owner is running on this host (a delete under way): force to settle"
+            # (a recreated agent's is named as such: was "a delete under way", which
+            # force would not have made safe to forget)
+            reason = (
+                f"{_RECREATED_REFUSED}; its owner is running on this host"
+                if intent.state == "recreated"
+                else "its owner is running on this host (a delete under way): force to settle"
+            )
             done.append(SettledIntent(intent, "refused", reason))
             continue
         if _maybe_under_way(intent, now, older_than, force):
@@ -214,12 +224,7 @@ async def settle_intents(
                 await backend.delete_agent(intent.stream)
                 done.append(SettledIntent(intent, "dropped", RECREATED))
                 continue
-            reason = (
-                "its agent was deleted and created again since: its tombstone now would"
-                " drop the live agent from every read model (force drops the intent,"
-                " appending none)"
-            )
-            done.append(SettledIntent(intent, "refused", reason))
+            done.append(SettledIntent(intent, "refused", _RECREATED_REFUSED))
             continue
         ended = await fi._finish(backend, codec, intent.stream, body, abandoned=True)
         done.append(SettledIntent(intent, "tombstone" if ended else "dropped"))
@@ -256,6 +261,19 @@ RECREATED = (
     " (it would drop the live agent from every read model); a read model may keep what"
     " it derived from the deleted agent's events beside the new agent's: rebuild those"
     " that count or sum events, then settle it with force (--force)"
+)
+
+#: why :func:`settle_intents` refuses a ``"recreated"`` intent without ``force``
+_RECREATED_REFUSED = (
+    "its agent was deleted and created again since: its tombstone now would"
+    " drop the live agent from every read model (force drops the intent,"
+    " appending none)"
+)
+
+#: why a ``"done"`` intent whose agent's deletion a later tombstone announced is kept
+ANNOUNCED = (
+    "and a tombstone of its agent written after this intent is in the feed already:"
+    " none more is appended; the store's next delete drops the intent"
 )
 
 #: what :func:`settle_command` starts with (``statekeeper verify`` names the store after

@@ -191,7 +191,7 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
         problems.append(
             Problem(agent_id, first, f"{count} event(s), seq {first}..{last}, {why}", "orphan")
         )
-    from .feed_intent_repair import feed_intents, settle_command
+    from .feed_intent_repair import ANNOUNCED, feed_intents, settle_command
     from .feed_verify import tombstone_problems
 
     problems.extend(await tombstone_problems(store))  # (the feed's tombstone streams)
@@ -205,6 +205,9 @@ async def orphans(store: StateStore, listed: set[str]) -> list[Problem]:
                 "a delete at this seq that did not happen, whose feed intent no process can"
                 f" settle ({intent.why}): settle it with '{settle_command(intent)}'"
             )
+        elif intent.state == "done" and intent.why.endswith(ANNOUNCED):
+            # (was: "the store's next delete appends it": it appends none, see there)
+            why = f"a delete at this seq whose feed intent a crash left: {intent.why}"
         else:
             why = (
                 "a delete at this seq whose feed tombstone a crash left pending (or a delete"
