@@ -44,10 +44,10 @@ from statekeeper.backends.postgres import appends
 from statekeeper.errors import StatekeeperError
 from statekeeper.testing import request
 
-real = appends._filtered
+real = appends.filtered_at_head
 
 def held(req, row):
-    appends._filtered = real
+    appends.filtered_at_head = real
     print("holding", flush=True)
     sys.stdin.readline()
     return real(req, row)
@@ -56,7 +56,7 @@ async def main():
     backend = PostgresBackend.from_url(sys.argv[1])
     try:
         await backend.append(request("w", 0))  # opened: the pool's connections made
-        appends._filtered = held
+        appends.filtered_at_head = held
         try:
             await backend.append_together([request("a", 1, timestamp=111.0)])
         except StatekeeperError as exc:
