@@ -132,8 +132,8 @@ def together_what(requests: Sequence[AppendRequest], changes: Sequence[StreamCha
             return f"postgresql delete_agent_at of {change.agent_id!r}"
     if not requests:
         first = changes[0]
-        kind = "rewrite" if first.rewrite else "prune" if first.prune_to is not None else "change"
-        return f"postgresql {kind} of {first.agent_id!r}"
+        what = "rewrite" if first.rewrite else "prune" if first.prune_to is not None else "change"
+        return f"postgresql {what} of {first.agent_id!r}"
     return f"postgresql append to {requests[0].agent_id!r}"
 
 
