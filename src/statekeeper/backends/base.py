@@ -1432,18 +1432,7 @@ def takes_from_base_guard(engine: Backend) -> bool:
     ``TypeError`` (a tiered store's rehydration of a compacted agent failed). Callers
     pass a guard only when this is true, as :func:`validate_from_base_guard`'s
     refusal would."""
-    if not engine.guards_from_base:
-        return False
-    taken = _TAKES_GUARD.get(type(engine))
-    if taken is None:
-        params = inspect.signature(type(engine).append_from_base).parameters
-        taken = _TAKES_GUARD[type(engine)] = "guard" in params or any(
-            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-        )
-    return taken
-
-
-_TAKES_GUARD: dict[type[Backend], bool] = {}
+    return engine.guards_from_base and _takes_guard(engine, "append_from_base")
 
 
 def takes_rename_guard(engine: Backend) -> bool:
@@ -1451,18 +1440,23 @@ def takes_rename_guard(engine: Backend) -> bool:
     :attr:`~Backend.guards_renames` and its method has the argument (an override
     written before it inherits the declaration, not the argument: see
     :func:`takes_from_base_guard`)?"""
-    if not engine.guards_renames:
-        return False
-    taken = _TAKES_RENAME_GUARD.get(type(engine))
+    return engine.guards_renames and _takes_guard(engine, "rename_keys")
+
+
+def _takes_guard(engine: Backend, method: str) -> bool:
+    """Does ``engine``'s class's ``method`` have a ``guard`` argument (or ``**kwargs``)?
+    Read once per class and method."""
+    key = (type(engine), method)
+    taken = _TAKES_GUARD.get(key)
     if taken is None:
-        params = inspect.signature(type(engine).rename_keys).parameters
-        taken = _TAKES_RENAME_GUARD[type(engine)] = "guard" in params or any(
+        params = inspect.signature(getattr(type(engine), method)).parameters
+        taken = _TAKES_GUARD[key] = "guard" in params or any(
             p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
         )
     return taken
 
 
-_TAKES_RENAME_GUARD: dict[type[Backend], bool] = {}
+_TAKES_GUARD: dict[tuple[type[Backend], str], bool] = {}
 
 
 def validate_from_base_guard(
