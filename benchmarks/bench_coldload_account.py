@@ -16,6 +16,9 @@ timed alone on the same rows (docs/benchmarks.md, "coldload").
   writes), ``parse`` (``serde.loads_typed``), ``meta`` (the metadata's JSON) and
   ``python`` (what is left).
 
+``--sync``: process CPU a load through ``SyncStateStore`` (its portal) and the async
+load on the caller's thread.
+
 ``many``: a store and a peer file of ``bench_scaling.py --peer`` (3-event streams, no
 snapshot): CPU a load of ``sk`` (default cache, as ``bench_scaling.py``) and ``sk0``
 (``cache_size=0``) against ``get_tuple`` and a one-row read; the store's parts (``stmt``,
@@ -56,6 +59,7 @@ from statekeeper.codec import pipeline as codec_pipeline
 from statekeeper.codec.formats import fast_unpackb
 from statekeeper.store.state import AgentRecord, apply_payloads
 from statekeeper.store.store import StateStore
+from statekeeper.store.sync import SyncStateStore
 
 #: the peer's two statements, as ``SqliteSaver.get_tuple`` runs them (latest checkpoint)
 _LG_ROW = (
@@ -168,6 +172,42 @@ async def chat(out: Path, n: int) -> dict[str, Any]:
     return res
 
 
+def _process_us(fn: Callable[[], Any], n: int) -> float:
+    """:func:`best_cpu_us` by the process's CPU (every thread's: the portal's too)."""
+    out = 1e9
+    for _ in range(9):
+        t = time.process_time()
+        for _ in range(n):
+            fn()
+        out = min(out, (time.process_time() - t) / n * 1e6)
+    return out
+
+
+def sync_face(out: Path, n: int) -> dict[str, dict[str, float]]:
+    """Process CPU us a load through ``SyncStateStore`` (its portal: the call handed to
+    the store's loop thread and back) and the async load driven on this thread."""
+    url = f"sqlite:///{out / 'chain.db'}?synchronous=FULL"
+    res: dict[str, dict[str, float]] = {}
+    face = SyncStateStore(url, cache_size=0)
+    try:
+        for k in KS:
+            face.load(f"k{k}")
+            res[f"k{k}"] = {"sync": _process_us(lambda: face.load(f"k{k}"), n)}  # noqa: B023
+    finally:
+        face.close()
+
+    async def driven() -> None:
+        store = StateStore(url, cache_size=0)
+        load = _sync_load(store)
+        await store.load("k0")
+        for k in KS:
+            res[f"k{k}"]["async"] = _process_us(lambda: load(f"k{k}"), n)  # noqa: B023
+        await store.close()
+
+    asyncio.run(driven())
+    return res
+
+
 def _syscr() -> int:
     with open("/proc/self/io") as f:
         for line in f:
@@ -248,6 +288,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", type=Path, help="make the chat files in this directory")
     parser.add_argument("--dir", type=Path, help="account the chat files --build made here")
+    parser.add_argument(
+        "--sync", action="store_true", help="with --dir: the sync face's load (its portal)"
+    )
     parser.add_argument("--many", nargs=2, type=Path, metavar=("SK_DB", "LG_DB"))
     parser.add_argument("--calls", type=int, default=2000, help="calls a round (chat)")
     parser.add_argument("--loads", type=int, default=2000, help="random loads a round (many)")
@@ -265,6 +308,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             sk = " ".join(f"{p} {v:.1f}" for p, v in row["sk"].items())
             lg = " ".join(f"{p} {v:.1f}" for p, v in row["lg"].items())
             print(f"{agent}: sk {sk} | lg {lg} | {row['ratio']:.2f}x")
+    if args.dir is not None and args.sync:
+        out["sync"] = faces = sync_face(args.dir, args.calls)
+        for agent, row in faces.items():
+            print(f"{agent}: SyncStateStore.load {row['sync']:.1f} us, async {row['async']:.1f} us")
     if args.many is not None:
         out["many"] = got = asyncio.run(many(args.many[0], args.many[1], args.loads))
         print(f"{got['agents']:,} agents, CPU us a load:")
