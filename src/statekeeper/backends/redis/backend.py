@@ -118,6 +118,7 @@ from ..base import (
     validate_ttl,
 )
 from ..framing import pack_snapshot, unpack_snapshot
+from ..pruned_snapshots import pruned_snapshot_rewrite
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
@@ -188,6 +189,14 @@ def _rewrite_fields(request: RewriteRequest) -> list[bytes | str]:
     for snap in request.snapshots:
         fields += [str(snap.seq), pack_snapshot(snap)]
     return fields
+
+
+def _unstored(agent_id: str, reply: Any) -> Exception:
+    """The refusal rewrite_write.lua's ``rewrite_unstored`` replied: (seq, base, what)."""
+    seq, base = int(reply[0]), int(reply[1])
+    if bytes(reply[2]) == b"s":  # (a snapshot below the base)
+        return pruned_snapshot_rewrite(agent_id, seq, base)
+    return unstored_rewrite(agent_id, seq, base)
 
 
 @functools.cache
@@ -1353,8 +1362,8 @@ class RedisBackend(Backend):
             check_fence(agent_id, (lease.holder, lease.token), current)  # raises LeaseLost
             raise BackendError(f"redis refused the lease release of {agent_id!r}")
         head = int(reply[2])
-        if status == 10:  # (a rewrite naming a pruned event)
-            raise unstored_rewrite(agent_id, int(reply[3]), int(reply[4]))
+        if status == 10:  # (a rewrite naming a pruned event or snapshot)
+            raise _unstored(agent_id, reply[3:6])
         if status == 5:
             snap = change.snapshot
             expected = (
@@ -1541,7 +1550,7 @@ class RedisBackend(Backend):
 
         reply = await self._retrying("rewrite", op)
         if int(reply[0]) == 3:
-            raise unstored_rewrite(request.agent_id, int(reply[2]), int(reply[3]))
+            raise _unstored(request.agent_id, reply[2:5])
         if int(reply[0]) != 0:
             raise ConflictError(request.agent_id, request.expected_seq, int(reply[1]))
 
