@@ -14,7 +14,9 @@ from __future__ import annotations
 from statekeeper.errors import ConfigurationError
 from statekeeper.records import RewriteRequest
 
-__all__ = ["lowest_pruned_snapshot", "pruned_snapshot_rewrite"]
+from .base import unstored_rewrite
+
+__all__ = ["lowest_pruned_snapshot", "pruned_snapshot_rewrite", "unstored_record"]
 
 
 def lowest_pruned_snapshot(request: RewriteRequest, base: int) -> int | None:
@@ -32,3 +34,13 @@ def pruned_snapshot_rewrite(agent_id: str, seq: int, base: int) -> Configuration
         f" (the stream's base is seq {base}; a rewrite planned before the prune must be"
         " planned again)"
     )
+
+
+def unstored_record(
+    agent_id: str, seq: bytes | int, base: bytes | int, what: bytes | str
+) -> ConfigurationError:
+    """The refusal a script replied as ``(seq, base, what)`` (Redis' rewrite_write.lua):
+    ``what`` ``s`` a snapshot below the base, else an event not stored."""
+    if what in (b"s", "s"):
+        return pruned_snapshot_rewrite(agent_id, int(seq), int(base))
+    return unstored_rewrite(agent_id, int(seq), int(base))

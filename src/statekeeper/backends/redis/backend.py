@@ -107,7 +107,6 @@ from ..base import (
     check_fence,
     check_prune,
     prefix_end,
-    unstored_rewrite,
     validate_batch,
     validate_from_base,
     validate_from_base_guard,
@@ -118,7 +117,7 @@ from ..base import (
     validate_ttl,
 )
 from ..framing import pack_snapshot, unpack_snapshot
-from ..pruned_snapshots import pruned_snapshot_rewrite
+from ..pruned_snapshots import unstored_record
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
@@ -189,14 +188,6 @@ def _rewrite_fields(request: RewriteRequest) -> list[bytes | str]:
     for snap in request.snapshots:
         fields += [str(snap.seq), pack_snapshot(snap)]
     return fields
-
-
-def _unstored(agent_id: str, reply: Any) -> Exception:
-    """The refusal rewrite_write.lua's ``rewrite_unstored`` replied: (seq, base, what)."""
-    seq, base = int(reply[0]), int(reply[1])
-    if bytes(reply[2]) == b"s":  # (a snapshot below the base)
-        return pruned_snapshot_rewrite(agent_id, seq, base)
-    return unstored_rewrite(agent_id, seq, base)
 
 
 @functools.cache
@@ -1363,7 +1354,7 @@ class RedisBackend(Backend):
             raise BackendError(f"redis refused the lease release of {agent_id!r}")
         head = int(reply[2])
         if status == 10:  # (a rewrite naming a pruned event or snapshot)
-            raise _unstored(agent_id, reply[3:6])
+            raise unstored_record(agent_id, *reply[3:6])
         if status == 5:
             snap = change.snapshot
             expected = (
@@ -1550,7 +1541,7 @@ class RedisBackend(Backend):
 
         reply = await self._retrying("rewrite", op)
         if int(reply[0]) == 3:
-            raise _unstored(request.agent_id, reply[2:5])
+            raise unstored_record(request.agent_id, *reply[2:5])
         if int(reply[0]) != 0:
             raise ConflictError(request.agent_id, request.expected_seq, int(reply[1]))
 
