@@ -23,7 +23,7 @@ from statekeeper import ConfigurationError, StateStore
 from statekeeper.codec import Codec
 from statekeeper.governance.retention import apply_retention
 from statekeeper.governance.retention_policy import RetentionPolicy, Rule
-from statekeeper.records import RewriteRequest
+from statekeeper.records import RawSnapshot, RewriteRequest
 from statekeeper.security import Keyring, generate_key, rekey_agent
 
 K1, K2 = generate_key(), generate_key()
@@ -72,9 +72,10 @@ async def test_a_rekey_planned_before_a_prune_never_writes_a_pruned_snapshot_bac
     assert keys == {**{("e", seq): "k2" for seq in range(7, 11)}, ("s", 6): "k2", ("s", 9): "k2"}
 
 
-async def _snapshots(store: StateStore) -> list[Any]:
+async def _snapshots(store: StateStore) -> list[RawSnapshot]:
     """The agent's stored snapshots, newest last (read through the engine)."""
-    found, below = [], None
+    found: list[RawSnapshot] = []
+    below: int | None = None
     while (snap := await store.backend.latest_snapshot("a", below)) is not None:
         found.insert(0, snap)
         below = snap.seq - 1

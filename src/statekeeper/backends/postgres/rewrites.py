@@ -164,7 +164,7 @@ async def _check_unstored(
     head is the expected one: nothing of it was written, but it is not a moved head
     (False would tell a migration to read the agent again, and it would fail the same
     way)."""
-    named = [r for i, r in enumerate(requests, 1) if i not in applied and r.events + r.snapshots]
+    named = [r for i, r in enumerate(requests, 1) if i not in applied and (r.events or r.snapshots)]
     if not named:
         return
     async with backend._connection() as conn:
