@@ -490,7 +490,9 @@ class RewriteRequest:
     ``1..expected_seq``, and it must be stored: one below the stream's pruned base
     raises :class:`~statekeeper.errors.ConfigurationError` naming the agent and the seq,
     and nothing of the request is written); each snapshot in ``snapshots`` is stored as by
-    ``save_snapshot`` (replacing one at the same seq); ``head_tag``, when not None,
+    ``save_snapshot`` (replacing one at the same seq; one below the stream's pruned
+    base, which the prune removed, is refused the same way — the one AT the base is
+    kept by the prune and rewrites); ``head_tag``, when not None,
     replaces the stored head tag (the head seq never changes). A stale head raises
     :class:`~statekeeper.errors.ConflictError` and writes nothing.
     """

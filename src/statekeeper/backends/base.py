@@ -520,8 +520,9 @@ class Backend(abc.ABC):
         """Atomically replace the bytes of existing records (see :class:`RewriteRequest`):
         only if the head is still ``(expected_seq, expected_tag)``, else
         :class:`~statekeeper.errors.ConflictError` and nothing is written. An event
-        not stored (pruned) raises :func:`unstored_rewrite`'s ConfigurationError, nothing
-        written.
+        not stored (pruned) raises :func:`unstored_rewrite`'s ConfigurationError, a
+        snapshot below the stream's base :mod:`.pruned_snapshots`' (the one AT the base,
+        which a prune keeps, rewrites), nothing written.
 
         Used by key rotation (``statekeeper rekey``). Capability ``REWRITE``; the
         default refuses.
@@ -538,8 +539,8 @@ class Backend(abc.ABC):
         expected one (nothing of it written). Each request is atomic on its own; an
         engine that sets :attr:`rewrites_many` commits them together (SQLite: one
         transaction). A malformed request (:func:`validate_rewrite`) is refused before
-        any of them is written. A request naming an event not stored (pruned) raises
-        :func:`unstored_rewrite`'s ConfigurationError, nothing of it written (the
+        any of them is written. A request naming an event not stored (pruned) or a
+        snapshot below the base raises as :meth:`rewrite` does, nothing of it written (the
         requests before it may be: the default applies them in turn; SQLite writes none
         of the page)."""
         for request in requests:

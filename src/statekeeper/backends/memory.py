@@ -51,6 +51,7 @@ from .base import (
     validate_together,
     validate_ttl,
 )
+from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 
 __all__ = ["MemoryBackend"]
 
@@ -503,6 +504,9 @@ class MemoryBackend(Backend):
         pruned = [new.seq for new in request.events if new.seq <= stream.base]
         if pruned:
             raise unstored_rewrite(request.agent_id, min(pruned), stream.base)
+        snap = lowest_pruned_snapshot(request, stream.base)
+        if snap is not None:
+            raise pruned_snapshot_rewrite(request.agent_id, snap, stream.base)
 
     def _apply_rewrite(self, request: RewriteRequest) -> None:
         stream = self._streams[request.agent_id]

@@ -155,6 +155,7 @@ from .base import (
     validate_rewrite,
 )
 from .framing import pack_snapshot, unpack_snapshot
+from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .redact import mask_url, scrub
 
 try:
@@ -1565,6 +1566,8 @@ class S3Backend(Backend):
         changes = {e.seq: e for e in request.events}
         if changes and min(changes) < commits[0]:  # (the live commits begin after the base)
             raise unstored_rewrite(agent_id, min(changes), commits[0] - 1)
+        if (low := lowest_pruned_snapshot(request, commits[0] - 1)) is not None:
+            raise pruned_snapshot_rewrite(agent_id, low, commits[0] - 1)  # (pruned)
         touched: list[int] = []
         for i, first in enumerate(commits):
             end = commits[i + 1] - 1 if i + 1 < len(commits) else head

@@ -44,6 +44,7 @@ from .sqlite_files import read_only_uri
 from .sqlite_import import Counts, import_image
 from .sqlite_pages import PageSnapshot, open_snapshot
 from .sqlite_reads import blob
+from .sqlite_rewrite_base import check_snapshots_stored
 
 __all__ = ["SQLiteAdmin"]
 
@@ -94,6 +95,7 @@ class SQLiteAdmin(SQLitePart):
                     "UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?",
                     (request.head_tag, agent_id),
                 )
+        check_snapshots_stored(conn, [request])  # (raising: the transaction rolls back)
         if request.events:
             sql = "UPDATE sk_events SET payload = ?, checksum = ? WHERE agent_id = ? AND seq = ?"
             if len(request.events) == 1:
@@ -175,6 +177,7 @@ class SQLiteAdmin(SQLitePart):
                 events.append((e.payload, e.checksum, agent_id, e.seq))
             for s in r.snapshots:
                 snaps.append((agent_id, s.seq, s.timestamp, s.payload, s.checksum))
+        check_snapshots_stored(conn, [r for r, ok in zip(requests, done, strict=True) if ok])
         if tags:
             conn.executemany("UPDATE sk_agents SET head_tag = ? WHERE agent_id = ?", tags)
         if events:

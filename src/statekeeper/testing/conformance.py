@@ -22,8 +22,8 @@ A backend never interprets payloads, so the records here are arbitrary bytes.
 The tests are grouped by part of the contract: this module holds the core (append,
 idempotency, batches, reads, snapshots, listing); :mod:`._contract` the hooks, fixtures
 and record builders; :mod:`.lifecycle`, :mod:`.leases`, :mod:`.head_tags`,
-:mod:`.capabilities`, :mod:`.prune_at`, :mod:`.absence`, :mod:`.from_base_guard` and
-:mod:`.feed` the rest.
+:mod:`.capabilities`, :mod:`.prune_at`, :mod:`.snapshot_base`, :mod:`.absence`,
+:mod:`.from_base_guard` and :mod:`.feed` the rest.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from .key_rename import KeyRenameConformance
 from .leases import LeaseConformance
 from .lifecycle import LifecycleConformance
 from .prune_at import PruneAtConformance
+from .snapshot_base import SnapshotBaseConformance
 
 __all__ = [
     "BackendConformance",
@@ -78,6 +79,7 @@ class BackendConformance(
     PruneAtConformance,
     AbsenceConformance,
     FromBaseGuardConformance,
+    SnapshotBaseConformance,
 ):
     """The shared contract of :class:`statekeeper.backends.base.Backend`.
 

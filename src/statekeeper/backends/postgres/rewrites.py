@@ -17,8 +17,9 @@ compare-and-set head (key rotation, schema migrations). A mixin of
   (measured in docs/benchmarks.md, issue 14).
 
 A request naming an event not stored (below the stream's pruned base) raises
-:func:`~..base.unstored_rewrite`'s ConfigurationError, nothing of it written (``rw_many``
-leaves such a request out; the requests of its page applied stay).
+:func:`~..base.unstored_rewrite`'s ConfigurationError, one carrying a snapshot below the
+base (:mod:`..pruned_snapshots`) its own, nothing of it written (``rw_many`` leaves such
+a request out; the requests of its page applied stay).
 
 Under row-level security (:mod:`.row_security`) the head row of an agent the role may
 not write is filtered out of ``FOR UPDATE``, not refused: a rewrite of it found "no
@@ -35,6 +36,7 @@ from typing import Any
 from ...errors import ConflictError
 from ...records import RewriteRequest
 from ..base import unstored_rewrite, validate_rewrite
+from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .deletes import refusal, row_security_binds
 from .part import PostgresPart
 
@@ -100,6 +102,10 @@ class Rewrites(PostgresPart):
                 # (the events run gap-free up to the head: the lowest seq named is missing)
                 base = await _base(self, conn, agent_id, head)
                 raise unstored_rewrite(agent_id, min(e.seq for e in events), base)
+        if any(snap.seq < head for snap in request.snapshots):  # (the base is below the head)
+            base = await _base(self, conn, agent_id, head)
+            if (low := lowest_pruned_snapshot(request, base)) is not None:
+                raise pruned_snapshot_rewrite(agent_id, low, base)  # (rolls back)
         for snap in request.snapshots:
             params = (agent_id, snap.seq, snap.timestamp, snap.payload, snap.checksum)
             await conn.execute(self._sql["rw_snap"], params)
@@ -158,7 +164,7 @@ async def _check_unstored(
     head is the expected one: nothing of it was written, but it is not a moved head
     (False would tell a migration to read the agent again, and it would fail the same
     way)."""
-    named = [r for i, r in enumerate(requests, 1) if i not in applied and r.events]
+    named = [r for i, r in enumerate(requests, 1) if i not in applied and (r.events or r.snapshots)]
     if not named:
         return
     async with backend._connection() as conn:
@@ -171,9 +177,11 @@ async def _check_unstored(
             if tag != request.expected_tag:
                 continue
             base = await _base(backend, conn, request.agent_id, request.expected_seq)
-            low = min(e.seq for e in request.events)
+            low = min((e.seq for e in request.events), default=base + 1)
             if low <= base:
                 raise unstored_rewrite(request.agent_id, low, base)
+            if (snap := lowest_pruned_snapshot(request, base)) is not None:
+                raise pruned_snapshot_rewrite(request.agent_id, snap, base)
 
 
 async def _base(backend: PostgresPart, conn: Any, agent_id: str, head: int) -> int:

@@ -107,7 +107,6 @@ from ..base import (
     check_fence,
     check_prune,
     prefix_end,
-    unstored_rewrite,
     validate_batch,
     validate_from_base,
     validate_from_base_guard,
@@ -118,6 +117,7 @@ from ..base import (
     validate_ttl,
 )
 from ..framing import pack_snapshot, unpack_snapshot
+from ..pruned_snapshots import unstored_record
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import read_script
@@ -1353,8 +1353,8 @@ class RedisBackend(Backend):
             check_fence(agent_id, (lease.holder, lease.token), current)  # raises LeaseLost
             raise BackendError(f"redis refused the lease release of {agent_id!r}")
         head = int(reply[2])
-        if status == 10:  # (a rewrite naming a pruned event)
-            raise unstored_rewrite(agent_id, int(reply[3]), int(reply[4]))
+        if status == 10:  # (a rewrite naming a pruned event or snapshot)
+            raise unstored_record(agent_id, *reply[3:6])
         if status == 5:
             snap = change.snapshot
             expected = (
@@ -1541,7 +1541,7 @@ class RedisBackend(Backend):
 
         reply = await self._retrying("rewrite", op)
         if int(reply[0]) == 3:
-            raise unstored_rewrite(request.agent_id, int(reply[2]), int(reply[3]))
+            raise unstored_record(request.agent_id, *reply[2:5])
         if int(reply[0]) != 0:
             raise ConflictError(request.agent_id, request.expected_seq, int(reply[1]))
 

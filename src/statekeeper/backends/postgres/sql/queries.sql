@@ -84,7 +84,8 @@ SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY ag
 -- (locked) checked to be still the one expected (or, on a retry, already carries the
 -- request's new tag), then the events, snapshots and head tags of the fresh ones
 -- replaced. Answers the 1-based positions of the requests applied. A request naming
--- an event below the agent's first stored one (pruned) is not applied (the caller
+-- an event below the agent's first stored one (pruned), or a snapshot below the seq
+-- before it (the stream's base: a prune removed it), is not applied (the caller
 -- raises: Rewrites.rewrite_many).
 WITH r AS (
   SELECT * FROM unnest(%(agents)s::text[], %(seqs)s::bigint[], %(tags)s::bytea[], %(new_tags)s::bytea[])
@@ -92,14 +93,21 @@ WITH r AS (
 ), lo AS (
   SELECT v.idx, min(v.seq) AS seq
   FROM unnest(%(ev_idx)s::bigint[], %(ev_seq)s::bigint[]) AS v(idx, seq) GROUP BY v.idx
+), slo AS (
+  SELECT v.idx, min(v.seq) AS seq
+  FROM unnest(%(sn_idx)s::bigint[], %(sn_seq)s::bigint[]) AS v(idx, seq) GROUP BY v.idx
 ), hit AS (
   SELECT r.idx, a.agent_id, r.new_tag, a.head_tag IS NOT DISTINCT FROM r.tag AS fresh
   FROM {s}.sk_agents a JOIN r ON a.agent_id = r.agent_id LEFT JOIN lo ON lo.idx = r.idx
+    LEFT JOIN slo ON slo.idx = r.idx
+    CROSS JOIN LATERAL (
+      SELECT coalesce(min(e.seq), r.seq + 1) AS first FROM {s}.sk_events e
+      WHERE e.agent_id = a.agent_id) f
   WHERE a.head_seq = r.seq
     AND (a.head_tag IS NOT DISTINCT FROM r.tag
          OR (%(retry)s AND r.new_tag IS NOT NULL AND a.head_tag = r.new_tag))
-    AND (lo.seq IS NULL OR lo.seq >= coalesce(
-      (SELECT min(e.seq) FROM {s}.sk_events e WHERE e.agent_id = a.agent_id), r.seq + 1))
+    AND (lo.seq IS NULL OR lo.seq >= f.first)
+    AND (slo.seq IS NULL OR slo.seq + 1 >= f.first)
   ORDER BY a.agent_id FOR UPDATE OF a
 ), ev AS (
   UPDATE {s}.sk_events e SET payload = v.payload, checksum = v.checksum

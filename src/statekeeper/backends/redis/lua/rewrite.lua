@@ -1,6 +1,7 @@
 -- KEYS: hash, snapshot zset, index. ARGV: default ttl ms, agent, then
 -- rewrite_write.lua's fields. Reply: {0, head} done | {2, head} conflict | {3, head,
--- seq, base} an event named is not stored (pruned), nothing written (an agent the
+-- seq, base, 'e'|'s'} an event named is not stored (pruned) or a snapshot carried is
+-- below the base, nothing written (an agent the
 -- index lists without a head lost its data: presence.lua, an error reply).
 -- include: guard.lua
 -- include: common.lua
@@ -12,8 +13,8 @@ if not applies then
   if head == 0 then presence_check(KEYS[3], ARGV[2], ARGV[1]) end
   return {2, head}
 end
-local low, base = rewrite_unstored(h, ARGV, 3)
-if low then return {3, head, low, base} end
+local low, base, what = rewrite_unstored(h, ARGV, 3)
+if low then return {3, head, low, base, what} end
 rewrite_write(h, sz, ARGV, 3)
 touch(h, sz, ttl_of(h, ARGV[1]))
 return {0, head}

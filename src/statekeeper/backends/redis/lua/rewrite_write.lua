@@ -8,9 +8,10 @@ local function rewrite_applies(h, A, a0)
   local same_tag = (A[a0 + 1] == '0' and not cur[2]) or (A[a0 + 1] == '1' and cur[2] == A[a0 + 2])
   return head ~= 0 and head == tonumber(A[a0]) and same_tag, head
 end
--- rewrite_unstored(h, A, a0): the lowest event seq the rewrite names and the stream's
--- base (field 'b') when that event is not stored (pruned: the events run from the base
--- up to the head), else nil.
+-- rewrite_unstored(h, A, a0): the lowest event seq the rewrite names, the stream's
+-- base (field 'b') and 'e' when that event is not stored (pruned: the events run from
+-- the base up to the head); else the lowest snapshot seq it carries below the base,
+-- the base and 's' (a snapshot the prune removed: never written back); else nil.
 local function rewrite_unstored(h, A, a0)
   local low, at = nil, a0 + 7
   for _ = 1, tonumber(A[a0 + 5]) do
@@ -19,7 +20,14 @@ local function rewrite_unstored(h, A, a0)
     at = at + 3
   end
   local base = tonumber(redis.call('HGET', h, 'b') or '0')
-  if low and low <= base then return low, base end
+  if low and low <= base then return low, base, 'e' end
+  local snap = nil
+  for _ = 1, tonumber(A[a0 + 6]) do
+    local seq = tonumber(A[at])
+    if seq < base and (not snap or seq < snap) then snap = seq end
+    at = at + 2
+  end
+  if snap then return snap, base, 's' end
   return nil
 end
 -- rewrite_write(h, sz, A, a0): the checked rewrite; returns the index after its fields.

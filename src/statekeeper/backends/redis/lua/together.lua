@@ -15,8 +15,9 @@
 -- Reply: {0} all written | {4, change, head, has base, stored base} a prune refused | {5, change,
 -- head} a change's stream is not where it expects | {6, append, append.lua's refusal
 -- (status, a, b, holder)}: a duplicate, a conflict or a stale fence | {7|8|9, change,
--- ...} a lease change refused (lease_write.lua) | {10, change, head, seq, base} a
--- rewrite names an event not stored (pruned). Nothing is written unless the reply
+-- ...} a lease change refused (lease_write.lua) | {10, change, head, seq, base, 'e'|'s'}
+-- a rewrite names an event not stored (pruned) or carries a snapshot below the base
+-- (rewrite_write.lua's rewrite_unstored). Nothing is written unless the reply
 -- is {0}.
 -- include: guard.lua
 -- include: common.lua
@@ -71,8 +72,8 @@ for j, c in ipairs(changes) do
       if head == 0 then presence_check(c.idx, c.agent, c.own_ttl) end
       return {5, j, head}
     end
-    local low, base = rewrite_unstored(c.h, ARGV, c.rewrite)
-    if low then return {10, j, head, low, base} end
+    local low, base, what = rewrite_unstored(c.h, ARGV, c.rewrite)
+    if low then return {10, j, head, low, base, what} end
   end
   local head = tonumber(redis.call('HGET', c.h, 'h') or '0')
   if c.absent and head ~= 0 then return {5, j, head} end

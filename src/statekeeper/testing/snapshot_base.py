@@ -1,0 +1,74 @@
+"""The backend contract, part: a rewrite's snapshots below the stream's pruned base.
+Run through :class:`~statekeeper.testing.BackendConformance`."""
+
+from __future__ import annotations
+
+import pytest
+
+from statekeeper.backends.base import Backend, Capability
+from statekeeper.errors import ConfigurationError
+from statekeeper.records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
+
+from ._contract import Contract, _needs, request, tagged
+
+__all__ = ["SnapshotBaseConformance"]
+
+
+class SnapshotBaseConformance(Contract):
+    """Conformance tests: a rewrite never writes back a snapshot a prune removed."""
+
+    async def test_rewrite_of_a_snapshot_below_the_base_is_refused(self, backend: Backend) -> None:
+        """A rewrite carrying a snapshot at a seq below the stream's pruned base (a key
+        rotation, a migration or a redaction planned before a retention prune) raises
+        ConfigurationError naming the agent and the seq and writes none of it: the
+        snapshot the prune removed (maybe personal data retention removed) is never
+        stored again. The snapshot AT the base is kept by the prune and rewrites like
+        any stored one. The same in a page (``rewrite_many``) and in
+        ``append_together``."""
+        _needs(backend, Capability.REWRITE)
+        _needs(backend, Capability.PRUNE)
+        await backend.append(request("a", 0, 2, snap_at=2))
+        await backend.append(request("a", 2, 1, snap_at=3))
+        await backend.append(tagged(request("a", 3, 2), b"t5"))
+        await backend.prune("a", 3)  # (drops the snapshot at 2, keeps the one at 3)
+        stored, base = await backend.read("a"), await backend.latest_snapshot("a", 3)
+        assert base is not None and base.seq == 3
+        assert await backend.latest_snapshot("a", 2) is None
+        kept = RawEvent(4, "patch", 4.0, b"changed-4", b"sum-4'")
+        gone = RawSnapshot(2, 2.0, b"state@2 back", b"ck2'")
+        at_base = RawSnapshot(3, 3.0, b"state@3 new", b"ck3'")
+        for events, snaps in (((kept,), (gone,)), ((kept,), (at_base, gone)), ((), (gone,))):
+            bad = RewriteRequest("a", 5, b"t5", events, snaps, head_tag=b"t5'")
+            with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+                await backend.rewrite(bad)
+            with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+                await backend.rewrite_many([bad])
+            if backend.appends_together and backend.changes_leases_and_rewrites:
+                with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+                    await backend.append_together(
+                        [request("b", 0)], [StreamChange("a", rewrite=bad)]
+                    )
+                assert await backend.head("b") == 0
+            assert await backend.read("a") == stored
+            assert await backend.latest_snapshot("a", 2) is None
+            assert await backend.latest_snapshot("a", 3) == base
+            assert await backend.head_tag("a") == (5, b"t5")
+        # in a page with another agent's request (which the engine may apply or not)
+        await backend.append(request("c", 0))
+        other = RewriteRequest("c", 1, None, (RawEvent(1, "patch", 1.0, b"c1 v2", b"s"),))
+        bad = RewriteRequest("a", 5, b"t5", (kept,), (gone,), head_tag=b"t5'")
+        with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+            await backend.rewrite_many([other, bad])
+        assert await backend.read("a") == stored
+        assert await backend.latest_snapshot("a", 2) is None
+        # the base's snapshot and the stored events still rewrite, a new snapshot too
+        new_head = RawSnapshot(5, 5.0, b"state@5", b"ck5")
+        good = RewriteRequest("a", 5, b"t5", (kept,), (at_base, new_head), head_tag=b"t5'")
+        await backend.rewrite(good)
+        assert (await backend.read("a"))[0] == kept
+        assert await backend.latest_snapshot("a", 3) == at_base
+        assert await backend.latest_snapshot("a") == new_head
+        assert await backend.latest_snapshot("a", 2) is None
+        again = RewriteRequest("a", 5, b"t5'", (), (at_base,), head_tag=b"t5''")
+        assert await backend.rewrite_many([again]) == [True]
+        assert await backend.head_tag("a") == (5, b"t5''")
