@@ -156,6 +156,7 @@ from .base import (
 )
 from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url, scrub
+from .s3_claims import FINISHED, WRITTEN_BY, claim_age, tip_under_claim
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -1044,6 +1045,9 @@ class S3Backend(Backend):
             under = self._head_meta(below)
             if under is not None and under.get(_INC) != meta.get(_INC):
                 return layout, {**under, _STRAY: "1"}
+        if meta.get(_REWRITING) and len(layout.commits) > 1:  # (its head tag: see there)
+            below = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-2][0])
+            return layout, tip_under_claim(meta, meta.get(_WRITE), self._head_meta(below))
         return layout, meta
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
@@ -1148,7 +1152,8 @@ class S3Backend(Backend):
             won = self._put_new(commit_key, body, metadata)
             # (a rewrite's claim older than the bound: its process died; broken, as the
             # rewrite, if it still runs, finds before its next write)
-            if not won and self._break_stale_claim(commit_key):
+            finished = meta.get(FINISHED) if meta is not None else None
+            if not won and self._break_stale_claim(commit_key, finished):
                 won = self._put_new(commit_key, body, metadata)
         if not won:  # another writer's commit (equal bytes too: ours bears our token)
             stored = self._head_meta(commit_key)
@@ -1512,19 +1517,18 @@ class S3Backend(Backend):
             agent_id = request.agent_id
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
 
-    def _break_stale_claim(self, key: str) -> bool:
+    def _break_stale_claim(self, key: str, finished: str | None = None) -> bool:
         """A rewrite's claim at ``key`` older than :attr:`rewrite_claim_timeout` (or
         undated) is taken for a dead process's and deleted (``If-Match`` on the claim as
-        read: a take-over since is kept). True if it was deleted."""
+        read: a take-over since is kept); so is one still bearing the token ``finished``
+        (its rewrite wrote its newest commit, its last write: see
+        :func:`~.s3_claims.tip_under_claim`). True if it was deleted."""
         found = self._object(self._s3.head_object, key)
         meta = dict(found.get("Metadata", {})) if found is not None else {}
         if found is None or not meta.get(_REWRITING):
             return False
-        try:
-            at = float(meta.get("at", "0"))
-        except ValueError:
-            at = 0.0
-        if self._clock() - at <= self.rewrite_claim_timeout:
+        done = finished is not None and meta.get(_WRITE) == finished
+        if not done and claim_age(meta, self._clock()) <= self.rewrite_claim_timeout:
             return False
         try:
             self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
@@ -1605,6 +1609,8 @@ class S3Backend(Backend):
             metadata = dict(obj.get("Metadata", {}))
             if first == last and request.head_tag is not None:
                 metadata["headtag"] = request.head_tag.hex()
+            if first == last:  # (its last write: the claim over it is a finished one's)
+                metadata[WRITTEN_BY] = held[1]
             metadata[_WRITE] = token = _token()
             try:
                 self._s3.put_object(
@@ -1823,7 +1829,7 @@ class S3Backend(Backend):
         layout, meta = self._tip_layout(agent_id)
         if meta is not None and meta.get(_REWRITING):  # a dead rewrite's, when stale
             claim = self._agent_root(agent_id) + "e/" + self._seq_name(int(meta["last"]) + 1)
-            if self._break_stale_claim(claim):
+            if self._break_stale_claim(claim, meta.get(FINISHED)):
                 layout, meta = self._tip_layout(agent_id)
         current = int(meta["last"]) if meta is not None else 0
         held = ""  # the commit holding the head record this delete names
