@@ -156,7 +156,7 @@ from .base import (
 )
 from .framing import pack_snapshot, unpack_snapshot
 from .redact import mask_url, scrub
-from .s3_claims import FINISHED, WRITTEN_BY, claim_age, tip_under_claim
+from .s3_claims import FINISHED, WRITTEN_BY, TakenBy, claim_age, tip_under_claim
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -488,6 +488,8 @@ class S3Backend(Backend):
         self.rewrite_claim_timeout = _seconds(rewrite_claim_timeout, "rewrite_claim_timeout")
         #: the wall clock a rewrite's claim is dated by (tests set another)
         self._clock: Callable[[], float] = time.time
+        #: the claims that took over a rewrite of this backend (not taken back: see there)
+        self._taken_by = TakenBy()
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -1469,6 +1471,9 @@ class S3Backend(Backend):
         # (the body bears the token: two writes of a claim never share an ETag)
         if meta.get(_REWRITING):  # another rewrite's (running, or its process died)
             key = root + self._seq_name(layout.commits[-1][0])
+            age = claim_age(meta, self._clock())
+            if self._taken_by.respected(key, meta.get(_WRITE), age, self.rewrite_claim_timeout):
+                raise ConflictError(agent_id, request.expected_seq, head)  # (it took ours)
             won = self._take_over(key, meta, claim)
         else:
             with _commit_lock(self.endpoint_url or "", self.bucket, key):
@@ -1514,6 +1519,8 @@ class S3Backend(Backend):
         it over, an append broke it as stale, a delete erased it)."""
         found = self._head_meta(held[0])
         if found is None or found.get(_WRITE) != held[1]:
+            if found is not None and found.get(_REWRITING):  # (taken over: not taken back)
+                self._taken_by.note(held[0], found.get(_WRITE))
             agent_id = request.agent_id
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
 
