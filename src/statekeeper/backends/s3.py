@@ -53,7 +53,8 @@ lexicographic key order equal to the ids' code point order)::
   taken over fails at its next write. A process killed during a rewrite leaves the
   claim: the next rewrite (a rekey run again) takes it over and rewrites over the
   half-done one, and an append or ``delete_agent_at`` meeting a claim older than
-  ``rewrite_claim_timeout`` deletes it (``If-Match``) and proceeds.
+  ``rewrite_claim_timeout`` deletes it (``If-Match``) and proceeds. A claim's head tag
+  is read from the commit under it (see :mod:`.s3_claims`: finished claims, takers').
 * Every overwrite of a commit (a rewrite, a prune's copy made again) ends its body with
   a record of its own (seq 0, which reads skip): its ETag changes even when only the
   metadata does (the head tag), so an ``If-Match`` on the ETag read catches it.
@@ -488,8 +489,7 @@ class S3Backend(Backend):
         self.rewrite_claim_timeout = _seconds(rewrite_claim_timeout, "rewrite_claim_timeout")
         #: the wall clock a rewrite's claim is dated by (tests set another)
         self._clock: Callable[[], float] = time.time
-        #: the claims that took over a rewrite of this backend (not taken back: see there)
-        self._taken_by = TakenBy()
+        self._taken_by = TakenBy()  # (the claims that took over ours: not taken back)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -1049,7 +1049,7 @@ class S3Backend(Backend):
                 return layout, {**under, _STRAY: "1"}
         if meta.get(_REWRITING) and len(layout.commits) > 1:  # (its head tag: see there)
             below = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-2][0])
-            return layout, tip_under_claim(meta, meta.get(_WRITE), self._head_meta(below))
+            return layout, tip_under_claim(meta, self._head_meta(below))
         return layout, meta
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
@@ -1154,8 +1154,7 @@ class S3Backend(Backend):
             won = self._put_new(commit_key, body, metadata)
             # (a rewrite's claim older than the bound: its process died; broken, as the
             # rewrite, if it still runs, finds before its next write)
-            finished = meta.get(FINISHED) if meta is not None else None
-            if not won and self._break_stale_claim(commit_key, finished):
+            if not won and self._break_stale_claim(commit_key, (meta or {}).get(FINISHED)):
                 won = self._put_new(commit_key, body, metadata)
         if not won:  # another writer's commit (equal bytes too: ours bears our token)
             stored = self._head_meta(commit_key)
@@ -1471,8 +1470,7 @@ class S3Backend(Backend):
         # (the body bears the token: two writes of a claim never share an ETag)
         if meta.get(_REWRITING):  # another rewrite's (running, or its process died)
             key = root + self._seq_name(layout.commits[-1][0])
-            age = claim_age(meta, self._clock())
-            if self._taken_by.respected(key, meta.get(_WRITE), age, self.rewrite_claim_timeout):
+            if self._taken_by.respected(key, meta, self._clock(), self.rewrite_claim_timeout):
                 raise ConflictError(agent_id, request.expected_seq, head)  # (it took ours)
             won = self._take_over(key, meta, claim)
         else:
@@ -1519,17 +1517,15 @@ class S3Backend(Backend):
         it over, an append broke it as stale, a delete erased it)."""
         found = self._head_meta(held[0])
         if found is None or found.get(_WRITE) != held[1]:
-            if found is not None and found.get(_REWRITING):  # (taken over: not taken back)
-                self._taken_by.note(held[0], found.get(_WRITE))
+            self._taken_by.note(held[0], found)  # (taken over: not taken back)
             agent_id = request.agent_id
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
 
     def _break_stale_claim(self, key: str, finished: str | None = None) -> bool:
         """A rewrite's claim at ``key`` older than :attr:`rewrite_claim_timeout` (or
         undated) is taken for a dead process's and deleted (``If-Match`` on the claim as
-        read: a take-over since is kept); so is one still bearing the token ``finished``
-        (its rewrite wrote its newest commit, its last write: see
-        :func:`~.s3_claims.tip_under_claim`). True if it was deleted."""
+        read: a take-over since is kept), and one still bearing the token ``finished``
+        (see :mod:`.s3_claims`). True if it was deleted."""
         found = self._object(self._s3.head_object, key)
         meta = dict(found.get("Metadata", {})) if found is not None else {}
         if found is None or not meta.get(_REWRITING):
@@ -1616,8 +1612,7 @@ class S3Backend(Backend):
             metadata = dict(obj.get("Metadata", {}))
             if first == last and request.head_tag is not None:
                 metadata["headtag"] = request.head_tag.hex()
-            if first == last:  # (its last write: the claim over it is a finished one's)
-                metadata[WRITTEN_BY] = held[1]
+            metadata[WRITTEN_BY] = held[1]  # (its newest: a finished rewrite's, see there)
             metadata[_WRITE] = token = _token()
             try:
                 self._s3.put_object(

@@ -11,7 +11,7 @@ commit's metadata when it is made (head, head tag, key). Two things here:
   store's load and verify raised ``IntegrityError``. The rewrite also names its claim
   (:data:`WRITTEN_BY`) on that commit: a claim over it is a finished rewrite's, which
   an append deletes at once instead of conflicting until the claim is old (a rekey
-  run again, finding nothing left to do, no longer takes it over and deletes it).
+  run again finds nothing left to do: it takes no claim over, which would delete it).
 * :class:`TakenBy`: the claims that took over one of this backend's rewrites. Any
   rewrite takes over a claim it finds (a claim cannot tell a running rewrite from a
   dead process's, and a rekey run again must finish a killed one); but a rewrite that
@@ -30,31 +30,30 @@ from collections import OrderedDict
 
 #: how many claims that took over one of ours a backend remembers (oldest forgotten)
 _REMEMBERED = 1024
+#: the S3 backend's metadata names: an object's write token, a rewrite's claim mark
+_TOKEN, _REWRITING = "w", "rw"
 
-
-#: the metadata a rewrite sets on the newest commit it writes (its last write): its
-#: claim's token. A claim bearing that token lies over a finished rewrite: only its
-#: deletion was left (its process died, or is about to delete it)
+#: the metadata a rewrite sets on each commit it writes: its claim's token. The newest
+#: commit is its last write: a claim bearing the token the commit under it names lies
+#: over a finished rewrite, only its deletion left (its process died, or is about to)
 WRITTEN_BY = "rwby"
 #: set (by the reader, never stored) on the metadata of a rewrite's claim whose rewrite
 #: wrote its newest commit: the claim's token (an append deletes such a claim at once)
 FINISHED = "rwdone"
 
 
-def tip_under_claim(
-    claim: dict[str, str], token: str | None, under: dict[str, str] | None
-) -> dict[str, str]:
+def tip_under_claim(claim: dict[str, str], under: dict[str, str] | None) -> dict[str, str]:
     """The metadata a reader takes for the newest commit when it is a rewrite's
-    ``claim`` (bearing the write token ``token``): the claim's, with the head tag of
-    ``under`` (the commit holding the head, read after the claim), which the rewrite
-    writes last, and :data:`FINISHED` when ``under`` was written by that rewrite.
-    ``under`` gone or not ending at the claim's head (a prune racing the read): the
-    claim's own."""
+    ``claim``: the claim's, with the head tag of ``under`` (the commit holding the
+    head, read after the claim), which the rewrite writes last, and :data:`FINISHED`
+    when ``under`` was written by that claim's rewrite. ``under`` gone or not ending at
+    the claim's head (a prune racing the read): the claim's own."""
     if under is None or under.get("last") != claim.get("last"):
         return claim
     out = {k: v for k, v in claim.items() if k != "headtag"}
     if "headtag" in under:
         out["headtag"] = under["headtag"]
+    token = claim.get(_TOKEN)
     if token and under.get(WRITTEN_BY) == token:
         out[FINISHED] = token
     return out
@@ -67,8 +66,10 @@ class TakenBy:
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def note(self, key: str, token: str | None) -> None:
-        """The claim at ``key`` now bears ``token``: another rewrite's, which took ours."""
+    def note(self, key: str, found: dict[str, str] | None) -> None:
+        """The object at ``key`` (our rewrite's claim) is now ``found``: when it is
+        another rewrite's claim, that one took ours."""
+        token = found.get(_TOKEN) if found is not None and found.get(_REWRITING) else None
         if not token:
             return
         with self._lock:
@@ -76,14 +77,14 @@ class TakenBy:
             while len(self._seen) > _REMEMBERED:
                 self._seen.popitem(last=False)
 
-    def respected(self, key: str, token: str | None, age: float, bound: float) -> bool:
-        """Whether the claim at ``key`` bearing ``token`` (``age`` seconds old) is one
-        that took over a rewrite of ours and is not older than ``bound``: not to be
-        taken over."""
-        if not token:
+    def respected(self, key: str, claim: dict[str, str], now: float, bound: float) -> bool:
+        """Whether the rewrite's ``claim`` at ``key`` is one that took over a rewrite of
+        ours and is not older than ``bound`` at ``now``: not to be taken over."""
+        token = claim.get(_TOKEN)
+        if not token or claim_age(claim, now) > bound:
             return False
         with self._lock:
-            return (key, token) in self._seen and age <= bound
+            return (key, token) in self._seen
 
 
 def claim_age(claim: dict[str, str], now: float) -> float:
