@@ -53,7 +53,8 @@ lexicographic key order equal to the ids' code point order)::
   taken over fails at its next write. A process killed during a rewrite leaves the
   claim: the next rewrite (a rekey run again) takes it over and rewrites over the
   half-done one, and an append or ``delete_agent_at`` meeting a claim older than
-  ``rewrite_claim_timeout`` deletes it (``If-Match``) and proceeds.
+  ``rewrite_claim_timeout`` deletes it (``If-Match``) and proceeds. A claim's head tag
+  is read from the commit under it (see :mod:`.s3_claims`: finished claims, takers').
 * Every overwrite of a commit (a rewrite, a prune's copy made again) ends its body with
   a record of its own (seq 0, which reads skip): its ETag changes even when only the
   metadata does (the head tag), so an ``If-Match`` on the ETag read catches it.
@@ -157,6 +158,7 @@ from .base import (
 from .framing import pack_snapshot, unpack_snapshot
 from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .redact import mask_url, scrub
+from .s3_claims import FINISHED, WRITTEN_BY, TakenBy, claim_age, tip_under_claim
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -488,6 +490,7 @@ class S3Backend(Backend):
         self.rewrite_claim_timeout = _seconds(rewrite_claim_timeout, "rewrite_claim_timeout")
         #: the wall clock a rewrite's claim is dated by (tests set another)
         self._clock: Callable[[], float] = time.time
+        self._taken_by = TakenBy()  # (the claims that took over ours: not taken back)
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url
@@ -1045,6 +1048,9 @@ class S3Backend(Backend):
             under = self._head_meta(below)
             if under is not None and under.get(_INC) != meta.get(_INC):
                 return layout, {**under, _STRAY: "1"}
+        if meta.get(_REWRITING) and len(layout.commits) > 1:  # (its head tag: see there)
+            below = self._agent_root(agent_id) + "e/" + self._seq_name(layout.commits[-2][0])
+            return layout, tip_under_claim(meta, self._head_meta(below))
         return layout, meta
 
     def _tip(self, agent_id: str) -> tuple[list[int], dict[str, str] | None]:
@@ -1149,7 +1155,7 @@ class S3Backend(Backend):
             won = self._put_new(commit_key, body, metadata)
             # (a rewrite's claim older than the bound: its process died; broken, as the
             # rewrite, if it still runs, finds before its next write)
-            if not won and self._break_stale_claim(commit_key):
+            if not won and self._break_stale_claim(commit_key, (meta or {}).get(FINISHED)):
                 won = self._put_new(commit_key, body, metadata)
         if not won:  # another writer's commit (equal bytes too: ours bears our token)
             stored = self._head_meta(commit_key)
@@ -1465,6 +1471,8 @@ class S3Backend(Backend):
         # (the body bears the token: two writes of a claim never share an ETag)
         if meta.get(_REWRITING):  # another rewrite's (running, or its process died)
             key = root + self._seq_name(layout.commits[-1][0])
+            if self._taken_by.respected(key, meta, self._clock(), self.rewrite_claim_timeout):
+                raise ConflictError(agent_id, request.expected_seq, head)  # (it took ours)
             won = self._take_over(key, meta, claim)
         else:
             with _commit_lock(self.endpoint_url or "", self.bucket, key):
@@ -1510,22 +1518,21 @@ class S3Backend(Backend):
         it over, an append broke it as stale, a delete erased it)."""
         found = self._head_meta(held[0])
         if found is None or found.get(_WRITE) != held[1]:
+            self._taken_by.note(held[0], found)  # (taken over: not taken back)
             agent_id = request.agent_id
             raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
 
-    def _break_stale_claim(self, key: str) -> bool:
+    def _break_stale_claim(self, key: str, finished: str | None = None) -> bool:
         """A rewrite's claim at ``key`` older than :attr:`rewrite_claim_timeout` (or
         undated) is taken for a dead process's and deleted (``If-Match`` on the claim as
-        read: a take-over since is kept). True if it was deleted."""
+        read: a take-over since is kept), and one still bearing the token ``finished``
+        (see :mod:`.s3_claims`). True if it was deleted."""
         found = self._object(self._s3.head_object, key)
         meta = dict(found.get("Metadata", {})) if found is not None else {}
         if found is None or not meta.get(_REWRITING):
             return False
-        try:
-            at = float(meta.get("at", "0"))
-        except ValueError:
-            at = 0.0
-        if self._clock() - at <= self.rewrite_claim_timeout:
+        done = finished is not None and meta.get(_WRITE) == finished
+        if not done and claim_age(meta, self._clock()) <= self.rewrite_claim_timeout:
             return False
         try:
             self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
@@ -1608,6 +1615,7 @@ class S3Backend(Backend):
             metadata = dict(obj.get("Metadata", {}))
             if first == last and request.head_tag is not None:
                 metadata["headtag"] = request.head_tag.hex()
+            metadata[WRITTEN_BY] = held[1]  # (its newest: a finished rewrite's, see there)
             metadata[_WRITE] = token = _token()
             try:
                 self._s3.put_object(
@@ -1826,7 +1834,7 @@ class S3Backend(Backend):
         layout, meta = self._tip_layout(agent_id)
         if meta is not None and meta.get(_REWRITING):  # a dead rewrite's, when stale
             claim = self._agent_root(agent_id) + "e/" + self._seq_name(int(meta["last"]) + 1)
-            if self._break_stale_claim(claim):
+            if self._break_stale_claim(claim, meta.get(FINISHED)):
                 layout, meta = self._tip_layout(agent_id)
         current = int(meta["last"]) if meta is not None else 0
         held = ""  # the commit holding the head record this delete names
