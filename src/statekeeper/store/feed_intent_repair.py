@@ -41,7 +41,7 @@ __all__ = ["FRESH", "SETTLING", "FeedIntent", "SettledIntent", "feed_intents", "
 FRESH = 3600.0
 
 #: the list :func:`settle_intents` fills as it settles each intent, when set: what one
-#: that then raised had written (a governed store audits it: store/governed.py)
+#: that then raised had written (a governed store audits it: store/governed_feed.py)
 SETTLING: ContextVar[list[SettledIntent] | None] = ContextVar("feed_intents_settling", default=None)
 
 #: why an intent of an agent still intact is kept, by where its owner is (owner_where)

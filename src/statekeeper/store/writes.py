@@ -301,7 +301,7 @@ class WritePipeline:
     @property
     def submitter(self) -> Callable[[AppendRequest], Awaitable[AppendResult]] | None:
         """When set, appends go through it instead of ``backend.append`` (a governed
-        store commits each write together with its audit entry: store/governed.py)."""
+        store commits each write together with its audit entry: store/governed_writes.py)."""
         return self._submitter
 
     @submitter.setter
@@ -1060,7 +1060,7 @@ class WritePipeline:
             # (conditional on the head a retention purge saw: store/conditional.py)
             # with its tombstone in the feed (one commit where the engine has one:
             # store/feed_deletes.py); a governed store's delete commits with its audit
-            # entry and its tombstone (store/governed.py)
+            # entry and its tombstone (store/governed_changes.py)
             erase = self._erase_governed if self.eraser else self._erase
             if self.witness is None:
                 return await erase(agent_id)
