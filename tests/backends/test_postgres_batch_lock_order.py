@@ -27,8 +27,6 @@ from statekeeper.testing import request
 
 from ._services import POSTGRES_DSN
 
-pytest.importorskip("psycopg")
-
 _TYPES = (
     "text", "bigint", "int", "text", "bigint", "float8", "bytea", "bytea", "bigint",
     "text", "float8", "bytea", "bytea", "bytea", "boolean", "bytea", "text", "bigint",
@@ -48,9 +46,7 @@ async def _blocked_by(watch: psycopg.AsyncConnection, waiter: int, holder: int) 
 
 
 @pytest.mark.parametrize("keyed", [False, True], ids=["no-keys", "keyed"])
-async def test_a_batch_and_a_rewrite_page_lock_heads_in_one_order(
-    schema: str, keyed: bool
-) -> None:
+async def test_a_batch_and_a_rewrite_page_lock_heads_in_one_order(schema: str, keyed: bool) -> None:
     backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
     try:
         await backend.open()
