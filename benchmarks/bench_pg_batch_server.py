@@ -9,6 +9,12 @@ backend spent a batch (``/proc/<pid>/stat``, user + system; the server must run 
 machine), after ``--warm`` batches not counted (the connection's start, PL/pgSQL
 compiled, the first custom plans).
 
+``--snapshots``: each append carries a snapshot at its event, so the batch is not
+set-based and runs ``sk_append`` per request (its fallback). ``--reset-settings``: the
+function settings of migration 15 (``plan_cache_mode``, ``enable_seqscan`` on
+``sk_append_batch``, which the ``sk_append`` it calls plans under too) removed from the
+store first (``ALTER FUNCTION ... RESET ALL``), to compare with them kept.
+
 Usage::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_pg_batch_server.py --others 0 100000
@@ -71,6 +77,13 @@ def run(dsn: str, others: int, args: argparse.Namespace) -> float:
                 (others,),
             )
         arrays = sql.SQL(", ").join(sql.SQL(f"%s::{t}[]") for t in TYPES)
+        if args.reset_settings:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("ALTER FUNCTION {s}.sk_append_batch({t}) RESET ALL").format(
+                        s=ident, t=sql.SQL(", ").join(sql.SQL(f"{t}[]") for t in TYPES)
+                    )
+                )
         call = sql.SQL("SELECT idx, status FROM {s}.sk_append_batch({a}) ORDER BY idx").format(
             s=ident, a=arrays
         )
@@ -81,9 +94,12 @@ def run(dsn: str, others: int, args: argparse.Namespace) -> float:
                 if k == args.warm:
                     spent = -backend_cpu(pid)
                 head = k + 1
+                snap = args.snapshots
                 params = (
                     agents, [head] * m, [1] * m, [f"k{head}-{i}" for i in range(m)],
-                    [None] * m, [None] * m, [None] * m, [None] * m, [head + 1] * m,
+                    [head + 1 if snap else None] * m, [float(head) if snap else None] * m,
+                    [b"s" * 300 if snap else None] * m, [b"c" * 32 if snap else None] * m,
+                    [head + 1] * m,
                     ["w"] * m, [float(head)] * m, [os.urandom(300) for _ in range(m)],
                     [b"c" * 32] * m, [None] * m, [False] * m, [None] * m, [None] * m,
                     [None] * m,
@@ -111,11 +127,15 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--warm", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--snapshots", action="store_true", help="batches run sk_append each")
+    parser.add_argument("--reset-settings", action="store_true", help="without migration 15's")
     args = parser.parse_args()
     for others in args.others:
         runs = [run(args.dsn, others, args) for _ in range(args.rounds)]
         print(
-            f"others {others:>7,}: server CPU a batch of {args.size}:"
+            f"others {others:>7,}: server CPU a batch of {args.size}"
+            f"{' with snapshots' if args.snapshots else ''}"
+            f"{', settings reset' if args.reset_settings else ''}:"
             f" {statistics.median(runs) * 1e6:,.0f} µs"
             f" ({min(runs) * 1e6:,.0f}–{max(runs) * 1e6:,.0f}), load {os.getloadavg()[0]:.1f}"
         )

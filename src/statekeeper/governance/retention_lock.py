@@ -21,11 +21,15 @@ whose lock another run took meanwhile stops before its next agent
 (:class:`~statekeeper.errors.LeaseLost`): before each agent, a lease due to expire
 within a third of its time (the renewal task is late) is renewed first.
 
-An engine without leases (``supports_leases`` False: the S3 archive tier) has no run
-lock, nor a tenant's database role under PostgreSQL row security (it may lease its own
-namespace's agents only): there runs are not serialized (each change is still checked
-against what its plan read, and one that lost a race is reported ``skipped``), and
-``RetentionReport.unlocked`` says why (the CLI in a warning line).
+Under PostgreSQL row security the server decides who takes a run lock
+(``sql/row_security_runlock.sql``): the role of an admin of the namespace swept and of
+every namespace below it takes that namespace's, the role of an admin of every
+namespace the whole store's. An engine without leases (``supports_leases`` False: the
+S3 archive tier) has no run lock, nor a run whose database role is refused it (a
+writer's, or row security enforced before run locks were): there runs are not
+serialized (each change is still checked against what its plan read, and one that lost
+a race is reported ``skipped``), and ``RetentionReport.unlocked`` says why (the CLI in a
+warning line).
 """
 
 from __future__ import annotations
@@ -168,8 +172,9 @@ def _now(backend: Backend) -> float:
 #: why a run holds no run lock (RetentionReport.unlocked)
 NO_LEASES = "the engine has no leases"
 ROLE_REFUSED = (
-    "the database role may not take the store's run lock (PostgreSQL row security: a"
-    " tenant's role leases its agents only)"
+    "the database role may not take the store's run lock (PostgreSQL row security: only"
+    " the roles of the namespace's admins do; row security enforced by an older"
+    " statekeeper: enforce the policy again)"
 )
 
 

@@ -47,7 +47,9 @@ def _scripts() -> str:
     from .schema import MIGRATIONS
 
     texts = [body for _, _, body in MIGRATIONS]
-    for name in ("partitioned.sql", "row_security.sql", "row_security_feed.sql"):
+    for name in (
+        "partitioned.sql", "row_security.sql", "row_security_feed.sql", "row_security_runlock.sql",
+    ):  # fmt: skip
         texts.append(read_script(_PACKAGE, f"sql/{name}"))
     return "\n".join(texts)
 

@@ -145,7 +145,9 @@ async def install_row_security(
     (the schema's owner); ``roles`` are given the table privileges the store needs.
     The change feed (``sql/row_security_feed.sql``): its events are ``sk_events`` rows
     (covered by the grants); only ``trimmers`` (the roles of principals that are admin
-    of every namespace) may trim it, i.e. change its floor."""
+    of every namespace) may trim it, i.e. change its floor. The store's run locks
+    (``sql/row_security_runlock.sql``): a namespace's by the roles admin of it and all
+    below it, the whole store's by those admin of every namespace."""
     import psycopg
     from psycopg import sql
 
@@ -174,6 +176,10 @@ async def install_row_security(
         for table in TABLES:
             await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))
         await conn.execute(sql.SQL(blocks["audit_head"]).format(s=s))
+        runlock = named_blocks(
+            read_script("statekeeper.backends.postgres", "sql/row_security_runlock.sql")
+        )
+        await conn.execute(sql.SQL(runlock["setup"]).format(s=s))
         await conn.execute(sql.SQL("DELETE FROM {s}.sk_grants").format(s=s))
         async with conn.cursor() as cur:
             await cur.executemany(

@@ -74,6 +74,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "set-based batches keep one generic plan a connection",
         read_script(PACKAGE, "sql/batch_generic.sql"),
     ),
+    (
+        16,
+        "set-based batches lock their heads in agent order, as rewrite pages do",
+        read_script(PACKAGE, "sql/batch_lock_order.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

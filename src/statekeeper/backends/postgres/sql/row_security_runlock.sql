@@ -1,0 +1,52 @@
+-- Row-level security, the store's run locks (statekeeper.backends.postgres.row_security;
+-- statekeeper.governance.retention_lock). A retention run leases a reserved id of the
+-- store's own, chr(1) || 'sk-runlock/retention' for a run over the whole store and
+-- ... || '/' || namespace for a run in a namespace. sk_allowed reaches no id of
+-- statekeeper's own but the audit log, the holds and the feed's streams, so no role
+-- could take one: every run under row security went unlocked. These policies (on
+-- sk_leases, OR-ed with its sk_read / sk_insert / sk_update) let take the lock of
+-- a namespace the roles whose grants give admin on it and on every namespace below it
+-- (one pattern matching the namespace and a namespace two segments below it, whose
+-- segments no pattern names: a pattern ending in '**'), and the lock of the whole store
+-- the admins of every namespace (sk_log_admin); every role with an admin grant reads
+-- them all (a run checks that no run above or below its namespace holds one). No
+-- role deletes one.
+
+-- name: setup
+-- (operators and functions named in pg_catalog: see row_security.sql)
+CREATE OR REPLACE FUNCTION {s}.sk_run_lock(p_agent text, p_need integer) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT CASE
+        WHEN p_agent OPERATOR(pg_catalog.=) (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-runlock/retention')
+        THEN (p_need OPERATOR(pg_catalog.<=) 1 AND EXISTS (
+                  SELECT 1 FROM {s}.sk_grants g
+                   WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
+                     AND (g.perm OPERATOR(pg_catalog.=) 3)))
+             OR {s}.sk_log_admin()
+        WHEN pg_catalog."left"(p_agent, 22) OPERATOR(pg_catalog.=)
+             (pg_catalog.chr(1) OPERATOR(pg_catalog.||) 'sk-runlock/retention/')
+        THEN (p_need OPERATOR(pg_catalog.<=) 1 AND EXISTS (
+                  SELECT 1 FROM {s}.sk_grants g
+                   WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
+                     AND (g.perm OPERATOR(pg_catalog.=) 3)))
+             OR {s}.sk_log_admin()
+             OR EXISTS (
+                  SELECT 1 FROM {s}.sk_grants g
+                   WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
+                     AND (g.perm OPERATOR(pg_catalog.=) 3)
+                     AND (pg_catalog.substr(p_agent, 23) OPERATOR(pg_catalog.~) g.pattern)
+                     AND ((pg_catalog.substr(p_agent, 23) OPERATOR(pg_catalog.||) '/'
+                           OPERATOR(pg_catalog.||) pg_catalog.chr(2) OPERATOR(pg_catalog.||) '/'
+                           OPERATOR(pg_catalog.||) pg_catalog.chr(2))
+                          OPERATOR(pg_catalog.~) g.pattern))
+        ELSE false END
+$fn$;
+DROP POLICY IF EXISTS sk_run_lock_read ON {s}.sk_leases;
+DROP POLICY IF EXISTS sk_run_lock_take ON {s}.sk_leases;
+DROP POLICY IF EXISTS sk_run_lock_renew ON {s}.sk_leases;
+CREATE POLICY sk_run_lock_read ON {s}.sk_leases FOR SELECT
+    USING ({s}.sk_run_lock(agent_id, 1));
+CREATE POLICY sk_run_lock_take ON {s}.sk_leases FOR INSERT
+    WITH CHECK ({s}.sk_run_lock(agent_id, 2));
+CREATE POLICY sk_run_lock_renew ON {s}.sk_leases FOR UPDATE
+    USING ({s}.sk_run_lock(agent_id, 2)) WITH CHECK ({s}.sk_run_lock(agent_id, 2));
