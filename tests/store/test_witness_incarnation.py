@@ -165,3 +165,43 @@ async def test_a_damaged_incarnation_is_a_damaged_file(tmp_path: Path) -> None:
     async with StateStore(url) as store:
         with pytest.raises(IntegrityError, match="damaged"):
             await store.load("a")
+
+
+async def test_a_rewrite_elsewhere_then_saves_is_no_rollback(tmp_path: Path) -> None:
+    # the rewrite's marks carry no incarnation; the saves after it carry the stream's
+    # (unchanged by a rewrite): the reset the rewrite wrote is kept across them (r)
+    from statekeeper.schema.migrate import migrate
+
+    from ..schema.test_events import v2
+    from ..schema.test_migrated_head_event_names import _record
+
+    url, witness = f"sqlite:///{tmp_path / 'app.db'}", tmp_path / "w"
+    async with (
+        StateStore(url, witness=witness, cache_size=0, witness_interval=3600) as mine,
+        StateStore(url, witness=witness, witness_interval=3600) as theirs,
+    ):
+        await _record(mine, "note")
+        assert mine.witness is not None and theirs.witness is not None
+        await mine.witness.flush()  # (its mark of the old head, in the file)
+        assert (await migrate(theirs, v2, method="rewrite")).ok
+        await theirs.witness.flush()  # (the rewrite's mark in the file, then the save's)
+        await theirs.save("a-1", {"after": 1})
+        await theirs.witness.flush()
+        assert (await mine.load("a-1")).data == {"after": 1}  # no RollbackDetected
+
+
+async def test_a_reset_is_kept_across_a_mark_without_incarnation(tmp_path: Path) -> None:
+    # a rewrite's mark (or an older version's) carries no incarnation: the deletion
+    # before it still counts for the marks of the stream made after it
+    async with StateStore(f"sqlite:///{tmp_path}/s.db", witness_interval=3600) as store:
+        witness = store.witness
+        assert witness is not None
+        witness.deleted("x")
+        await witness.flush()
+        (deletion,) = _doc(Path(witness.path))["streams"]
+        witness.acked("x", 1, b"\1" * 32)  # (a rewrite's mark: no incarnation)
+        await witness.flush()
+        witness.acked("x", 2, b"\2" * 32, 5.0)
+        await witness.flush()
+        (entry,) = _doc(Path(witness.path))["streams"]
+    assert (entry["seq"], entry["c"], entry["r"]) == (2, 5.0, deletion["t"])

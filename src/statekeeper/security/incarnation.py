@@ -50,12 +50,14 @@ Dirty = tuple[int, bytes | None, float, float | None]
 def reset_kept(mark: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
     """``mark``, replacing the file's entry ``old`` of its agent, with the time of the
     stream's last reset (``"r"``): ``old``'s when it was a deletion, or the reset
-    ``old`` carried when it was of the same incarnation."""
+    ``old`` carried unless the two are of different incarnations (either one of none
+    known, a rewrite's mark or an older version's, keeps it: a reset only ever makes
+    the check more lenient)."""
     if old is None:
         return mark
     if int(old["seq"]) < 1:
         mark["r"] = float(old["t"])
-    elif "r" in old and "c" in mark and old.get("c") == mark["c"]:
+    elif "r" in old and (None in (old.get("c"), mark.get("c")) or old["c"] == mark["c"]):
         mark["r"] = float(old["r"])
     return mark
 
