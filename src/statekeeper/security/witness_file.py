@@ -14,7 +14,7 @@ from ..errors import ConfigurationError
 
 __all__ = [
     "VERSION",
-    "NewerFormat",
+    "OtherFormat",
     "canonical",
     "entries_of",
     "load_witness",
@@ -44,9 +44,9 @@ def load_witness(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-class NewerFormat(ValueError):
-    """A witness file of another format version than this one reads (a newer
-    statekeeper's, presumably): refused, never guessed at."""
+class OtherFormat(ValueError):
+    """A witness file of another format version than the one this version reads (a
+    newer statekeeper's, presumably): refused, never guessed at nor called damaged."""
 
 
 def _not_read(doc: Any) -> str:
@@ -63,19 +63,19 @@ def _not_read(doc: Any) -> str:
 
 def unreadable(exc: Exception) -> str:
     """What an automatic witness file that :func:`entries_of` refused is, in words."""
-    return str(exc) if isinstance(exc, NewerFormat) else f"it is damaged ({exc})"
+    return str(exc) if isinstance(exc, OtherFormat) else f"it is damaged ({exc})"
 
 
 def entries_of(doc: Any) -> dict[str, dict[str, Any]]:
     """The entries, by agent id, of the automatic witness file ``doc`` (parsed JSON).
-    Raises :class:`NewerFormat` for a file of another format version, ``ValueError``
+    Raises :class:`OtherFormat` for a file of another format version, ``ValueError``
     (``KeyError``, ``TypeError``) naming what is wrong for a damaged one. An entry's
     optional ``c`` and ``r`` (:mod:`.incarnation`) are numbers when present: a file
     written before they were has none, and is read as it was."""
     streams = doc.get("streams") if isinstance(doc, dict) else None
     version = doc.get("statekeeper_witness") if isinstance(doc, dict) else None
     if version != VERSION and isinstance(version, int) and not isinstance(version, bool):
-        raise NewerFormat(_not_read(doc))
+        raise OtherFormat(_not_read(doc))
     if version != VERSION or not isinstance(streams, list):
         raise ValueError(_not_read(doc))
     entries = {str(e["agent_id"]): e for e in streams}
