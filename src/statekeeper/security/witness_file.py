@@ -44,9 +44,10 @@ def load_witness(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-class OtherFormat(ValueError):
+class OtherFormat(ConfigurationError):
     """A witness file of another format version than the one this version reads (a
-    newer statekeeper's, presumably): refused, never guessed at nor called damaged."""
+    newer statekeeper's, presumably): refused, never guessed at nor called damaged.
+    Internal: the automatic witness reports it as the file being unusable."""
 
 
 def _not_read(doc: Any) -> str:
