@@ -96,12 +96,6 @@ async def test_a_mark_still_unwritten_is_checked_without_the_file(tmp_path: Path
             await store.load("a")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (docs/backends.md, Redis): the newer mark of a process sharing "
-    "the witness file replaces the lost record's; the file cannot tell it from a "
-    "delete and a new stream without reading the store",
-)
 async def test_a_lost_seq_written_again_by_a_process_sharing_the_witness_file(
     tmp_path: Path,
 ) -> None:

@@ -145,14 +145,6 @@ async def test_an_agent_lost_on_a_store_without_ttl_is_still_a_rollback(tmp_path
                 await app.load("a")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known residual window (security/expiry.py, docs/backends.md): on a ttl= store a"
-    " first record stamped by a writer whose clock is ahead, by less than the time since,"
-    " reads as a stream made again after the mark (expired): the stream gone back in time"
-    " is served with no error. Telling them apart needs the marked stream's first record"
-    " in the witness file (a format change), or the agent's own TTL (set_ttl) known here",
-)
 async def test_a_writer_clock_ahead_within_the_window_still_shows_the_rollback(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

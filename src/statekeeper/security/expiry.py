@@ -12,13 +12,18 @@ rollback too for every process reading the file meanwhile.
 On such a store, a mark whose agent is gone is taken as expired, and one whose
 agent's stream starts (seq 1) after the mark was made as a stream made again after
 it expired: neither is a rollback. A stream that starts before the mark (the same
-stream, gone back in time) still is. The cost: on a store that expires its agents, an
-agent wholly lost (a server restarted from an older copy that lacked it) reads as
-expired, as it does to a process without a witness. The comparison takes the
+stream, gone back in time) still is, and so is one whose first record is the marked
+stream's own (the mark's ``c``, :mod:`.incarnation`), whatever its time. The cost: on
+a store that expires its agents, an agent wholly lost (a server restarted from an
+older copy that lacked it) reads as expired, as it does to a process without a
+witness. The comparison takes the
 writers' clocks (record timestamps: :attr:`StateStore.clock`) to agree with this one's
 (the mark's time): a first record stamped later than now (a writer's clock ahead, or a
-``clock=`` of its own) proves nothing, and the stream is checked as a rollback; a
-writer's clock ahead by less than the time since is not told apart.
+``clock=`` of its own) proves nothing, and the stream is checked as a rollback. A
+writer's clock ahead by less than the time since was not told apart (the stream gone
+back served, no error): the mark's incarnation tells it now. A mark without one (a
+file written before, a process of an older version, a schema rewrite's mark) is still
+checked by the times only.
 
 On a store without a TTL, an agent given one of its own (Redis ``set_ttl``, as typed
 states with an expiry are) and gone is taken as expired when its backend says so
@@ -42,13 +47,19 @@ __all__ = ["expired_since"]
 
 
 async def expired_since(
-    store: StateStore, agent_id: str, marked_at: float, head: int, witness: HighWater | None = None
+    store: StateStore,
+    agent_id: str,
+    marked_at: float,
+    head: int,
+    witness: HighWater | None = None,
+    created: float | None = None,
 ) -> bool:
     """True when ``agent_id``'s mark, made at ``marked_at`` (seconds since the epoch),
     no longer holding (``head``: the stream's head now) is explained by the store's
     TTL: the agent expired (gone), or expired and was made again after the mark. An
     agent gone by a TTL of its own is noted deleted in ``witness`` (the index mark that
-    tells it goes when a listing takes the agent off the index)."""
+    tells it goes when a listing takes the agent off the index). ``created``: the time
+    of the marked stream's first record (the mark's ``c``), None when not known."""
     backend = store.backend
     if not backend.expires_agents:
         # (a store without a TTL: an agent given its own, set_ttl, gone, expired)
@@ -70,5 +81,7 @@ async def expired_since(
         return False
     if not first or first[0].seq != 1:
         return False
+    if created is not None and first[0].timestamp == created:
+        return False  # the marked stream's first record: the same stream, gone back
     # (stamped after now: the writer's clock is not this one's, its time proves nothing)
     return marked_at < first[0].timestamp <= time.time()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StatekeeperError
 from ..records import EventRow, RawEvent
+from .incarnation import same_stream
 from .witness_store import reidentified
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
         if problem is None:
             _held_at(witness, ident, record)
             return
+        lost = problem
         # another process may have deleted or rewritten it since: its mark is newer
         fresh = await asyncio.to_thread(witness._read)
         witness._known = fresh
@@ -85,7 +87,11 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
             if int(filed["seq"]) < 1:
                 return  # deleted since
             problem = await witness._check_mark(store, filed)
-            if problem is None:
+            if problem is None and same_stream(mark, filed):
+                # the newer mark is of the same stream, not reset since: it went back
+                # (the marked record lost) and was written again (incarnation.py)
+                problem = lost
+            elif problem is None:
                 _held_at(witness, filed, record)
         if problem is not None:
             raise problem
@@ -157,13 +163,13 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
     agent_id = record.agent_id
     dirty = witness._dirty.get(agent_id)
     if dirty is not None:
-        seq, link, t = dirty
+        seq, link, t, created = dirty
         if seq < 1 or link is None:
             return None  # a deletion (or a rewrite's) noted
         if record.seq == seq and record.link == link:
             _tagged(agent_id, dirty, record)
             return None
-        return witness._mark(agent_id, seq, link, t)
+        return witness._mark(agent_id, seq, link, t, created)
     mark = witness._known.get(agent_id)
     if mark is None or int(mark["seq"]) < 1:
         return None
@@ -238,7 +244,8 @@ async def rekeyed(witness: HighWater, store: StateStore, agent_id: str) -> None:
     except StatekeeperError:
         return  # a key already gone, a damaged record: left for verify
     if held:
-        witness._dirty[agent_id] = (seq, link, float(mark["t"]))
+        created = mark.get("c")
+        witness._dirty[agent_id] = (seq, link, float(mark["t"]), created)
         loop = witness._loop
         if not witness._scheduled or (loop is not None and loop.is_closed()):
             witness._schedule()

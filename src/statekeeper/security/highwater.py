@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, RollbackDetected, StatekeeperError
 from .expiry import expired_since
-from .witness_file import VERSION, canonical, write_atomically
+from .incarnation import Dirty, reset_kept
+from .witness_file import VERSION, canonical, entries_of, unreadable, write_atomically
 from .witness_store import Identity, another_store, describe, differs, parse_store
 from .witness_store import reidentified as reidentified
 
@@ -122,7 +123,7 @@ class HighWater:
         self.interval = interval
         self.keep = keep
         self._codec = codec
-        self._dirty: dict[str, tuple[int, bytes | None, float]] = {}
+        self._dirty: dict[str, Dirty] = {}
         self._known: dict[str, dict[str, Any]] = {}
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,10 +142,11 @@ class HighWater:
 
     # -- the write path --------------------------------------------------------------
 
-    def acked(self, agent_id: str, seq: int, link: bytes) -> None:
-        """An append of ``agent_id`` up to ``seq`` (whose chain link is ``link``) was
+    def acked(self, agent_id: str, seq: int, link: bytes, created: float | None = None) -> None:
+        """An append of ``agent_id`` up to ``seq`` (whose chain link is ``link``, in the
+        stream whose first record is of time ``created``: :mod:`.incarnation`) was
         acknowledged: remember it, and write it within ``interval`` seconds."""
-        self._dirty[agent_id] = (seq, link, time.time())
+        self._dirty[agent_id] = (seq, link, time.time(), created)
         if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
             self._schedule()
 
@@ -275,7 +277,7 @@ class HighWater:
         only when the file already held a mark of the agent — that other process's
         mark, written after the delete and before this process's deletion, then made
         the delete a ``RollbackDetected`` (tests/store/test_witness_delete_elsewhere.py)."""
-        self._dirty[agent_id] = (0, None, time.time())
+        self._dirty[agent_id] = (0, None, time.time(), None)
         await self.flush()  # (merges with the file's marks under its lock, reads them)
 
     async def rewriting(self, agent_ids: list[str]) -> None:
@@ -292,12 +294,12 @@ class HighWater:
         :meth:`deleting` was)."""
         now = time.time()
         for agent_id in set(agent_ids):
-            self._dirty[agent_id] = (0, None, now)
+            self._dirty[agent_id] = (0, None, now, None)
         await self.flush()  # (merges with the file's marks under its lock, reads them)
 
     def deleted(self, agent_id: str) -> None:
         """After a delete: a deletion newer than any mark made before it."""
-        self._dirty[agent_id] = (0, None, time.time())
+        self._dirty[agent_id] = (0, None, time.time(), None)
         if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
             self._schedule()
 
@@ -381,15 +383,10 @@ class HighWater:
         try:
             doc = json.loads(text)
             filed = parse_store(doc.get("store"))
-            streams = doc["streams"]
-            seal = doc.get("seal") or {}
-            if doc.get("statekeeper_witness") != VERSION or not isinstance(streams, list):
-                raise ValueError("not a statekeeper witness file")
-            entries = {str(e["agent_id"]): e for e in streams}
-            for entry in entries.values():
-                int(entry["seq"]), float(entry["t"])
+            entries = entries_of(doc)
+            streams, seal = doc["streams"], doc.get("seal") or {}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise self._unusable(f"it is damaged ({exc})") from exc
+            raise self._unusable(unreadable(exc)) from exc
         if seal.get("key_id") is not None or not hmac.compare_digest(
             _seal(canonical(streams)), str(seal.get("mac", ""))
         ):
@@ -405,20 +402,20 @@ class HighWater:
             "accept the store as it is now",
         )
 
-    def _merge(self, dirty: dict[str, tuple[int, bytes | None, float]]) -> None:
+    def _merge(self, dirty: dict[str, Dirty]) -> None:
         with self._locked():
             self.filed_store = None
             current = self._read()
             filed = self.filed_store
             store = self.store if self._adopt or filed is None else filed  # (never another)
-            for agent_id, (seq, link, t) in dirty.items():
+            for agent_id, (seq, link, t, created) in dirty.items():
                 old = current.get(agent_id)
                 if old is not None and float(old["t"]) > t:
                     continue  # another process marked it later
                 if seq == 0 or link is None:
                     current[agent_id] = {"agent_id": agent_id, "seq": 0, "t": t}
                     continue
-                current[agent_id] = self._mark(agent_id, seq, link, t)
+                current[agent_id] = reset_kept(self._mark(agent_id, seq, link, t, created), old)
             newest = sorted(current.values(), key=lambda e: float(e["t"]), reverse=True)
             streams = sorted(newest[: self.keep], key=lambda e: str(e["agent_id"]))
             data = canonical(streams)
@@ -437,10 +434,13 @@ class HighWater:
             self._known = {str(e["agent_id"]): e for e in streams}
             self.filed_store, self._adopt = store, False
 
-    def _mark(self, agent_id: str, seq: int, link: bytes, t: float) -> dict[str, Any]:
+    def _mark(
+        self, agent_id: str, seq: int, link: bytes, t: float, created: float | None = None
+    ) -> dict[str, Any]:
         """The witness entry of a stream whose head ``seq`` has chain ``link``."""
         key_id, digest = self._codec.witness_digest(agent_id, seq, link)
-        return {"agent_id": agent_id, "seq": seq, "key_id": key_id, "digest": digest, "t": t}
+        mark = {"agent_id": agent_id, "seq": seq, "key_id": key_id, "digest": digest, "t": t}
+        return mark if created is None else {**mark, "c": created}  # (.incarnation)
 
     # -- checking ----------------------------------------------------------------------
 
@@ -455,9 +455,9 @@ class HighWater:
             wanted = set(agents)
             entries = {a: self._known[a] for a in wanted if a in self._known}
             dirty = {a: self._dirty[a] for a in wanted if a in self._dirty}
-        for agent_id, (seq, link, t) in dirty.items():
+        for agent_id, (seq, link, t, created) in dirty.items():
             if link is not None and seq > 0:
-                entries[agent_id] = self._mark(agent_id, seq, link, t)
+                entries[agent_id] = self._mark(agent_id, seq, link, t, created)
             else:
                 entries.pop(agent_id, None)
         marks = [e for e in entries.values() if int(e["seq"]) > 0]
@@ -529,7 +529,7 @@ class HighWater:
             # rollback: reading and verify report it
             return None
         t = float(mark["t"])
-        if head < seq and not await expired_since(store, agent_id, t, head, self):
+        if head < seq and not await expired_since(store, agent_id, t, head, self, mark.get("c")):
             gone = "the agent is gone" if head == 0 else f"the store's head is seq {head}"
             return RollbackDetected(
                 agent_id,
@@ -547,7 +547,7 @@ class HighWater:
             )
         except StatekeeperError:
             return None  # a damaged record, not a rollback: reading and verify report it
-        if same or await expired_since(store, agent_id, float(mark["t"]), head):
+        if same or await expired_since(store, agent_id, t, head, created=mark.get("c")):
             return None
         with contextlib.suppress(StatekeeperError):  # the head found, for the report
             head = await store.backend.head(agent_id)

@@ -344,7 +344,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         else:  # (a commit listener evicted or replaced it)
             cache.put(agent_id, record)
         if acked is not None:
-            acked(agent_id, seq, link)
+            acked(agent_id, seq, link, record.created_at)
         # AppendResult(agent_id, seq, seq): its __init__'s four slot setters, called
         # here (a class call with a Python __init__ runs a dozen C functions of its own)
         result = blank(AppendResult)
@@ -414,7 +414,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
             else:  # evicted or replaced meanwhile
                 cache.put(agent_id, record)
             if acked is not None:
-                acked(agent_id, seq, link)
+                acked(agent_id, seq, link, record.created_at)
             result = blank(AppendResult)  # (as flat makes it)
             set_agent_id(result, agent_id)
             set_first_seq(result, seq)

@@ -201,7 +201,7 @@ def bind_lean(pipeline: WritePipeline) -> LeanAppend | None:
             return pipeline.confirm_key(agent_id, key, result)
         cache.put(agent_id, new)
         if acked is not None:
-            acked(agent_id, seq, link)
+            acked(agent_id, seq, link, new.created_at)
         return result
 
     async def land(

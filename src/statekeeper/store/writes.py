@@ -544,7 +544,9 @@ class WritePipeline:
                         self.snapshots_written += 1
                     reads.cache.put(agent_id, new_record)
                     if self.witness is not None and new_record.link is not None:
-                        self.witness.acked(agent_id, result.last_seq, new_record.link)
+                        self.witness.acked(
+                            agent_id, result.last_seq, new_record.link, new_record.created_at
+                        )
                     if (seen := SEEN.get()) is not None:  # (an agent's write: its link)
                         seen.adopted, seen.adopted_tag = new_record.link, new_record.tag
                         seen.adopted_checksum = new_record.checksum
@@ -706,7 +708,7 @@ class WritePipeline:
                 if cached.get(agent_id) is not record:  # evicted or replaced meanwhile
                     cache.put(agent_id, record)
             if self.witness is not None:
-                self.witness.acked(agent_id, seq, link)
+                self.witness.acked(agent_id, seq, link, record.created_at)
             return result
         finally:
             waiters = held[agent_id]
@@ -806,7 +808,7 @@ class WritePipeline:
             self.snapshots_written += 1
         self.reads.cache.put(agent_id, new_record)
         if self.witness is not None and new_record.link is not None:
-            self.witness.acked(agent_id, result.last_seq, new_record.link)
+            self.witness.acked(agent_id, result.last_seq, new_record.link, new_record.created_at)
         return result
 
     def _let_go(self, agent_id: str) -> None:
@@ -1027,8 +1029,9 @@ class WritePipeline:
                 del links[older]
             if not links:
                 del self.buffered_links[agent_id]
-            if link is not None:
-                self.witness.acked(agent_id, seq, link)
+            if link is not None:  # (its incarnation: the record pinned, when still)
+                created = record.created_at if record is not None else None
+                self.witness.acked(agent_id, seq, link, created)
 
     # -- snapshots and deletes (under the agent's write lock) ---------------------------
 

@@ -1,0 +1,72 @@
+"""Which stream a witness mark is of: its *incarnation*, kept with the mark.
+
+A mark said ``(agent, seq, digest of the chain link)``, and nothing of which stream of
+the agent it was made in. Two gaps followed (both were expected failures):
+
+- a process sharing the witness file, whose copy of the file predated a mark another
+  process made of seq N, wrote another record at seq N after the server lost the
+  first (a lossy failover); its newer mark replaced the lost one in the file, newest
+  wins, and the process holding the lost mark took the file's for a delete and a new
+  stream: the rollback served, no error (tests/store/test_witness_held_stale.py);
+- on a store that expires its agents (Redis ``ttl=``), a stream gone back in time whose
+  first record a writer stamped with a clock ahead of the checking process's, by less
+  than the time since, read as a stream made again after the mark expired: served,
+  no error (tests/store/test_witness_ttl_expiry.py).
+
+Now a mark records ``"c"``: the time of the stream's first record (the state's
+``created_at``, which the store holds at every save: no read is added to the save
+path). A stream deleted (or expired) and made again has another first record. So:
+
+- a newer mark in the file explains a mark that no longer holds only when it is of
+  another incarnation, or the stream was reset since the older mark was made (a
+  deletion or a rewrite's, :func:`reset_kept`), or either mark says nothing of its
+  incarnation (a rewrite's mark, a file written before, a process of an older
+  version): :func:`same_stream` is False then;
+- on a ``ttl=`` store, a stream whose first record is the marked incarnation's did not
+  expire: it went back in time (:mod:`.expiry`).
+
+``"r"`` (optional) is the time of the newest deletion the file held of the agent
+before this incarnation's marks replaced it (a delete, a schema rewrite): an
+incarnation made again at the very time of the one deleted (a ``clock=`` that stands
+still) is still told from a rollback by it.
+
+The file format stays ``statekeeper_witness: 1``: both fields are optional, so a file
+written before is read as it was (its marks checked as before: no incarnation known),
+and a process of an older version reads and merges a file that has them (it keeps the
+entries it does not replace, their fields included; its own marks have none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Dirty", "reset_kept", "same_stream"]
+
+#: a mark noted and not yet written: (seq, chain link, when, the stream's first
+#: record's time or None); a deletion is (0, None, when, None)
+Dirty = tuple[int, bytes | None, float, float | None]
+
+
+def reset_kept(mark: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    """``mark``, replacing the file's entry ``old`` of its agent, with the time of the
+    stream's last reset (``"r"``): ``old``'s when it was a deletion, or the reset
+    ``old`` carried unless the two are of different incarnations (either one of none
+    known, a rewrite's mark or an older version's, keeps it: a reset only ever makes
+    the check more lenient)."""
+    if old is None:
+        return mark
+    if int(old["seq"]) < 1:
+        mark["r"] = float(old["t"])
+    elif "r" in old and (None in (old.get("c"), mark.get("c")) or old["c"] == mark["c"]):
+        mark["r"] = float(old["r"])
+    return mark
+
+
+def same_stream(older: dict[str, Any], newer: dict[str, Any]) -> bool:
+    """True when ``newer`` (a mark made after ``older``) is of ``older``'s incarnation
+    and the stream was not reset since ``older`` was made: then ``newer`` holding does
+    not explain ``older`` not holding — the stream went back and was written again."""
+    created = older.get("c")
+    if created is None or newer.get("c") != created:
+        return False  # (another incarnation, or one not known: as before, newest wins)
+    return float(newer.get("r", float("-inf"))) < float(older["t"])
