@@ -20,7 +20,7 @@ commit's metadata when it is made (head, head tag, key). Two things here:
   rekey and migrate retry on ``ConflictError``) knocked each other out for as long as
   each retried before the other finished — for ever on a stream whose rewrite takes
   longer than a retry. A rewrite of this backend respects such a claim as an append
-  does (``ConflictError`` until it is gone or older than the bound).
+  does (``ConflictError`` until it is gone, finished or older than the bound).
 """
 
 from __future__ import annotations
@@ -79,9 +79,11 @@ class TakenBy:
 
     def respected(self, key: str, claim: dict[str, str], now: float, bound: float) -> bool:
         """Whether the rewrite's ``claim`` at ``key`` is one that took over a rewrite of
-        ours and is not older than ``bound`` at ``now``: not to be taken over."""
+        ours and is not older than ``bound`` at ``now``: not to be taken over. A
+        :data:`FINISHED` one is not (only its deletion is left, which an append does at
+        once: respected, it held this backend's rewrites off until the bound)."""
         token = claim.get(_TOKEN)
-        if not token or claim_age(claim, now) > bound:
+        if not token or claim.get(FINISHED) or claim_age(claim, now) > bound:
             return False
         with self._lock:
             return (key, token) in self._seen

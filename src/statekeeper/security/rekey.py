@@ -37,7 +37,6 @@ from ..arguments import AUDIT_STREAM, HOLDS_STREAM
 from ..backends.identity import store_identity
 from ..codec import ZERO_LINK, Codec
 from ..codec.datakeys import uses_data_key
-from ..codec.keys import DerivedKey
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentForgotten,
@@ -48,9 +47,17 @@ from ..errors import (
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .keyusage import key_usage
-from .rekey_checks import forgotten, refuse_namespace, rewrap_unwalked, sealed_now
+from .rekey_checks import (
+    forgotten,
+    legacy_fingerprint,
+    refuse_namespace,
+    rewrap_unwalked,
+    sealed_now,
+)
 from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
+from .rekey_retry import TRIES as _TRIES
+from .rekey_retry import backoff as _backoff
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -259,7 +266,7 @@ async def _rekey_stream(
         # the records re-sealed below name it (and the old master key can retire)
         codec.keyring.rewrap(agent_id)
         own_keys = True
-    legacy = _legacy_fingerprint(codec, agent_id) if own_keys else None
+    legacy = legacy_fingerprint(codec, agent_id) if own_keys else None
 
     backend = store.backend
     link: bytes = ZERO_LINK
@@ -271,7 +278,7 @@ async def _rekey_stream(
     async def flush() -> None:
         """Write ``pending`` while the stream is the one walked; appends only delay it."""
         last_read, last_new = pending[-1]
-        for attempt in range(200):
+        for attempt in range(_TRIES):
             head, tag = await backend.head_tag(agent_id)
             # the head first, then identity: a stream re-created after this read makes
             # the rewrite's compare-and-set fail; one re-created before, this check
@@ -286,14 +293,14 @@ async def _rekey_stream(
                 )
             except ConflictError:  # a writer appended meanwhile: try again
                 stats.retries += 1
-                await asyncio.sleep(min(0.0005 * attempt, 0.02))
+                await _backoff(attempt)
                 continue
             stats.events += len(pending)
             pending.clear()
             return
         raise ConflictError(agent_id, head, await backend.head(agent_id))
 
-    while True:
+    for attempt in range(_TRIES):  # (refused by a writer: paused, tried again, bounded)
         head, tag = await backend.head_tag(agent_id)
         if head == 0:
             return  # deleted: nothing left to re-encrypt
@@ -432,11 +439,13 @@ async def _rekey_stream(
                 rows = await backend.read(agent_id, head - 1, head)
                 if not rows or rows[0].checksum not in walked:
                     raise _Restart from None
+            await _backoff(attempt)
             continue
         stats.events += len(pending)
         stats.snapshots += len(new_snaps)
         stats.heads += new_tag is not None
         return
+    raise ConflictError(agent_id, head, await backend.head(agent_id))
 
 
 async def rekey(
@@ -577,24 +586,3 @@ async def rekey_audit_log(store: StateStore, *, batch: int = _PAGE) -> RekeyStat
     detail = {"audit_log": True}
     await _rekey_audited(store, AUDIT_STREAM, batch, stats, governance, entry, None, detail, codec)
     return stats
-
-
-def _legacy_fingerprint(codec: Codec, agent_id: str) -> bytes | None:
-    """The fingerprint of ``agent_id``'s live legacy data key (keyed by its id alone,
-    from before key families: :mod:`statekeeper.codec.keyscope`), in a store with a
-    key family (its records under it are re-sealed under the family's key); None
-    without one, or when the agent has no legacy key this keyring opens."""
-    keyring = codec.keyring
-    scoped = keyring.scoped if keyring is not None else None
-    if keyring is None or scoped is None or codec.key_family is None:
-        return None
-    entry = scoped.load(agent_id) if uses_data_key(agent_id) else None
-    if entry is None or entry.wrapped is None or entry.master_id is None:
-        return None
-    master = keyring.get(entry.master_id)
-    if master is None:
-        return None
-    try:
-        return DerivedKey(entry.master_id, master.unwrap(agent_id, entry.wrapped)).fingerprint
-    except StatekeeperError:
-        return None

@@ -1,6 +1,7 @@
-"""What :mod:`.rekey` leaves as it is: a record sealed as the codec seals it now, and an
-agent whose data key ``forget`` destroyed; and what it does beside the agents it walks:
-the data keys of the agents it does not walk (:func:`rewrap_unwalked`)."""
+"""What :mod:`.rekey` leaves as it is: a record sealed as the codec seals it now
+(an agent's legacy data key: :func:`legacy_fingerprint`), and an agent whose data key
+``forget`` destroyed; and what it does beside the agents it walks: the data keys of the
+agents it does not walk (:func:`rewrap_unwalked`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,22 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..codec import Codec
-from ..errors import ConfigurationError
+from ..codec.datakeys import uses_data_key
+from ..codec.keys import DerivedKey
+from ..errors import ConfigurationError, StatekeeperError
 
 if TYPE_CHECKING:
     from ..codec.pipeline import Opened
     from ..store.store import StateStore
 
-__all__ = ["data_key_sealed", "forgotten", "refuse_namespace", "rewrap_unwalked", "sealed_now"]
+__all__ = [
+    "data_key_sealed",
+    "forgotten",
+    "legacy_fingerprint",
+    "refuse_namespace",
+    "rewrap_unwalked",
+    "sealed_now",
+]
 
 
 def sealed_now(
@@ -95,3 +105,24 @@ def refuse_namespace(store: StateStore) -> None:
             "rekey re-encrypts the whole store: open it without a namespace (a"
             " principal's policy decides which agents a run may rekey)"
         )
+
+
+def legacy_fingerprint(codec: Codec, agent_id: str) -> bytes | None:
+    """The fingerprint of ``agent_id``'s live legacy data key (keyed by its id alone,
+    from before key families: :mod:`statekeeper.codec.keyscope`), in a store with a
+    key family (its records under it are re-sealed under the family's key); None
+    without one, or when the agent has no legacy key this keyring opens."""
+    keyring = codec.keyring
+    scoped = keyring.scoped if keyring is not None else None
+    if keyring is None or scoped is None or codec.key_family is None:
+        return None
+    entry = scoped.load(agent_id) if uses_data_key(agent_id) else None
+    if entry is None or entry.wrapped is None or entry.master_id is None:
+        return None
+    master = keyring.get(entry.master_id)
+    if master is None:
+        return None
+    try:
+        return DerivedKey(entry.master_id, master.unwrap(agent_id, entry.wrapped)).fingerprint
+    except StatekeeperError:
+        return None
