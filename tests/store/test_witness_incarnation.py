@@ -50,7 +50,8 @@ async def test_a_mark_records_the_time_of_its_streams_first_record(tmp_path: Pat
         await store.witness.flush()
         (entry,) = _doc(Path(store.witness.path))["streams"]
     assert (entry["seq"], entry["c"]) == (3, first.timestamp)
-    assert "r" not in entry  # (never deleted)
+    # (never deleted: its one reset is its begin, the seq 1 this process wrote)
+    assert first.timestamp <= entry["r"] < entry["t"]
 
 
 async def test_a_stream_gone_back_below_the_other_process_mark_still_shows(
@@ -199,9 +200,9 @@ async def test_a_reset_is_kept_across_a_mark_without_incarnation(tmp_path: Path)
         witness.deleted("x")
         await witness.flush()
         (deletion,) = _doc(Path(witness.path))["streams"]
-        witness.acked("x", 1, b"\1" * 32)  # (a rewrite's mark: no incarnation)
+        witness.acked("x", 2, b"\1" * 32)  # (a rewrite's mark: no incarnation)
         await witness.flush()
-        witness.acked("x", 2, b"\2" * 32, 5.0)
+        witness.acked("x", 3, b"\2" * 32, 5.0)  # (past seq 1: no stream begun here)
         await witness.flush()
         (entry,) = _doc(Path(witness.path))["streams"]
-    assert (entry["seq"], entry["c"], entry["r"]) == (2, 5.0, deletion["t"])
+    assert (entry["seq"], entry["c"], entry["r"]) == (3, 5.0, deletion["t"])
