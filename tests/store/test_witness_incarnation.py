@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -206,3 +207,61 @@ async def test_a_reset_is_kept_across_a_mark_without_incarnation(tmp_path: Path)
         await witness.flush()
         (entry,) = _doc(Path(witness.path))["streams"]
     assert (entry["seq"], entry["c"], entry["r"]) == (3, 5.0, deletion["t"])
+
+
+async def test_a_lost_seq_written_again_elsewhere_stays_a_rollback_on_every_read(
+    tmp_path: Path,
+) -> None:
+    # the holding process was told once, then the next read served the other state and
+    # verify found nothing: its copy of the file had taken the other process's mark
+    backend, witness = MemoryBackend(), tmp_path / "w"
+    one, two = _pair(backend, witness)
+    assert one.witness is not None and two.witness is not None
+    await two.save("b", {"n": 1})
+    await two.witness.flush()
+    for n in range(1, 4):
+        await one.save("a", {"n": n})
+    older = copy.deepcopy(backend._streams)
+    await one.save("a", {"n": 4})
+    await one.witness.flush()
+    backend._streams = older  # a lossy failover
+    await two.save("a", {"other": 4})
+    await two.witness.flush()
+    for _ in range(2):
+        with pytest.raises(RollbackDetected, match="seq 4"):
+            await one.load("a")
+        (problem,) = (await one.verify()).problems  # (verify says so too)
+        assert "seq 4" in str(problem)
+    await one.save("b", {"n": 2})
+    await one.witness.flush()  # (its copy of the file read again: still told)
+    with pytest.raises(RollbackDetected, match="seq 4"):
+        await one.load("a")
+    os.replace(witness, tmp_path / "moved-away")  # the store accepted as it is
+    assert not (await one.verify()).problems
+    assert (await one.load("a")).data == {"other": 4}
+
+
+async def test_a_lost_seq_found_by_verify_first_stays_a_rollback(tmp_path: Path) -> None:
+    # verify took the other process's newer mark for a delete and a new stream
+    backend, witness = MemoryBackend(), tmp_path / "w"
+    one, two = _pair(backend, witness)
+    assert one.witness is not None and two.witness is not None
+    await two.save("b", {"n": 1})
+    await two.witness.flush()
+    for n in range(1, 4):
+        await one.save("a", {"n": n})
+    older = copy.deepcopy(backend._streams)
+    await one.save("a", {"n": 4})
+    await one.witness.flush()
+    backend._streams = older  # a lossy failover
+    await two.save("a", {"other": 4})
+    await two.witness.flush()
+    (problem,) = (await one.verify()).problems
+    assert "seq 4" in str(problem)
+    with pytest.raises(RollbackDetected, match="seq 4"):
+        await one.load("a")
+    await two.delete("a")  # (the file says otherwise now: deleted)
+    await two.save("a", {"new": 1})
+    await two.witness.flush()
+    assert (await one.load("a")).data == {"new": 1}
+    assert not (await one.verify()).problems

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import IntegrityError, RollbackDetected, StatekeeperError
 from .expiry import expired_since
 from .incarnation import Dirty, begun_kept, begun_written, reset_kept
+from .lost import rechecked, with_lost
 from .witness_file import VERSION, canonical, entries_of, unreadable, write_atomically
 from .witness_store import Identity, another_store, describe, differs, parse_store
 from .witness_store import reidentified as reidentified
@@ -144,9 +145,8 @@ class HighWater:
     # -- the write path --------------------------------------------------------------
 
     def acked(self, agent_id: str, seq: int, link: bytes, created: float | None = None) -> None:
-        """An append of ``agent_id`` up to ``seq`` (whose chain link is ``link``, in the
-        stream whose first record is of time ``created``: :mod:`.incarnation`) was
-        acknowledged: remember it, and write it within ``interval`` seconds."""
+        """An append of ``agent_id`` up to ``seq`` (chain link ``link``, of the stream
+        begun at ``created``: :mod:`.incarnation`) was acknowledged: remembered."""
         self._dirty[agent_id] = mark = (seq, link, time.time(), created)
         if seq == 1:  # a stream begun: a reset (.incarnation.begun_kept)
             self._begun[agent_id] = mark
@@ -472,14 +472,14 @@ class HighWater:
         exact: bool = False,
     ) -> list[RollbackDetected]:
         """Check the ``limit`` newest marks (all when None; only those of ``agents``
-        when given) against ``store``; every
-        stream that went back in time is returned as a :class:`RollbackDetected`.
+        when given) against ``store``; every stream that went back in time is returned
+        as a :class:`RollbackDetected` (a mark found lost too: :mod:`.lost`).
         A suspect is checked again against a fresh read of the file (another process
         may have deleted the agent meanwhile). ``exact`` (``verify``) reads each
         stream's head too, not only the marked record: a head moved below it, or gone,
         over records left in place (a hand edit) is a stream gone back in time."""
         found: list[RollbackDetected] = []
-        marks = self.marks(agents)
+        marks = with_lost(self, self.marks(agents))  # (lost ones kept: .lost)
         suspects = [
             mark for mark in marks[:limit] if await self._check_mark(store, mark, exact) is not None
         ]
@@ -493,7 +493,7 @@ class HighWater:
             now = fresh.get(agent_id, mark) if agent_id not in self._dirty else mark
             if int(now["seq"]) < 1:
                 continue  # deleted meanwhile
-            problem = await self._check_mark(store, now, exact)
+            problem = await rechecked(self, store, mark, now, exact)  # (.lost)
             if problem is not None:
                 found.append(problem)
         return found
