@@ -28,16 +28,21 @@ __all__ = ["forget", "keep", "lost_mark", "rechecked", "replaced", "with_lost"]
 
 #: the lost marks, by witness and agent id
 _LOST: weakref.WeakKeyDictionary[HighWater, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+#: whether any mark was ever found lost here: the read path's one test (a weak
+#: dictionary's ``len`` is a Python call)
+_ANY = False
 
 
 def keep(witness: HighWater, agent_id: str, mark: dict[str, Any]) -> None:
     """``mark`` of ``agent_id`` was found lost: checked on every later read."""
+    global _ANY
     _LOST.setdefault(witness, {})[agent_id] = mark
+    _ANY = True
 
 
 def forget(witness: HighWater, agent_id: str) -> None:
     """The file says otherwise now (or this process wrote the agent since)."""
-    if _LOST:
+    if _ANY:
         lost = _LOST.get(witness)
         if lost is not None:
             lost.pop(agent_id, None)
@@ -46,7 +51,7 @@ def forget(witness: HighWater, agent_id: str) -> None:
 def lost_mark(witness: HighWater, agent_id: str) -> dict[str, Any] | None:
     """The mark of ``agent_id`` found lost, unless this process wrote it since (its
     newer mark is the one to check then)."""
-    if not _LOST:  # (the common case: one falsy test on the read path)
+    if not _ANY:  # (the common case: one test on the read path)
         return None
     mark = _LOST.get(witness, {}).get(agent_id)
     if mark is None:
@@ -61,7 +66,7 @@ def lost_mark(witness: HighWater, agent_id: str) -> dict[str, Any] | None:
 def with_lost(witness: HighWater, marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``marks`` (:meth:`HighWater.marks`) with the lost mark of an agent in place of
     the mark that replaced it: what ``verify`` goes through."""
-    lost = _LOST.get(witness) if _LOST else None
+    lost = _LOST.get(witness) if _ANY else None
     if not lost:
         return marks
     return [lost.get(str(m["agent_id"]), m) for m in marks]
