@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +51,8 @@ async def test_a_mark_records_the_time_of_its_streams_first_record(tmp_path: Pat
         await store.witness.flush()
         (entry,) = _doc(Path(store.witness.path))["streams"]
     assert (entry["seq"], entry["c"]) == (3, first.timestamp)
-    assert "r" not in entry  # (never deleted)
+    # (never deleted: its one reset is its begin, the seq 1 this process wrote)
+    assert first.timestamp <= entry["r"] < entry["t"]
 
 
 async def test_a_stream_gone_back_below_the_other_process_mark_still_shows(
@@ -199,9 +201,67 @@ async def test_a_reset_is_kept_across_a_mark_without_incarnation(tmp_path: Path)
         witness.deleted("x")
         await witness.flush()
         (deletion,) = _doc(Path(witness.path))["streams"]
-        witness.acked("x", 1, b"\1" * 32)  # (a rewrite's mark: no incarnation)
+        witness.acked("x", 2, b"\1" * 32)  # (a rewrite's mark: no incarnation)
         await witness.flush()
-        witness.acked("x", 2, b"\2" * 32, 5.0)
+        witness.acked("x", 3, b"\2" * 32, 5.0)  # (past seq 1: no stream begun here)
         await witness.flush()
         (entry,) = _doc(Path(witness.path))["streams"]
-    assert (entry["seq"], entry["c"], entry["r"]) == (2, 5.0, deletion["t"])
+    assert (entry["seq"], entry["c"], entry["r"]) == (3, 5.0, deletion["t"])
+
+
+async def test_a_lost_seq_written_again_elsewhere_stays_a_rollback_on_every_read(
+    tmp_path: Path,
+) -> None:
+    # the holding process was told once, then the next read served the other state and
+    # verify found nothing: its copy of the file had taken the other process's mark
+    backend, witness = MemoryBackend(), tmp_path / "w"
+    one, two = _pair(backend, witness)
+    assert one.witness is not None and two.witness is not None
+    await two.save("b", {"n": 1})
+    await two.witness.flush()
+    for n in range(1, 4):
+        await one.save("a", {"n": n})
+    older = copy.deepcopy(backend._streams)
+    await one.save("a", {"n": 4})
+    await one.witness.flush()
+    backend._streams = older  # a lossy failover
+    await two.save("a", {"other": 4})
+    await two.witness.flush()
+    for _ in range(2):
+        with pytest.raises(RollbackDetected, match="seq 4"):
+            await one.load("a")
+        (problem,) = (await one.verify()).problems  # (verify says so too)
+        assert "seq 4" in str(problem)
+    await one.save("b", {"n": 2})
+    await one.witness.flush()  # (its copy of the file read again: still told)
+    with pytest.raises(RollbackDetected, match="seq 4"):
+        await one.load("a")
+    os.replace(witness, tmp_path / "moved-away")  # the store accepted as it is
+    assert not (await one.verify()).problems
+    assert (await one.load("a")).data == {"other": 4}
+
+
+async def test_a_lost_seq_found_by_verify_first_stays_a_rollback(tmp_path: Path) -> None:
+    # verify took the other process's newer mark for a delete and a new stream
+    backend, witness = MemoryBackend(), tmp_path / "w"
+    one, two = _pair(backend, witness)
+    assert one.witness is not None and two.witness is not None
+    await two.save("b", {"n": 1})
+    await two.witness.flush()
+    for n in range(1, 4):
+        await one.save("a", {"n": n})
+    older = copy.deepcopy(backend._streams)
+    await one.save("a", {"n": 4})
+    await one.witness.flush()
+    backend._streams = older  # a lossy failover
+    await two.save("a", {"other": 4})
+    await two.witness.flush()
+    (problem,) = (await one.verify()).problems
+    assert "seq 4" in str(problem)
+    with pytest.raises(RollbackDetected, match="seq 4"):
+        await one.load("a")
+    await two.delete("a")  # (the file says otherwise now: deleted)
+    await two.save("a", {"new": 1})
+    await two.witness.flush()
+    assert (await one.load("a")).data == {"new": 1}
+    assert not (await one.verify()).problems

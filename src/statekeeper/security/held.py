@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StatekeeperError
 from ..records import EventRow, RawEvent
+from . import lost as lost_marks
 from .incarnation import same_stream
 from .witness_store import reidentified
 
@@ -80,18 +81,23 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
             # it is, or the entry pushed out by newer marks, a deletion's too): as for
             # a process opening the store now, nothing witnessed (this one's old copy
             # of the mark, read before, is no longer the file's)
+            lost_marks.forget(witness, agent_id)
             return
         if filed is not None and (dirty is None or float(filed["t"]) > dirty[2]):
             if dirty is not None:  # (older than the file's: the merge would skip it)
                 del witness._dirty[agent_id]
             if int(filed["seq"]) < 1:
+                lost_marks.forget(witness, agent_id)
                 return  # deleted since
             problem = await witness._check_mark(store, filed)
             if problem is None and same_stream(mark, filed):
                 # the newer mark is of the same stream, not reset since: it went back
-                # (the marked record lost) and was written again (incarnation.py)
+                # (the marked record lost) and was written again (incarnation.py); so
+                # on every read from now on, the file's mark replacing it (lost.py)
                 problem = lost
+                lost_marks.keep(witness, agent_id, mark)
             elif problem is None:
+                lost_marks.forget(witness, agent_id)
                 _held_at(witness, filed, record)
         if problem is not None:
             raise problem
@@ -140,6 +146,8 @@ def marked_at(witness: HighWater) -> Callable[[str, int, Any], bool]:
         mark = witness._dirty.get(agent_id) or witness._known.get(agent_id)
         if mark is None:
             return False
+        if lost_marks.lost_mark(witness, agent_id) is not None:
+            return True  # (lost.py)
         seen = _TAGGED.get(agent_id)
         return seen is None or seen[0] is not mark or seen[1] != seq or seen[2] != tag
 
@@ -161,6 +169,9 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
     """The mark of ``record``'s agent to check against storage: None when there is
     none, or when ``record`` is the marked record itself (seen without any I/O)."""
     agent_id = record.agent_id
+    lost = lost_marks.lost_mark(witness, agent_id)
+    if lost is not None:
+        return lost  # (found lost before: checked again, lost.py)
     dirty = witness._dirty.get(agent_id)
     if dirty is not None:
         seq, link, t, created = dirty

@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, RollbackDetected, StatekeeperError
 from .expiry import expired_since
-from .incarnation import Dirty, reset_kept
+from .incarnation import Dirty, begun_kept, begun_written, reset_kept
+from .lost import rechecked, with_lost
 from .witness_file import VERSION, canonical, entries_of, unreadable, write_atomically
 from .witness_store import Identity, another_store, describe, differs, parse_store
 from .witness_store import reidentified as reidentified
@@ -124,6 +125,7 @@ class HighWater:
         self.keep = keep
         self._codec = codec
         self._dirty: dict[str, Dirty] = {}
+        self._begun: dict[str, Dirty] = {}  # (seq 1 acked: a reset, .incarnation)
         self._known: dict[str, dict[str, Any]] = {}
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -143,10 +145,11 @@ class HighWater:
     # -- the write path --------------------------------------------------------------
 
     def acked(self, agent_id: str, seq: int, link: bytes, created: float | None = None) -> None:
-        """An append of ``agent_id`` up to ``seq`` (whose chain link is ``link``, in the
-        stream whose first record is of time ``created``: :mod:`.incarnation`) was
-        acknowledged: remember it, and write it within ``interval`` seconds."""
-        self._dirty[agent_id] = (seq, link, time.time(), created)
+        """An append of ``agent_id`` up to ``seq`` (chain link ``link``, of the stream
+        begun at ``created``: :mod:`.incarnation`) was acknowledged: remembered."""
+        self._dirty[agent_id] = mark = (seq, link, time.time(), created)
+        if seq == 1:  # a stream begun: a reset (.incarnation.begun_kept)
+            self._begun[agent_id] = mark
         if not self._scheduled or (self._loop is not None and self._loop.is_closed()):
             self._schedule()
 
@@ -273,10 +276,8 @@ class HighWater:
         """Before ``agent_id`` is deleted: write a deletion of it to the file now, so no
         process opening the store meanwhile takes the delete for a rollback, and a mark
         another process made before the delete and writes after it (its flush waits up
-        to ``interval``) is older than the deletion, so it is not taken over it. Was:
-        only when the file already held a mark of the agent — that other process's
-        mark, written after the delete and before this process's deletion, then made
-        the delete a ``RollbackDetected`` (tests/store/test_witness_delete_elsewhere.py)."""
+        to ``interval``) is older than the deletion, so it is not taken over it
+        (tests/store/test_witness_delete_elsewhere.py)."""
         self._dirty[agent_id] = (0, None, time.time(), None)
         await self.flush()  # (merges with the file's marks under its lock, reads them)
 
@@ -287,11 +288,8 @@ class HighWater:
         opening the store while the rewrite runs (or after it was killed) takes it for
         a rollback, and a mark another process made before the rewrite and writes after
         it (its flush waits up to ``interval``) is older than the deletion, so it is not
-        taken over it. The rewrite then notes each new link with :meth:`acked`. Was:
-        only the agents the file already marked — that other process's mark of the old
-        link, written after the rewrite and before this process's new one, then made the
-        rewrite a ``RollbackDetected`` (tests/store/test_witness_rewrite_elsewhere.py; as
-        :meth:`deleting` was)."""
+        taken over it. The rewrite then notes each new link with :meth:`acked`
+        (tests/store/test_witness_rewrite_elsewhere.py)."""
         now = time.time()
         for agent_id in set(agent_ids):
             self._dirty[agent_id] = (0, None, now, None)
@@ -415,7 +413,8 @@ class HighWater:
                 if seq == 0 or link is None:
                     current[agent_id] = {"agent_id": agent_id, "seq": 0, "t": t}
                     continue
-                current[agent_id] = reset_kept(self._mark(agent_id, seq, link, t, created), old)
+                mark = reset_kept(self._mark(agent_id, seq, link, t, created), old)
+                current[agent_id] = begun_kept(mark, self._begun.get(agent_id))
             newest = sorted(current.values(), key=lambda e: float(e["t"]), reverse=True)
             streams = sorted(newest[: self.keep], key=lambda e: str(e["agent_id"]))
             data = canonical(streams)
@@ -433,6 +432,7 @@ class HighWater:
             write_atomically(Path(self.path), json.dumps(doc, separators=(",", ":")) + "\n")
             self._known = {str(e["agent_id"]): e for e in streams}
             self.filed_store, self._adopt = store, False
+            begun_written(self._begun, dirty)
 
     def _mark(
         self, agent_id: str, seq: int, link: bytes, t: float, created: float | None = None
@@ -472,14 +472,14 @@ class HighWater:
         exact: bool = False,
     ) -> list[RollbackDetected]:
         """Check the ``limit`` newest marks (all when None; only those of ``agents``
-        when given) against ``store``; every
-        stream that went back in time is returned as a :class:`RollbackDetected`.
+        when given) against ``store``; every stream that went back in time is returned
+        as a :class:`RollbackDetected` (a mark found lost too: :mod:`.lost`).
         A suspect is checked again against a fresh read of the file (another process
         may have deleted the agent meanwhile). ``exact`` (``verify``) reads each
         stream's head too, not only the marked record: a head moved below it, or gone,
         over records left in place (a hand edit) is a stream gone back in time."""
         found: list[RollbackDetected] = []
-        marks = self.marks(agents)
+        marks = with_lost(self, self.marks(agents))  # (lost ones kept: .lost)
         suspects = [
             mark for mark in marks[:limit] if await self._check_mark(store, mark, exact) is not None
         ]
@@ -493,7 +493,7 @@ class HighWater:
             now = fresh.get(agent_id, mark) if agent_id not in self._dirty else mark
             if int(now["seq"]) < 1:
                 continue  # deleted meanwhile
-            problem = await self._check_mark(store, now, exact)
+            problem = await rechecked(self, store, mark, now, exact)  # (.lost)
             if problem is not None:
                 found.append(problem)
         return found

@@ -25,10 +25,16 @@ path). A stream deleted (or expired) and made again has another first record. So
 - on a ``ttl=`` store, a stream whose first record is the marked incarnation's did not
   expire: it went back in time (:mod:`.expiry`).
 
-``"r"`` (optional) is the time of the newest deletion the file held of the agent
-before this incarnation's marks replaced it (a delete, a schema rewrite): an
-incarnation made again at the very time of the one deleted (a ``clock=`` that stands
-still) is still told from a rollback by it.
+``"r"`` (optional) is the time of the newest reset of the stream the file knows: the
+deletion the file held of the agent before this incarnation's marks replaced it (a
+delete, a schema rewrite), or the time the writing process's append at seq 1 began the
+stream (:func:`begun_kept`), whichever is newer. An incarnation made again at the very
+time of the one deleted or expired (a ``clock=`` that stands still, freezegun's frozen
+``time.time``: every stream of the agent has the same ``c``) is still told from a
+rollback by it — also on a store that expires its agents, where the server deletes
+them without a deletion in the file (was: the process holding the expired stream's
+mark raised ``RollbackDetected`` on reading the stream made again elsewhere,
+tests/store/test_witness_frozen_clock.py).
 
 The file format stays ``statekeeper_witness: 1``: both fields are optional, so a file
 written before is read as it was (its marks checked as before: no incarnation known),
@@ -40,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dirty", "reset_kept", "same_stream"]
+__all__ = ["Dirty", "begun_kept", "begun_written", "reset_kept", "same_stream"]
 
 #: a mark noted and not yet written: (seq, chain link, when, the stream's first
 #: record's time or None); a deletion is (0, None, when, None)
@@ -70,3 +76,23 @@ def same_stream(older: dict[str, Any], newer: dict[str, Any]) -> bool:
     if created is None or newer.get("c") != created:
         return False  # (another incarnation, or one not known: as before, newest wins)
     return float(newer.get("r", float("-inf"))) < float(older["t"])
+
+
+def begun_kept(mark: dict[str, Any], begun: Dirty | None) -> dict[str, Any]:
+    """``mark`` with its stream's begin as its last reset (``"r"``) when this process
+    began that stream: ``begun`` is the mark it noted of seq 1 (the agent absent when it
+    was written: deleted, expired, never made), of ``mark``'s incarnation. A mark of the
+    stream this process began is no evidence about any mark made before it began."""
+    reset = float(mark.get("r", float("-inf")))
+    if begun is not None and begun[3] == mark.get("c") and begun[2] > reset:
+        mark["r"] = begun[2]
+    return mark
+
+
+def begun_written(begun: dict[str, Dirty], dirty: dict[str, Dirty]) -> None:
+    """After ``dirty`` was merged into the file: the streams begun that it covered (their
+    begin in the file now, or of another incarnation) are forgotten."""
+    for agent_id, (_, _, t, _) in dirty.items():
+        noted = begun.get(agent_id)
+        if noted is not None and noted[2] <= t:
+            begun.pop(agent_id, None)

@@ -18,6 +18,7 @@ from ..errors import (
     WitnessStoreMismatch,
 )
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
+from ..security.lost import replaced
 from ..security.witness_store import adopt_renewed, describe, differs, identify
 from .keyguard import KeyGuard, key_family
 from .seen import Ask
@@ -150,9 +151,11 @@ class WitnessGate:
         if self.witness is None:
             return []
         try:
+            before = self.witness._known  # (its copy of the file: lost.replaced)
             await asyncio.to_thread(self.witness.load)
             await _identified(self.witness)
             await adopt_renewed(self.witness, store.backend)
+            await replaced(self.witness, store, before, agent_ids)
             found = await self.witness.check(store, agents=agent_ids, exact=True)
         except IntegrityError as exc:
             return [Problem(exc.agent_id, exc.seq, str(exc), "rollback")]
