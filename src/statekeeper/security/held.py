@@ -185,6 +185,7 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
         # made under a key retired since (a rotation whose rekey did not make it again):
         # checked by seq only, as at the opening (:meth:`HighWater._check_mark`) — was:
         # every load of the agent raised KeyNotFound, its records all under the new key
+        _tagged(agent_id, mark, record)  # (held as far as it can be checked: not again)
         return None
     if same:
         _VERIFIED[agent_id] = (mark, link)
