@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +44,7 @@ if TYPE_CHECKING:
     from ..store.store import StateStore
     from .highwater import HighWater
 
-__all__ = ["Held", "held_check", "marked_at", "rekeyed", "rekeyed_all", "unheld"]
-
-_logger = logging.getLogger("statekeeper.witness")
+__all__ = ["Held", "held_check", "marked_at", "rekeyed", "unheld"]
 
 
 #: the check of a state read from storage, with the event rows read with it
@@ -253,29 +250,3 @@ async def rekeyed(witness: HighWater, store: StateStore, agent_id: str) -> None:
         loop = witness._loop
         if not witness._scheduled or (loop is not None and loop.is_closed()):
             witness._schedule()
-
-
-async def rekeyed_all(witness: HighWater, store: StateStore) -> None:
-    """At the end of a ``rekey``: :func:`rekeyed` for every mark of the file (read again)
-    still under another key than the active one, then the file written before the rekey
-    reports done. :func:`rekeyed` after each agent makes its mark again in memory, written
-    within ``witness_interval``, while the progress file is saved every half second: a
-    run killed between the two, resumed, skipped agents whose new marks never reached the
-    file — their marks stayed under the key about to be retired. A run as a principal
-    that is not a store admin leaves the marks, as it leaves the other namespaces'
-    records. An unreadable or unwritable file is logged, not raised (every use of the
-    store reports an unusable one)."""
-    from ..store.governed import governance_of  # (the store imports this module)
-
-    governance = governance_of(store)
-    if governance is not None and not governance.store_admin():
-        return
-    try:
-        await asyncio.to_thread(witness.load)
-        for agent_id in list(witness._known):
-            await rekeyed(witness, store, agent_id)
-        await witness.flush()
-    except StatekeeperError as exc:
-        _logger.error("the witness file %s was not made again under the key: %s", witness.path, exc)
-    except OSError as exc:
-        _logger.error("cannot write the witness file %s: %s", witness.path, exc)

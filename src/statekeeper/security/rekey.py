@@ -47,9 +47,8 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
-from .held import rekeyed_all
 from .keyusage import key_usage
-from .rekey_checks import forgotten, refuse_namespace, rewrap_unwalked, sealed_now
+from .rekey_checks import forgotten, refuse_namespace, remake_marks, rewrap_unwalked, sealed_now
 from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 
@@ -529,7 +528,7 @@ async def rekey(
     await _rekey_feed_streams(store, batch, total)
     total.data_keys += await rewrap_unwalked(store)
     if witness is not None:  # its marks still under another key (a resumed run's agents')
-        await rekeyed_all(witness, store)
+        await remake_marks(store, witness)
     progress.done = True
     if path is not None:
         progress.save(path)
