@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..store.store import StateStore
     from .highwater import HighWater
 
-__all__ = ["Held", "held_check", "marked_at", "rekeyed", "unheld"]
+__all__ = ["Held", "held_check", "marked_at", "rekeyed", "unheld", "usable_witness"]
 
 
 #: the check of a state read from storage, with the event rows read with it
@@ -250,3 +250,16 @@ async def rekeyed(witness: HighWater, store: StateStore, agent_id: str) -> None:
         loop = witness._loop
         if not witness._scheduled or (loop is not None and loop.is_closed()):
             witness._schedule()
+
+
+async def usable_witness(store: StateStore) -> HighWater | None:
+    """The store's witness, its file read, for ``rekey`` to make its marks under older
+    keys again under the active one (:func:`rekeyed`, :func:`.rekey_checks.remake_marks`); None
+    without one, or with an unusable file (every use of the store says so)."""
+    witness = store.witness
+    if witness is not None:
+        try:
+            await asyncio.to_thread(witness.load)
+        except StatekeeperError:
+            return None
+    return witness

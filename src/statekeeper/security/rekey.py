@@ -47,6 +47,7 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
+from .held import usable_witness
 from .keyusage import key_usage
 from .rekey_checks import forgotten, refuse_namespace, remake_marks, rewrap_unwalked, sealed_now
 from .rekey_keys import rekey_keys
@@ -478,12 +479,7 @@ async def rekey(
     from ..store.keyguard import key_family
 
     await key_family(store.backend, store.codec)  # (whose tombstones count here)
-    witness = store.witness
-    if witness is not None:  # its marks under older keys are made again under the active
-        try:
-            await asyncio.to_thread(witness.load)
-        except StatekeeperError:
-            witness = None  # an unusable witness file: every use of the store says so
+    witness = await usable_witness(store)  # (its marks made again under the active key)
     unsaved, saved_at = 0, time.monotonic()  # agents finished since the last save
     try:
         while True:
@@ -527,8 +523,7 @@ async def rekey(
         await _rekey_walking_again(store, HOLDS_STREAM, batch, total)
     await _rekey_feed_streams(store, batch, total)
     total.data_keys += await rewrap_unwalked(store)
-    if witness is not None:  # its marks still under another key (a resumed run's agents')
-        await remake_marks(store, witness)
+    await remake_marks(store, witness)  # (marks still under another key: a resumed run's)
     progress.done = True
     if path is not None:
         progress.save(path)

@@ -110,7 +110,7 @@ def refuse_namespace(store: StateStore) -> None:
         )
 
 
-async def remake_marks(store: StateStore, witness: HighWater) -> None:
+async def remake_marks(store: StateStore, witness: HighWater | None) -> None:
     """At the end of a ``rekey``: :func:`.held.rekeyed` for every mark of the witness file
     (read again) still under another key than the active one, then the file written
     before the rekey reports done. ``rekeyed`` after each agent makes its mark again in
@@ -119,11 +119,11 @@ async def remake_marks(store: StateStore, witness: HighWater) -> None:
     never reached the file — their marks stayed under the key about to be retired. A
     run as a principal that is not a store admin leaves the marks, as it leaves the
     other namespaces' records. An unreadable or unwritable file is logged, not raised
-    (every use of the store reports an unusable one)."""
+    (every use of the store reports an unusable one). No witness: nothing to do."""
     from ..store.governed import governance_of
 
     governance = governance_of(store)
-    if governance is not None and not governance.store_admin():
+    if witness is None or (governance is not None and not governance.store_admin()):
         return
     try:
         await asyncio.to_thread(witness.load)
