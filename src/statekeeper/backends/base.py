@@ -540,9 +540,9 @@ class Backend(abc.ABC):
         engine that sets :attr:`rewrites_many` commits them together (SQLite: one
         transaction). A malformed request (:func:`validate_rewrite`) is refused before
         any of them is written. A request naming an event not stored (pruned) or a
-        snapshot below the base raises as :meth:`rewrite` does, nothing of it written (the
-        requests before it may be: the default applies them in turn; SQLite writes none
-        of the page)."""
+        snapshot below the base raises as :meth:`rewrite` does, nothing of it written (an
+        engine that sets :attr:`rewrites_many` writes none of a page of distinct agents;
+        the default applies them in turn: the requests before it may be)."""
         for request in requests:
             validate_rewrite(request)
         done: list[bool] = []

@@ -52,6 +52,7 @@ from .base import (
     validate_ttl,
 )
 from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
+from .rewrite_page import checked_page
 
 __all__ = ["MemoryBackend"]
 
@@ -480,9 +481,15 @@ class MemoryBackend(Backend):
         stream = self._streams.get(agent_id)
         return (len(stream.events), stream.head_tag) if stream is not None else (0, None)
 
-    #: the default rewrite_many is native here: each rewrite runs without a suspension
-    #: point, so a page of them is applied with nothing interleaved
+    #: a page is checked whole, then written, with no suspension point (.rewrite_page):
+    #: applied with nothing interleaved, none of it written when a request is refused
     rewrites_many = True
+
+    async def rewrite_many(self, requests: Sequence[RewriteRequest]) -> list[bool]:
+        self._check()
+        if len({r.agent_id for r in requests}) != len(requests):  # (each sees the one before)
+            return await super().rewrite_many(requests)
+        return checked_page(requests, self._check_rewrite, self._apply_rewrite)
 
     async def rewrite(self, request: RewriteRequest) -> None:
         self._check()

@@ -159,6 +159,7 @@ from .framing import pack_snapshot, unpack_snapshot
 from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .redact import mask_url, scrub
 from .s3_claims import FINISHED, WRITTEN_BY, TakenBy, claim_age, tip_under_claim
+from .s3_pruned_snapshots import drop_pruned_snapshots
 
 try:
     import boto3  # type: ignore[import-untyped]
@@ -1375,7 +1376,8 @@ class S3Backend(Backend):
         again from the listing when a commit it listed is gone (a prune's, after its
         copy of what lies above the base): nothing of the newest commit (the head tag)
         is written before that is found; a record it names below the new base is
-        refused then (:func:`~.base.unstored_rewrite`). The claim goes last."""
+        refused then (:func:`~.base.unstored_rewrite`); a snapshot it wrote below a base
+        a prune moved meanwhile is deleted (:mod:`.s3_pruned_snapshots`). The claim goes last."""
         key, token, head = self._claim_rewrite(request)
         try:
             for _ in range(_MARK_TRIES):
@@ -1388,7 +1390,10 @@ class S3Backend(Backend):
                 raise ConflictError(
                     request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
                 )
+            drop_pruned_snapshots(self, request)  # (a prune under it: see there)
         except BaseException:
+            with contextlib.suppress(Exception):  # (its writes cut short: the same)
+                drop_pruned_snapshots(self, request)
             with contextlib.suppress(Exception):  # (the error told is the rewrite's)
                 self._release_rewrite(key, token)
             raise

@@ -35,7 +35,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StatekeeperError
+from ..errors import KeyNotFound, StatekeeperError
 from ..records import EventRow, RawEvent
 from . import lost as lost_marks
 from .incarnation import same_stream
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..store.store import StateStore
     from .highwater import HighWater
 
-__all__ = ["Held", "held_check", "marked_at", "rekeyed", "unheld"]
+__all__ = ["Held", "held_check", "marked_at", "rekeyed", "unheld", "usable_witness"]
 
 
 #: the check of a state read from storage, with the event rows read with it
@@ -191,9 +191,17 @@ def _mark_of(witness: HighWater, record: AgentRecord) -> dict[str, Any] | None:
     if seen is not None and seen[0] is mark and seen[1] == link:
         _tagged(agent_id, mark, record)
         return None  # (this mark's digest checked against this link before: no HMAC)
-    if witness._codec.check_witness_digest(
-        agent_id, record.seq, link, mark.get("key_id"), str(mark.get("digest"))
-    ):
+    try:
+        same = witness._codec.check_witness_digest(
+            agent_id, record.seq, link, mark.get("key_id"), str(mark.get("digest"))
+        )
+    except KeyNotFound:
+        # made under a key retired since (a rotation whose rekey did not make it again):
+        # checked by seq only, as at the opening (:meth:`HighWater._check_mark`) — was:
+        # every load of the agent raised KeyNotFound, its records all under the new key
+        _tagged(agent_id, mark, record)  # (held as far as it can be checked: not again)
+        return None
+    if same:
         _VERIFIED[agent_id] = (mark, link)
         _tagged(agent_id, mark, record)
         if len(_VERIFIED) > _VERIFIED_MAX:
@@ -260,3 +268,16 @@ async def rekeyed(witness: HighWater, store: StateStore, agent_id: str) -> None:
         loop = witness._loop
         if not witness._scheduled or (loop is not None and loop.is_closed()):
             witness._schedule()
+
+
+async def usable_witness(store: StateStore) -> HighWater | None:
+    """The store's witness, its file read, for ``rekey`` to make its marks under older
+    keys again under the active one (:func:`rekeyed`, :func:`.rekey_checks.remake_marks`); None
+    without one, or with an unusable file (every use of the store says so)."""
+    witness = store.witness
+    if witness is not None:
+        try:
+            await asyncio.to_thread(witness.load)
+        except StatekeeperError:
+            return None
+    return witness

@@ -26,7 +26,6 @@ finished, so a resumed run does not even re-read finished agents.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -46,11 +45,13 @@ from ..errors import (
     StatekeeperError,
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
+from .held import usable_witness
 from .keyusage import key_usage
 from .rekey_checks import (
     forgotten,
     legacy_fingerprint,
     refuse_namespace,
+    remake_marks,
     rewrap_unwalked,
     sealed_now,
 )
@@ -487,12 +488,7 @@ async def rekey(
     from ..store.keyguard import key_family
 
     await key_family(store.backend, store.codec)  # (whose tombstones count here)
-    witness = store.witness
-    if witness is not None:  # its marks under older keys are made again under the active
-        try:
-            await asyncio.to_thread(witness.load)
-        except StatekeeperError:
-            witness = None  # an unusable witness file: every use of the store says so
+    witness = await usable_witness(store)  # (its marks made again under the active key)
     unsaved, saved_at = 0, time.monotonic()  # agents finished since the last save
     try:
         while True:
@@ -536,6 +532,7 @@ async def rekey(
         await _rekey_walking_again(store, HOLDS_STREAM, batch, total)
     await _rekey_feed_streams(store, batch, total)
     total.data_keys += await rewrap_unwalked(store)
+    await remake_marks(store, witness)  # (marks still under another key: a resumed run's)
     progress.done = True
     if path is not None:
         progress.save(path)

@@ -1,30 +1,37 @@
 """What :mod:`.rekey` leaves as it is: a record sealed as the codec seals it now
 (an agent's legacy data key: :func:`legacy_fingerprint`), and an agent whose data key
 ``forget`` destroyed; and what it does beside the agents it walks: the data keys of the
-agents it does not walk (:func:`rewrap_unwalked`)."""
+agents it does not walk (:func:`rewrap_unwalked`), the witness's marks still under
+another key (:func:`remake_marks`)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ..codec import Codec
 from ..codec.datakeys import uses_data_key
 from ..codec.keys import DerivedKey
 from ..errors import ConfigurationError, StatekeeperError
+from .held import rekeyed
 
 if TYPE_CHECKING:
     from ..codec.pipeline import Opened
     from ..store.store import StateStore
+    from .highwater import HighWater
 
 __all__ = [
     "data_key_sealed",
     "forgotten",
     "legacy_fingerprint",
     "refuse_namespace",
+    "remake_marks",
     "rewrap_unwalked",
     "sealed_now",
 ]
+
+_logger = logging.getLogger("statekeeper.witness")
 
 
 def sealed_now(
@@ -126,3 +133,29 @@ def legacy_fingerprint(codec: Codec, agent_id: str) -> bytes | None:
         return DerivedKey(entry.master_id, master.unwrap(agent_id, entry.wrapped)).fingerprint
     except StatekeeperError:
         return None
+
+
+async def remake_marks(store: StateStore, witness: HighWater | None) -> None:
+    """At the end of a ``rekey``: :func:`.held.rekeyed` for every mark of the witness file
+    (read again) still under another key than the active one, then the file written
+    before the rekey reports done. ``rekeyed`` after each agent makes its mark again in
+    memory, written within ``witness_interval``, while the progress file is saved every
+    half second: a run killed between the two, resumed, skipped agents whose new marks
+    never reached the file — their marks stayed under the key about to be retired. A
+    run as a principal that is not a store admin leaves the marks, as it leaves the
+    other namespaces' records. An unreadable or unwritable file is logged, not raised
+    (every use of the store reports an unusable one). No witness: nothing to do."""
+    from ..store.governed import governance_of
+
+    governance = governance_of(store)
+    if witness is None or (governance is not None and not governance.store_admin()):
+        return
+    try:
+        await asyncio.to_thread(witness.load)
+        for agent_id in list(witness._known):
+            await rekeyed(witness, store, agent_id)
+        await witness.flush()
+    except StatekeeperError as exc:
+        _logger.error("the witness file %s was not made again under the key: %s", witness.path, exc)
+    except OSError as exc:
+        _logger.error("cannot write the witness file %s: %s", witness.path, exc)

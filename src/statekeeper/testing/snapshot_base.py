@@ -72,3 +72,33 @@ class SnapshotBaseConformance(Contract):
         again = RewriteRequest("a", 5, b"t5'", (), (at_base,), head_tag=b"t5''")
         assert await backend.rewrite_many([again]) == [True]
         assert await backend.head_tag("a") == (5, b"t5''")
+
+    async def test_a_page_committed_together_is_refused_whole(self, backend: Backend) -> None:
+        """An engine that commits a page of rewrites together (``rewrites_many``) writes
+        none of a page of distinct agents holding a request refused for a snapshot below
+        its stream's base — the requests before it and after it neither: its caller (a
+        schema migration's page) takes the error for "nothing of the page written", voids
+        every audit entry of the page and forgets no cached state. Was: PostgreSQL
+        committed the others, the memory engine those before it."""
+        _needs(backend, Capability.REWRITE)
+        _needs(backend, Capability.PRUNE)
+        if not backend.rewrites_many:
+            pytest.skip(f"{type(backend).__name__} applies a page's rewrites in turn")
+        await backend.append(request("a", 0, 2, snap_at=2))
+        await backend.append(request("a", 2, 2, snap_at=4))
+        await backend.append(request("a", 4, 1))
+        await backend.prune("a", 4)  # (drops the snapshot at 2)
+        for agent_id in ("c", "d"):
+            await backend.append(request(agent_id, 0))
+        before = {agent_id: await backend.read(agent_id) for agent_id in ("a", "c", "d")}
+        gone = RawSnapshot(2, 2.0, b"state@2 back", b"ck2'")
+        page = [
+            RewriteRequest("c", 1, None, (RawEvent(1, "patch", 1.0, b"c1 v2", b"s"),)),
+            RewriteRequest("a", 5, None, (), (gone,)),
+            RewriteRequest("d", 1, None, (RawEvent(1, "patch", 1.0, b"d1 v2", b"s"),)),
+        ]
+        with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+            await backend.rewrite_many(page)
+        assert {agent_id: await backend.read(agent_id) for agent_id in before} == before
+        assert await backend.latest_snapshot("a", 3) is None
+        assert await backend.rewrite_many([page[0], page[2]]) == [True, True]

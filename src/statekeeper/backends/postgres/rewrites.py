@@ -18,8 +18,10 @@ compare-and-set head (key rotation, schema migrations). A mixin of
 
 A request naming an event not stored (below the stream's pruned base) raises
 :func:`~..base.unstored_rewrite`'s ConfigurationError, one carrying a snapshot below the
-base (:mod:`..pruned_snapshots`) its own, nothing of it written (``rw_many`` leaves such
-a request out; the requests of its page applied stay).
+base (:mod:`..pruned_snapshots`) its own, nothing of it written; ``rw_many`` then applies
+none of its page (distinct agents: one commit, as SQLite's), which a schema migration's
+page takes the error for — was: the others committed, their audit entries voided as
+not applied and their cached states kept.
 
 Under row-level security (:mod:`.row_security`) the head row of an agent the role may
 not write is filtered out of ``FOR UPDATE``, not refused: a rewrite of it found "no

@@ -85,8 +85,9 @@ SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY ag
 -- request's new tag), then the events, snapshots and head tags of the fresh ones
 -- replaced. Answers the 1-based positions of the requests applied. A request naming
 -- an event below the agent's first stored one (pruned), or a snapshot below the seq
--- before it (the stream's base: a prune removed it), is not applied (the caller
--- raises: Rewrites.rewrite_many).
+-- before it (the stream's base: a prune removed it), at its expected head, refuses the
+-- whole page: none applied (the caller raises: Rewrites.rewrite_many; was: the others
+-- committed, which a migration's page took for none written).
 WITH r AS (
   SELECT * FROM unnest(%(agents)s::text[], %(seqs)s::bigint[], %(tags)s::bytea[], %(new_tags)s::bytea[])
     WITH ORDINALITY AS r(agent_id, seq, tag, new_tag, idx)
@@ -96,8 +97,10 @@ WITH r AS (
 ), slo AS (
   SELECT v.idx, min(v.seq) AS seq
   FROM unnest(%(sn_idx)s::bigint[], %(sn_seq)s::bigint[]) AS v(idx, seq) GROUP BY v.idx
-), hit AS (
-  SELECT r.idx, a.agent_id, r.new_tag, a.head_tag IS NOT DISTINCT FROM r.tag AS fresh
+), locked AS (
+  SELECT r.idx, a.agent_id, r.new_tag, a.head_tag IS NOT DISTINCT FROM r.tag AS fresh,
+    (lo.seq IS NULL OR lo.seq >= f.first) AND (slo.seq IS NULL OR slo.seq + 1 >= f.first)
+      AS stored
   FROM {s}.sk_agents a JOIN r ON a.agent_id = r.agent_id LEFT JOIN lo ON lo.idx = r.idx
     LEFT JOIN slo ON slo.idx = r.idx
     CROSS JOIN LATERAL (
@@ -106,9 +109,10 @@ WITH r AS (
   WHERE a.head_seq = r.seq
     AND (a.head_tag IS NOT DISTINCT FROM r.tag
          OR (%(retry)s AND r.new_tag IS NOT NULL AND a.head_tag = r.new_tag))
-    AND (lo.seq IS NULL OR lo.seq >= f.first)
-    AND (slo.seq IS NULL OR slo.seq + 1 >= f.first)
   ORDER BY a.agent_id FOR UPDATE OF a
+), hit AS (
+  SELECT idx, agent_id, new_tag, fresh FROM locked
+  WHERE stored AND NOT EXISTS (SELECT 1 FROM locked x WHERE x.fresh AND NOT x.stored)
 ), ev AS (
   UPDATE {s}.sk_events e SET payload = v.payload, checksum = v.checksum
   FROM unnest(%(ev_idx)s::bigint[], %(ev_seq)s::bigint[], %(ev_payload)s::bytea[], %(ev_checksum)s::bytea[])
