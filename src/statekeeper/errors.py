@@ -99,6 +99,7 @@ __all__ = [
     "StoreLost",
     "StoreSchemaOutdated",
     "StoredStateInvalid",
+    "StreamClaimed",
     "TransitionInProgress",
     "UndeclaredKeysDropped",
     "UnflushedWritesWarning",
@@ -604,6 +605,35 @@ def _stream_words(agent_id: str) -> str:
     if kind == "cold" and rest:
         return f"the cold-tier marker of agent {rest!r}"
     return f"a stream statekeeper keeps for itself ({kind})"
+
+
+class StreamClaimed(ConflictError):
+    """A write met a rewrite's claim on the stream (S3: a rekey, a migration or a
+    redaction holds the next commit's slot while it runs); nothing was changed.
+    ``claim_age``: the claim's age in seconds (its maker's date, this process's clock;
+    ``inf`` undated); ``timeout``: ``rewrite_claim_timeout``, past which an append
+    breaks it as a dead process's. Retried like any ``ConflictError``."""
+
+    def __init__(
+        self, agent_id: str, expected_seq: int, current_seq: int, claim_age: float, timeout: float
+    ) -> None:
+        super().__init__(agent_id, expected_seq, current_seq)
+        self.claim_age, self.timeout = claim_age, timeout
+        made = (
+            "undated"
+            if claim_age == float("inf")
+            else f"made {claim_age:.0f} s ago"
+            if claim_age >= 0
+            else f"dated {-claim_age:.0f} s ahead of this process's clock"
+        )
+        left = f"in {timeout - claim_age:.0f} s" if claim_age <= timeout else "now"
+        self.args = (
+            f"{_stream_words(agent_id)}: nothing changed — its stream is claimed by a rewrite"
+            f" in progress (statekeeper rekey, migrate, a redaction; the claim {made}): it"
+            " goes when the rewrite ends, and an append breaks it once older than"
+            f" rewrite_claim_timeout ({timeout:g} s: {left}). Write again once it is gone;"
+            " one there until then is a stuck rewrite (run it again to finish it)",
+        )
 
 
 class IntegrityError(StorageError):

@@ -158,7 +158,7 @@ from .base import (
 from .framing import pack_snapshot, unpack_snapshot
 from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .redact import mask_url, scrub
-from .s3_claims import FINISHED, WRITTEN_BY, TakenBy, claim_age, tip_under_claim
+from .s3_claims import FINISHED, WRITTEN_BY, TakenBy, claim_age, conflict, tip_under_claim
 from .s3_pruned_snapshots import drop_pruned_snapshots
 
 try:
@@ -1167,7 +1167,7 @@ class S3Backend(Backend):
                 and not stored.get(_REWRITING)  # (a rewrite's claim bears the tip's key)
             ):
                 return AppendResult(agent_id, first, int(stored["last"]), True)
-            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+            raise self._conflict(agent_id, request.expected_seq, stored)
         # the high-water mark, before anything else that follows the commit (a process
         # dying before it only leaves the mark behind the stream: nothing is told then)
         self._raise_mark(root, inc, last)
@@ -1477,13 +1477,13 @@ class S3Backend(Backend):
         if meta.get(_REWRITING):  # another rewrite's (running, or its process died)
             key = root + self._seq_name(layout.commits[-1][0])
             if self._taken_by.respected(key, meta, self._clock(), self.rewrite_claim_timeout):
-                raise ConflictError(agent_id, request.expected_seq, head)  # (it took ours)
+                raise self._conflict(agent_id, request.expected_seq, meta, head)  # (took ours)
             won = self._take_over(key, meta, claim)
         else:
             with _commit_lock(self.endpoint_url or "", self.bucket, key):
                 won = self._put_new(key, _encode_events((), token), claim)
         if not won:  # an append at the head, a delete's or another rewrite's claim
-            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+            raise self._conflict(agent_id, request.expected_seq, self._head_meta(key))
         try:
             below = [first for first, _ in self._layout(agent_id).commits if first <= head]
             now = self._head_meta(root + self._seq_name(below[-1])) if below else None
@@ -1524,8 +1524,14 @@ class S3Backend(Backend):
         found = self._head_meta(held[0])
         if found is None or found.get(_WRITE) != held[1]:
             self._taken_by.note(held[0], found)  # (taken over: not taken back)
-            agent_id = request.agent_id
-            raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
+            raise self._conflict(request.agent_id, request.expected_seq, found)
+
+    def _conflict(
+        self, agent_id: str, expected: int, found: dict[str, str] | None, head: int | None = None
+    ) -> ConflictError:
+        """:func:`.s3_claims.conflict` (the stored head read now unless ``head`` is given)."""
+        head = self._head_sync(agent_id) if head is None else head
+        return conflict(agent_id, expected, head, found, self._clock(), self.rewrite_claim_timeout)
 
     def _break_stale_claim(self, key: str, finished: str | None = None) -> bool:
         """A rewrite's claim at ``key`` older than :attr:`rewrite_claim_timeout` (or
@@ -1855,7 +1861,7 @@ class S3Backend(Backend):
                 _, meta = self._tip_layout(agent_id)
                 current = int(meta["last"]) if meta is not None else 0
                 if not (meta is not None and meta.get("tomb") and current == head):
-                    raise ConflictError(agent_id, head, current)
+                    raise self._conflict(agent_id, head, meta, current)
             elif held and self._claim_is_stray(held, meta):
                 # the agent deleted and written again up to ``head`` between the
                 # identity check and the claim (S3 cannot make a write conditional on

@@ -21,12 +21,17 @@ commit's metadata when it is made (head, head tag, key). Two things here:
   each retried before the other finished — for ever on a stream whose rewrite takes
   longer than a retry. A rewrite of this backend respects such a claim as an append
   does (``ConflictError`` until it is gone, finished or older than the bound).
+* :func:`conflict`: a write meeting a rewrite's claim is told so
+  (:class:`~statekeeper.errors.StreamClaimed`: the claim's age and the bound), not that
+  the head record was rewritten (expected and stored heads are equal under a claim).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+
+from ..errors import ConflictError, StreamClaimed
 
 #: how many claims that took over one of ours a backend remembers (oldest forgotten)
 _REMEMBERED = 1024
@@ -96,3 +101,20 @@ def claim_age(claim: dict[str, str], now: float) -> float:
         return now - float(claim.get("at", "0"))
     except ValueError:
         return float("inf")
+
+
+def conflict(
+    agent_id: str,
+    expected: int,
+    current: int,
+    found: dict[str, str] | None,
+    now: float,
+    bound: float,
+) -> ConflictError:
+    """The conflict of a write at ``expected`` (the stored head ``current``) that found
+    ``found`` (an object's metadata, None: gone) in its way: :class:`StreamClaimed` when
+    it is a rewrite's claim over that head (its age at ``now``, ``bound`` the claim
+    timeout); over another head, the caller's head is out of date whatever holds it."""
+    if found is None or not found.get(_REWRITING) or found.get("last") != str(expected):
+        return ConflictError(agent_id, expected, current)
+    return StreamClaimed(agent_id, expected, current, claim_age(found, now), bound)

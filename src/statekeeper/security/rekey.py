@@ -59,6 +59,7 @@ from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 from .rekey_retry import TRIES as _TRIES
 from .rekey_retry import backoff as _backoff
+from .rekey_retry import given_up
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -279,6 +280,7 @@ async def _rekey_stream(
     async def flush() -> None:
         """Write ``pending`` while the stream is the one walked; appends only delay it."""
         last_read, last_new = pending[-1]
+        refused: ConflictError | None = None
         for attempt in range(_TRIES):
             head, tag = await backend.head_tag(agent_id)
             # the head first, then identity: a stream re-created after this read makes
@@ -292,15 +294,17 @@ async def _rekey_stream(
                 await backend.rewrite(
                     RewriteRequest(agent_id, head, tag, tuple(new for _, new in pending))
                 )
-            except ConflictError:  # a writer appended meanwhile: try again
+            except ConflictError as exc:  # a writer appended meanwhile: try again
+                refused = exc
                 stats.retries += 1
                 await _backoff(attempt)
                 continue
             stats.events += len(pending)
             pending.clear()
             return
-        raise ConflictError(agent_id, head, await backend.head(agent_id))
+        raise await given_up(backend, agent_id, head, refused)
 
+    refused: ConflictError | None = None
     for attempt in range(_TRIES):  # (refused by a writer: paused, tried again, bounded)
         head, tag = await backend.head_tag(agent_id)
         if head == 0:
@@ -431,6 +435,7 @@ async def _rekey_stream(
         except ConflictError as exc:
             if exc.agent_id != agent_id:
                 raise
+            refused = exc
             # appended meanwhile: walk the new records too, then finish at the new head;
             # but a head rewritten in place (a migration, its rollback or finalize: the
             # same seq, another link) is walked again, from the start — its records
@@ -446,7 +451,7 @@ async def _rekey_stream(
         stats.snapshots += len(new_snaps)
         stats.heads += new_tag is not None
         return
-    raise ConflictError(agent_id, head, await backend.head(agent_id))
+    raise await given_up(backend, agent_id, head, refused)
 
 
 async def rekey(

@@ -5,6 +5,12 @@ how long it waits between tries; shared by its batch and final commits."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
+
+from ..errors import ConflictError, StreamClaimed
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
 
 #: a refused rewrite (a batch, or the stream's final one with its head tag) is tried this
 #: many times in all; then the rekey of the stream gives up with the ``ConflictError``
@@ -17,3 +23,15 @@ async def backoff(attempt: int) -> None:
     """The pause after the rewrite refused at try ``attempt`` (from 0): 0.5 ms more
     after each, at most 20 ms."""
     await asyncio.sleep(min(0.0005 * attempt, 0.02))
+
+
+async def given_up(
+    backend: Backend, agent_id: str, head: int, last: ConflictError | None
+) -> ConflictError:
+    """What a rekey gives up with after :data:`TRIES` refusals of a rewrite of
+    ``agent_id`` at ``head``: the ``last`` refusal when it was another rewrite's claim
+    (:class:`StreamClaimed` names its age and the bound: a stuck rewrite is told from a
+    busy writer), else a ``ConflictError`` at the stored head."""
+    if isinstance(last, StreamClaimed):
+        return last
+    return ConflictError(agent_id, head, await backend.head(agent_id))
