@@ -1,0 +1,113 @@
+"""Which roles take a namespace's retention run lock under PostgreSQL row security
+(``sql/row_security_runlock.sql``): the role of a principal admin of the namespace and
+of every namespace below it, no other — whatever the admin grant's pattern.
+
+The lock of a namespace serializes every run below it too (a run in ``acme/b/cc`` is
+refused while ``acme/b``'s lock is held), so a role taking it blocks the runs of the
+admins of every namespace below. "Admin of every namespace below" was checked with a
+probe: the namespace and the namespace two one-character segments below it
+(``N/\\x02/\\x02``) both matched by one grant. A pattern whose last segment is ``?``
+matches that probe and not a namespace below whose last segment is longer: the admin
+of ``acme/**/?`` (the namespaces under acme named by one character) took the lock of
+``acme/b``, blocking the runs of ``acme/b/cc``'s admins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statekeeper.backends.postgres import PostgresBackend
+from statekeeper.errors import AccessDenied
+from statekeeper.governance import parse_policy
+from statekeeper.governance.policy_postgres import enforce_in_postgres
+from statekeeper.governance.retention_lock import lock_id
+
+from ..backends._services import POSTGRES_DSN
+from .test_postgres_row_security import _as, tenant_roles
+
+POLICY = parse_policy(
+    """\
+[principals.one-char]
+admin = ["acme/**/?"]
+
+[principals.any-one-char]
+admin = ["**/?"]
+
+[principals.children]
+admin = ["acme/*"]
+
+[principals.dotted]
+admin = ["a.b/**"]
+
+[principals.plus]
+admin = ["x+y/**", "t(1)/[z]/**"]
+
+[principals.middle]
+admin = ["**/eu/**"]
+"""
+)
+PRINCIPALS = ("one-char", "any-one-char", "children", "dotted", "plus", "middle")
+
+#: (principal, namespace of the lock, may take it)
+CASES = [
+    ("one-char", "acme/b", False),  # (acme/b/cc is not its)
+    ("one-char", "acme", False),
+    ("any-one-char", "a", False),
+    ("any-one-char", "a/b", False),
+    ("children", "acme/b", False),  # (acme/b/c is not its)
+    ("dotted", "a.b", True),
+    ("dotted", "a.b/c", True),
+    ("dotted", "aXb", False),  # ('.' is no wildcard)
+    ("dotted", "a.b.c", False),
+    ("plus", "x+y", True),
+    ("plus", "xxy", False),
+    ("plus", "x+y+", False),
+    ("plus", "t(1)/[z]", True),
+    ("plus", "t1/z", False),
+    ("middle", "acme/eu", True),
+    ("middle", "eu/x", True),
+    ("middle", "acme/eux", False),
+    ("middle", "acme", False),
+]
+
+
+@pytest.fixture(scope="module")
+def enforced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    import asyncio
+
+    tmp_path: Path = tmp_path_factory.mktemp("runlock_scope")
+    with tenant_roles(tmp_path, "sk_rls_", PRINCIPALS) as (schema, roles):
+
+        async def made() -> None:
+            owner = PostgresBackend(POSTGRES_DSN, schema=schema)
+            try:
+                await owner.open()
+            finally:
+                await owner.close()
+            await enforce_in_postgres(POSTGRES_DSN, schema, POLICY, roles=roles)
+
+        asyncio.run(made())
+        yield schema, roles
+
+
+@pytest.mark.parametrize(
+    ("principal", "scope", "allowed"), CASES, ids=[f"{p}:{n}" for p, n, _ in CASES]
+)
+async def test_a_namespace_lock_is_taken_by_admins_of_all_below_it_only(
+    enforced: tuple[str, dict[str, str]], principal: str, scope: str, allowed: bool
+) -> None:
+    schema, roles = enforced
+    backend = PostgresBackend(_as(roles[principal]), schema=schema, max_size=1)
+    try:
+        await backend.open()
+        if not allowed:
+            with pytest.raises(AccessDenied):
+                await backend.acquire_lease(lock_id(scope), principal, 60)
+            return
+        held = await backend.acquire_lease(lock_id(scope), principal, 60)
+        assert await backend.release_lease(held.agent_id, principal, held.token)
+    finally:
+        await backend.close()
