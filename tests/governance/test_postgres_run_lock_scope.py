@@ -111,3 +111,41 @@ async def test_a_namespace_lock_is_taken_by_admins_of_all_below_it_only(
         assert await backend.release_lease(held.agent_id, principal, held.token)
     finally:
         await backend.close()
+
+
+async def test_a_run_under_older_row_security_says_what_to_run(tmp_path: Path) -> None:
+    """Row security an older statekeeper enforced has no run-lock policies: a run of
+    the store's admin goes unlocked, and its report names what restores the lock."""
+    from statekeeper import StateStore
+    from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+    from .conftest import KEYRING
+
+    policy = parse_policy('[principals.ops]\nadmin = ["**"]\n')
+    with tenant_roles(tmp_path, "sk_rlo_", ("ops",)) as (schema, roles):
+        async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
+            for n in range(2):
+                await owner.save("acme/a1", {"n": n})
+        await enforce_in_postgres(POSTGRES_DSN, schema, policy, roles=roles)
+        older = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=1)
+        try:
+            await older.open()
+            async with older._connection() as conn:  # (as an older statekeeper left it)
+                for name in ("read", "take", "renew"):
+                    await conn.execute(f"DROP POLICY sk_run_lock_{name} ON {schema}.sk_leases")
+        finally:
+            await older.close()
+        async with StateStore(
+            f"{_as(roles['ops'])}?schema={schema}", keyring=KEYRING, principal="ops",
+            policy=policy,
+        ) as ops:  # fmt: skip
+            report = await apply_retention(ops, RetentionPolicy.parse("acme keep_last=1\n"))
+        assert "enforce_in_postgres" in report.unlocked
+        assert "owner" in report.unlocked  # (who runs it)
+        await enforce_in_postgres(POSTGRES_DSN, schema, policy, roles=roles)
+        async with StateStore(
+            f"{_as(roles['ops'])}?schema={schema}", keyring=KEYRING, principal="ops",
+            policy=policy,
+        ) as ops:  # fmt: skip
+            report = await apply_retention(ops, RetentionPolicy.parse("acme keep_last=1\n"))
+        assert report.unlocked == ""
