@@ -149,3 +149,44 @@ async def test_a_run_under_older_row_security_says_what_to_run(tmp_path: Path) -
         ) as ops:  # fmt: skip
             report = await apply_retention(ops, RetentionPolicy.parse("acme keep_last=1\n"))
         assert report.unlocked == ""
+
+
+async def test_an_expired_run_lock_is_taken_over_across_roles(tmp_path: Path) -> None:
+    """A run lock whose run stopped renewing (expired, not released: no role deletes
+    one) is taken by the next run of another role that may take it; the stopped run
+    then cannot renew it: LeaseLost, as on every engine (was: AccessDenied saying the
+    store admin's role "may not write that namespace": a renewal or release matching no
+    row asked sk_allowed, which reaches no run lock, so a run whose lock was taken over
+    stopped with a refusal, not LeaseLost); a released one is taken again."""
+    from statekeeper.errors import LeaseLost
+
+    policy = parse_policy(
+        '[principals.acme-admin]\nadmin = ["acme/**"]\n\n[principals.ops]\nadmin = ["**"]\n'
+    )
+    with tenant_roles(tmp_path, "sk_rlx_", ("acme-admin", "ops")) as (schema, roles):
+        owner = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=1)
+        ops = PostgresBackend(_as(roles["ops"]), schema=schema, max_size=1)
+        acme = PostgresBackend(_as(roles["acme-admin"]), schema=schema, max_size=1)
+        try:
+            await owner.open()
+            await enforce_in_postgres(POSTGRES_DSN, schema, policy, roles=roles)
+            await ops.open()
+            await acme.open()
+            stopped = await ops.acquire_lease(lock_id("acme"), "ops run", 60)
+            async with owner._connection() as conn:  # (its time passed: no waiting)
+                await conn.execute(
+                    f"UPDATE {schema}.sk_leases SET expires_at = 1 WHERE agent_id = %s",
+                    (lock_id("acme"),),
+                )
+            taken = await acme.acquire_lease(lock_id("acme"), "acme run", 60)
+            assert taken.token > stopped.token
+            with pytest.raises(LeaseLost):
+                await ops.renew_lease(lock_id("acme"), "ops run", stopped.token, 60)
+            assert not await ops.release_lease(lock_id("acme"), "ops run", stopped.token)
+            assert await acme.release_lease(lock_id("acme"), "acme run", taken.token)
+            again = await ops.acquire_lease(lock_id("acme"), "ops run", 60)
+            assert again.token > taken.token
+            assert await ops.release_lease(lock_id("acme"), "ops run", again.token)
+        finally:
+            for backend in (acme, ops, owner):
+                await backend.close()
