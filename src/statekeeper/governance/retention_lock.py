@@ -173,8 +173,10 @@ def _now(backend: Backend) -> float:
 NO_LEASES = "the engine has no leases"
 ROLE_REFUSED = (
     "the database role may not take the store's run lock (PostgreSQL row security: only"
-    " the roles of the namespace's admins do; row security enforced by an older"
-    " statekeeper: enforce the policy again)"
+    " the roles of principals admin of the namespace and of all below it, by a pattern"
+    " ending in '**', do; a schema put under row security by an older statekeeper has"
+    " no run-lock policies: run statekeeper.governance.policy_postgres.enforce_in_postgres"
+    " again as the schema's owner)"
 )
 
 

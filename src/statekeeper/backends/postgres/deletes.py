@@ -25,6 +25,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ...arguments import RUN_LOCKS
 from ...errors import AccessDenied, BackendError
 from ...records import StreamChange
 from .refusals import row_security_refusal
@@ -93,7 +94,14 @@ async def refusal(
         return None
     if agent_id.startswith(TOMBSTONES_IN):  # a namespace's feed tombstones: appended only
         return row_security_refusal(backend.dsn, operation, agent_id)
-    cur = await conn.execute(backend._sql["rls_may_write"], (agent_id,))
+    query = backend._sql["rls_may_write"]
+    if agent_id.startswith(RUN_LOCKS):  # (its own policies: a lost lock is no refusal)
+        cur = await conn.execute(backend._sql["rls_run_locks"])
+        row = await cur.fetchone()
+        if row is None or not row[0]:  # (row security of an older statekeeper)
+            return row_security_refusal(backend.dsn, operation, agent_id)
+        query = backend._sql["rls_may_lock"]
+    cur = await conn.execute(query, (agent_id,))
     row = await cur.fetchone()
     if row is not None and row[0]:
         return None

@@ -79,6 +79,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "set-based batches lock their heads in agent order, as rewrite pages do",
         read_script(PACKAGE, "sql/batch_lock_order.sql"),
     ),
+    (
+        17,
+        "batches not set-based lock their fences' leases, then their heads, in agent order",
+        read_script(PACKAGE, "sql/batch_fallback_order.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

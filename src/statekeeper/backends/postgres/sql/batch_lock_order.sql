@@ -5,9 +5,10 @@
 -- a batch [b, a] holding b and waiting for a, while a rewrite page [a, b] held a and
 -- waited for b, was a deadlock: PostgreSQL aborted one after deadlock_timeout (the
 -- library runs it again, a second lost). A batch now waits, holding no head, for the
--- page to finish. (A batch not set-based: a fence, a snapshot, a new stream -- still
+-- page to finish. (A batch not set-based, a fence, a snapshot, a new stream, still
 -- runs sk_append per request, each taking its lease's lock before its head's: locking
--- every head first there would reverse that order against a lease change.)
+-- every head first there would reverse that order against a lease change; migration
+-- 17 locks their fences' leases first, then their heads.)
 -- FOR NO KEY UPDATE: the lock its UPDATE takes anyway (a foreign key's KEY SHARE is
 -- not blocked by it). The settings of migration 15 are kept: CREATE OR REPLACE resets
 -- a function's SET clauses to the ones it names.

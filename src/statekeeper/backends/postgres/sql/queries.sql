@@ -246,6 +246,14 @@ SELECT row_security_active('{s}.sk_agents'::regclass)
 -- name: rls_may_write
 SELECT {s}.sk_allowed(%s, 2)
 
+-- name: rls_run_locks
+-- the run locks' policies (sql/row_security_runlock.sql) are installed: a run lock is
+-- the role's to write when sk_run_lock says so (sk_allowed reaches no run lock)
+SELECT to_regprocedure('{s}.sk_run_lock(text,integer)') IS NOT NULL
+
+-- name: rls_may_lock
+SELECT {s}.sk_run_lock(%s, 2)
+
 -- name: del_events
 DELETE FROM {s}.sk_events WHERE agent_id = %s
 

@@ -6,8 +6,11 @@
 -- could take one: every run under row security went unlocked. These policies (on
 -- sk_leases, OR-ed with its sk_read / sk_insert / sk_update) let take the lock of
 -- a namespace the roles whose grants give admin on it and on every namespace below it
--- (one pattern matching the namespace and a namespace two segments below it, whose
--- segments no pattern names: a pattern ending in '**'), and the lock of the whole store
+-- (one pattern matching the namespace and ending in '**': its POSIX form ends in
+-- '(/.*)?$', or is '^.*$', so whatever follows the namespace matches too. Was: the
+-- pattern matched the namespace and a probe two one-character segments below it,
+-- which a last segment '?' matches as well: the admin of 'acme/**/?' took the lock of
+-- 'acme/b', blocking the runs of 'acme/b/cc's admins), and the lock of the whole store
 -- the admins of every namespace (sk_log_admin); every role with an admin grant reads
 -- them all (a run checks that no run above or below its namespace holds one). No
 -- role deletes one.
@@ -35,10 +38,8 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
                    WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
                      AND (g.perm OPERATOR(pg_catalog.=) 3)
                      AND (pg_catalog.substr(p_agent, 23) OPERATOR(pg_catalog.~) g.pattern)
-                     AND ((pg_catalog.substr(p_agent, 23) OPERATOR(pg_catalog.||) '/'
-                           OPERATOR(pg_catalog.||) pg_catalog.chr(2) OPERATOR(pg_catalog.||) '/'
-                           OPERATOR(pg_catalog.||) pg_catalog.chr(2))
-                          OPERATOR(pg_catalog.~) g.pattern))
+                     AND ((pg_catalog."right"(g.pattern, 7) OPERATOR(pg_catalog.=) '(/.*)?$')
+                          OR (g.pattern OPERATOR(pg_catalog.=) '^.*$')))
         ELSE false END
 $fn$;
 DROP POLICY IF EXISTS sk_run_lock_read ON {s}.sk_leases;
