@@ -21,6 +21,7 @@ from .tiered_copy import copy_stream
 from .tiered_ending import ENDING, announces_ends, ending_absent, ending_check
 from .tiered_hot import TieredHot
 from .tiered_owner import IN_FLIGHT, claim_owner
+from .tiered_unfenced import same_base
 
 __all__ = ["TieredDemote"]
 
@@ -155,7 +156,9 @@ class TieredDemote(TieredClaims, TieredHot):
                         *checks,
                     ],
                 )
-            else:
+            else:  # (only while the stream's base is the copy's: a prune since kept)
+                if not await same_base(self.durable, cold, agent_id):
+                    raise ConflictError(agent_id, head, head)
                 await self.durable.delete_agent_at(agent_id, head, last.checksum)
         except ConflictError:
             # the stream written to, or deleted, meanwhile, or changed in place (its
