@@ -285,6 +285,7 @@ async def test_a_prune_during_a_demotions_copy_on_a_tier_without_fencing(
     """The same, the demotion held before it copies the snapshot (its events copied,
     its base look to come): either the prune prunes its copy or its look sees the prune
     — the agent, wherever it ends up, is the pruned stream."""
+
     def process() -> TieredBackend:
         durable = _Unfenced(tmp_path / "durable.db")
         return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
