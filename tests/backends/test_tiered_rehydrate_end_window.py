@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from statekeeper.backends.tiered_claims import CLAIM_STALE, COLD_MARKER
 from statekeeper.backends.tiered_ending import ENDING, announce_end
@@ -29,8 +30,9 @@ from .test_tiered_claims import _final_step, _Pause, _until
 
 async def _reached_or_done(event: asyncio.Event, task: asyncio.Future[bool]) -> None:
     """Wait until ``event`` is set or ``task`` ended (either is fine here)."""
-    waiter = asyncio.ensure_future(event.wait())
-    await asyncio.wait([waiter, task], return_when=asyncio.FIRST_COMPLETED)
+    waiter: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
+    either: list[asyncio.Future[Any]] = [waiter, task]
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     if not event.is_set():
         waiter.cancel()
 
