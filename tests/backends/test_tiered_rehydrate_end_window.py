@@ -18,9 +18,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from statekeeper.backends.tiered_claims import CLAIM_STALE, COLD_MARKER
 from statekeeper.backends.tiered_ending import ENDING, announce_end
-from statekeeper.backends.tiered_owner import IN_FLIGHT
+from statekeeper.backends.tiered_owner import IN_FLIGHT, claim_owner
 from statekeeper.records import AppendRequest, RawEvent
 from statekeeper.testing import request
 
@@ -130,3 +132,24 @@ async def test_an_end_announced_by_a_process_gone_is_taken_over(tmp_path: Path, 
         assert await d2.demote("a")
         assert await d2.durable.head(ENDING + "a") == 0
         assert await d2.head("a") == 3
+
+
+@MAKERS
+async def test_a_rehydrations_end_takes_over_an_announcement_left_by_a_process_gone(
+    tmp_path: Path, make: Make
+) -> None:
+    """An announcement a killed rehydration left (its process gone, older than
+    ``CLAIM_STALE``) does not stop the next rehydration's end: deleted, then its own
+    made — the cold copy and the marker deleted as ever."""
+    async with processes(tmp_path, make, 2) as (_, (setup, r1)):
+        await setup.durable.initialize()
+        for seq in range(3):
+            await setup.append(request("a", seq))
+        assert await setup.demote("a")
+        body = orjson.dumps({"claimed": 0.0, "owner": claim_owner()})  # (its token: gone)
+        left = RawEvent(1, "end", 0.0, body, b"e" * 16)
+        await setup.durable.append(AppendRequest(ENDING + "a", 0, (left,)))
+        assert await r1.head("a") == 3
+        assert await r1.durable.head(COLD_MARKER + "a") == 0
+        assert await r1.durable.head(ENDING + "a") == 0
+        assert r1.cold is not None and await r1.cold.head("a") == 0

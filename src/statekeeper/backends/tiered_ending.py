@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: durable-tier ids of the ending streams of rehydrations (``ENDING + agent_id``)
-ENDING = "\x01sk-coldend/"
+ENDING = "\x01sk-cend/"  # (no longer than COLD_MARKER: the same longest agent id)
 
 
 def announces_ends(durable: Backend) -> bool:

@@ -17,7 +17,7 @@ from .base import Backend, takes_rename_guard
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
 from .tiered_copy import copy_stream
-from .tiered_ending import announce_end, announces_ends, withdraw_end
+from .tiered_ending import announce_end, announces_ends, ending_absent, withdraw_end
 from .tiered_owner import IN_FLIGHT
 
 __all__ = ["TieredRehydrate"]
@@ -455,6 +455,9 @@ class TieredRehydrate(TieredClaims):
             # since makes no last step over the copy deleted here. Not announced: the
             # claim ended by a delete (a copy there now is another's): nothing deleted
             ending = await announce_end(self.durable, agent_id, body, self.clock())
+            if ending is None and await ending_absent(self.durable, agent_id, self.clock):
+                # (the one there was a dead process's, older than CLAIM_STALE: deleted)
+                ending = await announce_end(self.durable, agent_id, body, self.clock())
             if ending is None:
                 return
         try:
