@@ -261,7 +261,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
         copy dropped too (was: kept, its pruned history or old bytes served on). Still
         open: a change on a durable tier that cannot (a Redis cluster, S3) is not
         committed with the check — a demotion whose last step commits between the
-        change and the second fence undoes it."""
+        change and the second fence undoes it (but a prune: :mod:`.tiered_unfenced`)."""
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
