@@ -604,6 +604,8 @@ def _stream_words(agent_id: str) -> str:
         return _INTERNAL_WORDS[kind]
     if kind == "cold" and rest:
         return f"the cold-tier marker of agent {rest!r}"
+    if kind == "cend" and rest:
+        return f"the announced end of a rehydration of agent {rest!r}"
     return f"a stream statekeeper keeps for itself ({kind})"
 
 

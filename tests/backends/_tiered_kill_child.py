@@ -18,7 +18,14 @@ from typing import Any
 from statekeeper.backends import SQLiteBackend
 from statekeeper.backends.tiered import TieredBackend
 
-_WRITES = ("append", "append_batch", "delete_agent", "delete_agent_at", "save_snapshot")
+_WRITES = (
+    "append",
+    "append_batch",
+    "append_together",
+    "delete_agent",
+    "delete_agent_at",
+    "save_snapshot",
+)
 
 
 def _killing(backend: SQLiteBackend, tier: str, calls: list[int], k: int) -> SQLiteBackend:

@@ -23,7 +23,7 @@ from statekeeper.records import RawEvent, RewriteRequest
 from statekeeper.testing import request
 
 from ._tiered_interleave import MAKERS, Make, processes
-from .test_tiered_claims import _final_step, _redis, _until
+from .test_tiered_claims import _final_step, _Pause, _redis, _until
 from .test_tiered_demote_concurrent import _HEAD, _postgres, _setup, _sqlite
 
 
@@ -95,12 +95,6 @@ class _Unfenced(SQLiteBackend):
     appends_together = False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a durable tier without append_together (a Redis cluster) deletes a demoted"
-    " stream on its head record alone: a prune during the demotion is undone",
-)
 async def test_a_prune_during_a_demotion_on_a_tier_without_fencing(tmp_path: Path) -> None:
     def process() -> TieredBackend:
         durable = _Unfenced(tmp_path / "durable.db")
@@ -114,8 +108,9 @@ async def test_a_prune_during_a_demotion_on_a_tier_without_fencing(tmp_path: Pat
         await _until(last.reached, t1)
         await _prune(other)
         last.go.set()
-        await t1
-        await _pruned(fresh)  # (today: the history back)
+        assert await t1 is True  # (its copy pruned too: tiered_unfenced)
+        await _pruned(fresh)  # (was: the history back)
+        assert await fresh.durable.head("a") == _HEAD  # (brought back, pruned)
     finally:
         for t in (setup, d1, other, fresh):
             await t.close()
@@ -282,3 +277,31 @@ async def test_a_demotion_done_between_a_change_and_its_second_look(
         await kept(fresh)  # (before: the stream as it was demoted, the change undone)
         assert await fresh.durable.head("a") == _HEAD
         assert demoted is False  # (its last step deleted nothing)
+
+
+async def test_a_prune_during_a_demotions_copy_on_a_tier_without_fencing(
+    tmp_path: Path,
+) -> None:
+    """The same, the demotion held before it copies the snapshot (its events copied,
+    its base look to come): either the prune prunes its copy or its look sees the prune
+    — the agent, wherever it ends up, is the pruned stream."""
+
+    def process() -> TieredBackend:
+        durable = _Unfenced(tmp_path / "durable.db")
+        return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
+
+    setup, d1, other, fresh = (process() for _ in range(4))
+    try:
+        await _setup(setup)
+        assert d1.cold is not None
+        copying = _Pause(d1.cold, "save_snapshot")
+        t1 = asyncio.ensure_future(d1.demote("a"))
+        await _until(copying.reached, t1)
+        await _prune(other)
+        copying.go.set()
+        await t1
+        await _pruned(fresh)  # (was: the history back)
+        assert await fresh.durable.head("a") == _HEAD
+    finally:
+        for t in (setup, d1, other, fresh):
+            await t.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.backends import SQLiteBackend
 from statekeeper.backends.tiered import TieredBackend
+from statekeeper.backends.tiered_ending import ENDING
 
 _CHILD = Path(__file__).with_name("_tiered_kill_child.py")
 
@@ -51,6 +53,13 @@ async def _check(where: Path, step: str) -> None:
         assert (await store.save("a", {"n": 3}, idempotency_key="k3")).duplicate, step
         assert await store.delete("a"), step
         await store.save("a", {"other": True})
+        if await backend.durable.head(ENDING + "a"):
+            # a rehydration killed in its end, announced (tiered_ending): no demotion
+            # makes its last step until that process is provably gone and the
+            # announcement older than CLAIM_STALE — the agent stays whole meanwhile
+            assert not await backend.demote("a"), step
+            later = time.time() + 3600
+            backend.clock = lambda: later
         assert await backend.demote("a"), step  # (before: ConfigurationError)
         assert (await store.load("a")).data == {"other": True}, step
 

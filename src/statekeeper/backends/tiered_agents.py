@@ -15,10 +15,17 @@ from .base import Backend, Capability, check_expiry
 from .tiered_base import PAGE
 from .tiered_claims import COLD_MARKER, MARKER_CEIL, TieredClaims, is_claim, is_marker
 from .tiered_cold import check_demoted_copy, head_is_demoted, marker_body
+from .tiered_ending import ENDING
 
 __all__ = ["TieredAgents"]
 
 logger = logging.getLogger("statekeeper.backends.tiered")
+
+
+def _own(agent_id: str) -> bool:
+    """A durable stream of the tiered store's own, listed as no agent: a marker, an
+    announced end (:mod:`.tiered_ending`)."""
+    return is_marker(agent_id) or agent_id.startswith(ENDING)
 
 
 class TieredAgents(TieredClaims):
@@ -33,7 +40,7 @@ class TieredAgents(TieredClaims):
         while len(live) < limit:
             want = limit - len(live)
             page = await self.durable.list_agents(after=cursor, limit=want)
-            live.extend(info for info in page if not is_marker(info.agent_id))
+            live.extend(info for info in page if not _own(info.agent_id))
             if len(page) < want:
                 break
             last = page[-1].agent_id
@@ -77,7 +84,14 @@ class TieredAgents(TieredClaims):
         count = await self.durable.count_agents()
         if self.cold is None:
             return count
-        return count - await self._doubled("")
+        return count - await self._doubled("") - await self._endings("")
+
+    async def _endings(self, prefix: str) -> int:
+        """The announced ends of rehydrations (:mod:`.tiered_ending`) the durable tier
+        counts under ``prefix``: none but one a process killed in its end left."""
+        if not ENDING.startswith(prefix) and not prefix.startswith(ENDING):
+            return 0
+        return await self.durable.count_prefix(ENDING if ENDING.startswith(prefix) else prefix)
 
     async def _doubled(self, prefix: str) -> int:
         """Markers of agents under ``prefix`` the durable tier counts that are no agent
@@ -124,6 +138,7 @@ class TieredAgents(TieredClaims):
         count = await self.durable.count_prefix(prefix)
         if self.cold is None:
             return count
+        count -= await self._endings(prefix)
         if COLD_MARKER.startswith(prefix):  # (the markers are under that prefix already)
             return count - await self._doubled("") if prefix == "" else count
         markers = await self.durable.count_prefix(COLD_MARKER + prefix)

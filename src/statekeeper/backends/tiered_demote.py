@@ -18,8 +18,10 @@ from .tiered_base import PAGE
 from .tiered_claims import COLD_MARKER, TieredClaims, is_internal
 from .tiered_cold import record_digest
 from .tiered_copy import copy_stream
+from .tiered_ending import ENDING, announces_ends, ending_absent, ending_check
 from .tiered_hot import TieredHot
 from .tiered_owner import IN_FLIGHT, claim_owner
+from .tiered_unfenced import same_base
 
 __all__ = ["TieredDemote"]
 
@@ -136,6 +138,7 @@ class TieredDemote(TieredClaims, TieredHot):
         try:  # conditional: a write meanwhile (another process's) is kept, not deleted,
             # and so is a rewrite (a migration, a rekey) to the same head
             if fenced:  # and only while the claim is its own (not taken over)
+                checks = await self._no_end_under(cold, agent_id, head, last)
                 done = RawEvent(2, "cold", self.clock(), body, token)
                 await self.durable.append_together(
                     [
@@ -148,9 +151,14 @@ class TieredDemote(TieredClaims, TieredHot):
                             check_tag=True,
                         )
                     ],
-                    [StreamChange(agent_id, delete_at=head, delete_checksum=last.checksum)],
+                    [
+                        StreamChange(agent_id, delete_at=head, delete_checksum=last.checksum),
+                        *checks,
+                    ],
                 )
-            else:
+            else:  # (only while the stream's base is the copy's: a prune since kept)
+                if not await same_base(self.durable, cold, agent_id):
+                    raise ConflictError(agent_id, head, head)
                 await self.durable.delete_agent_at(agent_id, head, last.checksum)
         except ConflictError:
             # the stream written to, or deleted, meanwhile, or changed in place (its
@@ -174,6 +182,23 @@ class TieredDemote(TieredClaims, TieredHot):
         self.stats["demotions"] += 1
         logger.info("demoted agent %r (head %d) to the cold tier", agent_id, head)
         return True
+
+    async def _no_end_under(
+        self, cold: Backend, agent_id: str, head: int, last: RawEvent
+    ) -> list[StreamChange]:
+        """Before a demotion's last step, where the durable tier can (``tiered_ending``):
+        no rehydration's end announced (looked at first), then its cold copy still whole
+        (at ``head``, its head record ``last``) — else :class:`ConflictError`, the step
+        not made (its clean-up ends its claim). The step's check of that absence (its
+        changes). Was: a rehydration's late end (its claim looked at before this claim
+        was made) deleted this copy, then this step deleted the stream: the agent lost."""
+        if not announces_ends(self.durable):
+            return []
+        if not await ending_absent(self.durable, agent_id, self.clock):
+            raise ConflictError(ENDING + agent_id, 0, 1)
+        if await cold.head_checksum(agent_id, head) != last.checksum:
+            raise ConflictError(agent_id, head, await cold.head(agent_id))
+        return [ending_check(agent_id)]
 
     async def _copy_claimed(
         self,

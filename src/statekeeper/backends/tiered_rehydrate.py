@@ -17,6 +17,7 @@ from .base import Backend, takes_rename_guard
 from .tiered_claims import COLD_MARKER, TieredClaims, is_claim, is_internal
 from .tiered_cold import check_demoted_copy
 from .tiered_copy import copy_stream
+from .tiered_ending import announce_end, announces_ends, ending_absent, withdraw_end
 from .tiered_owner import IN_FLIGHT
 
 __all__ = ["TieredRehydrate"]
@@ -448,11 +449,26 @@ class TieredRehydrate(TieredClaims):
         record the durable copy has), then the marker (``body``: its claim, or the
         marker it read), conditional on that record."""
         checksum = await self.durable.head_checksum(agent_id, head)
-        if checksum is not None:  # (None: deleted meanwhile, its cold copy first)
+        ending: bytes | None = None
+        if body.get("rehydrating") and announces_ends(self.durable):
+            # announced while the marker is still this claim (tiered_ending): a demotion
+            # since makes no last step over the copy deleted here. Not announced: the
+            # claim ended by a delete (a copy there now is another's): nothing deleted
+            ending = await announce_end(self.durable, agent_id, body, self.clock())
+            if ending is None and await ending_absent(self.durable, agent_id, self.clock):
+                # (the one there was a dead process's, older than CLAIM_STALE: deleted)
+                ending = await announce_end(self.durable, agent_id, body, self.clock())
+            if ending is None:
+                return
+        try:
+            if checksum is not None:  # (None: deleted meanwhile, its cold copy first)
+                with contextlib.suppress(ConflictError):
+                    await cold.delete_agent_at(agent_id, head, checksum)
             with contextlib.suppress(ConflictError):
-                await cold.delete_agent_at(agent_id, head, checksum)
-        with contextlib.suppress(ConflictError):
-            await self._delete_marker(agent_id, body)
+                await self._delete_marker(agent_id, body)
+        finally:
+            if ending is not None:
+                await withdraw_end(self.durable, agent_id, ending)
 
     async def _drop_partial(self, agent_id: str, marker_head: int) -> None:
         """Delete what an interrupted rehydration copied into the durable tier (a part

@@ -27,6 +27,7 @@ from .base import (
 from .tiered_claims import COLD_MARKER
 from .tiered_hot import TieredHot
 from .tiered_rehydrate import TieredRehydrate
+from .tiered_unfenced import prune_copy
 
 __all__ = ["TieredWrites"]
 
@@ -260,7 +261,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
         copy dropped too (was: kept, its pruned history or old bytes served on). Still
         open: a change on a durable tier that cannot (a Redis cluster, S3) is not
         committed with the check — a demotion whose last step commits between the
-        change and the second fence undoes it."""
+        change and the second fence undoes it (but a prune: :mod:`.tiered_unfenced`)."""
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
@@ -344,6 +345,14 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self.durable.prune(agent_id, base_seq, drop_snapshots)
             else:
                 await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
+            if self.cold is not None and not self._fenced():
+                # a demotion under way may delete the stream on its head record alone:
+                # its whole cold copy pruned too (tiered_unfenced)
+                marker = await self._marker(agent_id)
+                if marker is not None:
+                    await prune_copy(
+                        self.durable, self.cold, agent_id, marker.head_seq, base_seq, drop_snapshots
+                    )
 
         checked = self._together_with(change) if self._changes_with_claim_check() else None
         await self._change_kept(agent_id, checked, plain)
