@@ -24,7 +24,7 @@ from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.testing import request
 
 from ._services import POSTGRES_DSN
-from .test_postgres_batch_lock_order import _TYPES, _blocked_by
+from .test_postgres_batch_lock_order import _blocked_by, batch_call, page_then_batch
 
 
 @pytest.mark.parametrize("why", ["snapshot", "fence"])
@@ -39,10 +39,6 @@ async def test_a_batch_not_set_based_locks_heads_in_agent_order(schema: str, why
             tokens[agent] = (await backend.acquire_lease(agent, "h", 600)).token
     finally:
         await backend.close()
-    s = '"' + schema.replace('"', '""') + '"'
-    call = f"SELECT idx, status, a, b FROM {s}.sk_append_batch(" + ", ".join(
-        f"%s::{t}[]" for t in _TYPES
-    ) + ") ORDER BY idx"  # fmt: skip
     none = [None, None]
     snapshot = why == "snapshot"
     fence = why == "fence"
@@ -53,32 +49,8 @@ async def test_a_batch_not_set_based_locks_heads_in_agent_order(schema: str, why
         [2, 2], ["e", "e"], [1.0, 1.0], [b"x", b"y"], [b"c", b"c"], none, [False, False],
         none, ["h", "h"] if fence else none, [tokens["b"], tokens["a"]] if fence else none,
     )  # fmt: skip
-    async with (
-        await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as watch,
-        await psycopg.AsyncConnection.connect(POSTGRES_DSN) as other,
-        await psycopg.AsyncConnection.connect(POSTGRES_DSN) as page,
-        await psycopg.AsyncConnection.connect(POSTGRES_DSN) as batch,
-    ):
-        await other.execute(f"SELECT 1 FROM {s}.sk_agents WHERE agent_id = 'b' FOR KEY SHARE")
-        locking = asyncio.ensure_future(page.execute(lock_page, {"agents": ["a", "b"]}))
-        await _blocked_by(watch, page.info.backend_pid, other.info.backend_pid)  # (holds a)
-        batching = asyncio.ensure_future(batch.execute(call, params))
-        await _blocked_by(watch, batch.info.backend_pid, page.info.backend_pid)
-        await other.rollback()  # the page goes on to b
-        failed: list[BaseException] = []
-        try:
-            await asyncio.wait_for(locking, timeout=60)
-        except psycopg.errors.DeadlockDetected as exc:
-            failed.append(exc)
-        await page.rollback()
-        try:
-            cur = await asyncio.wait_for(batching, timeout=60)
-            rows = await cur.fetchall()
-            await batch.commit()
-        except psycopg.errors.DeadlockDetected as exc:
-            failed.append(exc)
-        assert failed == []
-        assert rows == [(1, 0, 2, 2), (2, 0, 2, 2)]
+    rows = await page_then_batch(schema, lock_page, params)
+    assert rows == [(1, 0, 2, 2), (2, 0, 2, 2)]
 
 
 async def test_a_batch_waiting_for_a_fences_lease_holds_no_head(schema: str) -> None:
@@ -90,9 +62,7 @@ async def test_a_batch_waiting_for_a_fences_lease_holds_no_head(schema: str) -> 
     finally:
         await backend.close()
     s = '"' + schema.replace('"', '""') + '"'
-    call = f"SELECT idx, status, a, b FROM {s}.sk_append_batch(" + ", ".join(
-        f"%s::{t}[]" for t in _TYPES
-    ) + ") ORDER BY idx"  # fmt: skip
+    call = batch_call(schema)
     none = [None, None]
     params = (
         ["a", "b"], [1, 1], [1, 1], none, none, none, none, none,

@@ -18,6 +18,7 @@ holding nothing; the page finishes, then the batch.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import psycopg
 import pytest
@@ -45,25 +46,21 @@ async def _blocked_by(watch: psycopg.AsyncConnection, waiter: int, holder: int) 
     raise AssertionError(f"session {waiter} never waited on session {holder}")
 
 
-@pytest.mark.parametrize("keyed", [False, True], ids=["no-keys", "keyed"])
-async def test_a_batch_and_a_rewrite_page_lock_heads_in_one_order(schema: str, keyed: bool) -> None:
-    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
-    try:
-        await backend.open()
-        await backend.append_batch([request("a", 0), request("b", 0)])
-        lock_page = backend._sql["rw_many_lock"]
-    finally:
-        await backend.close()
+def batch_call(schema: str) -> str:
+    """``sk_append_batch`` called with one array a column, its rows in request order."""
     s = '"' + schema.replace('"', '""') + '"'
-    call = f"SELECT idx, status, a, b FROM {s}.sk_append_batch(" + ", ".join(
+    return f"SELECT idx, status, a, b FROM {s}.sk_append_batch(" + ", ".join(
         f"%s::{t}[]" for t in _TYPES
     ) + ") ORDER BY idx"  # fmt: skip
-    none = [None, None]
-    params = (
-        ["b", "a"], [1, 1], [1, 1], ["kb", "ka"] if keyed else none, none, none, none, none,
-        [2, 2], ["e", "e"], [1.0, 1.0], [b"x", b"y"], [b"c", b"c"], none, [False, False],
-        none, none, none,
-    )  # fmt: skip
+
+
+async def page_then_batch(
+    schema: str, lock_page: str, params: tuple[object, ...]
+) -> list[tuple[Any, ...]]:
+    """A rewrite page ``[a, b]`` holding ``a`` and waiting for ``b`` (held in KEY SHARE by
+    a third session), then the batch ``params`` started and waiting on the page, then
+    ``b`` released: neither may be a deadlock. The batch's rows."""
+    s = '"' + schema.replace('"', '""') + '"'
     async with (
         await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as watch,
         await psycopg.AsyncConnection.connect(POSTGRES_DSN) as other,
@@ -73,10 +70,11 @@ async def test_a_batch_and_a_rewrite_page_lock_heads_in_one_order(schema: str, k
         await other.execute(f"SELECT 1 FROM {s}.sk_agents WHERE agent_id = 'b' FOR KEY SHARE")
         locking = asyncio.ensure_future(page.execute(lock_page, {"agents": ["a", "b"]}))
         await _blocked_by(watch, page.info.backend_pid, other.info.backend_pid)  # (holds a)
-        batching = asyncio.ensure_future(batch.execute(call, params))
+        batching = asyncio.ensure_future(batch.execute(batch_call(schema), params))
         await _blocked_by(watch, batch.info.backend_pid, page.info.backend_pid)
         await other.rollback()  # the page goes on to b
         failed: list[BaseException] = []
+        rows: list[tuple[Any, ...]] = []
         try:
             await asyncio.wait_for(locking, timeout=60)
         except psycopg.errors.DeadlockDetected as exc:
@@ -89,4 +87,23 @@ async def test_a_batch_and_a_rewrite_page_lock_heads_in_one_order(schema: str, k
         except psycopg.errors.DeadlockDetected as exc:
             failed.append(exc)
         assert failed == []
-        assert rows == [(1, 0, 2, 2), (2, 0, 2, 2)]
+        return rows
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["no-keys", "keyed"])
+async def test_a_batch_and_a_rewrite_page_lock_heads_in_one_order(schema: str, keyed: bool) -> None:
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=2)
+    try:
+        await backend.open()
+        await backend.append_batch([request("a", 0), request("b", 0)])
+        lock_page = backend._sql["rw_many_lock"]
+    finally:
+        await backend.close()
+    none = [None, None]
+    params = (
+        ["b", "a"], [1, 1], [1, 1], ["kb", "ka"] if keyed else none, none, none, none, none,
+        [2, 2], ["e", "e"], [1.0, 1.0], [b"x", b"y"], [b"c", b"c"], none, [False, False],
+        none, none, none,
+    )  # fmt: skip
+    rows = await page_then_batch(schema, lock_page, params)
+    assert rows == [(1, 0, 2, 2), (2, 0, 2, 2)]
