@@ -19,6 +19,7 @@ import pytest
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.backends.tiered import TieredBackend
 from statekeeper.errors import BackendError, HistoryCompacted
+from statekeeper.records import RawEvent, RewriteRequest
 from statekeeper.testing import request as appended
 
 
@@ -67,3 +68,20 @@ async def test_a_prune_whose_hot_drop_times_out_is_not_reported_done(
     assert held == ["a"] and caught.value.maybe_applied
     assert [e.seq for e in await writer.durable.read("a", 2)] == [3, 4]  # (committed)
     assert await _seqs(writer) != [1, 2, 3, 4]  # (this store: the agent dirty)
+
+
+async def test_a_rewrite_whose_hot_drop_times_out_is_not_reported_done(
+    pair: tuple[TieredBackend, TieredBackend],
+) -> None:
+    writer, reader = pair
+    await writer.append(appended("a", 0, 4))
+    assert await _seqs(reader) == [1, 2, 3, 4]  # (the shared hot copy filled)
+    head, tag = await writer.head_tag("a")
+    first = (await writer.read("a", 0, 1))[0]
+    again = RawEvent(1, first.type, first.timestamp, b"erased", first.checksum)
+    held = _hot_drop_times_out(writer)
+    with pytest.raises(BackendError, match="hot") as caught:
+        await writer.rewrite(RewriteRequest("a", head, tag, (again,)))  # (its head tag kept)
+    assert held == ["a"] and caught.value.maybe_applied
+    assert (await writer.durable.read("a", 0, 1))[0].payload == b"erased"  # (committed)
+    assert (await writer.read("a", 0, 1))[0].payload == b"erased"  # (this store: dirty)
