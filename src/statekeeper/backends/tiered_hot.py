@@ -114,11 +114,14 @@ class TieredHot(TieredPart):
         self._dirty.discard(agent_id)
         return True
 
-    async def _drop_hot(self, agent_id: str) -> None:
-        """The hot copy disagrees with the durable tier: delete it (or mark it dirty)."""
+    async def _drop_hot(self, agent_id: str) -> bool:
+        """The hot copy disagrees with the durable tier: delete it (True), or mark it
+        dirty (False: the hot tier down or failing — the copy may still be there)."""
         result = await self._hot_call(lambda h: h.delete_agent(agent_id), [agent_id], write=True)
         if isinstance(result, Miss):
             self._dirty.add(agent_id)
+            return False
+        return True
 
     async def _hot_checked(
         self, agent_id: str, fn: Callable[[Backend], Awaitable[T]]

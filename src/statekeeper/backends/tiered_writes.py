@@ -34,6 +34,19 @@ __all__ = ["TieredWrites"]
 _T = TypeVar("_T")
 
 
+def _hot_copy_left(agent_id: str) -> BackendError:
+    """A change kept the head record but its hot copy could not be dropped: another
+    store sharing the hot tier checks a copy by head and head tag alone, so it would
+    serve the old bytes (a prune's removed history) — was: returned as done, no error."""
+    return BackendError(
+        f"agent {agent_id!r} was changed in the durable tier (committed), but its hot "
+        "copy could not be dropped (the hot tier failed or is down): other stores "
+        "sharing that hot tier may serve the old events until it is; this store drops "
+        "it before its next hot read",
+        maybe_applied=True,
+    )
+
+
 class TieredWrites(TieredRehydrate, TieredHot):
     """The write part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
 
@@ -277,8 +290,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 if self.hot is not None and getattr(exc, "maybe_applied", False):
                     await self._drop_hot(agent_id)  # (the change may stand)
                 raise
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
+            if self.hot is not None and not await self._drop_hot(agent_id):
+                raise _hot_copy_left(agent_id)
         return done
 
     async def rewrite(self, request: RewriteRequest) -> None:
