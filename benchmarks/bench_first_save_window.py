@@ -86,7 +86,7 @@ def child(side: str, kind: str, rounds: int, lib: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if side == "sk":
             from statekeeper import StateStore
-            from statekeeper.backends import sqlite as sk_sqlite
+            from statekeeper.backends.sqlite import backend as sk_sqlite
 
             sk_sqlite.PASS_EVERY = 1.0  # type: ignore[misc]
 

@@ -57,7 +57,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Workload
 from statekeeper import StateStore
-from statekeeper.backends import sqlite
+from statekeeper.backends.sqlite import backend as sqlite
 from statekeeper.store.durability import GroupCommitter
 
 #: (name, start, end, thread CPU) of each timed call, in order

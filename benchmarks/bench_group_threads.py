@@ -54,7 +54,7 @@ def thread_cpu() -> dict[int, tuple[float, float]]:
 
 def one_group() -> None:
     """The ``--one-group`` experiment (see the module's docs)."""
-    from statekeeper.backends import sqlite
+    from statekeeper.backends.sqlite import backend as sqlite
 
     def landed(
         self: sqlite.SQLiteBackend, loop: asyncio.AbstractEventLoop, queue: Any, n: int, f: Any

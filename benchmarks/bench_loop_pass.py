@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Workload, median, table
 from statekeeper import StateStore
-from statekeeper.backends import sqlite
+from statekeeper.backends.sqlite import backend as sqlite
 
 SIDES = {"a pass per save (before)": 0.0, "skipped when nothing is ready": sqlite.PASS_EVERY}
 

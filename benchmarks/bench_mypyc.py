@@ -44,7 +44,7 @@ SET_A = [
     "statekeeper/store/state.py",
     "statekeeper/store/writes.py",
 ]
-SETS = {"a": SET_A, "b": [*SET_A, "statekeeper/backends/sqlite.py"]}
+SETS = {"a": SET_A, "b": [*SET_A, "statekeeper/backends/sqlite/backend.py"]}
 
 
 def compile_copy(modules: list[str], into: Path) -> None:

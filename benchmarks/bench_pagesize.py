@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 
 
 def set_page_size(size: int) -> None:
-    import statekeeper.backends.sqlite as sqlite_backend
+    import statekeeper.backends.sqlite.backend as sqlite_backend
 
     sqlite_backend.PAGE_SIZE = size  # this harness only: the size of the file it builds
 

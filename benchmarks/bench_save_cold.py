@@ -176,7 +176,7 @@ def child(side: str, mode: str, pause_s: float) -> dict[str, float]:
         if side == "sk":
             asyncio.run(_sk(path, sync, pause, counter))
         elif side == "sk-nopass":
-            from statekeeper.backends import sqlite
+            from statekeeper.backends.sqlite import backend as sqlite
 
             sqlite.PASS_EVERY = 1.0
             asyncio.run(_sk(path, sync, pause, counter))

@@ -82,7 +82,7 @@ async def interleaved(
 
     wl = Workload(4, 10, last, chars=CHARS)
     if steady:  # (see --steady)
-        from statekeeper.backends import sqlite as sk_sqlite
+        from statekeeper.backends.sqlite import backend as sk_sqlite
 
         sk_sqlite.PASS_EVERY = 1.0  # type: ignore[misc]
     from statekeeper.security.highwater import DEFAULT_INTERVAL

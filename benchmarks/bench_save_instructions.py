@@ -174,7 +174,7 @@ def child(side: str, rounds: int) -> int:
         if side == "sk-seq":
             return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-nopass":
-            from statekeeper.backends import sqlite
+            from statekeeper.backends.sqlite import backend as sqlite
 
             sqlite.PASS_EVERY = 1.0
             return asyncio.run(_sk_seq(path, rounds))
@@ -240,7 +240,7 @@ async def _bytecodes(side: str, path: Path, top: int) -> str:
         return tracer
 
     if side == "sk-seq-nopass":
-        from statekeeper.backends import sqlite
+        from statekeeper.backends.sqlite import backend as sqlite
 
         sqlite.PASS_EVERY = 1.0
     agents = int(side.split("-")[2]) if side.startswith("sk-group-") else 4

@@ -64,7 +64,7 @@ def child(
         path = Path(tmp) / "w.db"
         if side == "sk":
             from statekeeper import StateStore
-            from statekeeper.backends import sqlite as sk_sqlite
+            from statekeeper.backends.sqlite import backend as sk_sqlite
 
             sk_sqlite.PASS_EVERY = opts["pass_every"]  # type: ignore[misc]
             docs = {a: wl.docs(a) for a in wl.agent_ids}

@@ -35,7 +35,7 @@ def slowed_clock() -> None:
     of 240 without callgrind)."""
     every = os.environ.get("CG_PASS_EVERY")
     if every:
-        from statekeeper.backends import sqlite
+        from statekeeper.backends.sqlite import backend as sqlite
 
         sqlite.PASS_EVERY = float(every)  # type: ignore[attr-defined]
 

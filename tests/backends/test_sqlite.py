@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import sqlite as sqlite_backend
 from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, PAGE_SIZE, SQLiteBackend
+from statekeeper.backends.sqlite import backend as sqlite_backend
 from statekeeper.backends.url import open_backend
 from statekeeper.errors import (
     BackendError,

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import sqlite, sqlite_fileid
-from statekeeper.backends.sqlite_fileid import python_file_id
+from statekeeper.backends.sqlite import backend as sqlite
+from statekeeper.backends.sqlite import fileid as sqlite_fileid
+from statekeeper.backends.sqlite.fileid import python_file_id
 
 
 def _answer(fn: Callable[[Any], Any], path: Any) -> Any:

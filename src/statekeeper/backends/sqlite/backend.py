@@ -11,13 +11,13 @@
   write transaction, and ``PRIMARY KEY(agent_id, seq)`` backs it up, so two
   processes writing the same file can never both win.
 * Reads use a per-thread read connection and run inline: WAL readers never wait for
-  the writer, and a point read costs microseconds (:mod:`.sqlite_reads`).
+  the writer, and a point read costs microseconds (:mod:`.reads`).
 * ``synchronous`` is ``FULL`` by default (a committed append survives power loss);
   ``NORMAL`` survives a process crash but may lose the last commits on power loss.
 * Leases live in ``sk_leases`` (one row per agent, never deleted, so a fencing token
   never goes back); a fenced append checks the lease row inside its own ``BEGIN
   IMMEDIATE`` transaction, so the token check and the append are one atomic step
-  (:mod:`.sqlite_leases`). Expiry is measured on ``clock`` — the wall clock of the
+  (:mod:`.leases`). Expiry is measured on ``clock`` — the wall clock of the
   process doing the write (SQLite has no server; every process sharing the file runs
   on the same machine and so reads the same system clock). A clock step moves
   expiries, but never lets a stale token write: tokens, not clocks, decide writes.
@@ -33,18 +33,18 @@
   :class:`~statekeeper.errors.NotAStore` and left untouched.
 
 Where things live (:class:`SQLiteBackend` is this module's engine plus its parts, each a
-mixin on :class:`~.sqlite_base.SQLitePart`):
+mixin on :class:`~.base.SQLitePart`):
 
 * here — the connections (the writer, the per-thread readers), the write machinery
   (the writer lock, the inline/writer-thread commit queue, group batches, WAL
   checkpoints), every append, file creation and schema upgrade on open;
-* :mod:`.sqlite_reads` — the read statements; :mod:`.sqlite_leases` — leases;
-  :mod:`.sqlite_admin` — maintenance (rewrites, prunes, deletes, markers, feed trims,
-  exports, health); :mod:`.sqlite_base` — what the parts share (the typed-error
+* :mod:`.reads` — the read statements; :mod:`.leases` — leases;
+  :mod:`.admin` — maintenance (rewrites, prunes, deletes, markers, feed trims,
+  exports, health); :mod:`.base` — what the parts share (the typed-error
   translation, the engine's interface);
-* :mod:`.sqlite_feed` — the change feed's tables and statements;
-  :mod:`.sqlite_files` — inspecting a file without changing it;
-  :mod:`.sqlite_export` / :mod:`.sqlite_pages` — row exports and page images.
+* :mod:`.feed` — the change feed's tables and statements;
+  :mod:`.files` — inspecting a file without changing it;
+  :mod:`.export` / :mod:`.pages` — row exports and page images.
 
 (Over 600 lines because what stays here is one engine behind one connection
 discipline: the writer connection, its lock, the inline/writer-thread commit queue and
@@ -70,8 +70,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from .._files import place_unless_exists, sync_directory
-from ..errors import (
+from ..._files import place_unless_exists, sync_directory
+from ...errors import (
     BackendError,
     ConfigurationError,
     ConflictError,
@@ -83,15 +83,14 @@ from ..errors import (
     StoreLocked,
     StoreLost,
 )
-from ..records import (
+from ...records import (
     AppendRequest,
     AppendResult,
     EventType,
     RawSnapshot,
     StreamChange,
 )
-from . import sqlite_fds, sqlite_feed, sqlite_wal
-from .base import (
+from ..base import (
     Capability,
     KeptKeys,
     KeyedRow,
@@ -104,21 +103,24 @@ from .base import (
     validate_request,
     validate_together,
 )
-from .sqlite_admin import SQLiteAdmin
-from .sqlite_base import LENGTH_LIMITS, Synchronous
-from .sqlite_base import translated as _translated
-from .sqlite_fileid import file_id as _file_id
-from .sqlite_files import APPLICATION_ID, connect_read_only, require_store_file
-from .sqlite_import import KEY_MADE, KEY_MADE_LATER
-from .sqlite_leases import SQLiteLeases
-from .sqlite_loop import nothing_waits as _nothing_waits
-from .sqlite_reads import SQLiteReads
+from . import fds as sqlite_fds
+from . import feed as sqlite_feed
+from . import wal as sqlite_wal
+from .admin import SQLiteAdmin
+from .base import LENGTH_LIMITS, Synchronous
+from .base import translated as _translated
+from .fileid import file_id as _file_id
+from .files import APPLICATION_ID, connect_read_only, require_store_file
+from .importing import KEY_MADE, KEY_MADE_LATER
+from .leases import SQLiteLeases
+from .loop import nothing_waits as _nothing_waits
+from .reads import SQLiteReads
 
 __all__ = ["SQLiteBackend"]
 
 #: 1: the first layout; 2: ``sk_agents.head_tag`` (the authenticated stream head);
 #: 3: ``sk_leases`` (leases and fencing tokens); 4: ``sk_feed`` (the change feed, see
-#: :mod:`.sqlite_feed`); 5: ``sk_idempotency.created_at`` (when each idempotency
+#: :mod:`.feed`); 5: ``sk_idempotency.created_at`` (when each idempotency
 #: record was made, epoch seconds: what retention's ``keys_ttl`` expires)
 SCHEMA_VERSION = 5
 
@@ -754,7 +756,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
             :class:`~statekeeper.errors.NotAStore` at construction.
 
     A file this backend creates carries statekeeper's ownership marker
-    (``PRAGMA application_id``, see :mod:`~statekeeper.backends.sqlite_files`); a file
+    (``PRAGMA application_id``, see :mod:`~statekeeper.backends.sqlite.files`); a file
     it did not create never gets it.
     """
 
@@ -1395,7 +1397,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
     def _wrote(self, pages: int, held: bool = False) -> None:
         """Count the WAL pages a commit added (an estimate, see :func:`_pages`); past
         :data:`CHECKPOINT_PAGES`, queue a passive checkpoint on the writer thread, and
-        when the WAL's growth says a step is due (:class:`.sqlite_wal.Growth`), that
+        when the WAL's growth says a step is due (:class:`.wal.Growth`), that
         step. The writer connection's own auto-checkpoint is off, so no commit — inline
         on the event loop least of all — ever runs one; writes arriving meanwhile queue
         behind it on the writer thread, as they would behind a commit.
@@ -1440,7 +1442,7 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
         ``held`` by this thread already (a commit of :meth:`_append_batch_sync`) — and
         nothing is queued on the writer thread; False, nothing done, else (the caller
         queues it there).
-        A step writes zeros to the page cache and syncs nothing (:func:`.sqlite_wal.grow`:
+        A step writes zeros to the page cache and syncs nothing (:func:`.wal.grow`:
         the next commit's sync takes them), ~0.15 ms: on the writer thread it cost a
         lone writer that thread's start, the step's own sync and its next save's hop
         to that thread (docs/benchmarks.md, "group11 … issue 11, 2026-12-05
@@ -1471,14 +1473,14 @@ class SQLiteBackend(SQLiteReads, SQLiteLeases, SQLiteAdmin):
 
     def _wal_frames(self) -> int:
         """The frames written to the WAL since it last restarted, read off the WAL
-        file's frame headers (:func:`.sqlite_wal.wal_frames`: never the ``-shm``
+        file's frame headers (:func:`.wal.wal_frames`: never the ``-shm``
         file, whose close would drop SQLite's locks on it)."""
         return sqlite_wal.wal_frames(self.path + "-wal", self._page_size)
 
     def _grow_wal(self) -> None:
-        """One step of the WAL file's growth ahead (:class:`.sqlite_wal.Growth`: how
+        """One step of the WAL file's growth ahead (:class:`.wal.Growth`: how
         far, and why in steps): zeros, left for the next commit to sync
-        (:func:`.sqlite_wal.grow`: why, and why SQLite ignores them), inside a write
+        (:func:`.wal.grow`: why, and why SQLite ignores them), inside a write
         transaction of the writer connection that writes nothing — no other
         connection appends frames meanwhile. Retried a few saves later if another
         connection holds the write lock (busy timeout 0: it never waits). Made by
