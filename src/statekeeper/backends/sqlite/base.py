@@ -2,9 +2,11 @@
 
 The backend is one class assembled from parts, one job each:
 
-* :mod:`.sqlite` — the engine: the connections, the write machinery (the writer
-  connection and its lock, the inline/writer-thread commit queue, group batches,
-  WAL checkpoints) and every append;
+* the engine — the connections, the write machinery (the writer connection and its
+  lock, the inline/writer-thread commit queue, group batches, WAL checkpoints) and
+  every append: :mod:`.backend` and its parts on :class:`~.engine.SQLiteEngine`
+  (:mod:`.opening`, :mod:`.schema`, :mod:`.connections`, :mod:`.checkpoints`,
+  :mod:`.appends`, :mod:`.changes`, :mod:`.lone`, :mod:`.commits`);
 * :mod:`.reads` — the read statements (streams, heads, listings, the feed);
 * :mod:`.leases` — leases and their fencing tokens;
 * :mod:`.admin` — maintenance: rewrites, prunes, deletes, markers, feed trims,
