@@ -11,7 +11,8 @@ import time
 
 #: the longest a loop of lone appends goes without polling its event loop (seconds;
 #: see SQLiteBackend._open_commit): the I/O and timers of other tasks wait no longer
-#: (a pass of the loop is made when the poll finds one)
+#: (a pass of the loop is made when the poll finds one). Read by :mod:`.lone` and
+#: :mod:`.commits`, each its own import of it: a harness that changes it sets both
 PASS_EVERY = 0.001
 
 #: the clock of PASS_EVERY (asyncio's ``loop.time()``, without its method call)
