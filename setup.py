@@ -1,6 +1,6 @@
 """The project's compiled parts, both optional: a page backup's per-page pass
 (``statekeeper.backends._pagepass`` from ``native/pagepass.c``; why native:
-``statekeeper/backends/sqlite_pagepass.py``) and, on x86-64, BLAKE3 at the SIMD unit's
+``statekeeper/backends/sqlite/pagepass.py``) and, on x86-64, BLAKE3 at the SIMD unit's
 full width (``statekeeper.codec._widehash`` from ``native/widehash.c`` and the BLAKE3
 team's C and assembly in ``native/blake3``; why: ``statekeeper/codec/widehash.py``).
 Everything else is in pyproject.toml.

@@ -51,7 +51,7 @@ def main() -> None:
     import zstandard
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    from statekeeper.backends.sqlite_pages import open_snapshot
+    from statekeeper.backends.sqlite.pages import open_snapshot
     from statekeeper.governance.backup import filecopy
     from statekeeper.governance.backup.pagedelta import page_digests
     from statekeeper.governance.backup.tagheads import TAG_COLUMNS, tag_heads
@@ -74,7 +74,7 @@ def main() -> None:
         out["preadv"], _ = best(n, read_only)
         out["read_and_filter"], _ = best(n, lambda: sum(map(len, snap.chunks(args.chunk))))
         if "seed" in inspect.signature(snap.chunks).parameters:  # backupc: one pass
-            from statekeeper.backends import sqlite_pagepass
+            from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 
             out["page_pass"] = "C" if sqlite_pagepass.NATIVE else "Python"
             out["read_filter_and_digests"], _ = best(

@@ -45,7 +45,7 @@ TAIL = ("finish", "result", "snapshot_close")
 def child(db: str, tree: str, cache: str = "asis") -> dict[str, float]:
     sys.path.insert(0, tree)
     from statekeeper import StateStore
-    from statekeeper.backends import sqlite_pages
+    from statekeeper.backends.sqlite import pages as sqlite_pages
     from statekeeper.codec.keys import Keyring
     from statekeeper.governance.backup import BackupKey, backup, filecopy, fileformat
     from statekeeper.governance.backup import writer as backup_writer
@@ -79,7 +79,7 @@ def child(db: str, tree: str, cache: str = "asis") -> dict[str, float]:
     except ImportError:
         pass
     try:  # the store file read ahead ("backup7")
-        from statekeeper.backends import sqlite_prefetch
+        from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
 
         ahead = sqlite_prefetch.Prefetch
         ahead._run = timed("prefetch", ahead._run)  # type: ignore[method-assign]

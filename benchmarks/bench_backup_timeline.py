@@ -52,7 +52,7 @@ def child(db: str, tree: str, cache: str) -> dict[str, Any]:
     sys.path.insert(0, HERE)
     from bench_backup_paired import _LIBC, _MAP_SHARED, _PROT_READ, set_cache, store_files
     from statekeeper import StateStore
-    from statekeeper.backends import sqlite_pages
+    from statekeeper.backends.sqlite import pages as sqlite_pages
     from statekeeper.codec.keys import Keyring
     from statekeeper.governance.backup import BackupKey, backup
 

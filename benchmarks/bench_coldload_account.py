@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_cpu_us, lg_config, lg_open
 from bench_coldload_layouts import KS, build
 from bench_hotpath import loadavg
-from statekeeper.backends.sqlite_reads import _READ_SNAPSHOTS_AT, _READ_STATE
+from statekeeper.backends.sqlite.reads import _READ_SNAPSHOTS_AT, _READ_STATE
 from statekeeper.codec import ZERO_LINK
 from statekeeper.codec import pipeline as codec_pipeline
 from statekeeper.codec.formats import fast_unpackb

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import lg_config, lg_open, lg_plan, make_messages, median, table
 from bench_hotpath import fmt_spread, loadavg, spread
 from callgrind_window import helper, run_window
-from statekeeper.backends.sqlite_reads import _READ_SNAPSHOTS_AT, _READ_STATE
+from statekeeper.backends.sqlite.reads import _READ_SNAPSHOTS_AT, _READ_STATE
 from statekeeper.codec.formats import fast_unpackb
 from statekeeper.codec.widehash import wide_blake3
 from statekeeper.store.store import StateStore

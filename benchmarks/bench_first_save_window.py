@@ -86,9 +86,10 @@ def child(side: str, kind: str, rounds: int, lib: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if side == "sk":
             from statekeeper import StateStore
-            from statekeeper.backends import sqlite as sk_sqlite
+            from statekeeper.backends.sqlite import commits as sk_sqlite
+            from statekeeper.backends.sqlite import lone as sk_sqlite_lone
 
-            sk_sqlite.PASS_EVERY = 1.0  # type: ignore[misc]
+            sk_sqlite.PASS_EVERY = sk_sqlite_lone.PASS_EVERY = 1.0  # type: ignore[misc]
 
             async def run() -> None:
                 for r in range(rounds):

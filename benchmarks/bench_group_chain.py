@@ -57,7 +57,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Workload
 from statekeeper import StateStore
-from statekeeper.backends import sqlite
+from statekeeper.backends.sqlite import backend as sqlite
+from statekeeper.backends.sqlite import commits
 from statekeeper.store.durability import GroupCommitter
 
 #: (name, start, end, thread CPU) of each timed call, in order
@@ -149,7 +150,7 @@ def decoupled_fsync() -> None:
 
     def commit_lone(self: Any, *args: Any) -> Any:
         result = lone(self, *args)
-        if result is not sqlite._BUSY:
+        if result is not lone._BUSY:
             os.fdatasync(wal(self))
         return result
 
@@ -172,14 +173,14 @@ def decoupled_fsync() -> None:
 
     def settle(taken: list[tuple[Any, Any, Any, int]]) -> None:
         for backend, queue, outcome, appends in taken:
-            sqlite._settle(queue, outcome)
+            commits._settle(queue, outcome)
             backend._committed(appends)
 
     def landed(self: Any, loop: Any, queue: Any, appends: int, f: Any) -> None:
         self._in_flight.discard(loop)
-        outcome = sqlite._outcome(f)
+        outcome = commits._outcome(f)
         if isinstance(outcome, BaseException):
-            sqlite._settle(queue, outcome)
+            commits._settle(queue, outcome)
         else:
             if not SYNCS and not any(t.name == "xp-fsync" for t in threading.enumerate()):
                 threading.Thread(target=syncer, args=(loop,), name="xp-fsync", daemon=True).start()

@@ -54,13 +54,14 @@ def thread_cpu() -> dict[int, tuple[float, float]]:
 
 def one_group() -> None:
     """The ``--one-group`` experiment (see the module's docs)."""
-    from statekeeper.backends import sqlite
+    from statekeeper.backends.sqlite import backend as sqlite
+    from statekeeper.backends.sqlite import commits
 
     def landed(
         self: sqlite.SQLiteBackend, loop: asyncio.AbstractEventLoop, queue: Any, n: int, f: Any
     ) -> None:
-        outcome = sqlite._outcome(f)
-        sqlite._settle(queue, outcome)
+        outcome = commits._outcome(f)
+        commits._settle(queue, outcome)
         if not isinstance(outcome, BaseException):
             self._committed(n)
 

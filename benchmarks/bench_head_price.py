@@ -8,7 +8,7 @@ On a copy of ``bench_coldtail_window.py``'s file (``build <dir> 100``: agent ``k
 chat of 100 ~300-character messages, its whole snapshot at 100), per operation:
 
 - ``save``: today's lone save as the writer runs it — the TEMP view's ``INSTEAD OF``
-  trigger (backends/sqlite.py ``_SAVE_NEXT``: the head's compare-and-set and the event
+  trigger (backends/sqlite/statements.py ``_SAVE_NEXT``: the head's compare-and-set and the event
   row, one statement, autocommit) with a 415-byte event (a stored chat append);
 - ``save_head``: the same statement with one more step in the trigger, an ``UPDATE``
   of the agent's head row in a side table (agent, seq, payload, checksum),

@@ -92,7 +92,7 @@ def _statements(kind: str, appends: int, out: Path) -> None:
     import sqlite3
 
     from statekeeper import StateStore
-    from statekeeper.backends import sqlite as engine
+    from statekeeper.backends.sqlite import statements as engine
 
     window = ctypes.CDLL(str(helper(out)))
     path = Path(tempfile.mkdtemp(dir=out)) / "statements.db"

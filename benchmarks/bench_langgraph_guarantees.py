@@ -178,7 +178,7 @@ def _patch(variant: str) -> dict[str, Any]:
         fake.sha256 = _ConstantHash
         pipeline.hashlib = fake  # type: ignore[attr-defined]
     elif variant == "sk-notag":
-        from statekeeper.backends import sqlite as engine
+        from statekeeper.backends.sqlite import statements as engine
 
         engine._APPEND_NEXT_SCHEMA = tuple(  # type: ignore[attr-defined]
             sql.replace(" AND head_tag IS new.expected", "")

@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Workload, median, table
 from statekeeper import StateStore
-from statekeeper.backends import sqlite
+from statekeeper.backends.sqlite import commits as sqlite
+from statekeeper.backends.sqlite import lone as sqlite_lone
 
 SIDES = {"a pass per save (before)": 0.0, "skipped when nothing is ready": sqlite.PASS_EVERY}
 
@@ -60,10 +61,10 @@ def main() -> None:
             cpu: dict[str, list[float]] = {side: [] for side in SIDES}
             for r in range(args.rounds):
                 for side, every in SIDES.items():
-                    sqlite.PASS_EVERY = every
+                    sqlite.PASS_EVERY = sqlite_lone.PASS_EVERY = every
                     path = Path(tmp) / f"{sync}-{r}-{every}.db"
                     cpu[side].append(asyncio.run(one_run(path, sync, args.steps)))
-            sqlite.PASS_EVERY = default
+            sqlite.PASS_EVERY = sqlite_lone.PASS_EVERY = default
             before, after = cpu.values()
             ratios = sorted(a / b for a, b in zip(after, before, strict=True))
             for side, values in cpu.items():

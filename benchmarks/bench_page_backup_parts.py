@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 
 def steps(path: str, rounds: int) -> None:
-    from statekeeper.backends.sqlite_pages import open_snapshot
+    from statekeeper.backends.sqlite.pages import open_snapshot
     from statekeeper.governance.backup import filecopy
     from statekeeper.governance.backup.pagedelta import page_digests
 

@@ -1,6 +1,6 @@
 """How many pages of a SQLite store an incremental backup by pages would ship (issue 15
 item 4, a measurement for a design not built): the page image of a whole-store backup
-(:mod:`statekeeper.backends.sqlite_pages`) hashed per page (BLAKE2b, 16 bytes), then
+(:mod:`statekeeper.backends.sqlite.pages`) hashed per page (BLAKE2b, 16 bytes), then
 ``--percent`` % of the agents saved once more (``bench_backup.py``'s ``touch``), then
 the image hashed again: the pages that differ, and the CPU seconds of one image + hash.
 The store is changed: run it on a copy.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 
 
 def image_digests(path: str) -> tuple[list[bytes], int]:
-    from statekeeper.backends.sqlite_pages import open_snapshot
+    from statekeeper.backends.sqlite.pages import open_snapshot
 
     keep = sqlite3.connect(path)  # a WAL-mode connection: the wal-index the image needs
     try:

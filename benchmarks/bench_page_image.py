@@ -40,7 +40,7 @@ def child(db: str, tree: str, window: str | None, digests: bool = False) -> dict
     sys.path.insert(0, tree)
     import inspect
 
-    from statekeeper.backends import sqlite_pages
+    from statekeeper.backends.sqlite import pages as sqlite_pages
     from statekeeper.governance.backup.pagedelta import page_digests
 
     keep = sqlite3.connect(db)

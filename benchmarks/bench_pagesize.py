@@ -45,9 +45,12 @@ sys.path.insert(0, str(HERE))
 
 
 def set_page_size(size: int) -> None:
-    import statekeeper.backends.sqlite as sqlite_backend
+    import statekeeper.backends.sqlite.backend as sqlite_backend
+    import statekeeper.backends.sqlite.opening as sqlite_opening
 
-    sqlite_backend.PAGE_SIZE = size  # this harness only: the size of the file it builds
+    sqlite_backend.PAGE_SIZE = sqlite_opening.PAGE_SIZE = (
+        size  # this harness only: the size of the file it builds
+    )
 
 
 async def build(size: int, agents: int, where: Path) -> Path:

@@ -4,7 +4,7 @@ and 200,000 idempotency records made by SQL (the checks' cost depends on the row
 their contents), then the best of 5 ``process_time`` of each statement the general
 checking pass runs (:func:`statekeeper.governance.backup.filecopy.refuse_strays`) and of
 the merged scan's probe of the idempotency records
-(:func:`statekeeper.backends.sqlite_import.stray_key`).
+(:func:`statekeeper.backends.sqlite.importing.stray_key`).
 
     PYTHONPATH=src python benchmarks/bench_restore_strays.py [image.db]
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from statekeeper import StateStore
-from statekeeper.backends.sqlite_import import stray_key, stray_row
+from statekeeper.backends.sqlite.importing import stray_key, stray_row
 
 STREAMS = 100_000
 

@@ -176,9 +176,10 @@ def child(side: str, mode: str, pause_s: float) -> dict[str, float]:
         if side == "sk":
             asyncio.run(_sk(path, sync, pause, counter))
         elif side == "sk-nopass":
-            from statekeeper.backends import sqlite
+            from statekeeper.backends.sqlite import commits as sqlite
+            from statekeeper.backends.sqlite import lone as sqlite_lone
 
-            sqlite.PASS_EVERY = 1.0
+            sqlite.PASS_EVERY = sqlite_lone.PASS_EVERY = 1.0
             asyncio.run(_sk(path, sync, pause, counter))
         elif side == "lg":
             _lg(path, sync, pause, counter)

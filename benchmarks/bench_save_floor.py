@@ -99,7 +99,7 @@ _INSERT_EVENT = (
 )
 
 #: the layout a save ran on before this branch (schema 4 of ``backends/sqlite.py`` and
-#: ``backends/sqlite_feed.py`` at main ``b2b9a87``), pinned here so that the replays do
+#: ``backends/sqlite/feed.py`` at main ``b2b9a87``), pinned here so that the replays do
 #: not move with the source tree
 V4_DDL = """
 CREATE TABLE sk_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

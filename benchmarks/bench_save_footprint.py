@@ -82,9 +82,10 @@ async def interleaved(
 
     wl = Workload(4, 10, last, chars=CHARS)
     if steady:  # (see --steady)
-        from statekeeper.backends import sqlite as sk_sqlite
+        from statekeeper.backends.sqlite import commits as sk_sqlite
+        from statekeeper.backends.sqlite import lone as sk_sqlite_lone
 
-        sk_sqlite.PASS_EVERY = 1.0  # type: ignore[misc]
+        sk_sqlite.PASS_EVERY = sk_sqlite_lone.PASS_EVERY = 1.0  # type: ignore[misc]
     from statekeeper.security.highwater import DEFAULT_INTERVAL
 
     store = StateStore(

@@ -174,9 +174,10 @@ def child(side: str, rounds: int) -> int:
         if side == "sk-seq":
             return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-nopass":
-            from statekeeper.backends import sqlite
+            from statekeeper.backends.sqlite import commits as sqlite
+            from statekeeper.backends.sqlite import lone as sqlite_lone
 
-            sqlite.PASS_EVERY = 1.0
+            sqlite.PASS_EVERY = sqlite_lone.PASS_EVERY = 1.0
             return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-memory":
             return asyncio.run(_sk_seq(path, rounds, "memory://"))
@@ -240,9 +241,10 @@ async def _bytecodes(side: str, path: Path, top: int) -> str:
         return tracer
 
     if side == "sk-seq-nopass":
-        from statekeeper.backends import sqlite
+        from statekeeper.backends.sqlite import commits as sqlite
+        from statekeeper.backends.sqlite import lone as sqlite_lone
 
-        sqlite.PASS_EVERY = 1.0
+        sqlite.PASS_EVERY = sqlite_lone.PASS_EVERY = 1.0
     agents = int(side.split("-")[2]) if side.startswith("sk-group-") else 4
     wl = Workload(agents, FIRST, FIRST + 30, chars=CHARS)
     docs = {a: wl.docs(a) for a in wl.agent_ids}

@@ -170,10 +170,11 @@ def child(argv: list[str]) -> None:
     window = which != "frames"
     if side == "sk":
         if not window:  # hold every checkpoint off: the WAL keeps every frame written
-            from statekeeper.backends import sqlite as sk_sqlite
+            from statekeeper.backends.sqlite import backend as sk_backend
+            from statekeeper.backends.sqlite import checkpoints as sk_sqlite
 
             sk_sqlite.CHECKPOINT_PAGES = 10**12  # type: ignore[misc]
-            sk_sqlite.CALIBRATE_PAGES = 10**12  # type: ignore[misc]
+            sk_sqlite.CALIBRATE_PAGES = sk_backend.CALIBRATE_PAGES = 10**12  # type: ignore[misc]
         asyncio.run(sk_child(Path(path), int(n), int(ops), which, Path(out), window))
     else:
         lg_child(Path(path), int(n), int(ops), which, Path(out), window)

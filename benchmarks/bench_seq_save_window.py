@@ -64,9 +64,10 @@ def child(
         path = Path(tmp) / "w.db"
         if side == "sk":
             from statekeeper import StateStore
-            from statekeeper.backends import sqlite as sk_sqlite
+            from statekeeper.backends.sqlite import commits as sk_sqlite
+            from statekeeper.backends.sqlite import lone as sk_sqlite_lone
 
-            sk_sqlite.PASS_EVERY = opts["pass_every"]  # type: ignore[misc]
+            sk_sqlite.PASS_EVERY = sk_sqlite_lone.PASS_EVERY = opts["pass_every"]  # type: ignore[misc]
             docs = {a: wl.docs(a) for a in wl.agent_ids}
 
             async def run() -> None:

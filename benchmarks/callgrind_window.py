@@ -35,9 +35,10 @@ def slowed_clock() -> None:
     of 240 without callgrind)."""
     every = os.environ.get("CG_PASS_EVERY")
     if every:
-        from statekeeper.backends import sqlite
+        from statekeeper.backends.sqlite import commits as sqlite
+        from statekeeper.backends.sqlite import lone as sqlite_lone
 
-        sqlite.PASS_EVERY = float(every)  # type: ignore[attr-defined]
+        sqlite.PASS_EVERY = sqlite_lone.PASS_EVERY = float(every)  # type: ignore[attr-defined]
 
 
 def helper(out: Path) -> Path:

@@ -1,6 +1,6 @@
 /*
  * statekeeper.backends._fileid: the (device, inode) of the file at a path, in C. Its
- * one job: ``file_id(path)`` is statekeeper/backends/sqlite_fileid.py's
+ * one job: ``file_id(path)`` is statekeeper/backends/sqlite/fileid.py's
  * ``python_file_id`` (the reference: ``os.stat(path)``'s ``(st_dev, st_ino)``, None
  * when nothing is at the path), without the ``os.stat_result`` that ``os.stat``
  * builds (its ten fields, three float times and three nanosecond times made with
@@ -69,7 +69,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "statekeeper.backends._fileid",
-    "A file's (device, inode) at a path in C (see statekeeper.backends.sqlite_fileid).",
+    "A file's (device, inode) at a path in C (see statekeeper.backends.sqlite.fileid).",
     -1,
     methods,
 };

@@ -1,7 +1,7 @@
 /*
  * statekeeper.backends._pagepass: a page backup's per-chunk pass over a SQLite
  * store's image, in C. Its one job, in two calls: ``page_pass`` does what
- * statekeeper/backends/sqlite_pagepass.py's ``python_pass`` does (the reference: read
+ * statekeeper/backends/sqlite/pagepass.py's ``python_pass`` does (the reference: read
  * that first; the same arguments, the same bytes out: each page's unused bytes zeroed
  * and each page digested), and ``zero_run_frame(_into)`` leaves the chunk's zero runs
  * out of its zstd frame (RLE blocks; the other bytes raw: no compression).
@@ -387,7 +387,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "statekeeper.backends._pagepass",
-    "A page backup's per-page pass in C (see statekeeper.backends.sqlite_pagepass).",
+    "A page backup's per-page pass in C (see statekeeper.backends.sqlite.pagepass).",
     -1,
     methods,
 };

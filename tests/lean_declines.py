@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from statekeeper.backends import sqlite
-from statekeeper.backends.sqlite_loop import nothing_waits
+from statekeeper.backends.sqlite.loop import nothing_waits
 
 #: the outcome of a write the engine took
 LEAN = "lean"

@@ -65,7 +65,7 @@ def _watch_commits() -> None:
         conn.set_trace_callback(_traced)
         return conn
 
-    SQLiteBackend._connect = traced_connect  # type: ignore[method-assign]
+    SQLiteBackend._connect = traced_connect  # type: ignore[method-assign,assignment]
 
 
 async def main(path: str) -> None:

@@ -14,7 +14,7 @@ import psycopg
 
 from statekeeper.backends.postgres import PostgresBackend
 from statekeeper.backends.sqlite import SCHEMA_VERSION, SQLiteBackend
-from statekeeper.backends.sqlite_import import import_image
+from statekeeper.backends.sqlite.importing import import_image
 
 from ._services import POSTGRES_DSN
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import sqlite as sqlite_backend
 from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, PAGE_SIZE, SQLiteBackend
+from statekeeper.backends.sqlite import opening as sqlite_opening
 from statekeeper.backends.url import open_backend
 from statekeeper.errors import (
     BackendError,
@@ -739,7 +739,7 @@ async def test_a_file_made_with_4096_byte_pages_still_opens_and_takes_saves(
     page size and work as before: loads, saves after a reopen, snapshots."""
     db = tmp_path / "old.db"
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_backend, "PAGE_SIZE", 4096)
+        patch.setattr(sqlite_opening, "PAGE_SIZE", 4096)  # (the file is created with it)
         async with StateStore(f"sqlite:///{db}", snapshot_every=4) as store:
             for n in range(1, 7):
                 await store.save("a", {"n": n, "text": "x" * 5000})

@@ -1,6 +1,6 @@
 """A page backup of a SQLite store keeps its descriptor of the database file while
 other connections of this process hold the file (closing it would drop their POSIX
-locks: backends/sqlite_fds.py), but no longer than that: a process that backs up many
+locks: backends/sqlite/fds.py), but no longer than that: a process that backs up many
 stores, each opened and closed, keeps no descriptor of any of them, and one store
 backed up again and again while open keeps one, reused."""
 

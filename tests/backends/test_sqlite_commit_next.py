@@ -174,7 +174,7 @@ async def test_a_forked_child_does_not_take_its_parents_loop_for_its_own(tmp_pat
     """``asyncio.get_running_loop`` fails in a child forked while a loop ran (its pid
     check); the loop ``commit_next`` remembers is forgotten at the fork, so the child
     asks ``get_running_loop`` too."""
-    import statekeeper.backends.sqlite as sk_sqlite
+    import statekeeper.backends.sqlite.running as sk_sqlite
 
     last_loop = vars(sk_sqlite)["_last_loop"]  # (the module's own list, read below)
 

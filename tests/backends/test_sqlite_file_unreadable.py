@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_files
+from statekeeper.backends.sqlite import files as sqlite_files
 from statekeeper.errors import BackendUnavailable, NotAStore
 
 

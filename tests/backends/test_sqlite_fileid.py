@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import sqlite, sqlite_fileid
-from statekeeper.backends.sqlite_fileid import python_file_id
+from statekeeper.backends.sqlite import connections, opening
+from statekeeper.backends.sqlite import fileid as sqlite_fileid
+from statekeeper.backends.sqlite.fileid import python_file_id
 
 
 def _answer(fn: Callable[[Any], Any], path: Any) -> Any:
@@ -72,4 +73,5 @@ def test_a_file_id_is_the_files_device_and_inode(tmp_path: Path) -> None:
 
 
 def test_the_sqlite_engine_checks_files_with_it() -> None:
-    assert vars(sqlite)["_file_id"] is sqlite_fileid.file_id
+    for part in (opening, connections):  # (the file opened; the file still there)
+        assert vars(part)["_file_id"] is sqlite_fileid.file_id

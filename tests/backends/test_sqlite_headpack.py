@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from statekeeper import StateStore
 from statekeeper.arguments import AUDIT_STREAM, HOLDS_STREAM
-from statekeeper.backends import sqlite_pagepass
-from statekeeper.backends.sqlite_pages import PageSnapshot
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
+from statekeeper.backends.sqlite.pages import PageSnapshot
 from statekeeper.governance import Audit, parse_policy
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.fileformat import FrameReader

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pagepass
-from statekeeper.backends.sqlite_pages import PageSnapshot, open_snapshot
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
+from statekeeper.backends.sqlite.pages import PageSnapshot, open_snapshot
 from statekeeper.governance.backup import BackupKey, backup, restore, tagheads
 
 from ..governance._point_in_time import keyring
@@ -34,7 +34,7 @@ BUILD = (
     " the package (pip install -e .) with a C compiler, or set STATEKEEPER_PURE=1"
 )
 
-#: the heads table as a store creates it (statekeeper/backends/sqlite_base.py)
+#: the heads table as a store creates it (statekeeper/backends/sqlite/base.py)
 HEADS = """
 CREATE TABLE sk_agents (
     agent_id   TEXT PRIMARY KEY,

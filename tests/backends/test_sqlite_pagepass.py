@@ -1,4 +1,4 @@
-"""A page backup's per-page pass (backends/sqlite_pagepass.py): the C pass built from
+"""A page backup's per-page pass (backends/sqlite/pagepass.py): the C pass built from
 native/pagepass.c and the Python reference give the same bytes, the same digests and
 the same answer on every input: a real SQLite file's pages under any plan, crafted
 b-tree pages (headers, cell counts and freeblock lists pointing anywhere), garbage;
@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pagepass, sqlite_pages
-from statekeeper.backends.sqlite_pagepass import python_pass
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
+from statekeeper.backends.sqlite import pages as sqlite_pages
+from statekeeper.backends.sqlite.pagepass import python_pass
 from statekeeper.errors import BackupCorrupt
 from statekeeper.governance.backup import BackupKey, backup, restore
 
@@ -67,7 +68,7 @@ def test_a_normal_install_runs_the_native_pass() -> None:
 
 
 def test_statekeeper_pure_forces_the_python_pass() -> None:
-    code = "from statekeeper.backends import sqlite_pagepass as p; print(p.NATIVE, p.page_pass)"
+    code = "from statekeeper.backends.sqlite import pagepass as p; print(p.NATIVE, p.page_pass)"
     env = {**os.environ, "STATEKEEPER_PURE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

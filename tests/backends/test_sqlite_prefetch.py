@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_prefetch
-from statekeeper.backends.sqlite_pages import PageSnapshot, open_snapshot
+from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
+from statekeeper.backends.sqlite.pages import PageSnapshot, open_snapshot
 from statekeeper.governance.backup import BackupKey, backup, restore
 
 from ..governance._point_in_time import keyring

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import sqlite_wal
 from statekeeper.backends.sqlite import CHECKPOINT_PAGES, SQLiteBackend
-from statekeeper.backends.sqlite_wal import GROW_CAP, GROW_STEP
+from statekeeper.backends.sqlite import wal as sqlite_wal
+from statekeeper.backends.sqlite.wal import GROW_CAP, GROW_STEP
 from statekeeper.store import StateStore
 
 
@@ -335,7 +335,7 @@ def test_a_page_snapshot_keeps_the_processs_locks_on_the_wal_index(tmp_path: Pat
     would): without its read lock a reader's pages can be checkpointed over by
     another process, and without the open lock the file can be truncated under the
     connection's map."""
-    from statekeeper.backends.sqlite_pages import open_snapshot
+    from statekeeper.backends.sqlite.pages import open_snapshot
 
     db = tmp_path / "pages.db"
     conn = sqlite3.connect(db, isolation_level=None)

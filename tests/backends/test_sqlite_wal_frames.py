@@ -10,7 +10,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from statekeeper.backends import sqlite_wal
+from statekeeper.backends.sqlite import wal as sqlite_wal
 
 
 def _wal_index_frames(conn: sqlite3.Connection) -> int:

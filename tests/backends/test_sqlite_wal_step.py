@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import sqlite_wal
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.backends.sqlite_wal import GROW_CAP, GROW_STEP
+from statekeeper.backends.sqlite import wal as sqlite_wal
+from statekeeper.backends.sqlite.wal import GROW_CAP, GROW_STEP
 from statekeeper.store import StateStore
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statekeeper.backends import sqlite_pagepass
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 
 BLOCK_MAX = 128 * 1024
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from statekeeper.backends.sqlite_files import APPLICATION_ID
+from statekeeper.backends.sqlite.files import APPLICATION_ID
 from statekeeper.security import Keyring, generate_key
 
 from ..backends._services import POSTGRES_DSN, REDIS_URL, namespace

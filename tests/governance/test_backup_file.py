@@ -16,8 +16,8 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_export
 from statekeeper.backends.base import Backend
+from statekeeper.backends.sqlite import export as sqlite_export
 from statekeeper.errors import BackupCorrupt, BackupError
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.fileformat import (
@@ -447,7 +447,7 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
     import asyncio
 
     from statekeeper.backends import sqlite as sqlite_module
-    from statekeeper.backends import sqlite_admin
+    from statekeeper.backends.sqlite import admin as sqlite_admin
     from statekeeper.governance.backup import filecopy
 
     bkey = BackupKey(os.urandom(32))

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_export
+from statekeeper.backends.sqlite import export as sqlite_export
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.fileformat import FrameReader
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pagepass
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 from statekeeper.governance.backup import BackupKey, backup, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader
 

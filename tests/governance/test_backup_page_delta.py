@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pages
 from statekeeper.backends.sqlite import PAGE_SIZE
+from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.errors import BackupCorrupt, BackupError
 from statekeeper.governance.backup import BackupKey, BackupResult, backup, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader

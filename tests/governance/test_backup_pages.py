@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_export, sqlite_pagepass, sqlite_pages
+from statekeeper.backends.sqlite import export as sqlite_export
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
+from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.governance.backup import BackupKey, backup, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pages
+from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.errors import IntegrityError
 from statekeeper.governance.backup import BackupKey, backup
 

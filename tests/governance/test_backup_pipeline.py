@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pages
+from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.errors import BackendError, BackupError
 from statekeeper.governance.backup import BackupKey, backup, directfile, location, restore
 from statekeeper.governance.backup.fileformat import BackupKey as FormatKey

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_pagepass
+from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 from statekeeper.errors import BackupError
 from statekeeper.governance.backup import (
     BackupKey,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.backends import sqlite_import
+from statekeeper.backends.sqlite import importing as sqlite_import
 from statekeeper.codec import chaincheck
 from statekeeper.codec.keys import Keyring
 from statekeeper.codec.pipeline import Codec

@@ -22,7 +22,7 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import SQLiteBackend
-from statekeeper.backends.sqlite_loop import nothing_waits
+from statekeeper.backends.sqlite.loop import nothing_waits
 from statekeeper.integrations.langgraph.loop import SharedLoop
 from statekeeper.records import AppendResult
 

@@ -195,12 +195,12 @@ def test_sync_mode_loses_nothing_past_the_wal_estimate_check_and_first_checkpoin
 @pytest.mark.timeout(240)
 def test_sync_mode_loses_nothing_from_a_wal_grown_ahead(tmp_path: Path) -> None:
     """Killed a few saves in, while the WAL file grown ahead after the first commits
-    (``synchronous=FULL``, see ``backends/sqlite_wal.py``) is mostly zeros past its last
+    (``synchronous=FULL``, see ``backends/sqlite/wal.py``) is mostly zeros past its last
     frame: the WAL is grown (a step at least) when the process dies, and SQLite's
     recovery of it loses no acknowledged save; four rounds on one file, each process
     growing the WAL anew (the check's close removed the last one)."""
     from statekeeper.backends.sqlite import PAGE_SIZE
-    from statekeeper.backends.sqlite_wal import GROW_STEP
+    from statekeeper.backends.sqlite.wal import GROW_STEP
 
     rng = random.Random(f"{SEED}-grown")
     db = tmp_path / "crash-grown.db"

@@ -168,7 +168,7 @@ def test_a_flipped_bit_in_a_wal_frame_loses_tail_writes_and_is_detected(tmp_path
     assert len(data) > 32
     page_size = int.from_bytes(data[8:12], "big")
     # the frames written: those carrying the WAL header's salt (at FULL the file is
-    # grown ahead with zeros past them, backends/sqlite_wal.py)
+    # grown ahead with zeros past them, backends/sqlite/wal.py)
     salt, frames = bytes(data[16:24]), 0
     while data[32 + frames * (24 + page_size) + 8 :][:8] == salt:
         frames += 1

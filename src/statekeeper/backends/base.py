@@ -65,7 +65,7 @@ from ..records import (
 )
 
 if TYPE_CHECKING:
-    from .sqlite_pages import PageSnapshot
+    from .sqlite.pages import PageSnapshot
 
 __all__ = [
     "OPENED_FLAGS",

@@ -38,7 +38,7 @@ async def _create(url: str, dry_run: bool) -> tuple[str, int | None, int | None]
     stored: int | None = None
     if path is not None:
         from ..backends.sqlite import SCHEMA_VERSION
-        from ..backends.sqlite_files import describe, inspect_sqlite_file
+        from ..backends.sqlite.files import describe, inspect_sqlite_file
 
         info = inspect_sqlite_file(path)
         if info.is_store:

@@ -23,7 +23,7 @@ from .app import DbOption, JsonOption, app, handled, out_console, resolve_url, r
 from .stores import KeyFileOption, open_store
 
 if TYPE_CHECKING:
-    from ..backends.sqlite_files import SqliteFile
+    from ..backends.sqlite.files import SqliteFile
     from ..feed.runner import ProjectionStatus
     from ..store import StateStore
 
@@ -85,9 +85,9 @@ async def _read_models_of(store: StateStore, url: str, given: Path | None) -> Pa
 
 def looked_at(path: Path) -> tuple[bool, SqliteFile]:
     """Whether ``path`` is a read-model file (a SQLite file with an ``sk_projections``
-    table), and what :func:`~statekeeper.backends.sqlite_files.inspect_sqlite_file`
+    table), and what :func:`~statekeeper.backends.sqlite.files.inspect_sqlite_file`
     found there; :class:`ConfigurationError` when it cannot be read."""
-    from ..backends.sqlite_files import connect_read_only, inspect_sqlite_file
+    from ..backends.sqlite.files import connect_read_only, inspect_sqlite_file
 
     try:
         info = inspect_sqlite_file(path)
@@ -109,7 +109,7 @@ def _require_read_models(path: Path) -> None:
     """A read-model file is created, or reopened when it holds ``sk_projections``;
     anything else (the store itself, another application's database, a text file) is
     refused untouched: opening it would add tables and switch it to WAL."""
-    from ..backends.sqlite_files import describe
+    from ..backends.sqlite.files import describe
 
     model, info = looked_at(path)
     if model or info.kind == "missing":

@@ -434,7 +434,7 @@ def _check_read_model(path: Path) -> None:
     """A ``--read-model`` given is a read-model file (an ``sk_projections`` table), else
     :class:`~statekeeper.errors.ConfigurationError`: a typo or another file read as "no
     projections" would hide the projections the run leaves behind."""
-    from ..backends.sqlite_files import describe
+    from ..backends.sqlite.files import describe
     from .projections import looked_at
 
     model, info = looked_at(path)

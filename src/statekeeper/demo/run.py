@@ -131,7 +131,7 @@ def _check_owned(db_path: Path) -> None:
     or files folder the demo cannot prove it created, and a side file (``-journal``,
     ``-wal``, ``.sk-witness``...) beside a database that does not exist: wiping a run
     deletes them, and only a database the demo made vouches for its side files."""
-    from ..backends.sqlite_files import describe, inspect_sqlite_file
+    from ..backends.sqlite.files import describe, inspect_sqlite_file
 
     info = inspect_sqlite_file(db_path)
     if info.kind != "missing" and not info.owned:

@@ -33,7 +33,7 @@ import sqlite3
 from typing import Any
 
 from ..backends.identity import store_identity
-from ..backends.sqlite_files import connect_read_only
+from ..backends.sqlite.files import connect_read_only
 from ..errors import FeedChanged, ReadModelOfAnotherStore
 
 __all__ = ["add_column", "check_file", "claim", "store_mark", "stored_feed"]

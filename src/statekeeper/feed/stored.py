@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ..backends.sqlite_files import connect_read_only
+from ..backends.sqlite.files import connect_read_only
 from ..errors import InvalidArgument
 from ..store.feed_cursor import FeedCursor, as_cursor
 

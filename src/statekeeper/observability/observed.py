@@ -45,7 +45,7 @@ from .observed_feed_id import FeedIdCalls
 from .observed_leases import LeaseCalls
 
 if TYPE_CHECKING:
-    from ..backends.sqlite_pages import PageSnapshot
+    from ..backends.sqlite.pages import PageSnapshot
     from .instrumentation import Instrumentation
 
 __all__ = ["ObservedBackend", "observed_class"]

@@ -3,7 +3,7 @@ before head tags): a SQLite store, shipped as a point-in-time image of its file,
 without a row becoming a Python object.
 
 **Writing a whole store** (:func:`write_pages`): the pages of one read snapshot of the
-live store (:mod:`~statekeeper.backends.sqlite_pages`: the write lock held for a
+live store (:mod:`~statekeeper.backends.sqlite.pages`: the write lock held for a
 moment while the read transaction opens, then the database file's pages with the
 snapshot's WAL frames laid over them, read while writers commit; only the stream
 tables' pages kept, every other page and every byte SQLite no longer uses zeroed): no
@@ -14,7 +14,7 @@ heads table, :mod:`.tagheads`; one more statement the totals). **A namespace**
 (``$TMPDIR``) by SQLite alone (``INSERT ... SELECT`` of the stream tables over the
 namespace's id range, in one read transaction: never another tenant's rows), its
 heads (seq and head record checksum, version 2,
-:func:`~statekeeper.backends.sqlite_export.stream_head_columns`) read from the copy.
+:func:`~statekeeper.backends.sqlite.export.stream_head_columns`) read from the copy.
 Either way the bytes are cut into chunks, compressed (zstd's fast strategy,
 :data:`LEVEL`) and encrypted with the backup key by a few threads, each chunk named
 in the manifest by its GCM tag (:class:`~.sealer.ChunkSealer`). Records stay as
@@ -52,15 +52,15 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ...arguments import INTERNAL_PREFIX
-from ...backends.sqlite_export import (
+from ...backends.sqlite.export import (
     compacted_streams,
     iter_streams,
     stream_head_columns,
     stream_totals,
 )
-from ...backends.sqlite_files import connect_read_only, require_store_file
-from ...backends.sqlite_import import stray_reason, stray_row
-from ...backends.sqlite_pagepass import NATIVE, zero_run_frames
+from ...backends.sqlite.files import connect_read_only, require_store_file
+from ...backends.sqlite.importing import stray_reason, stray_row
+from ...backends.sqlite.pagepass import NATIVE, zero_run_frames
 from ...errors import BackupCorrupt, BackupError, NotAStore
 from .directfile import DirectFile
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
@@ -78,7 +78,7 @@ from .tagheads import (
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
-    from ...backends.sqlite_pages import PageSnapshot
+    from ...backends.sqlite.pages import PageSnapshot
     from ...records import StreamRows
 
 __all__ = [
@@ -186,7 +186,7 @@ def write_pages(
     def ship() -> int:
         snapshot.plan()  # while the heads are read (another connection, same snapshot)
         # the pipeline: this thread reads, filters and digests the pages (one pass, in
-        # C where built: backends/sqlite_pagepass.py) while the sealing threads seal the
+        # C where built: backends/sqlite/pagepass.py) while the sealing threads seal the
         # chunk before and the writing thread writes the one before that
         frame = zero_run_frames if local and zero_run_frames is not None else LEVEL
         # the digests in the C pass; in Python, by the sealing threads (two threads,

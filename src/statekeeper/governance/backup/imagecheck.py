@@ -1,7 +1,7 @@
 """A restore's checking pass over one store image in a single merged scan of its rows.
 
 The general checking pass (:func:`.restore._check`) reads a file backup's image stream
-by stream (:func:`~statekeeper.backends.sqlite_export.merge_streams` builds a
+by stream (:func:`~statekeeper.backends.sqlite.export.merge_streams` builds a
 ``StreamRows`` of each, :func:`.filecopy.checked_entries` an entry list, then
 :func:`~statekeeper.codec.chaincheck.follow_chain` opens its records): ~2/3 of a
 restore's CPU, most of it per record and per stream in Python (docs/benchmarks.md
@@ -31,8 +31,8 @@ from hmac import compare_digest
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from ...backends.sqlite_files import connect_read_only
-from ...backends.sqlite_import import stray_key
+from ...backends.sqlite.files import connect_read_only
+from ...backends.sqlite.importing import stray_key
 from ...codec import ZERO_LINK
 from ...codec.chaincheck import _learn
 from ...codec.pipeline import _FP, _NONCE, _PLAIN_ANY, FLAG_DATA_KEY, _prefixed, _seq_ts

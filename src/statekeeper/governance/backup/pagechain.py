@@ -20,7 +20,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Sequence
 
-from ...backends.sqlite_files import require_store_file
+from ...backends.sqlite.files import require_store_file
 from ...errors import BackupCorrupt, NotAStore
 from .fileformat import FILE_IMAGES, PAGE_DELTAS, BackupKey, FrameReader
 from .pagedelta import DIGEST, Digester, changed_pages, page_digester, page_layout

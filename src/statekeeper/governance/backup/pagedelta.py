@@ -8,7 +8,7 @@ a page, in page order; ``page_size``, ``pages``). What they are is ``page_hash``
 :data:`SHA256_16` (the first 16 bytes of the page's SHA-256: backups written before,
 still read and followed). An incremental one whose parent lists them (a full page backup, or another
 incremental of this kind) takes the same kind of point-in-time page image of the live store
-(:mod:`~statekeeper.backends.sqlite_pages`: one read snapshot, its heads read in it),
+(:mod:`~statekeeper.backends.sqlite.pages`: one read snapshot, its heads read in it),
 digests every page, and ships only the pages whose digest differs from the parent's
 (or that the parent did not have), compressed and encrypted as a full backup's chunks.
 Its manifest lists them (``changed``: page numbers, 4 bytes each, big-endian), the new
@@ -34,7 +34,7 @@ from ...arguments import INTERNAL_PREFIX
 from ...errors import BackupCorrupt
 
 if TYPE_CHECKING:
-    from ...backends.sqlite_pages import PageSnapshot
+    from ...backends.sqlite.pages import PageSnapshot
     from .fileformat import BackupKey, FrameReader, FrameWriter
 
 __all__ = [

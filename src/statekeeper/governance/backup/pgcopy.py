@@ -32,8 +32,8 @@ import struct
 from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ...backends.sqlite_export import merge_streams
-from ...backends.sqlite_import import stray_reason
+from ...backends.sqlite.export import merge_streams
+from ...backends.sqlite.importing import stray_reason
 from ...errors import BackupCorrupt
 from .filecopy import checked_entries, compacted_columns, opened_copy
 from .fileformat import FrameReader, FrameWriter

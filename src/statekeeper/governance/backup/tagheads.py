@@ -56,7 +56,7 @@ SELECT count(*), group_concat(agent_id, char(0)), group_concat(head_seq),
 FROM sk_agents WHERE head_seq > 0
 """
 #: the events stored and the streams with a snapshot: the totals
-#: (:data:`~statekeeper.backends.sqlite_export.STREAM_TOTALS` without its scan of the
+#: (:data:`~statekeeper.backends.sqlite.export.STREAM_TOTALS` without its scan of the
 #: heads table, which :data:`TAG_COLUMNS` sums)
 COUNTS = """
 SELECT (SELECT count(*) FROM sk_events), (SELECT count(DISTINCT agent_id) FROM sk_snapshots)
@@ -82,7 +82,7 @@ Scanned = tuple[list[str], list[int], list[bytes], int]
 class PackedHeads:
     """The manifest's ``heads`` columns (agent, head seq, head tag of every stream, in
     id order) as the C scan packed them from a page snapshot's pages
-    (:meth:`~statekeeper.backends.sqlite_pages.PageSnapshot.packed_heads`): no Python
+    (:meth:`~statekeeper.backends.sqlite.pages.PageSnapshot.packed_heads`): no Python
     object per stream. Only a map holding it is packed, by splicing the bytes packed
     ahead in (:func:`.framepack.packb`); msgpack itself refuses it (a ``TypeError``,
     never other bytes). ``own``: the store's own streams among them, ``(agent, head)``
@@ -119,7 +119,7 @@ def tag_head_columns(
 def tag_heads(conn: sqlite3.Connection, scanned: Scanned | None = None) -> TagHeads:
     """:func:`tag_head_columns` and the sum of the head seqs, from one scan of the
     heads table; ``scanned``: that scan made already, from the snapshot's pages (a
-    page backup's, :meth:`~statekeeper.backends.sqlite_pages.PageSnapshot.heads`:
+    page backup's, :meth:`~statekeeper.backends.sqlite.pages.PageSnapshot.heads`:
     what the statement's fast path below gives, without SQLite's VM or a split)."""
     if scanned is not None:
         return _from_scan(scanned)

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack  # type: ignore[import-untyped]
 
 from ...arguments import INTERNAL_PREFIX
-from ...backends.sqlite_base import translated
+from ...backends.sqlite.base import translated
 from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, require_namespace
@@ -76,7 +76,7 @@ from .tagheads import internal_streams as _internal
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
-    from ...backends.sqlite_pages import PageSnapshot
+    from ...backends.sqlite.pages import PageSnapshot
     from ...store import StateStore
 
 __all__ = ["BackupResult", "backup", "stream_digest"]

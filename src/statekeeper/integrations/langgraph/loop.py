@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from ...backends.sqlite_loop import live_timers
+from ...backends.sqlite.loop import live_timers
 from ...errors import ConfigurationError, StatekeeperError, StoreClosed
 from ...store import forks
 from ...store.portal import iterate_with, next_item

@@ -41,10 +41,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
-from . import sqlite_fds, sqlite_wal
-from .sqlite_export import COPIED_TABLES
-from .sqlite_files import connect_read_only
-from .sqlite_pagepass import (
+from . import fds as sqlite_fds
+from . import wal as sqlite_wal
+from .export import COPIED_TABLES
+from .files import connect_read_only
+from .pagepass import (
     BTREE,
     DROP,
     EMPTY_INDEX,
@@ -57,7 +58,7 @@ from .sqlite_pagepass import (
     tree_outline,
     tree_pages,
 )
-from .sqlite_prefetch import Prefetch
+from .prefetch import Prefetch
 
 __all__ = ["PageSnapshot", "open_snapshot"]
 
@@ -66,7 +67,7 @@ _FRAME_HEADER = 24
 _SHM_HEADER = 48  # one copy of the wal-index header (two copies, then checkpoint info)
 _NBACKFILL = 96
 _ORDER = sys.byteorder  # the wal-index header is in the machine's byte order
-# what becomes of a page of the image (:mod:`.sqlite_pagepass` applies it)
+# what becomes of a page of the image (:mod:`.pagepass` applies it)
 _DROP = DROP
 _BTREE = BTREE
 _OVERFLOW = OVERFLOW
@@ -211,7 +212,7 @@ class PageSnapshot:
         not cached (docs/benchmarks.md, "backup9"). A leaf's cells' overflow pages are
         not listed: such a page, kept by the plan, reads as an overflow page of no
         kept tree once ``dbstat`` read the kept trees, and is dropped
-        (:mod:`.sqlite_pagepass`)."""
+        (:mod:`.pagepass`)."""
         if not 1 < root <= self.pages:
             return False
         args = (self._db, self._wal, offsets, root, self.page_size, self._usable, self.pages)
@@ -379,7 +380,7 @@ class PageSnapshot:
     def _apply(self, chunk: bytearray, first: int, count: int) -> None:
         """The chunk of pages ``first`` to ``first + count - 1``: the WAL's frames of
         the snapshot laid in, then every page filtered by the plan and digested
-        (:mod:`.sqlite_pagepass`, in C where it was built: docs/benchmarks.md,
+        (:mod:`.pagepass`, in C where it was built: docs/benchmarks.md,
         "backupc")."""
         plan = self._plan
         assert plan is not None

@@ -14,10 +14,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import LeaseHeld, LeaseLost
-from ..records import LeaseChange, LeaseInfo
-from .base import check_fence, check_lease_grant, released_with, validate_ttl
-from .sqlite_base import Executes, SQLitePart, translated
+from ...errors import LeaseHeld, LeaseLost
+from ...records import LeaseChange, LeaseInfo
+from ..base import check_fence, check_lease_grant, released_with, validate_ttl
+from .base import Executes, SQLitePart, translated
 
 __all__ = ["SQLiteLeases"]
 

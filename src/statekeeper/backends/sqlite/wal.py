@@ -35,7 +35,7 @@ import math
 import os
 import sys
 
-from . import sqlite_fds
+from . import fds as sqlite_fds
 
 __all__ = [
     "BIG_COMMIT_PAGES",
@@ -294,7 +294,7 @@ class Growth:
 def read_shm(db_path: str, size: int) -> bytes:
     """The first ``size`` bytes of ``db_path``'s ``-shm`` file (the wal-index), read
     without closing a descriptor SQLite's connections in this process rely on
-    (:func:`.sqlite_fds.read_head`: why); empty when there is no such file."""
+    (:func:`.fds.read_head`: why); empty when there is no such file."""
     try:
         return sqlite_fds.read_head(db_path + "-shm", size)
     except FileNotFoundError:

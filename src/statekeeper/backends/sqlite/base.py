@@ -2,12 +2,14 @@
 
 The backend is one class assembled from parts, one job each:
 
-* :mod:`.sqlite` — the engine: the connections, the write machinery (the writer
-  connection and its lock, the inline/writer-thread commit queue, group batches,
-  WAL checkpoints) and every append;
-* :mod:`.sqlite_reads` — the read statements (streams, heads, listings, the feed);
-* :mod:`.sqlite_leases` — leases and their fencing tokens;
-* :mod:`.sqlite_admin` — maintenance: rewrites, prunes, deletes, markers, feed trims,
+* the engine — the connections, the write machinery (the writer connection and its
+  lock, the inline/writer-thread commit queue, group batches, WAL checkpoints) and
+  every append: :mod:`.backend` and its parts on :class:`~.engine.SQLiteEngine`
+  (:mod:`.opening`, :mod:`.schema`, :mod:`.connections`, :mod:`.checkpoints`,
+  :mod:`.appends`, :mod:`.changes`, :mod:`.lone`, :mod:`.commits`);
+* :mod:`.reads` — the read statements (streams, heads, listings, the feed);
+* :mod:`.leases` — leases and their fencing tokens;
+* :mod:`.admin` — maintenance: rewrites, prunes, deletes, markers, feed trims,
   exports and file copies, schema version and health.
 
 Each part is a mixin deriving from :class:`SQLitePart`, which declares (for the type
@@ -23,9 +25,9 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ..errors import BackendError, IntegrityError, StateTooLarge
-from ..records import RawSnapshot, StreamChange
-from .base import Backend
+from ...errors import BackendError, IntegrityError, StateTooLarge
+from ...records import RawSnapshot, StreamChange
+from ..base import Backend
 
 __all__ = ["LENGTH_LIMITS", "Executes", "SQLitePart", "Synchronous", "translated"]
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from ..errors import BackendUnavailable, NotAStore
-from . import sqlite_fds
+from ...errors import BackendUnavailable, NotAStore
+from . import fds as sqlite_fds
 
 __all__ = [
     "APPLICATION_ID",

@@ -1,13 +1,13 @@
 """A restore's writes into an empty SQLite store from a checked store image, by SQLite
 alone (``INSERT INTO main.t SELECT ... FROM image.t``: no row reaches Python).
 
-The image is a whole store's file as a backup ships it (:mod:`.sqlite_pages`, or a
-namespace's copy, :func:`.sqlite_export.copy_file`), decrypted and checked by the
+The image is a whole store's file as a backup ships it (:mod:`.pages`, or a
+namespace's copy, :func:`.export.copy_file`), decrypted and checked by the
 restore first: every stream against the manifest, every record opened with the
 target's keys and its chain followed, every head tag the target's own. What is
 written is exactly what the record path of the restore writes for such an image
 (:mod:`statekeeper.governance.backup.writepass`, from the streams
-:func:`.sqlite_export.merge_streams` reads): each stream with ``head_seq > 0``, its
+:func:`.export.merge_streams` reads): each stream with ``head_seq > 0``, its
 events up to its head, its latest snapshot at or below its head and, for a stream
 compacted by retention, its base snapshot (the one just before its first event), its
 idempotency keys that start at or below its head (those its compaction kept too:
@@ -34,8 +34,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ..errors import BackupCorrupt
-from .sqlite_feed import _FEED_SCHEMA, trim_feed
+from ...errors import BackupCorrupt
+from .feed import _FEED_SCHEMA, trim_feed
 
 __all__ = ["KEY_MADE_LATER", "Counts", "import_image", "stray_key", "stray_reason", "stray_row"]
 
@@ -206,7 +206,7 @@ def stray_reason(
     ``record`` (``"event"``, ``"snapshot"``, ``"idempotency record"``: ``seq`` its
     first, or ``"head"``) of a backup's image outside every stream: past its
     ``head``, or (``head`` 0 or None) of an agent without one; or (``after``: what
-    it came after, see :data:`.sqlite_export.Stray`) out of order."""
+    it came after, see :data:`.export.Stray`) out of order."""
     at = f"{record} seq {seq}" if record != "idempotency record" else f"{record} from seq {seq}"
     if after:
         where = (
@@ -224,7 +224,7 @@ def stray_reason(
     )
 
 
-#: the change feed's trigger on the events table (:mod:`.sqlite_feed`), which the events
+#: the change feed's trigger on the events table (:mod:`.feed`), which the events
 #: copied whole are given feed rows as it would (see :func:`_copy_events`)
 _FEED_TRIGGER = _FEED_SCHEMA[2]
 _SAME_ROWS = (

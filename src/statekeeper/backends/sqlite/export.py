@@ -5,7 +5,7 @@ Whole streams (what a full backup reads) are one range scan per table over the p
 ids in key order, rows grouped as they come: no per-agent lookup, no object per record.
 
 A full backup of a SQLite store does not read rows at all: the pages of a snapshot
-(:mod:`.sqlite_pages`), or for a namespace :func:`copy_file` (a point-in-time copy of
+(:mod:`.pages`), or for a namespace :func:`copy_file` (a point-in-time copy of
 its streams into a new file, by SQLite), and
 :func:`stream_heads` (the manifest's heads, one scan of the copy's events); a
 restore reads such a copy back with :func:`iter_streams`.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from ..records import EventRow, SnapshotRow, StreamRows
+from ...records import EventRow, SnapshotRow, StreamRows
 
 __all__ = [
     "Stray",
@@ -243,7 +243,7 @@ def copy_file(
     filled in ONE transaction, so the copy reads one snapshot of the store while its
     writers (WAL) keep committing.
 
-    A whole store's backup ships its pages instead (:mod:`.sqlite_pages`: no copy);
+    A whole store's backup ships its pages instead (:mod:`.pages`: no copy);
     this is a namespace's: measured against ``VACUUM INTO`` (the whole file, 0.47 CPU-s
     for 170 MB) and the online backup API (``Connection.backup``, 0.33 CPU-s): 0.47
     CPU-s, and it alone leaves out other namespaces.

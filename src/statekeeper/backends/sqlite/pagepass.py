@@ -1,5 +1,5 @@
 """A page backup's per-page pass over one chunk of a SQLite store's image
-(:mod:`.sqlite_pages`): each page filtered by the snapshot's plan (the unused bytes of
+(:mod:`.pages`): each page filtered by the snapshot's plan (the unused bytes of
 a kept b-tree page zeroed: its gap and its freeblocks' bodies; the unused tail of an
 overflow page; a dropped page all zeros; a dropped tree's root an empty leaf; page 1's
 header made a plain file's) and digested (XXH3-128 under a seed, what
@@ -46,7 +46,7 @@ __all__ = [
     "zero_run_frames",
 ]
 
-# what becomes of a page of the image (the plan's values, :mod:`.sqlite_pages`)
+# what becomes of a page of the image (the plan's values, :mod:`.pages`)
 DROP = 0  # zeros: free, or another table's
 BTREE = 1  # a kept b-tree page: its unused bytes zeroed
 OVERFLOW = 2  # a kept overflow page: its unused tail zeroed
@@ -223,7 +223,7 @@ class ZeroRunFrames:
 
 def _load() -> tuple[PagePass, Callable[[Buffer], bytes], FrameInto] | None:
     try:
-        from . import _pagepass
+        from .. import _pagepass
     except ImportError:  # installed without a compiler: the reference, as fast as before
         return None
     return _pagepass.page_pass, _pagepass.zero_run_frame, _pagepass.zero_run_frame_into
@@ -249,7 +249,7 @@ zero_run_frames: type[ZeroRunFrames] | None = ZeroRunFrames if _found is not Non
 
 #: ``(db_fd, wal_fd, frames, root, page_size, usable, pages) -> (agents, heads, tags,
 #: accounted) | None``: the heads table read from a snapshot's pages
-#: (:meth:`.sqlite_pages.PageSnapshot.heads`, ``native/headscan.c``)
+#: (:meth:`.pages.PageSnapshot.heads`, ``native/headscan.c``)
 HeadsScan = Callable[
     [int, int, "array.array[int] | None", int, int, int, int],
     "tuple[list[str], list[int], list[bytes], int] | None",
@@ -258,7 +258,7 @@ HeadsScan = Callable[
 
 #: ``(db_fd, wal_fd, frames, root, page_size, usable, pages, plan, value) -> int |
 #: None``: every page of one b-tree set to ``value`` in ``plan``
-#: (:meth:`.sqlite_pages.PageSnapshot.plan`, ``native/headscan.c``)
+#: (:meth:`.pages.PageSnapshot.plan`, ``native/headscan.c``)
 TreePages = Callable[
     [int, int, "array.array[int] | None", int, int, int, int, bytearray, int], "int | None"
 ]
@@ -266,7 +266,7 @@ TreePages = Callable[
 
 def _load_native(name: str) -> Any:
     try:
-        from . import _pagepass
+        from .. import _pagepass
     except ImportError:
         return None
     return getattr(_pagepass, name, None)  # (a module built before it: None)

@@ -15,9 +15,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..arguments import check_stored_id
-from ..errors import CapabilityUnsupported
-from ..records import (
+from ...arguments import check_stored_id
+from ...errors import CapabilityUnsupported
+from ...records import (
     AgentInfo,
     AppendResult,
     EventRow,
@@ -26,9 +26,9 @@ from ..records import (
     RawSnapshot,
     make_raw_snapshot,
 )
-from . import sqlite_feed
-from .base import LatestRead, prefix_end
-from .sqlite_base import SQLitePart, translated
+from ..base import LatestRead, prefix_end
+from . import feed as sqlite_feed
+from .base import SQLitePart, translated
 
 __all__ = ["SQLiteReads", "blob"]
 

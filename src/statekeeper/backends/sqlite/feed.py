@@ -27,7 +27,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import FeedRecord, RawEvent
+from ...records import FeedRecord, RawEvent
 
 __all__ = [
     "FEED_POLL",

@@ -35,7 +35,7 @@ def _load() -> FileId | None:
     if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0"):
         return None
     try:
-        from . import _fileid
+        from .. import _fileid
     except ImportError:  # installed without a compiler: the reference
         return None
     return _fileid.file_id

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..records import RewriteRequest
-from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
-from .sqlite_base import Executes
+from ...records import RewriteRequest
+from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
+from .base import Executes
 
 __all__ = ["check_snapshots_stored"]
 

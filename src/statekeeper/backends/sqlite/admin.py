@@ -5,8 +5,8 @@ read, a lease or an append.
   prunes, each in one write transaction of the engine (``_writing``);
 * deleting an agent, dropping every agent, markers, trimming the change feed,
   expiring idempotency records;
-* exports: rows of streams, a copy of the file (:mod:`.sqlite_export`), an image of
-  its pages (:mod:`.sqlite_pages`);
+* exports: rows of streams, a copy of the file (:mod:`.export`), an image of
+  its pages (:mod:`.pages`);
 * the schema version and health.
 """
 
@@ -17,9 +17,9 @@ import secrets
 import sqlite3
 from collections.abc import Sequence
 
-from ..arguments import check_stored_id
-from ..errors import BackendError, ConflictError, StoreClosed
-from ..records import (
+from ...arguments import check_stored_id
+from ...errors import BackendError, ConflictError, StoreClosed
+from ...records import (
     STEP_KEY_PREFIX,
     RawEvent,
     RawSnapshot,
@@ -28,8 +28,7 @@ from ..records import (
     StreamExport,
     StreamRows,
 )
-from . import sqlite_feed
-from .base import (
+from ..base import (
     Health,
     check_expiry,
     check_prune,
@@ -38,13 +37,14 @@ from .base import (
     validate_rename_guard,
     validate_rewrite,
 )
-from .sqlite_base import LENGTH_LIMITS, Executes, SQLitePart, translated
-from .sqlite_export import copy_file, export_slices, export_whole
-from .sqlite_files import read_only_uri
-from .sqlite_import import Counts, import_image
-from .sqlite_pages import PageSnapshot, open_snapshot
-from .sqlite_reads import blob
-from .sqlite_rewrite_base import check_snapshots_stored
+from . import feed as sqlite_feed
+from .base import LENGTH_LIMITS, Executes, SQLitePart, translated
+from .export import copy_file, export_slices, export_whole
+from .files import read_only_uri
+from .importing import Counts, import_image
+from .pages import PageSnapshot, open_snapshot
+from .reads import blob
+from .rewrite_base import check_snapshots_stored
 
 __all__ = ["SQLiteAdmin"]
 
@@ -504,7 +504,7 @@ class SQLiteAdmin(SQLitePart):
 
     async def copy_to_file(self, dest: str, prefix: str = "") -> bool:
         """By SQLite alone, in a thread, on a connection of its own (one read
-        transaction: writers keep committing): :func:`~.sqlite_export.copy_file`."""
+        transaction: writers keep committing): :func:`~.export.copy_file`."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
 
@@ -531,7 +531,7 @@ class SQLiteAdmin(SQLitePart):
         self, image: str, expected: Counts, *, raise_floor: bool = False
     ) -> bool:
         """The streams of a checked store image, by SQLite alone in ONE write
-        transaction on the writer thread (:func:`~.sqlite_import.import_image`)."""
+        transaction on the writer thread (:func:`~.importing.import_image`)."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
         if self.readonly:
@@ -543,7 +543,7 @@ class SQLiteAdmin(SQLitePart):
 
     async def page_snapshot(self, prefix: str = "") -> PageSnapshot | None:
         """The whole store (``prefix`` empty) as an open image of its pages, in a
-        thread (:func:`~.sqlite_pages.open_snapshot`); None for a namespace (its copy
+        thread (:func:`~.pages.open_snapshot`); None for a namespace (its copy
         leaves the other tenants' rows out: :meth:`copy_to_file`) or a file not in WAL
         mode."""
         if self._closed:
