@@ -276,6 +276,8 @@ CROSS_AGENT = {
     "expired_key_left",
     "rls_applies",
     "rls_may_write",
+    "rls_run_locks",
+    "rls_may_lock",
 }
 
 
