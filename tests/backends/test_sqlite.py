@@ -16,6 +16,7 @@ import pytest
 
 from statekeeper.backends.sqlite import _BUSY, CHECKPOINT_PAGES, PAGE_SIZE, SQLiteBackend
 from statekeeper.backends.sqlite import opening as sqlite_opening
+from statekeeper.backends.sqlite.running import PASS_EVERY
 from statekeeper.backends.url import open_backend
 from statekeeper.errors import (
     BackendError,
@@ -132,9 +133,13 @@ async def test_a_lone_append_with_nothing_else_ready_makes_no_pass_of_the_loop(
             await backend.append(request("a", seq - 1))
         assert passes == 0
         backend._pass_due = 0.0  # PASS_EVERY went by: the next append polls the loop
+        before = loop.time()
         await backend.append(request("a", 20))
         assert passes == 0  # nothing waited: no pass
-        assert backend._pass_due > loop.time()  # (and the bound starts again from the poll)
+        # (and the bound starts again from the poll: PASS_EVERY after it, whenever that
+        # was — compared with a time read before the append, not with the clock now,
+        # which a loaded machine may have moved past a 1 ms bound already)
+        assert backend._pass_due >= before + PASS_EVERY
         assert await backend.head("a") == 21
     finally:
         await backend.close()
