@@ -239,10 +239,17 @@ class _SaverStreams(_SaverState):
             return st
         if st is not None:
             head = await self._checked_head(st)
+            # the cache may have changed during the read: another task of the thread
+            # (a LangGraph graph's parallel subgraph runs share it) dropped the entry,
+            # replaced it with its own newer document, or evicted it. Before, a
+            # move_to_end here raised KeyError into the graph run.
+            cached = self._streams.get(thread_id) is st
             if head == st.seq and st.doc.get("moved") is None:
-                self._streams.move_to_end(thread_id)
+                if cached:
+                    self._streams.move_to_end(thread_id)
                 return st
-            self._forget(thread_id)
+            if cached:
+                self._forget(thread_id)
             if head > 0:
                 try:
                     fresh = await self._load(thread_id, st.agent_id)
