@@ -8,39 +8,13 @@ import time
 from collections.abc import Sequence
 from urllib.parse import quote, unquote
 
-from ...errors import (
-    ConflictError,
-)
-from ...records import (
-    AppendRequest,
-    AppendResult,
-    RawEvent,
-    RawSnapshot,
-    StreamChange,
-)
-from ..base import (
-    KeptKeys,
-    validate_from_base,
-    validate_from_base_guard,
-    validate_request,
-)
-from .base import (
-    _INC,
-    _REWRITING,
-    _STRAY,
-    _commit_lock,
-    _token,
-)
+from ...errors import ConflictError
+from ...records import AppendRequest, AppendResult, RawEvent, RawSnapshot, StreamChange
+from ..base import KeptKeys, validate_from_base, validate_from_base_guard, validate_request
+from .base import _INC, _REWRITING, _STRAY, _commit_lock, _token
 from .claims import FINISHED
 from .engine import S3Engine
-from .layout import (
-    _BASE_RECORD,
-    _EXPIRED,
-    _encode_events,
-    _key_body,
-    _key_range,
-    _Layout,
-)
+from .layout import _BASE_RECORD, _EXPIRED, _encode_events, _key_body, _key_range, _Layout
 
 __all__ = ["S3Appends"]
 

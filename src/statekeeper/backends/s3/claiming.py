@@ -8,12 +8,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 
-from ...errors import (
-    ConflictError,
-)
-from ...records import (
-    RewriteRequest,
-)
+from ...errors import ConflictError
+from ...records import RewriteRequest
 from .base import (
     _CONDITION_FAILED,
     _INC,
@@ -28,9 +24,7 @@ from .base import (
 )
 from .claims import claim_age, conflict
 from .engine import S3Engine
-from .layout import (
-    _encode_events,
-)
+from .layout import _encode_events
 
 __all__ = ["S3RewriteClaims"]
 

@@ -4,10 +4,7 @@ delete's), then its objects erased, the claim last among the commits; a stray cl
 
 from __future__ import annotations
 
-from ...errors import (
-    ConfigurationError,
-    ConflictError,
-)
+from ...errors import ConfigurationError, ConflictError
 from .base import (
     _AGENT_PARTS,
     _CONDITION_FAILED,
@@ -21,12 +18,7 @@ from .base import (
 )
 from .claims import FINISHED
 from .engine import S3Engine
-from .layout import (
-    _agent_key,
-    _decode_events,
-    _encode_events,
-    _Layout,
-)
+from .layout import _agent_key, _decode_events, _encode_events, _Layout
 
 __all__ = ["S3Deletes"]
 

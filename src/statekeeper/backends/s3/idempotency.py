@@ -8,25 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from ...records import (
-    STEP_KEY_PREFIX,
-    AppendResult,
-    StreamChange,
-)
-from ..base import (
-    check_expiry,
-    validate_rename_guard,
-)
-from .base import (
-    _INC,
-)
+from ...records import STEP_KEY_PREFIX, AppendResult, StreamChange
+from ..base import check_expiry, validate_rename_guard
+from .base import _INC
 from .engine import S3Engine
-from .layout import (
-    _EXPIRED,
-    _foreign,
-    _key_body,
-    _key_range,
-)
+from .layout import _EXPIRED, _foreign, _key_body, _key_range
 
 __all__ = ["S3IdempotencyKeys"]
 

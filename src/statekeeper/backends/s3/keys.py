@@ -6,17 +6,10 @@ from __future__ import annotations
 
 import hashlib
 
-from ...errors import (
-    InvalidAgentId,
-)
-from .base import (
-    _MARK,
-    MAX_KEY_BYTES,
-)
+from ...errors import InvalidAgentId
+from .base import _MARK, MAX_KEY_BYTES
 from .engine import S3Engine
-from .layout import (
-    _WIDTH,
-)
+from .layout import _WIDTH
 
 __all__ = ["S3Keys"]
 

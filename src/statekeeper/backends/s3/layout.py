@@ -16,16 +16,10 @@ from ...records import RawEvent
 from .base import _AGENT_PARTS, _INC
 
 _EVENT = struct.Struct(">QdHHI")  # seq, ts, len(kind), len(checksum), len(payload)
-
-
 _WIDTH = 20
-
-
 #: the type of the record at the base seq in the first commit of a stream made by
 #: ``append_from_base``: the base snapshot travels in the commit (reads skip it)
 _BASE_RECORD = "\x00base"
-
-
 #: the type of the record (seq 0) an overwrite of a commit adds to its body: its token
 #: (see :func:`_encode_events`)
 _WRITTEN = "\x00w"

@@ -6,14 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...records import (
-    AgentInfo,
-)
+from ...records import AgentInfo
 from .engine import S3Engine
-from .layout import (
-    _agent_of,
-    _layout_of,
-)
+from .layout import _agent_of, _layout_of
 
 __all__ = ["S3Listing"]
 

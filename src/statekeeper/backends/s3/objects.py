@@ -11,11 +11,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import (
-    BackendError,
-    BackendUnavailable,
-    StoreClosed,
-)
+from ...errors import BackendError, BackendUnavailable, StoreClosed
 from ..redact import mask_url, scrub
 from .base import (
     _CONDITION_FAILED,
@@ -34,9 +30,7 @@ from .base import (
     _token,
 )
 from .engine import S3Engine
-from .layout import (
-    _shared_start,
-)
+from .layout import _shared_start
 
 __all__ = ["S3Objects"]
 

@@ -7,28 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import (
-    ConflictError,
-)
-from ..base import (
-    check_prune,
-    check_prune_at,
-)
-from .base import (
-    _CONDITION_FAILED,
-    _MARK_TRIES,
-    _WRITE,
-    ClientError,
-    _code,
-    _token,
-    _version,
-)
+from ...errors import ConflictError
+from ..base import check_prune, check_prune_at
+from .base import _CONDITION_FAILED, _MARK_TRIES, _WRITE, ClientError, _code, _token, _version
 from .engine import S3Engine
-from .layout import (
-    _BASE_RECORD,
-    _decode_events,
-    _encode_events,
-)
+from .layout import _BASE_RECORD, _decode_events, _encode_events
 
 __all__ = ["S3Prune"]
 

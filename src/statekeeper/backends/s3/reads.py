@@ -8,17 +8,10 @@ import asyncio
 import itertools
 from collections.abc import Sequence
 
-from ...errors import (
-    IntegrityError,
-)
-from ...records import (
-    RawEvent,
-)
+from ...errors import IntegrityError
+from ...records import RawEvent
 from .engine import S3Engine
-from .layout import (
-    _BASE_RECORD,
-    _decode_events,
-)
+from .layout import _BASE_RECORD, _decode_events
 
 __all__ = ["S3Reads"]
 

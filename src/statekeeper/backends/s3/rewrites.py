@@ -7,35 +7,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from ...errors import (
-    ConflictError,
-)
-from ...records import (
-    RawEvent,
-    RewriteRequest,
-)
-from ..base import (
-    unstored_rewrite,
-    validate_rewrite,
-)
+from ...errors import ConflictError
+from ...records import RawEvent, RewriteRequest
+from ..base import unstored_rewrite, validate_rewrite
 from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
-from .base import (
-    _CONDITION_FAILED,
-    _INC,
-    _MARK_TRIES,
-    _WRITE,
-    ClientError,
-    _code,
-    _Relist,
-    _token,
-)
+from .base import _CONDITION_FAILED, _INC, _MARK_TRIES, _WRITE, ClientError, _code, _Relist, _token
 from .claims import WRITTEN_BY
 from .engine import S3Engine
-from .layout import (
-    _BASE_RECORD,
-    _decode_events,
-    _encode_events,
-)
+from .layout import _BASE_RECORD, _decode_events, _encode_events
 from .pruned_snapshots import drop_pruned_snapshots
 
 __all__ = ["S3Rewrites"]

@@ -4,21 +4,12 @@ compacted stream's base snapshot from its first commit when its object is missin
 
 from __future__ import annotations
 
-from ...errors import (
-    ConflictError,
-)
-from ...records import (
-    RawSnapshot,
-)
+from ...errors import ConflictError
+from ...records import RawSnapshot
 from ..framing import pack_snapshot, unpack_snapshot
-from .base import (
-    _INC,
-)
+from .base import _INC
 from .engine import S3Engine
-from .layout import (
-    _BASE_RECORD,
-    _decode_events,
-)
+from .layout import _BASE_RECORD, _decode_events
 
 __all__ = ["S3Snapshots"]
 

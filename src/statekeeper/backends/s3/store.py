@@ -7,20 +7,8 @@ from __future__ import annotations
 
 import secrets
 
-from ...errors import (
-    BackendError,
-    BackendRejected,
-    NotAStore,
-    ReadOnlyStore,
-)
-from .base import (
-    _CONDITION_FAILED,
-    _MARK_TRIES,
-    _NOT_FOUND,
-    ClientError,
-    _code,
-    _commit_lock,
-)
+from ...errors import BackendError, BackendRejected, NotAStore, ReadOnlyStore
+from .base import _CONDITION_FAILED, _MARK_TRIES, _NOT_FOUND, ClientError, _code, _commit_lock
 from .engine import S3Engine
 
 __all__ = ["S3Store"]

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...errors import (
-    IntegrityError,
-)
+from ...errors import IntegrityError
 from .base import (
     _CONDITION_FAILED,
     _INC,
@@ -23,10 +21,7 @@ from .base import (
 )
 from .claims import tip_under_claim
 from .engine import S3Engine
-from .layout import (
-    _Layout,
-    _layout_of,
-)
+from .layout import _Layout, _layout_of
 
 __all__ = ["S3Stream"]
 
