@@ -24,8 +24,9 @@ import pytest
 pytest.importorskip("boto3")
 
 from statekeeper import StateStore
-from statekeeper.backends import s3, s3_claims
 from statekeeper.backends.s3 import S3Backend
+from statekeeper.backends.s3 import base as s3_base
+from statekeeper.backends.s3 import claims as s3_claims
 from statekeeper.records import AppendRequest
 from statekeeper.security import Keyring, generate_key, rekey
 
@@ -123,4 +124,4 @@ async def test_a_rekey_killed_after_its_last_write_loads_and_verifies(bucket: st
 
 
 def test_the_claim_module_reads_the_backends_metadata_names() -> None:
-    assert (s3_claims._TOKEN, s3_claims._REWRITING) == (s3._WRITE, s3._REWRITING)
+    assert (s3_claims._TOKEN, s3_claims._REWRITING) == (s3_base._WRITE, s3_base._REWRITING)

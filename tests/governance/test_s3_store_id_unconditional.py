@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from statekeeper.backends import s3 as s3_module
 from statekeeper.backends.s3 import S3Backend
+from statekeeper.backends.s3 import store as s3_store
 from statekeeper.errors import BackendRejected
 
 from ..backends._services import drop_bucket, namespace, s3_url
@@ -51,7 +51,7 @@ async def test_two_first_opens_on_a_server_ignoring_if_none_match_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # two processes: the per-process lock around the id's creation is not shared
-    monkeypatch.setattr(s3_module, "_commit_lock", lambda *key: threading.Lock())
+    monkeypatch.setattr(s3_store, "_commit_lock", lambda *key: threading.Lock())
     with _bucket(tmp_path) as bucket:
         url = s3_url(bucket)
         first, second = S3Backend.from_url(url), S3Backend.from_url(url)

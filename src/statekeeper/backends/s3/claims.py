@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..errors import ConflictError, StreamClaimed
+from ...errors import ConflictError, StreamClaimed
 
 #: how many claims that took over one of ours a backend remembers (oldest forgotten)
 _REMEMBERED = 1024

@@ -1,12 +1,13 @@
 """The S3 backend's rewrite (:mod:`statekeeper.backends.s3`) and a prune landing under
 it: a snapshot the rewrite carries below the new base is never left stored.
 
-A rewrite refuses a snapshot below the stream's base (:mod:`.pruned_snapshots`), read
-from the commits it listed; S3 has no atomic step over that listing and the writes
-after it, and a prune does not wait for a rewrite's claim. A prune that switched the
-base and deleted the snapshots below it between the two had the rewrite write the
-snapshot back: an object of the pruned state (maybe personal data retention removed)
-stored again below the base — hidden from reads, kept until a later prune of the agent
+A rewrite refuses a snapshot below the stream's base
+(:mod:`statekeeper.backends.pruned_snapshots`), read from the commits it listed; S3
+has no atomic step over that listing and the writes after it, and a prune does not
+wait for a rewrite's claim. A prune that switched the base and deleted the snapshots
+below it between the two had the rewrite write the snapshot back: an object of the
+pruned state (maybe personal data retention removed) stored again below the base —
+hidden from reads, kept until a later prune of the agent
 (tests/backends/test_s3_rewrite_snapshot_prune.py).
 
 Now :func:`drop_pruned_snapshots` runs after the rewrite's writes (and after a rewrite
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..records import RewriteRequest
+from ...records import RewriteRequest
 
 __all__ = ["drop_pruned_snapshots"]
 
