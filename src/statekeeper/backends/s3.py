@@ -158,7 +158,15 @@ from .base import (
 from .framing import pack_snapshot, unpack_snapshot
 from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .redact import mask_url, scrub
-from .s3_claims import FINISHED, WRITTEN_BY, TakenBy, claim_age, conflict, tip_under_claim
+from .s3_claims import (
+    FINISHED,
+    WRITTEN_BY,
+    TakenBy,
+    claim_age,
+    conflict,
+    copies_after_newest,
+    tip_under_claim,
+)
 from .s3_pruned_snapshots import drop_pruned_snapshots
 
 try:
@@ -1600,7 +1608,8 @@ class S3Backend(Backend):
         # the newest commit carries the head tag: it is written last, after the others
         # and the snapshots, each with If-Match so a concurrent rewrite is detected
         for first in sorted(touched, key=lambda f: f == last):
-            if first == last:
+            if first == last:  # (the copies made meanwhile first: see copies_after_newest)
+                self._rewrite_copies(request, commits, changes, head, held)
                 self._hold(request, held)
                 for snap in request.snapshots:
                     self._put_snapshot(agent_id, snap, meta.get(_INC))
@@ -1647,7 +1656,7 @@ class S3Backend(Backend):
             # (each key's replaced bytes gone as soon as it is written: a rewrite cut
             # short leaves none behind but the one being written)
             self._drop_older_versions([key])
-        self._rewrite_copies(request, commits, changes, head, held)
+        copies_after_newest(self, request, commits, changes, head, held)
         if last not in touched:
             self._hold(request, held)
             for snap in request.snapshots:
