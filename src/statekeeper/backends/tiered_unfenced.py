@@ -14,10 +14,10 @@ pruned history back at the next load, no error). Now:
   so a demotion whose look came before the prune demotes the pruned stream.
 
 Either the demotion's look sees the prune, or the prune's look comes after the copy was
-whole and prunes it. The prune's look failing (the cold tier down) is told as a prune
-that may stand (:func:`copy_not_pruned`). Left open: a key rename or a rewrite during such a demotion (no
-equivalent on the cold copy here), and a prune whose cold tier cannot prune
-(``docs/backends.md``)."""
+whole and prunes it. That look failing (the cold tier down) is told as a prune that
+may stand (:func:`copy_not_pruned`). Left open: a key rename or a rewrite during such a
+demotion (no equivalent on the cold copy here), and a prune whose cold tier cannot
+prune (``docs/backends.md``)."""
 
 from __future__ import annotations
 
