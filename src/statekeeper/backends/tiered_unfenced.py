@@ -14,20 +14,21 @@ pruned history back at the next load, no error). Now:
   so a demotion whose look came before the prune demotes the pruned stream.
 
 Either the demotion's look sees the prune, or the prune's look comes after the copy was
-whole and prunes it. Left open: a key rename or a rewrite during such a demotion (no
-equivalent on the cold copy here), and a prune whose cold tier cannot prune
-(``docs/backends.md``)."""
+whole and prunes it. That look failing (the cold tier down) is told as a prune that
+may stand (:func:`copy_not_pruned`). Left open: a key rename or a rewrite during such a
+demotion (no equivalent on the cold copy here), and a prune whose cold tier cannot
+prune (``docs/backends.md``)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
 
-from ..errors import ConflictError
+from ..errors import BackendError, ConflictError
 from .base import Backend, Capability
 from .tiered_cold import record_digest
 
-__all__ = ["prune_copy", "same_base"]
+__all__ = ["copy_not_pruned", "prune_copy", "same_base"]
 
 
 async def same_base(durable: Backend, cold: Backend, agent_id: str) -> bool:
@@ -72,3 +73,18 @@ async def prune_copy(
     kept = [s for s in drop_snapshots if s > copy_base]
     with contextlib.suppress(ConflictError):  # (the copy changed meanwhile: not ours)
         await cold.prune(agent_id, base_seq, kept, marker_head, copied[0].checksum)
+
+
+def copy_not_pruned(agent_id: str, exc: Exception) -> BackendError:
+    """The error of a prune of ``agent_id`` committed in the durable tier whose look at a
+    demotion's cold copy (:func:`prune_copy`) then failed with ``exc``: ``maybe_applied``
+    (the caller drops the hot copy; retention tells the prune failed, and prunes again).
+    Was: ``exc`` itself — maybe_applied False, "nothing was written" — so the hot copy
+    was kept and served the pruned history on (its head and head tag unchanged)."""
+    return BackendError(
+        f"agent {agent_id!r} was pruned in the durable tier (committed), but the cold copy"
+        " of a demotion under way could not be pruned too"
+        f" ({type(exc).__name__}: {exc}): if that demotion finishes, its copy (the"
+        " history before the prune) is the agent; prune again to finish",
+        maybe_applied=True,
+    )

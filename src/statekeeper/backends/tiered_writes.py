@@ -27,7 +27,7 @@ from .base import (
 from .tiered_claims import COLD_MARKER
 from .tiered_hot import TieredHot
 from .tiered_rehydrate import TieredRehydrate
-from .tiered_unfenced import prune_copy
+from .tiered_unfenced import copy_not_pruned, prune_copy
 
 __all__ = ["TieredWrites"]
 
@@ -360,12 +360,21 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 await self.durable.prune(agent_id, base_seq, drop_snapshots, head, checksum)
             if self.cold is not None and not self._fenced():
                 # a demotion under way may delete the stream on its head record alone:
-                # its whole cold copy pruned too (tiered_unfenced)
-                marker = await self._marker(agent_id)
-                if marker is not None:
-                    await prune_copy(
-                        self.durable, self.cold, agent_id, marker.head_seq, base_seq, drop_snapshots
-                    )
+                # its whole cold copy pruned too (tiered_unfenced); the prune committed:
+                # a failure from here on says it may stand (its hot copy dropped)
+                try:
+                    marker = await self._marker(agent_id)
+                    if marker is not None:
+                        await prune_copy(
+                            self.durable,
+                            self.cold,
+                            agent_id,
+                            marker.head_seq,
+                            base_seq,
+                            drop_snapshots,
+                        )
+                except Exception as exc:
+                    raise copy_not_pruned(agent_id, exc) from exc
 
         checked = self._together_with(change) if self._changes_with_claim_check() else None
         await self._change_kept(agent_id, checked, plain)

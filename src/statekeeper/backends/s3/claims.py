@@ -21,6 +21,14 @@ commit's metadata when it is made (head, head tag, key). Two things here:
   each retried before the other finished — for ever on a stream whose rewrite takes
   longer than a retry. A rewrite of this backend respects such a claim as an append
   does (``ConflictError`` until it is gone, finished or older than the bound).
+* :func:`copies_after_newest`: the newest commit is not always a rewrite's last write —
+  a prune that copied an older commit (the part above its new base) after the rewrite
+  listed the commits has the rewrite rewrite that copy too. Was: after the newest
+  commit, where an append (or another rewrite) meeting the claim, now finished-looking,
+  deleted it: the rewrite raised ConflictError having written the rest, the copy kept
+  the old record. Now such copies are rewritten before the newest commit as well, and
+  a rewrite whose finished claim went after it leaves the copies made since to their
+  prune (which makes its copy again from the rewritten commit).
 * :func:`conflict`: a write meeting a rewrite's claim is told so
   (:class:`~statekeeper.errors.StreamClaimed`: the claim's age and the bound), not that
   the head record was rewritten (expected and stored heads are equal under a claim).
@@ -30,8 +38,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import Protocol
 
 from ...errors import ConflictError, StreamClaimed
+from ...records import RawEvent, RewriteRequest
 
 #: how many claims that took over one of ours a backend remembers (oldest forgotten)
 _REMEMBERED = 1024
@@ -118,3 +128,55 @@ def conflict(
     if found is None or not found.get(_REWRITING) or found.get("last") != str(expected):
         return ConflictError(agent_id, expected, current)
     return StreamClaimed(agent_id, expected, current, claim_age(found, now), bound)
+
+
+class _Engine(Protocol):  # (the S3 backend's parts used by copies_after_newest)
+    def _rewrite_copies(
+        self,
+        request: RewriteRequest,
+        listed: list[int],
+        changes: dict[int, RawEvent],
+        head: int,
+        held: tuple[str, str],
+    ) -> None: ...
+
+    def _commits(self, agent_id: str) -> list[int]: ...
+
+    def _head_meta(self, key: str) -> dict[str, str] | None: ...
+
+    def _agent_root(self, agent_id: str) -> str: ...
+
+    def _seq_name(self, seq: int) -> str: ...
+
+
+def copies_after_newest(
+    engine: _Engine,
+    request: RewriteRequest,
+    listed: list[int],
+    changes: dict[int, RawEvent],
+    head: int,
+    held: tuple[str, str],
+) -> None:
+    """After a rewrite's writes of the commits it ``listed`` (up to ``head``, its claim
+    ``held``: key, token): the copies a prune made of them meanwhile rewritten
+    (``_rewrite_copies``). Its ConflictError is the rewrite's unless the claim is gone
+    (or another's) while the newest commit listed — still the one holding ``head``, no
+    copy of it since — names that claim (:data:`WRITTEN_BY`): a finished-looking claim
+    an append or a rewrite may delete at once. Then the rewrite is done: the copies made
+    before the newest commit's write were rewritten before it (the caller), and one made
+    since comes from a commit already rewritten, or its prune's check finds that
+    commit changed and copies it again."""
+    try:
+        engine._rewrite_copies(request, listed, changes, head, held)
+    except ConflictError:
+        claim = engine._head_meta(held[0])
+        if claim is not None and claim.get(_TOKEN) == held[1]:
+            raise  # (still its claim: a conflict of its own)
+        agent_id = request.agent_id
+        root = engine._agent_root(agent_id) + "e/"
+        newest = engine._head_meta(root + engine._seq_name(listed[-1]))
+        if newest is None or newest.get(WRITTEN_BY) != held[1] or newest.get("last") != str(head):
+            raise
+        if any(listed[-1] < first <= head for first in engine._commits(agent_id)):
+            raise  # (a copy of the newest commit: its records are this rewrite's to write)
+        return

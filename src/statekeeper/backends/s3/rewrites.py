@@ -12,7 +12,7 @@ from ...records import RawEvent, RewriteRequest
 from ..base import unstored_rewrite, validate_rewrite
 from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .base import _CONDITION_FAILED, _INC, _MARK_TRIES, _WRITE, ClientError, _code, _Relist, _token
-from .claims import WRITTEN_BY
+from .claims import WRITTEN_BY, copies_after_newest
 from .engine import S3Engine
 from .layout import _BASE_RECORD, _decode_events, _encode_events
 from .pruned_snapshots import drop_pruned_snapshots
@@ -84,7 +84,8 @@ class S3Rewrites(S3Engine):
         # the newest commit carries the head tag: it is written last, after the others
         # and the snapshots, each with If-Match so a concurrent rewrite is detected
         for first in sorted(touched, key=lambda f: f == last):
-            if first == last:
+            if first == last:  # (the copies made meanwhile first: see copies_after_newest)
+                self._rewrite_copies(request, commits, changes, head, held)
                 self._hold(request, held)
                 for snap in request.snapshots:
                     self._put_snapshot(agent_id, snap, meta.get(_INC))
@@ -131,7 +132,7 @@ class S3Rewrites(S3Engine):
             # (each key's replaced bytes gone as soon as it is written: a rewrite cut
             # short leaves none behind but the one being written)
             self._drop_older_versions([key])
-        self._rewrite_copies(request, commits, changes, head, held)
+        copies_after_newest(self, request, commits, changes, head, held)
         if last not in touched:
             self._hold(request, held)
             for snap in request.snapshots:
