@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -137,6 +137,11 @@ class SQLiteEngine(SQLitePart):
         def _commit_statement(self, request: AppendRequest) -> Any:
             """(:mod:`.lone`)"""
 
+        def _commit_one(
+            self, request: AppendRequest | None, row: NextRow | None
+        ) -> Awaitable[_Outcome]:
+            """(:mod:`.commits`)"""
+
         def _committed(self, appends: int) -> None:
             """(:mod:`.commits`)"""
 
@@ -166,14 +171,6 @@ class SQLiteEngine(SQLitePart):
 
         def _moved(self) -> bool:
             """(:mod:`.connections`)"""
-
-        async def _open_commit(
-            self,
-            loop: asyncio.AbstractEventLoop,
-            request: AppendRequest | None,
-            row: NextRow | None,
-        ) -> _Outcome:
-            """(:mod:`.commits`)"""
 
         def _wal_frames(self) -> int:
             """(:mod:`.checkpoints`)"""

@@ -60,14 +60,7 @@ class SQLiteLoneAppends(SQLiteEngine):
             raise ReadOnlyStore(f"{self.path} is open read-only")
         validate_next(agent_id, seq, snapshot)
         row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
-        if not self.inline_writes:
-            result = (await self._write(self._append_batch_sync, [row]))[0]
-        else:
-            loop = _running_loop()
-            if loop in self._queues or loop in self._in_flight:
-                result = await self._join_commit(row, loop)
-            else:
-                result = await self._open_commit(loop, None, row)
+        result = await self._commit_one(None, row)
         if isinstance(result, BaseException):
             raise result
 
