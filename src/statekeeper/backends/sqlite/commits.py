@@ -273,36 +273,29 @@ class SQLiteCommitQueue(SQLiteEngine):
         # a loop of saves starve the checkpoint on a loaded machine: the WAL grew by
         # every commit made while it waited, 14-17 MB instead of ~7 MB in CI.)
         ready = getattr(loop, "_ready", None)  # (None: a loop without it, e.g. uvloop)
-        if (
+        inline = (
             len(requests) == 1
             or (ready is not None and len(requests) + len(ready) <= INLINE_BATCH)
             or (ready is not None and not ready and self._loop_idle(loop))
-        ):
-            try:
-                results = self._inline(requests)
-            except BaseException as exc:
-                _settle(futures, exc)
-                if not isinstance(exc, Exception):
-                    raise
-                return self._next(loop)
-            if results is not None:
+        )
+        try:  # committed here, or its statements written here and COMMIT handed off
+            results = self._inline(requests) if inline else self._write_batch(requests)
+        except BaseException as exc:
+            _settle(futures, exc)
+            if not isinstance(exc, Exception):
+                raise
+            return self._next(loop)
+        if results is not None:  # (None: nothing written, the writer thread takes it)
+            if inline:
                 _settle(futures, results)
                 self._committed(len(requests))
                 return self._next(loop)
-        else:
-            try:
-                written = self._write_batch(requests)
-            except BaseException as exc:
-                _settle(futures, exc)
-                if not isinstance(exc, Exception):
-                    raise
+            # the transaction is open, _writer_busy held
+            if not self._hand_commit(loop, futures, requests, results):
+                _settle(futures, StoreClosed(f"sqlite backend {self.path} is closed"))
                 return self._next(loop)
-            if written is not None:  # the transaction is open, _writer_busy held
-                if not self._hand_commit(loop, futures, requests, written):
-                    _settle(futures, StoreClosed(f"sqlite backend {self.path} is closed"))
-                    return self._next(loop)
-                self._in_flight.add(loop)  # (its landing runs on this loop: after this)
-                return None
+            self._in_flight.add(loop)  # (its landing runs on this loop: after this)
+            return None
         try:
             done = loop.run_in_executor(
                 self._writer_pool, self._locked, self._append_batch_sync, requests
