@@ -17,7 +17,6 @@ from ...records import (
     AppendResult,
     LeaseChange,
     LeaseInfo,
-    RawSnapshot,
     RewriteRequest,
 )
 from ..base import NextRow
@@ -114,19 +113,8 @@ class SQLiteEngine(SQLitePart):
         def _append_one(self, conn: _Executes, request: AppendRequest) -> AppendResult:
             """(:mod:`.appends`)"""
 
-        def _append_row(
-            self,
-            cur: _Executes,
-            agent_id: str,
-            seq: int,
-            timestamp: float,
-            payload: bytes,
-            checksum: bytes,
-            head_tag: bytes | None,
-            expected_tag: bytes | None,
-            snapshot: RawSnapshot | None,
-        ) -> None:
-            """(:mod:`.appends`)"""
+        def _append_row(self, cur: _Executes, *row: *NextRow) -> None:
+            """(:mod:`.appends`; ``row``: a :data:`NextRow`'s fields, as they are)"""
 
         def _begin(self, conn: _Executes) -> None:
             """(:mod:`.connections`)"""
