@@ -104,15 +104,18 @@ def _kinds(statements: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("one_statement", [True, False], ids=["view", "no-view"])
-async def test_creates_and_snapshot_saves_commit_the_rows_in_a_transaction(
+async def test_creates_and_snapshot_saves_commit_their_rows_in_one_transaction(
     tmp_path: Path, one_statement: bool
 ) -> None:
     path = tmp_path / "rows.db"
     backend = SQLiteBackend(path, synchronous="OFF")
     try:
-        await backend.append_next(*_row(1, None))
+        await backend.append_next("b", 1, 1.0, b"b", b"sum", None, None)  # (the writer open)
         assert backend._save_next
         backend._save_next = one_statement
+        # a create: the head, the event, one commit
+        assert _kinds(_committed(backend, _row(1, None))) == [_BEGIN, _CREATE, _EVENT, "COMMIT"]
+        assert _stored(path) == (1, _tag(1), [1], [])
         # a create of an agent there already: refused, nothing written
         assert _kinds(_refused(backend, _row(1, None), 0, 1)) == [
             _BEGIN,
@@ -142,23 +145,6 @@ async def test_creates_and_snapshot_saves_commit_the_rows_in_a_transaction(
                 "COMMIT",
             ]
             assert _stored(path) == (3, _tag(3), [1, 2, 3], [2])
-        assert backend.append_commits == (4 if one_statement else 5)  # (refusals commit)
-    finally:
-        await backend.close()
-
-
-async def test_a_create_on_the_loop_is_one_transaction(tmp_path: Path) -> None:
-    path = tmp_path / "create.db"
-    backend = SQLiteBackend(path, synchronous="OFF")
-    try:
-        await backend.append_next("b", 1, 1.0, b"b", b"sum", None, None)  # (the writer open)
-        assert _kinds(_committed(backend, _row(1, None))) == [
-            _BEGIN,
-            _CREATE,
-            _EVENT,
-            "COMMIT",
-        ]
-        assert _stored(path) == (1, _tag(1), [1], [])
-        assert [e.seq for e in await backend.read("a", 0)] == [1]
+        assert backend.append_commits == (5 if one_statement else 6)  # (refusals commit)
     finally:
         await backend.close()
