@@ -95,12 +95,15 @@ class _Unfenced(SQLiteBackend):
     appends_together = False
 
 
-async def test_a_prune_during_a_demotion_on_a_tier_without_fencing(tmp_path: Path) -> None:
-    def process() -> TieredBackend:
-        durable = _Unfenced(tmp_path / "durable.db")
-        return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
+def _unfenced(tmp_path: Path) -> TieredBackend:
+    """A process's tiered engine on the :class:`_Unfenced` durable tier (the files of
+    ``tmp_path``, shared by every such process)."""
+    durable = _Unfenced(tmp_path / "durable.db")
+    return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
 
-    setup, d1, other, fresh = (process() for _ in range(4))
+
+async def test_a_prune_during_a_demotion_on_a_tier_without_fencing(tmp_path: Path) -> None:
+    setup, d1, other, fresh = (_unfenced(tmp_path) for _ in range(4))
     try:
         await _setup(setup)
         last = _final_step(d1)
@@ -286,11 +289,7 @@ async def test_a_prune_during_a_demotions_copy_on_a_tier_without_fencing(
     its base look to come): either the prune prunes its copy or its look sees the prune
     — the agent, wherever it ends up, is the pruned stream."""
 
-    def process() -> TieredBackend:
-        durable = _Unfenced(tmp_path / "durable.db")
-        return TieredBackend(durable, cold=SQLiteBackend(tmp_path / "cold.db"), idle_after=1)
-
-    setup, d1, other, fresh = (process() for _ in range(4))
+    setup, d1, other, fresh = (_unfenced(tmp_path) for _ in range(4))
     try:
         await _setup(setup)
         assert d1.cold is not None

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from statekeeper.backends.tiered import TieredBackend
 from statekeeper.backends.tiered_claims import CLAIM_STALE, COLD_MARKER
 from statekeeper.backends.tiered_ending import ENDING, announce_end
 from statekeeper.backends.tiered_owner import IN_FLIGHT, claim_owner
@@ -39,22 +40,33 @@ async def _reached_or_done(event: asyncio.Event, task: asyncio.Future[bool]) -> 
         waiter.cancel()
 
 
+async def _ending_held_and_a_new_agent(
+    setup: TieredBackend, r1: TieredBackend, other: TieredBackend
+) -> tuple[_Pause, asyncio.Future[int]]:
+    """Agent "a" (3 events) demoted; R1 (``r1``) bringing it back, held right before its
+    delete of the cold copy (its claim looked at: still R1's); meanwhile ``other``
+    deleted "a" and wrote a new agent of that id with the same records. R1's pause
+    and its task."""
+    await setup.durable.initialize()
+    for seq in range(3):
+        await setup.append(request("a", seq))
+    assert await setup.demote("a")
+    assert r1.cold is not None
+    ending = _Pause(r1.cold, "delete_agent_at")
+    t1 = asyncio.ensure_future(r1.head("a"))
+    await _until(ending.reached, t1)
+    assert await other.delete_agent("a")
+    for seq in range(3):
+        await other.append(request("a", seq))
+    return ending, t1
+
+
 @MAKERS
 async def test_a_new_agents_demotion_survives_a_rehydrations_late_end(
     tmp_path: Path, make: Make
 ) -> None:
     async with processes(tmp_path, make, 5) as (_, (setup, r1, other, d3, fresh)):
-        await setup.durable.initialize()
-        for seq in range(3):
-            await setup.append(request("a", seq))
-        assert await setup.demote("a")
-        assert r1.cold is not None
-        ending = _Pause(r1.cold, "delete_agent_at")
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(ending.reached, t1)  # (the claim looked at: still R1's)
-        assert await other.delete_agent("a")
-        for seq in range(3):  # (a new agent of that id: the same records)
-            await other.append(request("a", seq))
+        ending, t1 = await _ending_held_and_a_new_agent(setup, r1, other)
         last = _final_step(d3)
         t3 = asyncio.ensure_future(d3.demote("a"))
         # (was: held there, its cold copy whole; now it sees R1's end announced and
@@ -81,17 +93,7 @@ async def test_a_new_agents_whole_demotion_survives_a_rehydrations_late_end(
     """The same, the new agent's demotion run to its end while R1 is held. Was: it
     returned True, then R1's delete took its copy — the agent in no tier."""
     async with processes(tmp_path, make, 5) as (_, (setup, r1, other, d3, fresh)):
-        await setup.durable.initialize()
-        for seq in range(3):
-            await setup.append(request("a", seq))
-        assert await setup.demote("a")
-        assert r1.cold is not None
-        ending = _Pause(r1.cold, "delete_agent_at")
-        t1 = asyncio.ensure_future(r1.head("a"))
-        await _until(ending.reached, t1)
-        assert await other.delete_agent("a")
-        for seq in range(3):
-            await other.append(request("a", seq))
+        ending, t1 = await _ending_held_and_a_new_agent(setup, r1, other)
         demoted = await d3.demote("a")  # (now: False, R1's end announced)
         ending.go.set()
         assert await t1 == 3

@@ -42,6 +42,26 @@ def _pair(
     return one(), one()
 
 
+async def _lost_and_written_again(
+    backend: MemoryBackend, one: StateStore, two: StateStore, last: int
+) -> None:
+    """``one`` saves "a" up to seq 4 (``two`` in the file first: its "b"), a lossy
+    failover takes seq 4 back, then ``two`` saves "a" again from seq 4 to ``last``
+    (``{"other": seq}``); every mark flushed."""
+    assert one.witness is not None and two.witness is not None
+    await two.save("b", {"n": 1})
+    await two.witness.flush()
+    for n in range(1, 4):
+        await one.save("a", {"n": n})
+    older = copy.deepcopy(backend._streams)
+    await one.save("a", {"n": 4})
+    await one.witness.flush()
+    backend._streams = older  # a lossy failover
+    for seq in range(4, last + 1):
+        await two.save("a", {"other": seq})
+    await two.witness.flush()
+
+
 async def test_a_mark_records_the_time_of_its_streams_first_record(tmp_path: Path) -> None:
     async with StateStore(f"sqlite:///{tmp_path}/s.db") as store:
         for n in range(3):
@@ -61,18 +81,7 @@ async def test_a_stream_gone_back_below_the_other_process_mark_still_shows(
     # as the held-stale test, the lost seq passed: the other process wrote seq 4 and 5
     backend, witness = MemoryBackend(), tmp_path / "w"
     one, two = _pair(backend, witness)
-    assert one.witness is not None and two.witness is not None
-    await two.save("b", {"n": 1})
-    await two.witness.flush()
-    for n in range(1, 4):
-        await one.save("a", {"n": n})
-    older = copy.deepcopy(backend._streams)
-    await one.save("a", {"n": 4})
-    await one.witness.flush()
-    backend._streams = older  # a lossy failover
-    await two.save("a", {"other": 4})
-    await two.save("a", {"other": 5})
-    await two.witness.flush()
+    await _lost_and_written_again(backend, one, two, 5)
     with pytest.raises(RollbackDetected, match="seq 4"):
         await one.load("a")
 
@@ -217,16 +226,7 @@ async def test_a_lost_seq_written_again_elsewhere_stays_a_rollback_on_every_read
     backend, witness = MemoryBackend(), tmp_path / "w"
     one, two = _pair(backend, witness)
     assert one.witness is not None and two.witness is not None
-    await two.save("b", {"n": 1})
-    await two.witness.flush()
-    for n in range(1, 4):
-        await one.save("a", {"n": n})
-    older = copy.deepcopy(backend._streams)
-    await one.save("a", {"n": 4})
-    await one.witness.flush()
-    backend._streams = older  # a lossy failover
-    await two.save("a", {"other": 4})
-    await two.witness.flush()
+    await _lost_and_written_again(backend, one, two, 4)
     for _ in range(2):
         with pytest.raises(RollbackDetected, match="seq 4"):
             await one.load("a")
@@ -246,16 +246,7 @@ async def test_a_lost_seq_found_by_verify_first_stays_a_rollback(tmp_path: Path)
     backend, witness = MemoryBackend(), tmp_path / "w"
     one, two = _pair(backend, witness)
     assert one.witness is not None and two.witness is not None
-    await two.save("b", {"n": 1})
-    await two.witness.flush()
-    for n in range(1, 4):
-        await one.save("a", {"n": n})
-    older = copy.deepcopy(backend._streams)
-    await one.save("a", {"n": 4})
-    await one.witness.flush()
-    backend._streams = older  # a lossy failover
-    await two.save("a", {"other": 4})
-    await two.witness.flush()
+    await _lost_and_written_again(backend, one, two, 4)
     (problem,) = (await one.verify()).problems
     assert "seq 4" in str(problem)
     with pytest.raises(RollbackDetected, match="seq 4"):

@@ -15,10 +15,13 @@ from pathlib import Path
 import pytest
 
 from statekeeper.backends.base import Backend, Capability
+from statekeeper.errors import ConfigurationError
 from statekeeper.records import (
     AppendRequest,
     RawEvent,
     RawSnapshot,
+    RewriteRequest,
+    StreamChange,
 )
 
 __all__ = ["Contract", "event", "fenced", "request", "snapshot", "tagged", "untagged_at"]
@@ -98,6 +101,21 @@ def _needs(backend: Backend, capability: Capability) -> None:
     undeclared one is checked by ``test_undeclared_capabilities_are_refused_not_ignored``)."""
     if not backend.supports(capability):
         pytest.skip(f"{type(backend).__name__} does not offer {capability.value}")
+
+
+async def _rewrite_refused(backend: Backend, bad: RewriteRequest, match: str) -> None:
+    """``bad`` (a rewrite of agent "a") refused with ConfigurationError matching
+    ``match`` alone (``rewrite``), in a page (``rewrite_many``) and, where the engine
+    commits a change with appends (``append_together``), there too with the appends of
+    that commit (agent "b"'s create) written neither."""
+    with pytest.raises(ConfigurationError, match=match):
+        await backend.rewrite(bad)
+    with pytest.raises(ConfigurationError, match=match):
+        await backend.rewrite_many([bad])
+    if backend.appends_together and backend.changes_leases_and_rewrites:
+        with pytest.raises(ConfigurationError, match=match):
+            await backend.append_together([request("b", 0)], [StreamChange("a", rewrite=bad)])
+        assert await backend.head("b") == 0
 
 
 def fenced(

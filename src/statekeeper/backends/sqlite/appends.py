@@ -15,7 +15,6 @@ from .base import LENGTH_LIMITS
 from .base import translated as _translated
 from .checkpoints import _pages
 from .engine import SQLiteEngine, _Executes, _Outcome, _Queued
-from .running import _running_loop
 from .statements import (
     _CLAIM,
     _CLAIM_KEY,
@@ -457,14 +456,7 @@ class SQLiteAppends(SQLiteEngine):
         if self.readonly:
             raise ReadOnlyStore(f"{self.path} is open read-only")
         validate_request(request)
-        if not self.inline_writes:
-            result = (await self._write(self._append_batch_sync, [request]))[0]
-        else:
-            loop = _running_loop()
-            if loop in self._queues or loop in self._in_flight:
-                result = await self._join_commit(request, loop)
-            else:
-                result = await self._open_commit(loop, request, None)
+        result = await self._commit_one(request, None)
         if isinstance(result, BaseException):
             raise result
         assert isinstance(result, AppendResult)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -17,7 +17,6 @@ from ...records import (
     AppendResult,
     LeaseChange,
     LeaseInfo,
-    RawSnapshot,
     RewriteRequest,
 )
 from ..base import NextRow
@@ -114,19 +113,8 @@ class SQLiteEngine(SQLitePart):
         def _append_one(self, conn: _Executes, request: AppendRequest) -> AppendResult:
             """(:mod:`.appends`)"""
 
-        def _append_row(
-            self,
-            cur: _Executes,
-            agent_id: str,
-            seq: int,
-            timestamp: float,
-            payload: bytes,
-            checksum: bytes,
-            head_tag: bytes | None,
-            expected_tag: bytes | None,
-            snapshot: RawSnapshot | None,
-        ) -> None:
-            """(:mod:`.appends`)"""
+        def _append_row(self, cur: _Executes, *row: *NextRow) -> None:
+            """(:mod:`.appends`; ``row``: a :data:`NextRow`'s fields, as they are)"""
 
         def _begin(self, conn: _Executes) -> None:
             """(:mod:`.connections`)"""
@@ -136,6 +124,11 @@ class SQLiteEngine(SQLitePart):
 
         def _commit_statement(self, request: AppendRequest) -> Any:
             """(:mod:`.lone`)"""
+
+        def _commit_one(
+            self, request: AppendRequest | None, row: NextRow | None
+        ) -> Awaitable[_Outcome]:
+            """(:mod:`.commits`)"""
 
         def _committed(self, appends: int) -> None:
             """(:mod:`.commits`)"""
@@ -166,14 +159,6 @@ class SQLiteEngine(SQLitePart):
 
         def _moved(self) -> bool:
             """(:mod:`.connections`)"""
-
-        async def _open_commit(
-            self,
-            loop: asyncio.AbstractEventLoop,
-            request: AppendRequest | None,
-            row: NextRow | None,
-        ) -> _Outcome:
-            """(:mod:`.commits`)"""
 
         def _wal_frames(self) -> int:
             """(:mod:`.checkpoints`)"""

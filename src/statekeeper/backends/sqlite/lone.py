@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import ConflictError, LeaseLost, ReadOnlyStore, StoreClosed
 from ...records import AppendRequest, AppendResult, RawSnapshot
 from ..base import KeyedRow, NextRow, validate_next
-from .appends import _PATCH, _agent_of, _bind, _bind_tag
+from .appends import _agent_of, _bind, _bind_tag
 from .base import translated as _translated
 from .checkpoints import _SMALL_PAYLOAD, _pages
 from .connections import _Busy, _busy
@@ -21,10 +21,7 @@ from .loop import nothing_waits as _nothing_waits
 from .running import PASS_EVERY, _get_ident, _last_loop, _monotonic, _running_loop
 from .statements import (
     _APPEND_NEXT,
-    _CLAIM_TAGGED,
-    _CREATE,
     _HEAD_SEQ,
-    _INSERT_EVENT,
     _KEY_RANGE,
     _MOVED,
     _SAVE_NEXT,
@@ -63,14 +60,7 @@ class SQLiteLoneAppends(SQLiteEngine):
             raise ReadOnlyStore(f"{self.path} is open read-only")
         validate_next(agent_id, seq, snapshot)
         row = (agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot)
-        if not self.inline_writes:
-            result = (await self._write(self._append_batch_sync, [row]))[0]
-        else:
-            loop = _running_loop()
-            if loop in self._queues or loop in self._in_flight:
-                result = await self._join_commit(row, loop)
-            else:
-                result = await self._open_commit(loop, None, row)
+        result = await self._commit_one(None, row)
         if isinstance(result, BaseException):
             raise result
 
@@ -87,12 +77,14 @@ class SQLiteLoneAppends(SQLiteEngine):
         (:data:`_SAVE_NEXT`: the same compare-and-set and event row, made by a TEMP
         view's trigger; a busy write lock fails it with nothing written, and the
         writer thread then makes it). Any other (a create, a snapshot with it) is
-        :meth:`_commit_lone` of :meth:`_append_row` written out in this
-        one frame (the same statements, errors and accounting): the two calls, the
-        row's arguments packed and unpacked twice and the writer's ``threading.local``
-        flag set and cleared per save were ~150 of the save's ~1,100 bytecodes
-        (docs/benchmarks.md, "seqfloor"). The flag matters only to :meth:`_begin`,
-        which is called here only when the first ``BEGIN IMMEDIATE`` failed."""
+        :meth:`_append_row` (the row's statements, one place) in a transaction made
+        here: :meth:`_commit_lone` written out in this frame (the same statements,
+        errors and accounting). Its call, the row's arguments packed and unpacked
+        through it and the writer's ``threading.local`` flag set and cleared per save
+        were, with :meth:`_append_row`'s own call, ~150 of the save's ~1,100 bytecodes
+        when this was the common save (docs/benchmarks.md, "seqfloor"). The flag
+        matters only to :meth:`_begin`, which is called here only when the first
+        ``BEGIN IMMEDIATE`` failed."""
         if (
             self.readonly
             or self._closed
@@ -161,47 +153,14 @@ class SQLiteLoneAppends(SQLiteEngine):
                     finally:
                         local.inline = False
                 try:
-                    try:  # (_append_row, written out)
-                        tag = None if head_tag is None else _bind(head_tag)
-                        if seq == 1:
-                            claimed = execute(
-                                _CREATE, (agent_id, 1, timestamp, timestamp, tag)
-                            ).rowcount
-                        else:
-                            claimed = execute(
-                                _CLAIM_TAGGED,
-                                (
-                                    seq,
-                                    timestamp,
-                                    tag,
-                                    agent_id,
-                                    seq - 1,
-                                    None if expected_tag is None else _bind(expected_tag),
-                                ),
-                            ).rowcount
-                        if claimed == 1:
-                            execute(
-                                _INSERT_EVENT,
-                                (
-                                    agent_id,
-                                    seq,
-                                    _PATCH,
-                                    timestamp,
-                                    _bind(payload),
-                                    _bind(checksum),
-                                ),
-                            )
-                            if snapshot is not None:
-                                self._put_snapshot(cur, agent_id, snapshot)
-                        else:  # refused, nothing written
-                            found = execute(_HEAD_SEQ, (agent_id,)).fetchone()
-                            refused = ConflictError(
-                                agent_id, seq - 1, found[0] if found is not None else 0
-                            )
+                    try:
+                        self._append_row(cur, *row)
+                    except ConflictError as exc:
+                        refused = exc  # refused, nothing written
                     except sqlite3.IntegrityError as exc:
                         execute("ROLLBACK")
                         failure = self._failure(exc)  # (rolled back: no WAL pages)
-                    else:
+                    if failure is None:
                         execute("COMMIT")  # (a refusal commits the empty transaction)
                         self.append_commits += 1
                 except BaseException:
