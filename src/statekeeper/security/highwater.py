@@ -381,7 +381,7 @@ class HighWater:
             doc = json.loads(text)
             filed = parse_store(doc.get("store"))
             entries = entries_of(doc)
-            streams, seal = doc["streams"], doc.get("seal") or {}
+            streams, seal = doc["streams"], dict(doc.get("seal") or {})  # (an object)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise self._unusable(unreadable(exc)) from exc
         if seal.get("key_id") is not None or not hmac.compare_digest(
