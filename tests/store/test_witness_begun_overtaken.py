@@ -51,3 +51,36 @@ async def test_a_stream_begun_whose_next_mark_elsewhere_was_written_first_is_no_
         await beginner.witness.flush()
         assert (await mine.load("a")).data == {"other": 2}  # was: RollbackDetected
         assert not (await mine.verify()).problems
+
+
+async def test_a_stream_begun_by_buffered_appends_written_together_is_no_rollback(
+    url: str, tmp_path: Path
+) -> None:
+    # durability="async": the buffered appends at seq 1 and 2 reach the store in one
+    # flush, acknowledged to the witness as seq 2 — the begin was not noted
+    frozen = time.time() - 600
+    witness = tmp_path / "w"
+
+    def one(**options: object) -> StateStore:
+        return StateStore(
+            url,
+            witness=witness,
+            cache_size=0,
+            witness_interval=3600,
+            clock=lambda: frozen,
+            **options,  # type: ignore[arg-type]
+        )
+
+    async with one() as mine, one(durability="async", flush_interval=3600) as beginner:
+        assert mine.witness and beginner.witness
+        await beginner.save("b", {"n": 1})  # (opened: its first use checks the file)
+        await beginner.flush()
+        for n in range(1, 4):
+            await mine.save("a", {"n": n})
+        await mine.witness.flush()
+        await _expire(mine, "a")
+        await beginner.save("a", {"other": 1})  # made again: buffered
+        await beginner.save("a", {"other": 2})
+        await beginner.flush()
+        await beginner.witness.flush()
+        assert (await mine.load("a")).data == {"other": 2}  # was: RollbackDetected
