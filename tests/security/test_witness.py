@@ -102,3 +102,16 @@ def test_load_witness_rejects_other_files(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(ConfigurationError):
             load_witness(path)
+
+
+@pytest.mark.parametrize("seal", [[1], "sealed", 7])
+async def test_a_seal_that_is_no_object_is_an_altered_file(tmp_path: Path, seal: object) -> None:
+    # (was: AttributeError from check_witness, no report)
+    async with StateStore(f"sqlite:///{tmp_path / 'w.db'}", keyring=RING) as store:
+        await store.save("a", {"n": 1})
+        path = tmp_path / "witness.json"
+        await export_witness(store, path)
+        doc = json.loads(path.read_text())
+        doc["seal"] = seal
+        report = await check_witness(store, doc)
+        assert not report.ok and "altered" in report.problems[0].reason

@@ -256,3 +256,19 @@ async def test_a_lost_seq_found_by_verify_first_stays_a_rollback(tmp_path: Path)
     await two.witness.flush()
     assert (await one.load("a")).data == {"new": 1}
     assert not (await one.verify()).problems
+
+
+@pytest.mark.parametrize("seal", [[1], "sealed", 7])
+async def test_a_seal_that_is_no_object_is_a_damaged_file(tmp_path: Path, seal: object) -> None:
+    # (was: AttributeError from the read of the file, no typed error)
+    url = f"sqlite:///{tmp_path}/s.db"
+    async with StateStore(url) as store:
+        await store.save("a", {"n": 1})
+        assert store.witness is not None
+        path = Path(store.witness.path)
+    doc = _doc(path)
+    doc["seal"] = seal
+    _write(path, doc)
+    async with StateStore(url) as store:
+        with pytest.raises(IntegrityError, match="damaged"):
+            await store.load("a")

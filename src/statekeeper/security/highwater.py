@@ -363,8 +363,7 @@ class HighWater:
         self._known, self.filed_store = {}, None
 
     def marked(self, agent_id: str) -> bool:
-        """Whether a mark (or a deletion) of ``agent_id`` is known: its state read from
-        storage is checked against it (:mod:`.held`)."""
+        """Whether a mark (or a deletion) of ``agent_id`` is known (checked: :mod:`.held`)."""
         return agent_id in self._dirty or agent_id in self._known
 
     def empty(self) -> bool:
@@ -382,7 +381,7 @@ class HighWater:
             doc = json.loads(text)
             filed = parse_store(doc.get("store"))
             entries = entries_of(doc)
-            streams, seal = doc["streams"], doc.get("seal") or {}
+            streams, seal = doc["streams"], dict(doc.get("seal") or {})  # (an object)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise self._unusable(unreadable(exc)) from exc
         if seal.get("key_id") is not None or not hmac.compare_digest(
@@ -408,8 +407,9 @@ class HighWater:
             store = self.store if self._adopt or filed is None else filed  # (never another)
             for agent_id, (seq, link, t, created) in dirty.items():
                 old = current.get(agent_id)
-                if old is not None and float(old["t"]) > t:
-                    continue  # another process marked it later
+                if old is not None and float(old["t"]) > t:  # another process marked it later
+                    begun_kept(old, self._begun.get(agent_id))  # (a begin here kept: r)
+                    continue
                 if seq == 0 or link is None:
                     current[agent_id] = {"agent_id": agent_id, "seq": 0, "t": t}
                     continue

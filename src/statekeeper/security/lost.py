@@ -65,11 +65,13 @@ def lost_mark(witness: HighWater, agent_id: str) -> dict[str, Any] | None:
 
 def with_lost(witness: HighWater, marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``marks`` (:meth:`HighWater.marks`) with the lost mark of an agent in place of
-    the mark that replaced it: what ``verify`` goes through."""
-    lost = _LOST.get(witness) if _ANY else None
-    if not lost:
+    the mark that replaced it: what ``verify`` goes through. A lost mark this process
+    wrote its agent after is not (:func:`lost_mark`) — was: ``verify`` reported it
+    until the new mark was written (a delete and a new stream made here, its
+    ``witness_interval`` not passed), the read path not."""
+    if not _ANY or not _LOST.get(witness):
         return marks
-    return [lost.get(str(m["agent_id"]), m) for m in marks]
+    return [lost_mark(witness, str(m["agent_id"])) or m for m in marks]
 
 
 async def rechecked(

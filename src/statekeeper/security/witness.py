@@ -149,6 +149,8 @@ async def check_witness(
     report = WitnessReport()
     streams = doc["streams"]
     seal = doc.get("seal") or {}
+    if not isinstance(seal, dict):  # (edited: no key, no mac; was an AttributeError)
+        seal = {}
     try:
         sealed = store.codec.check_witness_seal(
             canonical(streams), seal.get("key_id"), str(seal.get("mac", ""))

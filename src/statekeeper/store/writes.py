@@ -1025,12 +1025,15 @@ class WritePipeline:
         links = self.buffered_links.get(agent_id)
         if links is not None and self.witness is not None:
             link = links.pop(seq, None)
+            begun = links.get(1) if seq > 1 else None  # (seq 1 flushed with it: begun)
             for older in [s for s in links if s < seq]:
                 del links[older]
             if not links:
                 del self.buffered_links[agent_id]
             if link is not None:  # (its incarnation: the record pinned, when still)
                 created = record.created_at if record is not None else None
+                if begun is not None:  # the stream's begin is a reset (.incarnation)
+                    self.witness.acked(agent_id, 1, begun, created)
                 self.witness.acked(agent_id, seq, link, created)
 
     # -- snapshots and deletes (under the agent's write lock) ---------------------------
