@@ -507,6 +507,7 @@ class _SaverCommits(_SaverStreams):
                 await self._append(
                     st, event_type, ops, key, applied=speculative, plain=plain, snapshot=False
                 )
+                self._wrote(st)
                 appended = st
                 break
             except (ConflictError, AgentNotFound):

@@ -105,6 +105,17 @@ class _Pending:
     parked: threading.Lock | None = None
 
 
+class Loading:
+    """A load of a thread's document in flight (see ``_SaverStreams._keep``): ``stale``
+    once the thread was written or dropped by this saver meanwhile. Compared by
+    identity (two loads of a thread may be in flight at once)."""
+
+    __slots__ = ("stale",)
+
+    def __init__(self) -> None:
+        self.stale = False
+
+
 def _heads(doc: dict[str, Any]) -> dict[str, str | None]:
     return {ns: h.ns_head(nsd) for ns, nsd in doc["ns"].items()}
 
