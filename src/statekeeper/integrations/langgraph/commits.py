@@ -349,8 +349,9 @@ class _SaverCommits(_SaverStreams):
         create: bool = True,
         hold: bool = False,
         plain: bool = False,
-    ) -> None:
-        """Build ops from the current document and append them, retrying on conflicts.
+    ) -> dict[str, Any] | None:
+        """Build ops from the current document and append them, retrying on conflicts;
+        the thread's document as the commit left it (see ``_Pending.doc``).
 
         Calls on one thread that arrive while another is committing are *coalesced*:
         the next lock holder builds every queued plan, one after the other against the
@@ -378,6 +379,7 @@ class _SaverCommits(_SaverStreams):
                 waiting.remove(mine)
             raise
         mine.future.result()
+        return mine.doc
 
     async def _drain(self, thread_id: str, mine: _Pending) -> None:
         """Take the thread's lock and commit its queued writes, a batch at a time,
@@ -485,6 +487,7 @@ class _SaverCommits(_SaverStreams):
         """Append the plans of ``batch`` as one event; settle each plan's future."""
         live = [p for p in batch if not p.future.done()]
         appended: _Stream | None = None
+        doc: dict[str, Any] | None = None  # (the document the batch leaves)
         for _ in range(self.max_retries):
             if not live:
                 return
@@ -492,6 +495,7 @@ class _SaverCommits(_SaverStreams):
             create = live[0].create if len(live) == 1 else any(p.create for p in live)
             st = await self._open(thread_id, create=create, check=False)
             if st is None:  # no stream, and none of the plans may create one
+                doc = None
                 break
             # several plans: each is applied to the document as it is built (the next
             # is built on its outcome), so the append must not apply them again, even
@@ -499,6 +503,7 @@ class _SaverCommits(_SaverStreams):
             speculative = len(live) > 1
             live, plan = _build(st, live) if speculative else _build_one(st, live)
             if plan is None:
+                doc = st.doc
                 break
             event_type, ops, key = plan
             # plain JSON: the plans said so, and so is a run claim riding on them
@@ -508,7 +513,7 @@ class _SaverCommits(_SaverStreams):
                     st, event_type, ops, key, applied=speculative, plain=plain, snapshot=False
                 )
                 self._wrote(st)
-                appended = st
+                appended, doc = st, st.doc
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -535,6 +540,7 @@ class _SaverCommits(_SaverStreams):
                 _settle(pending, error)
             return
         for pending in live:
+            pending.doc = doc
             _settle(pending)
         # committed and settled: a snapshot (or its failure, or a cancellation while it
         # is taken) can no longer fail, requeue or repeat any of these writes

@@ -103,6 +103,9 @@ class _Pending:
     #: Python (made, waited on and set: ~25 Python calls a write), a lock's acquire
     #: and release are C calls
     parked: threading.Lock | None = None
+    #: the thread's document as the commit that settled the write left it (None: no
+    #: stream): what the write's caller checks after it, whatever the cache holds then
+    doc: dict[str, Any] | None = None
 
 
 class Loading:
