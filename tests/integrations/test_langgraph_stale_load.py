@@ -104,3 +104,25 @@ async def test_a_write_whose_entry_a_read_replaced_meanwhile_is_cached_again(url
         assert latest.parent_config == second
     finally:
         await saver.aclose()
+
+
+async def test_a_read_loaded_before_a_delete_does_not_cache_the_deleted_thread(url: str) -> None:
+    """The thread deleted while a read's load is in flight: the read returns what it
+    read (before the delete), and the saver keeps no document of the deleted thread."""
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        first = await saver.aput(config(a), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        saver._forget(a)  # (a read that loads it)
+        entered, release = _hold_load(saver, a)
+        read = asyncio.create_task(saver.aget_tuple(config(a)))
+        await entered.wait()
+        await saver.adelete_thread(a)
+        release.set()
+        got = await read
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        assert a not in saver._streams
+        assert await saver.aget_tuple(config(a)) is None
+    finally:
+        await saver.aclose()

@@ -332,7 +332,6 @@ class _SaverStreams(_SaverState):
                 {},
                 _tag_of(self.store, agent, seq, seen),
             )
-            self._outdate(thread_id)  # (a load in flight found no stream, or another)
             self._remember(fresh)
             return fresh
         raise ConflictError(m.agent_id(self.prefix, thread_id), 0, -1)
