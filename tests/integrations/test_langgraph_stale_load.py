@@ -68,11 +68,11 @@ def _hold_append(saver: StatekeeperSaver, thread: str) -> tuple[asyncio.Event, a
     entered, release = asyncio.Event(), asyncio.Event()
     original = saver._append
 
-    async def held(st: Any, *args: Any, **kwargs: Any) -> None:
+    async def held(st: Any, *args: Any, **kwargs: Any) -> bool:
         if st.thread_id == thread and not entered.is_set():
             entered.set()
             await release.wait()
-        await original(st, *args, **kwargs)
+        return await original(st, *args, **kwargs)
 
     saver._append = held  # type: ignore[method-assign]
     return entered, release

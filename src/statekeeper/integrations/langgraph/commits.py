@@ -167,8 +167,9 @@ class _SaverCommits(_SaverStreams):
         applied: bool = False,
         plain: bool = False,
         snapshot: bool = True,
-    ) -> None:
+    ) -> bool:
         """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
+        False: an earlier attempt had landed (``st`` is stale, and forgotten).
 
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
@@ -238,7 +239,7 @@ class _SaverCommits(_SaverStreams):
                 SEEN.reset(token)
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
-            return
+            return False
         if not applied:
             st.doc = after
             if made is not None:
@@ -255,6 +256,7 @@ class _SaverCommits(_SaverStreams):
         st.bytes_since += self._event_cost(st, event_type, blob)
         if snapshot:
             await self._snapshot_if_due(st)
+        return True
 
     async def _snapshot_if_due(self, st: _Stream) -> None:
         """Snapshot the thread when the events since its last snapshot call for one.
@@ -509,10 +511,10 @@ class _SaverCommits(_SaverStreams):
             # plain JSON: the plans said so, and so is a run claim riding on them
             plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
-                await self._append(
+                if await self._append(
                     st, event_type, ops, key, applied=speculative, plain=plain, snapshot=False
-                )
-                self._wrote(st)
+                ):
+                    self._wrote(st)
                 appended, doc = st, st.doc
                 break
             except (ConflictError, AgentNotFound):
