@@ -138,13 +138,15 @@ class _SaverClaims(_SaverCommits):
             return await self._checked_head(st)
         return await self.store.head(exc.agent_id)
 
-    def _rode(self, run: runs.Run | None) -> None:
-        """After a riding run's write: the run holds the thread once its claim is
-        stored (a write that stored nothing carried none)."""
+    def _rode(self, run: runs.Run | None, doc: dict[str, Any] | None) -> None:
+        """(On the loop.) After a riding run's write, whose commit left the thread's
+        document ``doc``: the run holds the thread once its claim is stored (a write
+        that stored nothing carried none). ``doc``, not the cached document: the loop
+        ran other tasks since the commit, and a read may have evicted or replaced it
+        (the claim then not seen: the run never renewed nor released its claim)."""
         if run is None or run.claimed or not run.rides:
             return
-        st = self._streams.get(run.thread_id)
-        claim = st.doc.get("run") if st is not None else None
+        claim = doc.get("run") if doc is not None else None
         if claim is None or claim["id"] != run.token:
             return
         run.claimed = True

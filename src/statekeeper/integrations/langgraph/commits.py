@@ -167,8 +167,9 @@ class _SaverCommits(_SaverStreams):
         applied: bool = False,
         plain: bool = False,
         snapshot: bool = True,
-    ) -> None:
+    ) -> bool:
         """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
+        False: an earlier attempt had landed (``st`` is stale, and forgotten).
 
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
@@ -238,7 +239,7 @@ class _SaverCommits(_SaverStreams):
                 SEEN.reset(token)
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
-            return
+            return False
         if not applied:
             st.doc = after
             if made is not None:
@@ -255,6 +256,7 @@ class _SaverCommits(_SaverStreams):
         st.bytes_since += self._event_cost(st, event_type, blob)
         if snapshot:
             await self._snapshot_if_due(st)
+        return True
 
     async def _snapshot_if_due(self, st: _Stream) -> None:
         """Snapshot the thread when the events since its last snapshot call for one.
@@ -349,8 +351,9 @@ class _SaverCommits(_SaverStreams):
         create: bool = True,
         hold: bool = False,
         plain: bool = False,
-    ) -> None:
-        """Build ops from the current document and append them, retrying on conflicts.
+    ) -> dict[str, Any] | None:
+        """Build ops from the current document and append them, retrying on conflicts;
+        the thread's document as the commit left it (see ``_Pending.doc``).
 
         Calls on one thread that arrive while another is committing are *coalesced*:
         the next lock holder builds every queued plan, one after the other against the
@@ -378,6 +381,7 @@ class _SaverCommits(_SaverStreams):
                 waiting.remove(mine)
             raise
         mine.future.result()
+        return mine.doc
 
     async def _drain(self, thread_id: str, mine: _Pending) -> None:
         """Take the thread's lock and commit its queued writes, a batch at a time,
@@ -485,6 +489,7 @@ class _SaverCommits(_SaverStreams):
         """Append the plans of ``batch`` as one event; settle each plan's future."""
         live = [p for p in batch if not p.future.done()]
         appended: _Stream | None = None
+        doc: dict[str, Any] | None = None  # (the document the batch leaves)
         for _ in range(self.max_retries):
             if not live:
                 return
@@ -492,6 +497,7 @@ class _SaverCommits(_SaverStreams):
             create = live[0].create if len(live) == 1 else any(p.create for p in live)
             st = await self._open(thread_id, create=create, check=False)
             if st is None:  # no stream, and none of the plans may create one
+                doc = None
                 break
             # several plans: each is applied to the document as it is built (the next
             # is built on its outcome), so the append must not apply them again, even
@@ -499,15 +505,17 @@ class _SaverCommits(_SaverStreams):
             speculative = len(live) > 1
             live, plan = _build(st, live) if speculative else _build_one(st, live)
             if plan is None:
+                doc = st.doc
                 break
             event_type, ops, key = plan
             # plain JSON: the plans said so, and so is a run claim riding on them
             plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
-                await self._append(
+                if await self._append(
                     st, event_type, ops, key, applied=speculative, plain=plain, snapshot=False
-                )
-                appended = st
+                ):
+                    self._wrote(st)
+                appended, doc = st, st.doc
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -534,6 +542,7 @@ class _SaverCommits(_SaverStreams):
                 _settle(pending, error)
             return
         for pending in live:
+            pending.doc = doc
             _settle(pending)
         # committed and settled: a snapshot (or its failure, or a cancellation while it
         # is taken) can no longer fail, requeue or repeat any of these writes

@@ -30,7 +30,7 @@ from ...store.sync_exit import close_at_exit
 from . import runs
 from .loop import BoundLoop, SharedLoop
 from .serde import ValueCodec, safe_serializer
-from .stream import _Pending, _Stream
+from .stream import Loading, _Pending, _Stream
 
 #: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
 _SaverPortal = SharedLoop
@@ -125,6 +125,9 @@ class _SaverState(BaseCheckpointSaver[int]):
         self._codec_cache: ValueCodec | None = None
         self._streams: OrderedDict[str, _Stream] = OrderedDict()
         self._locks = KeyedLock()  # one per thread
+        #: per thread: marks of its loads in flight, set when the thread is written or
+        #: dropped meanwhile (such a load is not cached: see ``_SaverStreams._keep``)
+        self._loading: dict[str, builtins.list[Loading]] = {}
         self._queued: dict[str, builtins.list[_Pending]] = {}
         self.writes_wait = writes_wait
         #: per thread: pending writes waiting for the run's next checkpoint to join

@@ -103,6 +103,20 @@ class _Pending:
     #: Python (made, waited on and set: ~25 Python calls a write), a lock's acquire
     #: and release are C calls
     parked: threading.Lock | None = None
+    #: the thread's document as the commit that settled the write left it (None: no
+    #: stream): what the write's caller checks after it, whatever the cache holds then
+    doc: dict[str, Any] | None = None
+
+
+class Loading:
+    """A load of a thread's document in flight (see ``_SaverStreams._keep``): ``stale``
+    once the thread was written or dropped by this saver meanwhile. Compared by
+    identity (two loads of a thread may be in flight at once)."""
+
+    __slots__ = ("stale",)
+
+    def __init__(self) -> None:
+        self.stale = False
 
 
 def _heads(doc: dict[str, Any]) -> dict[str, str | None]:

@@ -18,7 +18,7 @@ from ...store.writes import SEEN, Seen
 from . import mapping as m
 from .serde import ValueCodec
 from .state import _SaverState
-from .stream import _heads, _Stream
+from .stream import Loading, _heads, _Stream
 
 if TYPE_CHECKING:
     from ...store.store import StateStore
@@ -46,6 +46,44 @@ class _SaverStreams(_SaverState):
 
     def _forget(self, thread_id: str) -> None:
         self._streams.pop(thread_id, None)
+        self._outdate(thread_id)
+
+    def _outdate(self, thread_id: str) -> None:
+        """The thread was written or dropped: its loads in flight read before that, and
+        are not cached (see :meth:`_keep`)."""
+        for mark in self._loading.get(thread_id, ()):
+            mark.stale = True
+
+    def _loading_mark(self, thread_id: str) -> Loading:
+        """Note a load of the thread in flight; its mark is set when the thread is
+        written or dropped before it ends (:meth:`_outdate`)."""
+        mark = Loading()
+        self._loading.setdefault(thread_id, []).append(mark)
+        return mark
+
+    def _loaded(self, thread_id: str, mark: Loading) -> None:
+        marks = self._loading.get(thread_id)
+        if marks is not None:
+            marks.remove(mark)
+            if not marks:
+                del self._loading[thread_id]
+
+    def _keep(self, st: _Stream, mark: Loading) -> None:
+        """Cache a stream a load read, unless the thread was written or dropped while
+        the load was in flight: another task of the saver (a LangGraph graph's
+        parallel subgraph runs share the thread) committed a newer document, and
+        caching the one read over it had the next write planned on the older one (a
+        put refused as a fork, a run's write as busy: its claim not in it)."""
+        if not mark.stale:
+            self._remember(st)
+
+    def _wrote(self, st: _Stream) -> None:
+        """After a commit on ``st``: it is the thread's newest document in this saver
+        (its writes are serialised by the thread's lock), cached again if a read
+        replaced or evicted it during the commit, and loads in flight are older."""
+        self._outdate(st.thread_id)
+        if self._streams.get(st.thread_id) is not st:
+            self._remember(st)
 
     async def _require(self, permission: str, operation: str, thread_id: str | None) -> None:
         """On a store opened as a principal: raise
@@ -251,17 +289,24 @@ class _SaverStreams(_SaverState):
             if cached:
                 self._forget(thread_id)
             if head > 0:
+                mark = self._loading_mark(thread_id)
                 try:
                     fresh = await self._load(thread_id, st.agent_id)
                 except AgentNotFound:
                     fresh = None
+                finally:
+                    self._loaded(thread_id, mark)
                 if fresh is not None and fresh.doc.get("moved") is None:
-                    self._remember(fresh)
+                    self._keep(fresh, mark)
                     return fresh
         for _ in range(self.max_retries):
-            found = await self._resolve(thread_id, base_first=base_first and not create)
+            mark = self._loading_mark(thread_id)
+            try:
+                found = await self._resolve(thread_id, base_first=base_first and not create)
+            finally:
+                self._loaded(thread_id, mark)
             if found is not None:
-                self._remember(found)
+                self._keep(found, mark)
                 return found
             if not create:
                 return None

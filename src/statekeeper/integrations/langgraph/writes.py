@@ -384,8 +384,7 @@ class _SaverWrites(_SaverListing):
             return m.EV_CHECKPOINT, out, key
 
         plain = ns != "$t" and cid != "$t" and _plain_header(header)
-        await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain)
-        self._rode(run)
+        self._rode(run, await self._mutate(thread_id, build, m.EV_CHECKPOINT, plain=plain))
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
     async def _put_writes(
@@ -398,9 +397,15 @@ class _SaverWrites(_SaverListing):
         call = self._writes_call(config, writes, task_id, task_path)
         if call is None:
             return
-        thread_id, build, hold, plain, run = call
-        await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain)
-        self._rode(run)
+        await self._ride_writes(*call)
+
+    async def _ride_writes(
+        self, thread_id: str, build: Plan, hold: bool, plain: bool, run: Run | None
+    ) -> None:
+        """Commit a ``put_writes`` call's plan, then take its run's riding claim (see
+        ``_rode``) — on the loop, also for a sync caller: before, its thread looked at
+        the cache and set the renewal's timer off the loop."""
+        self._rode(run, await self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
 
     def _sync_put_writes(
         self,
@@ -426,10 +431,8 @@ class _SaverWrites(_SaverListing):
             self._wait_parked(thread_id, self._park(thread_id, build, plain))
             return
         self._portal.call(
-            self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain),
-            bare=self._sends_bare,
+            self._ride_writes(thread_id, build, hold, plain, run), bare=self._sends_bare
         )
-        self._rode(run)
 
     def _put_writes_at(
         self,
@@ -443,9 +446,7 @@ class _SaverWrites(_SaverListing):
         call = self._writes_call(config, (), task_id, task_path, items)
         if call is None:
             return
-        thread_id, build, hold, plain, run = call
-        self._portal.call(self._mutate(thread_id, build, m.EV_WRITES, hold=hold, plain=plain))
-        self._rode(run)
+        self._portal.call(self._ride_writes(*call))
 
     def _writes_call(
         self,

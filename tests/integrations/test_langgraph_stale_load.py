@@ -1,0 +1,128 @@
+"""A read that loaded a thread before a write does not put its older document back.
+
+A ``get_tuple`` of a thread not in the saver's cache loads its document, then caches
+it (``_SaverStreams._open``). While the load is in flight, other tasks of the same
+saver run: a LangGraph graph's parallel subgraph runs (one per ``Send``) read and
+write the same thread at once. A write committed meanwhile cached its newer document;
+the read then cached the one it had loaded over it. The next write was planned on
+that older document, without a head read (its compare-and-append is the check), and
+its plan refused it: the put's parent was not the cached latest checkpoint, a
+``CheckpointForkError`` raised into the graph run (and a run's write, its claim
+missing from the older document, a ``ThreadBusyError``). The hook holds the load
+until the write is committed, so the order is the failing one every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from statekeeper.integrations.langgraph import StatekeeperSaver
+
+from .conftest import bare_checkpoint, config, new_thread
+
+
+def _hold_load(saver: StatekeeperSaver, thread: str) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the next load of ``thread``'s document wait for ``release`` once it has
+    read the document (``entered``)."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    original = saver._load
+
+    async def held(thread_id: str, agent: str) -> Any:
+        loaded = await original(thread_id, agent)
+        if thread_id == thread and not entered.is_set():
+            entered.set()
+            await release.wait()
+        return loaded
+
+    saver._load = held  # type: ignore[method-assign]
+    return entered, release
+
+
+async def test_a_read_loaded_before_a_write_does_not_cache_its_older_document(url: str) -> None:
+    saver = await StatekeeperSaver.afrom_url(url, cache_size=1)
+    try:
+        a, other = new_thread(), new_thread()
+        first = await saver.aput(config(a), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        await saver.aput(config(other), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        entered, release = _hold_load(saver, a)  # (a evicted: cache_size=1)
+        read = asyncio.create_task(saver.aget_tuple(config(a)))
+        await entered.wait()  # the read holds a's document as of the first checkpoint
+        second = await saver.aput(first, bare_checkpoint(), {"source": "loop", "step": 1}, {})
+        release.set()
+        got = await read
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        # planned on the cached document: the second checkpoint's, not the read's
+        third = await saver.aput(second, bare_checkpoint(), {"source": "loop", "step": 2}, {})
+        latest = await saver.aget_tuple(config(a))
+        assert latest is not None
+        assert latest.checkpoint["id"] == third["configurable"]["checkpoint_id"]
+        assert latest.parent_config == second
+    finally:
+        await saver.aclose()
+
+
+def _hold_append(saver: StatekeeperSaver, thread: str) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the next commit on ``thread`` wait for ``release`` before it appends."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    original = saver._append
+
+    async def held(st: Any, *args: Any, **kwargs: Any) -> bool:
+        if st.thread_id == thread and not entered.is_set():
+            entered.set()
+            await release.wait()
+        return await original(st, *args, **kwargs)
+
+    saver._append = held  # type: ignore[method-assign]
+    return entered, release
+
+
+async def test_a_write_whose_entry_a_read_replaced_meanwhile_is_cached_again(url: str) -> None:
+    """The write's entry is evicted during its commit and a read caches the document
+    as it was before the write: the write's own (newer) document is cached after it."""
+    saver = await StatekeeperSaver.afrom_url(url, cache_size=1)
+    try:
+        a, other = new_thread(), new_thread()
+        first = await saver.aput(config(a), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        entered, release = _hold_append(saver, a)
+        write = asyncio.create_task(
+            saver.aput(first, bare_checkpoint(), {"source": "loop", "step": 1}, {})
+        )
+        await entered.wait()
+        await saver.aget_tuple(config(other))  # (none: a evicted all the same)
+        await saver.aput(config(other), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        got = await saver.aget_tuple(config(a))  # cached, as before the write
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        release.set()
+        second = await write
+        third = await saver.aput(second, bare_checkpoint(), {"source": "loop", "step": 2}, {})
+        latest = await saver.aget_tuple(config(a))
+        assert latest is not None
+        assert latest.checkpoint["id"] == third["configurable"]["checkpoint_id"]
+        assert latest.parent_config == second
+    finally:
+        await saver.aclose()
+
+
+async def test_a_read_loaded_before_a_delete_does_not_cache_the_deleted_thread(url: str) -> None:
+    """The thread deleted while a read's load is in flight: the read returns what it
+    read (before the delete), and the saver keeps no document of the deleted thread."""
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        first = await saver.aput(config(a), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        saver._forget(a)  # (a read that loads it)
+        entered, release = _hold_load(saver, a)
+        read = asyncio.create_task(saver.aget_tuple(config(a)))
+        await entered.wait()
+        await saver.adelete_thread(a)
+        release.set()
+        got = await read
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        assert a not in saver._streams
+        assert await saver.aget_tuple(config(a)) is None
+    finally:
+        await saver.aclose()
