@@ -1,5 +1,5 @@
 """CPU per replayed event of ``Codec.decode_chain(..., appends=True)``, the run decoded in
-one pass (``pipeline._append_run``) against record by record (the same call with the
+one pass (``decoding._append_run``) against record by record (the same call with the
 batched path switched off), alternated in one process: a chat of ~300-character
 messages, 99 events past a snapshot (``snapshot_every=100``, 199 saves). Best of 7 × 300
 calls, ``time.thread_time``.
@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import make_messages
 from statekeeper import StateStore
-from statekeeper.codec import pipeline
+from statekeeper.codec import decoding
 
 
 def per_event(fn: Any, events: int) -> float:
@@ -49,16 +49,16 @@ async def main() -> None:
 
             docs, _, _, error = decode()
             assert error is None and len(docs) == 99, (error, len(docs))
-            batched = pipeline._append_run
+            batched = decoding._append_run
             try:
                 for _ in range(3):
-                    pipeline._append_run = batched
+                    decoding._append_run = batched
                     one_pass = per_event(decode, len(rows))
-                    pipeline._append_run = lambda *_: None
+                    decoding._append_run = lambda *_: None
                     by_record = per_event(decode, len(rows))
                     print(f"one pass {one_pass:.3f} us/event, record by record {by_record:.3f}")
             finally:
-                pipeline._append_run = batched
+                decoding._append_run = batched
 
 
 if __name__ == "__main__":

@@ -36,7 +36,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SET_A = [
     "statekeeper/arguments.py",
     "statekeeper/patch.py",
+    # codec/pipeline.py and the parts it was split into (issue 11)
     "statekeeper/codec/pipeline.py",
+    "statekeeper/codec/layout.py",
+    "statekeeper/codec/links.py",
+    "statekeeper/codec/options.py",
+    "statekeeper/codec/compression.py",
+    "statekeeper/codec/sealing.py",
+    "statekeeper/codec/opening.py",
+    "statekeeper/codec/decoding.py",
+    "statekeeper/codec/appends.py",
+    "statekeeper/codec/heads.py",
+    "statekeeper/codec/renamed.py",
     "statekeeper/store/body.py",
     "statekeeper/store/cache.py",
     "statekeeper/store/change.py",

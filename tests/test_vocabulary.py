@@ -46,9 +46,9 @@ def test_the_old_identifiers_do_not_come_back_in_src() -> None:
 #: (module, function) that take ``kind`` as the deprecated keyword of the type
 _KIND_ALIASES = {
     ("records.py", "__init__"),
-    ("pipeline.py", "seal"),
-    ("pipeline.py", "open"),
-    ("pipeline.py", "_renamed_keywords"),
+    ("sealing.py", "seal"),
+    ("opening.py", "open"),
+    ("renamed.py", "_renamed_keywords"),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.codec import ZERO_LINK, Codec, pipeline
+from statekeeper.codec import ZERO_LINK, Codec, appends, pipeline
 from statekeeper.errors import IntegrityError
 from statekeeper.records import EventRow, event_rows
 
@@ -64,7 +64,7 @@ async def test_a_run_of_appends_is_parsed_once_with_the_same_documents(
         calls.append(1)
         return loads(data)
 
-    monkeypatch.setattr(pipeline, "_orjson_loads", counting)
+    monkeypatch.setattr(appends, "_orjson_loads", counting)  # (where _append_run reads it)
     docs, link, typed, error = codec.decode_chain("chat", events[1:], first, appends=True)
     assert error is None and not typed
     assert docs == expected[1:] and link == last

@@ -15,7 +15,9 @@ from typing import Any
 import blake3
 import pytest
 
+import statekeeper.codec.links as links
 import statekeeper.codec.pipeline as pipeline
+import statekeeper.codec.sealing as sealing
 import statekeeper.codec.widehash as widehash
 from statekeeper import StateStore
 from statekeeper.codec import Codec
@@ -40,7 +42,8 @@ def test_a_normal_install_on_x86_64_hashes_with_the_c_module() -> None:
     if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0") or not X86_64:
         assert not widehash.NATIVE
         return
-    assert widehash.NATIVE and vars(pipeline)["_wide_blake3"] is widehash.wide_blake3, BUILD
+    assert widehash.NATIVE and vars(links)["_wide_blake3"] is widehash.wide_blake3, BUILD
+    assert vars(sealing)["_wide_blake3"] is widehash.wide_blake3, BUILD
 
 
 def test_statekeeper_pure_hashes_with_the_package() -> None:
@@ -97,7 +100,8 @@ def test_a_snapshot_is_sealed_and_checked_by_the_c_hash(monkeypatch: pytest.Monk
         digest: bytes = hash_(head, body)
         return digest
 
-    monkeypatch.setattr(pipeline, "_wide_blake3", spy)
+    monkeypatch.setattr(sealing, "_wide_blake3", spy)  # (seal)
+    monkeypatch.setattr(links, "_wide_blake3", spy)  # (_plain_link: decode_view)
     codec = Codec(checksum="blake3")
     doc = {"data": {"messages": [{"c": "x" * 300, "n": i} for i in range(100)]}}
     sealed = codec.encode("a", 7, "snapshot", 2.5, doc)

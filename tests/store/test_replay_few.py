@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from statekeeper import IntegrityError, StateStore
-from statekeeper.codec import ZERO_LINK, pipeline
+from statekeeper.codec import ZERO_LINK, decoding, pipeline
 from statekeeper.records import EventRow, event_rows
 
 from ._chats import MESSAGES, chat_url, flip_payload_byte, save_chat
@@ -47,7 +47,7 @@ async def test_a_load_a_few_events_past_the_snapshot_skips_the_run_passes(
         passes.append(len(events))
         return append_run(agent_id, events, link)
 
-    monkeypatch.setattr(pipeline, "_append_run", counting)
+    monkeypatch.setattr(decoding, "_append_run", counting)  # (where decode_chain reads it)
     async with StateStore(url, cache_size=0, witness=False) as cold:
         loaded = await cold.load("chat")
         assert loaded.data == {"messages": MESSAGES[:33]} and loaded.seq == 33

@@ -31,7 +31,8 @@ from ..errors import AgentForgotten, DecryptionError, KeyNotFound
 from .datakeys import ScopedKeyVault, VaultEntry
 
 if TYPE_CHECKING:
-    from .keys import DerivedKey, Keyring
+    from .keys import DerivedKey
+    from .masterkeys import MasterKeys
 
 __all__ = [
     "LEGACY",
@@ -54,7 +55,7 @@ def _live(entry: VaultEntry) -> bool:
     return entry.wrapped is not None and entry.master_id is not None
 
 
-def _material(ring: Keyring, entry: VaultEntry) -> bytes:
+def _material(ring: MasterKeys, entry: VaultEntry) -> bytes:
     assert entry.wrapped is not None and entry.master_id is not None
     master = ring.get(entry.master_id)
     if master is None:
@@ -62,7 +63,7 @@ def _material(ring: Keyring, entry: VaultEntry) -> bytes:
     return master.unwrap(entry.agent_id, entry.wrapped, entry.family)
 
 
-def _open(ring: Keyring, entry: VaultEntry) -> DerivedKey:
+def _open(ring: MasterKeys, entry: VaultEntry) -> DerivedKey:
     from .keys import DerivedKey
 
     assert entry.master_id is not None
@@ -75,7 +76,7 @@ def _fingerprint(material: bytes) -> bytes:
     return fingerprint_of(material)
 
 
-def write_key(ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str) -> DerivedKey:
+def write_key(ring: MasterKeys, vault: ScopedKeyVault, family: str, agent_id: str) -> DerivedKey:
     """The key ``family``'s store writes ``agent_id``'s records with (made when none).
 
     One vault query for an agent that has its key (or none at all, anywhere: a new
@@ -110,7 +111,7 @@ def write_key(ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str) 
 
 
 def read_key(
-    ring: Keyring, vault: ScopedKeyVault, agent_id: str, fingerprint: bytes
+    ring: MasterKeys, vault: ScopedKeyVault, agent_id: str, fingerprint: bytes
 ) -> tuple[DerivedKey, list[DerivedKey]]:
     """The key whose fingerprint is ``fingerprint`` among the agent's live entries, and
     every live key opened on the way (for the caller's cache).
@@ -160,7 +161,7 @@ def no_data_key(agent_id: str) -> DecryptionError:
 
 
 def forget_plan(
-    ring: Keyring,
+    ring: MasterKeys,
     vault: ScopedKeyVault,
     family: str,
     agent_ids: list[str],
@@ -203,7 +204,7 @@ def scopes_of(plan: list[tuple[str | None, str]]) -> list[str]:
 
 
 def family_forget(
-    ring: Keyring,
+    ring: MasterKeys,
     vault: ScopedKeyVault,
     family: str,
     agent_ids: list[str],
@@ -229,7 +230,7 @@ def family_forget(
 
 
 def adopt(
-    ring: Keyring,
+    ring: MasterKeys,
     vault: ScopedKeyVault,
     family: str,
     copied: list[tuple[str, bytes]],
@@ -277,7 +278,7 @@ def adopt(
 
 
 def continue_key(
-    ring: Keyring, vault: ScopedKeyVault, family: str, agent_id: str, predecessor: str
+    ring: MasterKeys, vault: ScopedKeyVault, family: str, agent_id: str, predecessor: str
 ) -> bool:
     """Give ``agent_id``, which continues ``predecessor`` in ``family``'s store (the
     vault links the two), the key that store writes ``predecessor`` with, wrapped for
@@ -321,7 +322,7 @@ def _writing_entry(
     return lineage[0] if lineage else None
 
 
-def rewrap_family(ring: Keyring, vault: ScopedKeyVault, family: str) -> list[str]:
+def rewrap_family(ring: MasterKeys, vault: ScopedKeyVault, family: str) -> list[str]:
     """Wrap every live key of ``family`` and the families it continues, and every live
     legacy key of the vault, under the active master key (``rekey``: the keys of agents
     it does not walk — deleted agents', whose backups need them, a LangGraph thread's
