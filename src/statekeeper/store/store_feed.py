@@ -1,10 +1,11 @@
 """The store's change feed: subscriptions, its bounds, trimming it, and the intents
 a delete or forget left (the feed itself is :mod:`.feed`).
 
-Methods of :class:`~.store.StateStore`, defined here and bound in its class body
-(as :func:`.copies.public_copy` is in :class:`~.reads.ReadPath`; a
-subclass overrides them as any method). They take ``self: StateStore``: they hand the
-store to the tools typed for it.
+Methods of :class:`~.store.StateStore`, written here as functions and bound in its class
+body (as :func:`.copies.public_copy` is in :class:`~.reads.ReadPath`; a subclass
+overrides them as any method). They take ``self: StateStore``: they hand the store to
+the tools typed for it. A function here never shares its name with a global it calls
+(``tests/store/test_store_parts.py``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 :meth:`StateStore.verify`, and the digests that commit to a stream (what each
 checks is in :mod:`.verification`, :mod:`.digests` and :mod:`.witnessing`).
 
-Methods of :class:`~.store.StateStore`, defined here and bound in its class body
-(as :func:`.copies.public_copy` is in :class:`~.reads.ReadPath`; a
-subclass overrides them as any method). They take ``self: StateStore``: they hand the
-store to the tools typed for it.
+Methods of :class:`~.store.StateStore`, written here as functions and bound in its class
+body (as :func:`.copies.public_copy` is in :class:`~.reads.ReadPath`; a subclass
+overrides them as any method). They take ``self: StateStore``: they hand the store to
+the tools typed for it. A function here never shares its name with a global it calls
+(``tests/store/test_store_parts.py``).
 """
 
 from __future__ import annotations
