@@ -612,7 +612,8 @@ class Stages:
         self.cur = defaultdict(float)
 
     def wrap(self, owner: Any, name: str, label: str, mark: str | None = None) -> None:
-        self.order.append(label)
+        if label not in self.order:  # (one label may time a name in two modules)
+            self.order.append(label)
         orig = getattr(owner, name, None)
         if orig is None:
             self.missing.append(f"{label} ({name} not found)")
@@ -739,18 +740,21 @@ LOAD_E2E = "load() end to end (cache_size=0)"
 
 def instrument_save(store: StateStore, stages: Stages) -> None:
     import statekeeper.patch as patch_mod
-    import statekeeper.store.writes as writes_mod
+    import statekeeper.store.write_args as write_args
+    import statekeeper.store.write_build as write_build
+    import statekeeper.store.write_fast as write_fast
 
     backend: Any = store.backend
     w = stages.wrap
     w(store._reads, "current", "cache lookup (+ validation read when not trusted)")
     w(backend, "read", "  backend.read (the validation read before the write)")
     w(patch_mod, "diff", "patch.diff (change detection, whole history compared)")
-    w(writes_mod, "diff_by_key", "change detection (pack each top-level value, compare bytes)")
+    w(write_args, "diff_by_key", "change detection (pack each top-level value, compare bytes)")
+    w(write_fast, "diff_by_key", "change detection (pack each top-level value, compare bytes)")
     w(store._writes, "build", "WritePipeline.build (the record)")
     w(store.codec, "serialize", "  serialise the event (codec.serialize)")
     w(store.codec, "seal", "  frame + SHA-256 link (codec.seal)")
-    w(writes_mod, "_loads", "  re-decode the bytes just built (orjson.loads)")
+    w(write_build, "_loads", "  re-decode the bytes just built (orjson.loads)")
     w(patch_mod, "apply", "  re-apply the patch to the new state (patch.apply)")
     w(store.codec, "head_tag", "  head tag (codec.head_tag)")
     w(store._snapshots, "encode", "  snapshot encode (when due)")

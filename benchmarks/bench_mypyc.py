@@ -13,7 +13,8 @@ Module sets:
 * ``a`` (default): the store's per-save Python that compiles and passes the store,
   codec and patch tests: ``arguments``, ``patch``, ``codec.pipeline``, ``store.body``,
   ``store.cache``, ``store.change``, ``store.snapshots``, ``store.state``,
-  ``store.writes``;
+  ``store.writes`` (with its parts ``write_args``, ``write_base``, ``write_build``,
+  ``write_fast``);
 * ``b``: ``a`` plus the SQLite engine (``backends.sqlite``; compiles, measured only).
 
 Run::
@@ -54,6 +55,10 @@ SET_A = [
     "statekeeper/store/snapshots.py",
     "statekeeper/store/state.py",
     "statekeeper/store/writes.py",
+    "statekeeper/store/write_args.py",
+    "statekeeper/store/write_base.py",
+    "statekeeper/store/write_build.py",
+    "statekeeper/store/write_fast.py",
 ]
 #: set b: set a and the SQLite engine's own modules (the one module it was before the split)
 ENGINE_PARTS = (

@@ -50,12 +50,14 @@ async def test_a_state_stored_deeper_before_the_cap_still_loads(
     ``store.copies``)."""
     import statekeeper.store.flat as flat
     import statekeeper.store.lean as lean
-    import statekeeper.store.writes as writes
+    import statekeeper.store.write_build as write_build
+    import statekeeper.store.write_fast as write_fast
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     deep = _nested(300)
     with monkeypatch.context() as old_writer:  # (a writer without the depth check)
-        old_writer.setattr(writes, "check_ops_depth", lambda *a, **k: None)
+        old_writer.setattr(write_build, "check_ops_depth", lambda *a, **k: None)
+        old_writer.setattr(write_fast, "check_ops_depth", lambda *a, **k: None)
         old_writer.setattr(lean, "too_deep", lambda ops: None)
         old_writer.setattr(flat, "too_deep", lambda ops: None)
         async with StateStore(url, format="msgpack") as store:

@@ -213,7 +213,7 @@ async def test_a_save_is_encoded_once_and_nothing_is_decoded_to_apply_it(
     """The state after a save is held as the bytes its change detection made: the
     event's bytes are not decoded again, nor its ops applied, and the held state
     shares nothing with the caller's objects."""
-    import statekeeper.store.writes as writes
+    import statekeeper.store.write_build as write_build
 
     store = open_store("memory://", clock=FakeClock(), snapshot_every=1000)
     doc: dict[str, object] = {"messages": [{"role": "user", "content": "hi"}], "step": 0}
@@ -226,8 +226,8 @@ async def test_a_save_is_encoded_once_and_nothing_is_decoded_to_apply_it(
         applied.append(a)
         return real_apply(*a, **k)
 
-    monkeypatch.setattr(writes, "_loads", lambda b: decoded.append(b) or {})  # type: ignore[func-returns-value]
-    monkeypatch.setattr(patch_module, "apply", counted_apply)  # the module writes uses
+    monkeypatch.setattr(write_build, "_loads", lambda b: decoded.append(b) or {})  # type: ignore[func-returns-value]
+    monkeypatch.setattr(patch_module, "apply", counted_apply)  # the module the write pipeline uses
     for n in range(1, 6):
         doc["messages"].append({"role": "ai", "content": f"reply {n}"})  # type: ignore[attr-defined]
         doc["step"] = n

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import statekeeper.store.writes as writes_module
+import statekeeper.store.write_build as write_build
 from statekeeper import StateStore
 from statekeeper.errors import ConfigurationError, InvalidAgentId, NonNormalAgentId
 from statekeeper.governance import parse_policy
@@ -82,7 +82,7 @@ def stored_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
                 await store.save(agent_id, {"n": 2})
 
     with monkeypatch.context() as m:  # (as the code before this rule did)
-        m.setattr(writes_module, "check_new_agent_id", lambda agent_id: agent_id)
+        m.setattr(write_build, "check_new_agent_id", lambda agent_id: agent_id)
         import asyncio
 
         asyncio.run(build())
