@@ -68,7 +68,7 @@ def _hold_append(saver: StatekeeperSaver, thread: str) -> tuple[asyncio.Event, a
     entered, release = asyncio.Event(), asyncio.Event()
     original = saver._append
 
-    async def held(st: Any, *args: Any, **kwargs: Any) -> bool:
+    async def held(st: Any, *args: Any, **kwargs: Any) -> Any:
         if st.thread_id == thread and not entered.is_set():
             entered.set()
             await release.wait()
