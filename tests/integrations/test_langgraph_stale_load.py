@@ -126,3 +126,36 @@ async def test_a_read_loaded_before_a_delete_does_not_cache_the_deleted_thread(u
         assert await saver.aget_tuple(config(a)) is None
     finally:
         await saver.aclose()
+
+
+async def test_a_read_loaded_while_a_delete_lists_does_not_cache_the_deleted_thread(
+    url: str,
+) -> None:
+    """The read's load starts after ``delete_thread`` dropped the cached document but
+    before it deleted the streams (it lists the generations and looks for legal holds
+    first): the read returns what it read, and the deleted thread is not cached."""
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        first = await saver.aput(config(a), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = saver._held
+
+        async def held(thread_id: str, operation: str, agents: Any = None) -> Any:
+            if thread_id == a and not entered.is_set():
+                entered.set()
+                await release.wait()
+            return await original(thread_id, operation, agents)
+
+        saver._held = held  # type: ignore[method-assign]
+        delete = asyncio.create_task(saver.adelete_thread(a))
+        await entered.wait()  # dropped from the cache, not yet deleted
+        got = await saver.aget_tuple(config(a))
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        release.set()
+        await delete
+        assert a not in saver._streams
+        assert await saver.aget_tuple(config(a)) is None
+    finally:
+        await saver.aclose()
