@@ -18,9 +18,8 @@ from typing import Any
 from statekeeper.integrations.langgraph import StatekeeperSaver
 from statekeeper.records import AppendResult
 
-from .conftest import bare_checkpoint
+from .conftest import bare_checkpoint, new_thread
 from .test_langgraph_ride_committed import _riding_run, _stored_claim
-from .conftest import new_thread
 
 
 async def test_a_riding_claim_whose_append_came_back_duplicate_is_held_and_released(
