@@ -18,6 +18,7 @@ import asyncio
 from typing import Any
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import mapping as m
 
 from .conftest import bare_checkpoint, config, new_thread
 
@@ -157,5 +158,40 @@ async def test_a_read_loaded_while_a_delete_lists_does_not_cache_the_deleted_thr
         await delete
         assert a not in saver._streams
         assert await saver.aget_tuple(config(a)) is None
+    finally:
+        await saver.aclose()
+
+
+async def test_a_read_loaded_while_a_bare_thread_is_dropped_does_not_cache_it(
+    url: str, monkeypatch: Any
+) -> None:
+    """A run that stored only its claim on a new thread ends: the thread is deleted
+    (``_drop_bare``) after its head is read again. A read whose load began in between
+    returns what it read, and the deleted thread is not cached."""
+    from statekeeper.integrations.langgraph import runs
+    from statekeeper.store import delete_shown
+
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        run = runs.Run(a, object(), addressed=False)
+        await saver._claim(run)  # (the stream holds the claim only)
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = delete_shown.head_identity
+
+        async def held(store: Any, agent: str) -> Any:
+            if not entered.is_set():
+                entered.set()
+                await release.wait()
+            return await original(store, agent)
+
+        monkeypatch.setattr(delete_shown, "head_identity", held)
+        drop = asyncio.create_task(saver._release(run))
+        await entered.wait()  # dropped from the cache, not yet deleted
+        assert await saver.aget_tuple(config(a)) is None  # (no checkpoint: claim only)
+        release.set()
+        await drop
+        assert await saver.store.head(m.agent_id(saver.prefix, a)) == 0  # (deleted)
+        assert a not in saver._streams
     finally:
         await saver.aclose()
