@@ -195,3 +195,37 @@ async def test_a_read_loaded_while_a_bare_thread_is_dropped_does_not_cache_it(
         assert a not in saver._streams
     finally:
         await saver.aclose()
+
+
+async def test_a_read_loaded_while_a_prune_deletes_the_thread_does_not_cache_it(
+    url: str,
+) -> None:
+    """``delete_for_runs`` drops every checkpoint of a thread: it is deleted as read
+    (``_delete_read``), after its generations are listed. A read whose load began in
+    between returns what it read, and the deleted thread is not cached."""
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        meta: Any = {"source": "loop", "step": 0, "run_id": "run-1"}
+        first = await saver.aput(config(a), bare_checkpoint(), meta, {})
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = saver._generations
+
+        async def held(thread_id: str) -> Any:
+            if thread_id == a and not entered.is_set():
+                entered.set()
+                await release.wait()
+            return await original(thread_id)
+
+        saver._generations = held  # type: ignore[method-assign]
+        prune = asyncio.create_task(saver.adelete_for_runs(["run-1"]))
+        await entered.wait()  # dropped from the cache, not yet deleted
+        got = await saver.aget_tuple(config(a))
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        release.set()
+        await prune
+        assert await saver.store.head(m.agent_id(saver.prefix, a)) == 0  # (deleted)
+        assert a not in saver._streams
+    finally:
+        await saver.aclose()
