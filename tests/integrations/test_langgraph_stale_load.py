@@ -18,6 +18,7 @@ import asyncio
 from typing import Any
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import mapping as m
 
 from .conftest import bare_checkpoint, config, new_thread
 
@@ -68,7 +69,7 @@ def _hold_append(saver: StatekeeperSaver, thread: str) -> tuple[asyncio.Event, a
     entered, release = asyncio.Event(), asyncio.Event()
     original = saver._append
 
-    async def held(st: Any, *args: Any, **kwargs: Any) -> bool:
+    async def held(st: Any, *args: Any, **kwargs: Any) -> Any:
         if st.thread_id == thread and not entered.is_set():
             entered.set()
             await release.wait()
@@ -124,5 +125,107 @@ async def test_a_read_loaded_before_a_delete_does_not_cache_the_deleted_thread(u
         assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
         assert a not in saver._streams
         assert await saver.aget_tuple(config(a)) is None
+    finally:
+        await saver.aclose()
+
+
+async def test_a_read_loaded_while_a_delete_lists_does_not_cache_the_deleted_thread(
+    url: str,
+) -> None:
+    """The read's load starts after ``delete_thread`` dropped the cached document but
+    before it deleted the streams (it lists the generations and looks for legal holds
+    first): the read returns what it read, and the deleted thread is not cached."""
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        first = await saver.aput(config(a), bare_checkpoint(), {"source": "loop", "step": 0}, {})
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = saver._held
+
+        async def held(thread_id: str, operation: str, agents: Any = None) -> Any:
+            if thread_id == a and not entered.is_set():
+                entered.set()
+                await release.wait()
+            return await original(thread_id, operation, agents)
+
+        saver._held = held  # type: ignore[method-assign]
+        delete = asyncio.create_task(saver.adelete_thread(a))
+        await entered.wait()  # dropped from the cache, not yet deleted
+        got = await saver.aget_tuple(config(a))
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        release.set()
+        await delete
+        assert a not in saver._streams
+        assert await saver.aget_tuple(config(a)) is None
+    finally:
+        await saver.aclose()
+
+
+async def test_a_read_loaded_while_a_bare_thread_is_dropped_does_not_cache_it(
+    url: str, monkeypatch: Any
+) -> None:
+    """A run that stored only its claim on a new thread ends: the thread is deleted
+    (``_drop_bare``) after its head is read again. A read whose load began in between
+    returns what it read, and the deleted thread is not cached."""
+    from statekeeper.integrations.langgraph import runs
+    from statekeeper.store import delete_shown
+
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        run = runs.Run(a, object(), addressed=False)
+        await saver._claim(run)  # (the stream holds the claim only)
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = delete_shown.head_identity
+
+        async def held(store: Any, agent: str) -> Any:
+            if not entered.is_set():
+                entered.set()
+                await release.wait()
+            return await original(store, agent)
+
+        monkeypatch.setattr(delete_shown, "head_identity", held)
+        drop = asyncio.create_task(saver._release(run))
+        await entered.wait()  # dropped from the cache, not yet deleted
+        assert await saver.aget_tuple(config(a)) is None  # (no checkpoint: claim only)
+        release.set()
+        await drop
+        assert await saver.store.head(m.agent_id(saver.prefix, a)) == 0  # (deleted)
+        assert a not in saver._streams
+    finally:
+        await saver.aclose()
+
+
+async def test_a_read_loaded_while_a_prune_deletes_the_thread_does_not_cache_it(
+    url: str,
+) -> None:
+    """``delete_for_runs`` drops every checkpoint of a thread: it is deleted as read
+    (``_delete_read``), after its generations are listed. A read whose load began in
+    between returns what it read, and the deleted thread is not cached."""
+    saver = await StatekeeperSaver.afrom_url(url)
+    try:
+        a = new_thread()
+        meta: Any = {"source": "loop", "step": 0, "run_id": "run-1"}
+        first = await saver.aput(config(a), bare_checkpoint(), meta, {})
+        entered, release = asyncio.Event(), asyncio.Event()
+        original = saver._generations
+
+        async def held(thread_id: str) -> Any:
+            if thread_id == a and not entered.is_set():
+                entered.set()
+                await release.wait()
+            return await original(thread_id)
+
+        saver._generations = held  # type: ignore[method-assign]
+        prune = asyncio.create_task(saver.adelete_for_runs(["run-1"]))
+        await entered.wait()  # dropped from the cache, not yet deleted
+        got = await saver.aget_tuple(config(a))
+        assert got is not None
+        assert got.checkpoint["id"] == first["configurable"]["checkpoint_id"]
+        release.set()
+        await prune
+        assert await saver.store.head(m.agent_id(saver.prefix, a)) == 0  # (deleted)
+        assert a not in saver._streams
     finally:
         await saver.aclose()

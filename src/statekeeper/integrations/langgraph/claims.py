@@ -220,6 +220,9 @@ class _SaverClaims(_SaverCommits):
                 # written since (a conflict), or the delete is refused (a principal
                 # allowed to write but not to delete, a legal hold): release as usual
                 return False
+            # again: a read whose load began after the drop above (while the head was
+            # read again) cached the thread as it was
+            self._forget(run.thread_id)
         return True
 
     def _end_run(self, run: runs.Run) -> None:

@@ -167,9 +167,13 @@ class _SaverCommits(_SaverStreams):
         applied: bool = False,
         plain: bool = False,
         snapshot: bool = True,
-    ) -> bool:
+    ) -> tuple[bool, dict[str, Any] | None]:
         """Compare-and-append ``ops`` at ``st.seq``; keep ``st`` current on success.
-        False: an earlier attempt had landed (``st`` is stale, and forgotten).
+        Returns (committed by this call, the thread's document as the append left it).
+        Not committed: an earlier attempt had landed (``st`` is stale, and forgotten);
+        the document is the one it made when it landed right after ``st.seq`` (this
+        very compare-and-append, its reply lost: its ops applied onto ``st.doc``), else
+        not known (None).
 
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
@@ -239,7 +243,9 @@ class _SaverCommits(_SaverStreams):
                 SEEN.reset(token)
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
-            return False
+            # (before, the document before the ops: a run's claim riding on them, stored,
+            # was not seen, and the run never renewed nor released it)
+            return False, after if result.first_seq == st.seq + 1 else None
         if not applied:
             st.doc = after
             if made is not None:
@@ -256,7 +262,7 @@ class _SaverCommits(_SaverStreams):
         st.bytes_since += self._event_cost(st, event_type, blob)
         if snapshot:
             await self._snapshot_if_due(st)
-        return True
+        return True, st.doc
 
     async def _snapshot_if_due(self, st: _Stream) -> None:
         """Snapshot the thread when the events since its last snapshot call for one.
@@ -511,11 +517,12 @@ class _SaverCommits(_SaverStreams):
             # plain JSON: the plans said so, and so is a run claim riding on them
             plain = all(p.plain for p in live) and _plain_claims(ops)
             try:
-                if await self._append(
+                committed, doc = await self._append(
                     st, event_type, ops, key, applied=speculative, plain=plain, snapshot=False
-                ):
+                )
+                if committed:
                     self._wrote(st)
-                appended, doc = st, st.doc
+                appended = st
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or

@@ -272,6 +272,9 @@ class _SaverPruning(_SaverWrites):
             if head is not None:
                 with contextlib.suppress(ConflictError), delete_only_at(head[0], head[2]):
                     await store.delete(agent)
+        # again: a read whose load began after the drop above (while the generations
+        # were listed and read) cached the thread as it was
+        self._forget(st.thread_id)
         return True
 
     async def _adopt_generation(self, old_agent: str) -> None:

@@ -41,11 +41,15 @@ class _SaverReads(_SaverClaims):
 
     def _built_for(self, st: _Stream) -> Built:
         """The thread's cache of built messages; only the most recently read
-        ``_BUILT_THREADS`` threads keep one (memory stays bounded)."""
+        ``_BUILT_THREADS`` threads keep one (memory stays bounded). Tracked per view,
+        not per thread: a read that used another view of a thread (not the cached one:
+        see ``_SaverStreams._open``) took the tracking from the cached view before,
+        whose messages were then never dropped while it stayed cached."""
         if st.built is None:
             st.built = Built()
-        self._built.pop(st.thread_id, None)
-        self._built[st.thread_id] = st
+        key = id(st)  # (the entry holds ``st``: its id is not reused while it is kept)
+        self._built.pop(key, None)
+        self._built[key] = st
         self._trim_built()
         return st.built
 

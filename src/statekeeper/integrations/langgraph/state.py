@@ -150,7 +150,7 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: tokens of this process's runs that ended (bounded): their claims are not
         #: live, whether their release is still on its way or failed
         self._ended: OrderedDict[str, None] = OrderedDict()
-        self._built: OrderedDict[str, _Stream] = OrderedDict()
+        self._built: OrderedDict[int, _Stream] = OrderedDict()  # (id(view): view)
         #: the saver's own loop (sync use) is closed at exit if the application does not
         #: close the saver (a bound loop is the application's: its own to end)
         self._at_exit = _close_at_exit(self) if type(self._portal) is SharedLoop else None

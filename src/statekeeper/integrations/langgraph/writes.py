@@ -522,5 +522,10 @@ class _SaverWrites(_SaverListing):
             refused = await self._held(thread_id, "delete", agents)  # all or nothing
             if refused is not None:
                 raise refused
-            for agent in agents:
-                await self.store.delete(agent)
+            try:
+                for agent in agents:
+                    await self.store.delete(agent)
+            finally:
+                # again: a read whose load began after the drop above (the generations
+                # listed, the holds looked at meanwhile) cached the thread as it was
+                self._forget(thread_id)
