@@ -65,7 +65,7 @@ from .codec import unpack_event
 from .keys import Layout, ShardKeys
 
 if TYPE_CHECKING:
-    from .backend import RedisBackend
+    from .engine import RedisEngine
 
 __all__ = [
     "all_feed_bounds",
@@ -101,7 +101,7 @@ return {last, redis.call('ZSCORE', KEYS[2], '\\0f') and 1 or 0,
 """
 
 
-async def _probe(backend: RedisBackend, keys: ShardKeys) -> tuple[int, bool, int]:
+async def _probe(backend: RedisEngine, keys: ShardKeys) -> tuple[int, bool, int]:
     """The stream's last position, whether the feed handed out positions (its proof
     entry) and the floor: one script, read where a counter is missing or a read
     found a hole (never on the way of a read that finds what it expects)."""
@@ -111,11 +111,11 @@ async def _probe(backend: RedisBackend, keys: ShardKeys) -> tuple[int, bool, int
     return int(last), bool(int(proof)), int(floor)
 
 
-def _shard_number(backend: RedisBackend, keys: ShardKeys) -> int:
+def _shard_number(backend: RedisEngine, keys: ShardKeys) -> int:
     return backend.layout.shard_keys.index(keys)
 
 
-async def _head(backend: RedisBackend, keys: ShardKeys, counter: Any) -> int:
+async def _head(backend: RedisEngine, keys: ShardKeys, counter: Any) -> int:
     """The last position handed out, from the counter's value (read with the marker);
     a missing counter is a new feed, one lost alone (its stream's last id says where
     it was), or one lost with its stream (:class:`~statekeeper.errors.FeedLost`)."""
@@ -134,7 +134,7 @@ async def _head(backend: RedisBackend, keys: ShardKeys, counter: Any) -> int:
 
 
 async def _check_contiguous(
-    backend: RedisBackend,
+    backend: RedisEngine,
     keys: ShardKeys,
     after: int,
     counter: Any,
@@ -159,14 +159,14 @@ async def _check_contiguous(
 
 
 async def read_feed(
-    backend: RedisBackend, keys: ShardKeys, after: int, limit: int
+    backend: RedisEngine, keys: ShardKeys, after: int, limit: int
 ) -> list[FeedRecord]:
     """Up to ``limit`` events of one shard after ``after`` (:func:`read_feed_page`)."""
     return (await read_feed_page(backend, keys, after, limit, None))[0]
 
 
 async def read_feed_page(
-    backend: RedisBackend, keys: ShardKeys, after: int, limit: int, meta: bytes | None
+    backend: RedisEngine, keys: ShardKeys, after: int, limit: int, meta: bytes | None
 ) -> tuple[list[FeedRecord], bytes | None]:
     """Up to ``limit`` events of one shard after ``after``: its entries (XRANGE,
     exclusive start) resolved to their events, page after page past entries that are
@@ -203,7 +203,7 @@ async def read_feed_page(
 
 
 async def _resolved(
-    backend: RedisBackend, keys: ShardKeys, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
+    backend: RedisEngine, keys: ShardKeys, entries: Sequence[tuple[bytes, dict[bytes, bytes]]]
 ) -> list[FeedRecord]:
     """The events of ``entries`` (gaps left out), read before the shard's identity
     marker: events missing because the shard lost its data are not gaps but
@@ -228,7 +228,7 @@ def _entries(found: Any) -> Sequence[tuple[bytes, dict[bytes, bytes]]]:
 
 
 async def _replicated_entries(
-    backend: RedisBackend, keys: ShardKeys, after: int, limit: int, meta: bytes | None
+    backend: RedisEngine, keys: ShardKeys, after: int, limit: int, meta: bytes | None
 ) -> tuple[Any, Sequence[tuple[bytes, dict[bytes, bytes]]], bytes | None]:
     """The entries after ``after`` that ``wait_replicas`` replicas hold: the XRANGE,
     then the shard's replication barrier (a write to its ``sync`` counter and
@@ -275,7 +275,7 @@ async def _replicated_entries(
     return counter, entries, marked
 
 
-async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]:
+async def feed_bounds(backend: RedisEngine, keys: ShardKeys) -> tuple[int, int]:
     async with backend._client.pipeline(transaction=False) as pipe:
         pipe.get(keys.feed_counter)
         pipe.get(keys.feed_floor)
@@ -286,7 +286,7 @@ async def feed_bounds(backend: RedisBackend, keys: ShardKeys) -> tuple[int, int]
     return low, max(await _head(backend, keys, head), low)
 
 
-async def trim_feed(backend: RedisBackend, keys: ShardKeys, through: int) -> int:
+async def trim_feed(backend: RedisEngine, keys: ShardKeys, through: int) -> int:
     """Drop the entries ``<= through`` and raise the floor (``lua/trim_feed.lua``: one
     script, guarded by the shard's identity marker: a trim computed from the positions
     of a store that lost its data must not trim the feed of the one there now)."""
@@ -301,7 +301,7 @@ _SCAN = 1000
 
 
 async def feed_position(
-    backend: RedisBackend, keys: ShardKeys, agent_id: str, seq: int
+    backend: RedisEngine, keys: ShardKeys, agent_id: str, seq: int
 ) -> int | None:
     """The position of ``agent_id``'s event ``seq`` in one shard's feed (see
     :func:`feed_positions`: the newest match, read back to the floor), None when it is
@@ -310,7 +310,7 @@ async def feed_position(
 
 
 async def feed_positions(
-    backend: RedisBackend, keys: ShardKeys, wanted: Sequence[tuple[str, int]]
+    backend: RedisEngine, keys: ShardKeys, wanted: Sequence[tuple[str, int]]
 ) -> dict[tuple[str, int], int]:
     """The positions of many ``(agent_id, seq)`` events of one shard (those found), in
     ONE pass from the newest entry back until all are found or the floor is reached
@@ -337,12 +337,12 @@ async def feed_positions(
     return found
 
 
-async def wait_feed(backend: RedisBackend, keys: ShardKeys, after: int, max_wait: float) -> None:
+async def wait_feed(backend: RedisEngine, keys: ShardKeys, after: int, max_wait: float) -> None:
     ms = max(1, round(max_wait * 1000))
     await backend._client.xread({keys.feed_stream: f"0-{after}"}, count=1, block=ms)
 
 
-async def all_feed_bounds(backend: RedisBackend) -> list[tuple[int, int]]:
+async def all_feed_bounds(backend: RedisEngine) -> list[tuple[int, int]]:
     """``(floor, head)`` of every shard, pipelined (a cluster pipeline groups the
     commands by node)."""
     shards = backend.layout.shard_keys
