@@ -13,6 +13,10 @@ fenced appends, then the head rows of every agent it names, each in agent order 
 order of a batch (leases, migration 17, then heads) and of a page of rewrites
 (``rw_many_lock``) — and takes every later lock of those rows as their holder. A
 transaction of one agent, or of appends alone (the batch orders its own), takes none.
+A governed change so holds the audit log's head from its start, not from its entry's
+append on: other processes' governed writes wait for it (each appends at that head
+anyway), where before they moved the head meanwhile and the change, its entry then
+refused at the old head, was made again whole.
 """
 
 from __future__ import annotations
