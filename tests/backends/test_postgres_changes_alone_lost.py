@@ -121,7 +121,10 @@ async def test_a_refusal_after_a_lost_connection_is_still_typed(
     async def change(conn: Any, stream_change: StreamChange) -> None:
         calls[0] += 1
         if calls[0] == 1:
-            await backend.append(request(MARKER, 1))  # (another process, meanwhile)
+            # the connection lost (its transaction ended by the server: the marker's head,
+            # which it locked first, free again), then another process's append
+            await conn.close()
+            await backend.append(request(MARKER, 1))
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         await real_change(conn, stream_change)
 

@@ -234,6 +234,7 @@ CROSS_AGENT = {
     "append_batch",
     "rw_many",
     "rw_many_lock",
+    "together_leases",
     "read_many",
     "head_many",
     "head_tag_many",

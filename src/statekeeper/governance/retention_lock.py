@@ -23,13 +23,14 @@ within a third of its time (the renewal task is late) is renewed first.
 
 Under PostgreSQL row security the server decides who takes a run lock
 (``sql/row_security_runlock.sql``): the role of an admin of the namespace swept and of
-every namespace below it takes that namespace's, the role of an admin of every
-namespace the whole store's. An engine without leases (``supports_leases`` False: the
-S3 archive tier) has no run lock, nor a run whose database role is refused it (a
-writer's, or row security enforced before run locks were): there runs are not
-serialized (each change is still checked against what its plan read, and one that lost
-a race is reported ``skipped``), and ``RetentionReport.unlocked`` says why (the CLI in a
-warning line).
+every namespace below it takes that namespace's, the role of an admin of every namespace
+the whole store's; a lock is read only by the roles admin above, at or below its
+namespace (another tenant's runs and holders are hidden). An engine without leases
+(``supports_leases`` False: the S3 archive tier) has no run lock, nor a run whose
+database role is refused it (a writer's, or row security enforced before run locks
+were): there runs are not serialized (each change is still checked against what its plan
+read, and one that lost a race is reported ``skipped``), and
+``RetentionReport.unlocked`` says why (the CLI in a warning line).
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from .limits import oversize, snapshot_oversize
 from .part import PostgresPart
 from .refusals import INSUFFICIENT_PRIVILEGE, filtered_at_head, together_what
 from .rolled_back import ROLLED_BACK, RolledBack, Undo, run_again
+from .together_locks import lock_together
 
 __all__ = ["Appends"]
 
@@ -285,6 +286,7 @@ class Appends(PostgresPart):
                             checking = absent
                             await absent_in(self._sql, conn, absent)  # (.absence)
                             checking = []
+                        await lock_together(self._sql, conn, requests, changes)
                         for change in changes:
                             if not change.absent:
                                 await self._change(conn, change)

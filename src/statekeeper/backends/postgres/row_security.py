@@ -147,7 +147,9 @@ async def install_row_security(
     (covered by the grants); only ``trimmers`` (the roles of principals that are admin
     of every namespace) may trim it, i.e. change its floor. The store's run locks
     (``sql/row_security_runlock.sql``): a namespace's by the roles admin of it and all
-    below it, the whole store's by those admin of every namespace."""
+    below it, the whole store's by those admin of every namespace; each lock is read by
+    the roles admin above, at or below its namespace (``sk_grants.prefix``, migration
+    18), the whole store's by every admin."""
     import psycopg
     from psycopg import sql
 
@@ -179,6 +181,7 @@ async def install_row_security(
         runlock = named_blocks(
             read_script("statekeeper.backends.postgres", "sql/row_security_runlock.sql")
         )
+        await conn.execute(sql.SQL(runlock["function"]).format(s=s))
         await conn.execute(sql.SQL(runlock["setup"]).format(s=s))
         await conn.execute(sql.SQL("DELETE FROM {s}.sk_grants").format(s=s))
         async with conn.cursor() as cur:

@@ -84,6 +84,14 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "batches not set-based lock their fences' leases, then their heads, in agent order",
         read_script(PACKAGE, "sql/batch_fallback_order.sql"),
     ),
+    (
+        18,
+        "row-security grants' prefixes: a run lock is read by the admins above or below it",
+        read_script(PACKAGE, "sql/grant_prefix.sql").replace(
+            "@sk_run_lock@",
+            named_blocks(read_script(PACKAGE, "sql/row_security_runlock.sql"))["function"],
+        ),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

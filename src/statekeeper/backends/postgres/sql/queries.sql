@@ -79,6 +79,14 @@ UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 -- committed before (a prune holds the head row), and none can commit until the end
 SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY agent_id FOR UPDATE
 
+-- name: together_leases
+-- append_together with changes, first: the lease rows of its lease changes and fenced
+-- appends locked in agent order, before its heads (rw_many_lock), as a batch's fences
+-- (migration 17) and a lease change lock leases before heads (together_locks.py).
+-- NO KEY UPDATE, not SHARE: a lease change writes its row, and two transactions
+-- holding it in SHARE, each then writing it, were a deadlock
+SELECT 1 FROM {s}.sk_leases WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY agent_id FOR NO KEY UPDATE
+
 -- name: rw_many
 -- rewrite_many, after rw_many_lock in the same transaction: every request's head row
 -- (locked) checked to be still the one expected (or, on a retry, already carries the

@@ -9,7 +9,9 @@
 CREATE TABLE IF NOT EXISTS {s}.sk_grants (
     db_role name NOT NULL,
     pattern text NOT NULL,
-    perm    integer NOT NULL CHECK (perm BETWEEN 1 AND 3)
+    perm    integer NOT NULL CHECK (perm BETWEEN 1 AND 3),
+    -- its literal prefix: the run locks its role reads (sql/grant_prefix.sql)
+    prefix  text GENERATED ALWAYS AS ({s}.sk_grant_prefix(pattern)) STORED
 );
 ALTER TABLE {s}.sk_grants ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS sk_own_grants ON {s}.sk_grants;

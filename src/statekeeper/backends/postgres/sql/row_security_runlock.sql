@@ -11,12 +11,18 @@
 -- pattern matched the namespace and a probe two one-character segments below it,
 -- which a last segment '?' matches as well: the admin of 'acme/**/?' took the lock of
 -- 'acme/b', blocking the runs of 'acme/b/cc's admins), and the lock of the whole store
--- the admins of every namespace (sk_log_admin); every role with an admin grant reads
--- them all (a run checks that no run above or below its namespace holds one). No
--- role deletes one.
+-- the admins of every namespace (sk_log_admin); a lock is read by the roles admin of a
+-- namespace above its own, at it or below it (a run checks that no run above or below
+-- its namespace holds one), by a grant's literal prefix (sk_grants.prefix, migration
+-- 18: sql/grant_prefix.sql): the lock of namespace N by a grant whose prefix P is ''
+-- (a pattern starting with a wildcard), N, above N or below N; the lock of the whole
+-- store (above every namespace) by every role with an admin grant. Was: every role
+-- with an admin grant read every lock, another tenant's namespaces and holders too.
+-- No role deletes one.
 
--- name: setup
--- (operators and functions named in pg_catalog: see row_security.sql)
+-- name: function
+-- (operators and functions named in pg_catalog: see row_security.sql; migration 18,
+-- sql/grant_prefix.sql, replaces it in a schema where it exists)
 CREATE OR REPLACE FUNCTION {s}.sk_run_lock(p_agent text, p_need integer) RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT CASE
@@ -31,7 +37,14 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
         THEN (p_need OPERATOR(pg_catalog.<=) 1 AND EXISTS (
                   SELECT 1 FROM {s}.sk_grants g
                    WHERE (g.db_role OPERATOR(pg_catalog.=) current_user)
-                     AND (g.perm OPERATOR(pg_catalog.=) 3)))
+                     AND (g.perm OPERATOR(pg_catalog.=) 3)
+                     AND ((g.prefix OPERATOR(pg_catalog.=) '')
+                          OR (g.prefix OPERATOR(pg_catalog.=) pg_catalog.substr(p_agent, 23))
+                          OR pg_catalog.starts_with(pg_catalog.substr(p_agent, 23),
+                                                    g.prefix OPERATOR(pg_catalog.||) '/')
+                          OR pg_catalog.starts_with(g.prefix,
+                                                    pg_catalog.substr(p_agent, 23)
+                                                    OPERATOR(pg_catalog.||) '/'))))
              OR {s}.sk_log_admin()
              OR EXISTS (
                   SELECT 1 FROM {s}.sk_grants g
@@ -42,6 +55,8 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
                           OR (g.pattern OPERATOR(pg_catalog.=) '^.*$')))
         ELSE false END
 $fn$;
+
+-- name: setup
 DROP POLICY IF EXISTS sk_run_lock_read ON {s}.sk_leases;
 DROP POLICY IF EXISTS sk_run_lock_take ON {s}.sk_leases;
 DROP POLICY IF EXISTS sk_run_lock_renew ON {s}.sk_leases;
