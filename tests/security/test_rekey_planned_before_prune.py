@@ -118,7 +118,6 @@ async def test_a_rekey_committed_with_its_entry_is_planned_again(tmp_path: Path)
         StateStore(url, keyring=BOTH, audit=Audit(), **opts) as rekeying,
         StateStore(url, keyring=BOTH) as other,  # (the retention job: another process's)
     ):
-
         real = rekeying.backend.append_together
         log: list[str] = []
 
