@@ -80,8 +80,9 @@ async def _after(store: StateStore) -> None:
     assert await store.backend.latest_snapshot("a", 5) is None
     assert [e.seq for e in await store.backend.read("a", 0)] == [7, 8, 9, 10]
     assert (await store.load("a")).data == {"n": 9}
-    raws = [*await store.backend.read("a", 0), *await _snapshots(store)]
-    assert {Codec.header(r.payload).key_id for r in raws} == {"k2"}  # type: ignore[union-attr]
+    payloads = [r.payload for r in await store.backend.read("a", 0)]
+    payloads += [s.payload for s in await _snapshots(store)]
+    assert {Codec.header(p).key_id for p in payloads} == {"k2"}  # type: ignore[union-attr]
 
 
 async def test_a_rekey_whose_final_commit_a_prune_refused_is_planned_again(url: str) -> None:
