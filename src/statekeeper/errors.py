@@ -84,6 +84,7 @@ __all__ = [
     "RetentionPolicyError",
     "RetentionRunning",
     "RetriesExhausted",
+    "RewriteBelowPrunedBase",
     "RollbackDetected",
     "SchemaError",
     "SchemaMismatch",
@@ -139,6 +140,30 @@ def _rebuild(cls: type[StatekeeperError], args: tuple[Any, ...], fields: dict[st
 
 class ConfigurationError(StatekeeperError, ValueError):
     """A setting, URL or argument cannot be used (raised before anything is written)."""
+
+
+class RewriteBelowPrunedBase(ConfigurationError):
+    """A rewrite (a key rotation, a migration, a redaction) names a record of
+    ``agent_id`` at ``seq`` below the stream's pruned base ``base``: an event not stored
+    (``record`` ``"event"``) or a snapshot the prune removed (``"snapshot"``). Raised by
+    every engine inside the rewrite's atomic step, nothing of the rewrite written: the
+    rewrite was planned before a retention prune, and planned again on a fresh read it
+    applies (``statekeeper rekey`` and ``migrate`` do, a bounded number of times)."""
+
+    def __init__(self, agent_id: str, seq: int, base: int, record: str = "snapshot") -> None:
+        self.agent_id, self.seq, self.base, self.record = agent_id, seq, base, record
+        if record == "event":
+            message = (
+                f"agent {agent_id!r}: cannot rewrite event seq {seq}: it is not stored"
+                f" (events up to seq {base} were pruned)"
+            )
+        else:
+            message = (
+                f"agent {agent_id!r}: cannot rewrite the snapshot at seq {seq}: it was"
+                f" pruned (the stream's base is seq {base}; a rewrite planned before the"
+                " prune must be planned again)"
+            )
+        super().__init__(message)
 
 
 class InvalidArgument(ConfigurationError, TypeError):

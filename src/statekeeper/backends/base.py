@@ -44,6 +44,7 @@ from ..errors import (
     LeaseHeld,
     LeaseLost,
     LeasesUnsupported,
+    RewriteBelowPrunedBase,
     StoreClosed,
 )
 from ..records import (
@@ -1830,15 +1831,13 @@ def validate_rewrite(request: RewriteRequest) -> None:
             )
 
 
-def unstored_rewrite(agent_id: str, seq: int, base: int) -> ConfigurationError:
+def unstored_rewrite(agent_id: str, seq: int, base: int) -> RewriteBelowPrunedBase:
     """The error of a rewrite naming event ``seq`` of ``agent_id``, not stored: pruned
     (its events up to ``base`` are gone). Every engine raises it before writing any of
     the rewrite: a rewrite that reported success with nothing changed (a redaction, a
-    key rotation) would be a silent failure."""
-    return ConfigurationError(
-        f"agent {agent_id!r}: cannot rewrite event seq {seq}: it is not stored"
-        f" (events up to seq {base} were pruned)"
-    )
+    key rotation) would be a silent failure. A ``ConfigurationError``
+    (:class:`~statekeeper.errors.RewriteBelowPrunedBase`): planned again, it applies."""
+    return RewriteBelowPrunedBase(agent_id, seq, base, "event")
 
 
 def prefix_end(prefix: str) -> str:

@@ -11,7 +11,7 @@ error would say so."""
 
 from __future__ import annotations
 
-from statekeeper.errors import ConfigurationError
+from statekeeper.errors import RewriteBelowPrunedBase
 from statekeeper.records import RewriteRequest
 
 from .base import unstored_rewrite
@@ -26,19 +26,15 @@ def lowest_pruned_snapshot(request: RewriteRequest, base: int) -> int | None:
     return min(below) if below else None
 
 
-def pruned_snapshot_rewrite(agent_id: str, seq: int, base: int) -> ConfigurationError:
+def pruned_snapshot_rewrite(agent_id: str, seq: int, base: int) -> RewriteBelowPrunedBase:
     """The error of a rewrite carrying a snapshot of ``agent_id`` at ``seq``, below the
     stream's base ``base`` (pruned: the prune removed it)."""
-    return ConfigurationError(
-        f"agent {agent_id!r}: cannot rewrite the snapshot at seq {seq}: it was pruned"
-        f" (the stream's base is seq {base}; a rewrite planned before the prune must be"
-        " planned again)"
-    )
+    return RewriteBelowPrunedBase(agent_id, seq, base, "snapshot")
 
 
 def unstored_record(
     agent_id: str, seq: bytes | int, base: bytes | int, what: bytes | str
-) -> ConfigurationError:
+) -> RewriteBelowPrunedBase:
     """The refusal a script replied as ``(seq, base, what)`` (Redis' rewrite_write.lua):
     ``what`` ``s`` a snapshot below the base, else an event not stored."""
     if what in (b"s", "s"):

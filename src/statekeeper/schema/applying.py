@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConflictError
+from ..errors import ConflictError, RewriteBelowPrunedBase
 from ..records import AuditMark
 from ..store.governed import governance_of
 from .report import each
@@ -133,7 +133,10 @@ async def apply(store: StateStore, rewrite: Rewrite) -> None:
 async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
     """Apply a page's rewrites with :meth:`Backend.rewrite_many` (one transaction on
     SQLite, one statement on PostgreSQL; in turn elsewhere), then note each applied
-    one (:func:`applied`). Returns those not applied: their head moved meanwhile."""
+    one (:func:`applied`). Returns those not applied: their head moved meanwhile, or an
+    engine refused one planned before a retention prune (``RewriteBelowPrunedBase``:
+    where the page is one commit, nothing of it was written, so every rewrite of it is
+    returned), for the caller to read and plan again."""
     await asyncio.sleep(0)  # let the live system run between pages (memory never waits)
     if not batch:
         return []
@@ -142,7 +145,10 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
     log = _together(store)
     if log is not None and len({r.request.agent_id for r in batch}) == len(batch):
         # the page's rewrites and their entries: one commit
-        done = await log.rewrite_with([r.request for r in batch], _marks(store, batch))
+        try:
+            done = await log.rewrite_with([r.request for r in batch], _marks(store, batch))
+        except RewriteBelowPrunedBase:  # (none of the page written, nor its entries)
+            return list(batch)
         for rewrite, ok in zip(batch, done, strict=True):
             if ok:
                 applied(store, rewrite)
@@ -158,7 +164,7 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
         async def one(rewrite: Rewrite) -> None:
             try:
                 await backend.rewrite(rewrite.request)
-            except ConflictError:
+            except (ConflictError, RewriteBelowPrunedBase):  # (nothing of it written)
                 moved.append(rewrite)
             else:
                 applied(store, rewrite)
@@ -171,6 +177,8 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
             done = await backend.rewrite_many([r.request for r in batch])
         except BaseException as exc:  # one commit: nothing of the page was written
             await _void(store, announced, list(range(len(batch))), exc)
+            if isinstance(exc, RewriteBelowPrunedBase):
+                return list(batch)
             raise
         for rewrite, ok in zip(batch, done, strict=True):
             if ok:

@@ -55,6 +55,7 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     MigrationError,
+    RewriteBelowPrunedBase,
     SchemaError,
     SerializationError,
     StoredStateInvalid,
@@ -74,6 +75,7 @@ from .report import (
     failure,
     model_schema,
     pages,
+    pause,
     refuse_open,
     refuse_other_store,
     require_admin,
@@ -293,7 +295,12 @@ async def migrate(
         planned: Any = None,
     ) -> None:
         """Migrate one agent (a retry reads it again: the first attempt uses the
-        page's batched reads, and ``planned``, its step when it was planned already)."""
+        page's batched reads, and ``planned``, its step when it was planned already).
+        A write refused (its head moved; a rewrite planned before a retention prune:
+        ``RewriteBelowPrunedBase``, nothing written) is planned again on a fresh read,
+        after a :func:`.report.pause`; refused :data:`.report.RETRIES` times, the agent
+        is reported failed, with the prune's refusal when that was the last one."""
+        pruned: RewriteBelowPrunedBase | None = None
         for _attempt in range(first, RETRIES):
             if _attempt and rewriting:  # (stored ids below the view: see rewrite.stored)
                 ((head, read),) = await read_page(store, stored(store, [agent_id]))
@@ -307,6 +314,8 @@ async def migrate(
             if step is DONE:
                 return
             if step is RETRY:
+                pruned = None
+                await pause(_attempt)
                 continue
             try:
                 if isinstance(step, Rewrite):
@@ -324,8 +333,10 @@ async def migrate(
                         expected_seq=read.seq,
                         schema_version=target,
                     )
-            except ConflictError:
+            except (ConflictError, RewriteBelowPrunedBase) as exc:
                 report.retries += 1
+                pruned = exc if isinstance(exc, RewriteBelowPrunedBase) else None
+                await pause(_attempt)
                 continue
             except AgentNotFound:
                 return
@@ -334,6 +345,9 @@ async def migrate(
                 report.failed.append(failure(agent_id, seq, step[2], exc))
                 return
             migrated(agent_id)
+            return
+        if pruned is not None:  # (planned again each time, refused by a prune each time)
+            report.failed.append(failure(agent_id, read.seq if read else None, None, pruned))
             return
         report.failed.append(
             MigrationFailure(agent_id, None, None, "too many concurrent writes", "ConflictError")

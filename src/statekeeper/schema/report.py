@@ -21,7 +21,17 @@ if TYPE_CHECKING:
 __all__ = ["Journal", "MigrationFailure", "MigrationReport", "Progress"]
 
 PAGE = 1000
+#: an agent whose write is refused (its head moved: a live writer; a rewrite planned
+#: before a retention prune) is read, planned and written again this many times in all,
+#: pausing (:func:`pause`) after each refusal; then it is reported, never written
 RETRIES = 50
+
+
+async def pause(attempt: int) -> None:
+    """The pause after the write refused at try ``attempt`` (from 0) of an agent: 0.5 ms
+    more after each, at most 20 ms (~0.6 s over :data:`RETRIES` tries), so that a
+    migration retrying an agent under constant writes lets the writer run."""
+    await asyncio.sleep(min(0.0005 * attempt, 0.02))
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ from ..errors import (
     ConfigurationError,
     ConflictError,
     IntegrityError,
+    RewriteBelowPrunedBase,
     StatekeeperError,
 )
 from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
@@ -57,6 +58,7 @@ from .rekey_checks import (
 )
 from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
+from .rekey_retry import REPLANS as _REPLANS
 from .rekey_retry import TRIES as _TRIES
 from .rekey_retry import backoff as _backoff
 from .rekey_retry import given_up
@@ -237,14 +239,22 @@ async def _rekey_walking_again(
 ) -> None:
     """:func:`_rekey_stream`, walked again from the start when the stream is deleted or
     re-created under it (``_Restart``); a stream that keeps moving after 20 walks is a
-    :class:`ConflictError`."""
-    for _attempt in range(20):
+    :class:`ConflictError`. A rewrite a prune refused (planned before it, nothing of it
+    written: :class:`RewriteBelowPrunedBase`) is planned again so, after a pause; the
+    last of :data:`.rekey_retry.REPLANS` such refusals is raised."""
+    walks = pruned = 0
+    while True:
         try:
-            await _rekey_stream(store, stream, batch, stats, codec, commit)
-            return
+            return await _rekey_stream(store, stream, batch, stats, codec, commit)
         except _Restart:
-            stats.retries += 1
-    raise ConflictError(stream, 0, await store.backend.head(stream))
+            stats.retries, walks = stats.retries + 1, walks + 1
+            if walks >= 20:
+                raise ConflictError(stream, 0, await store.backend.head(stream)) from None
+        except RewriteBelowPrunedBase as exc:
+            stats.retries, pruned = stats.retries + 1, pruned + 1
+            if exc.agent_id != stream or pruned >= _REPLANS:
+                raise
+            await _backoff(pruned - 1)
 
 
 async def _rekey_stream(

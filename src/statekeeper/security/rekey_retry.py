@@ -1,6 +1,8 @@
 """How often :mod:`.rekey` tries a rewrite that another writer's change refused
 (``ConflictError``: an append meanwhile, another rewrite's claim on an S3 stream), and
-how long it waits between tries; shared by its batch and final commits."""
+how long it waits between tries; shared by its batch and final commits. And how often
+it plans a stream's rewrite again when a retention prune refused it
+(:class:`~statekeeper.errors.RewriteBelowPrunedBase`: planned before the prune)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,12 @@ if TYPE_CHECKING:
 #: naming the agent (a stream under constant writes, or one an S3 rewrite's claim holds
 #: until ``rewrite_claim_timeout``: ~4 s of pauses in all, then the caller decides)
 TRIES = 200
+
+#: a stream whose rewrite a prune refused (planned before it) is walked again from a
+#: fresh read, pausing as :func:`backoff` says, this many times in all; then the rekey
+#: of the stream gives up with the last refusal (it names the agent and the seq): a
+#: prune landing on every walk is not a race a retry wins
+REPLANS = 20
 
 
 async def backoff(attempt: int) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from statekeeper.backends.base import Backend, Capability
-from statekeeper.errors import ConfigurationError
+from statekeeper.errors import RewriteBelowPrunedBase
 from statekeeper.records import (
     AppendRequest,
     RawEvent,
@@ -103,17 +103,22 @@ def _needs(backend: Backend, capability: Capability) -> None:
         pytest.skip(f"{type(backend).__name__} does not offer {capability.value}")
 
 
-async def _rewrite_refused(backend: Backend, bad: RewriteRequest, match: str) -> None:
-    """``bad`` (a rewrite of agent "a") refused with ConfigurationError matching
-    ``match`` alone (``rewrite``), in a page (``rewrite_many``) and, where the engine
-    commits a change with appends (``append_together``), there too with the appends of
-    that commit (agent "b"'s create) written neither."""
-    with pytest.raises(ConfigurationError, match=match):
+async def _rewrite_refused(
+    backend: Backend, bad: RewriteRequest, match: str, *, seq: int, base: int, record: str
+) -> None:
+    """``bad`` (a rewrite of agent "a") refused with
+    :class:`~statekeeper.errors.RewriteBelowPrunedBase` matching ``match`` and naming
+    ``seq``, ``base`` and ``record`` alone (``rewrite``), in a page (``rewrite_many``)
+    and, where the engine commits a change with appends (``append_together``), there
+    too with the appends of that commit (agent "b"'s create) written neither."""
+    with pytest.raises(RewriteBelowPrunedBase, match=match) as refused:
         await backend.rewrite(bad)
-    with pytest.raises(ConfigurationError, match=match):
+    assert (refused.value.agent_id, refused.value.seq) == ("a", seq)
+    assert (refused.value.base, refused.value.record) == (base, record)
+    with pytest.raises(RewriteBelowPrunedBase, match=match):
         await backend.rewrite_many([bad])
     if backend.appends_together and backend.changes_leases_and_rewrites:
-        with pytest.raises(ConfigurationError, match=match):
+        with pytest.raises(RewriteBelowPrunedBase, match=match):
             await backend.append_together([request("b", 0)], [StreamChange("a", rewrite=bad)])
         assert await backend.head("b") == 0
 

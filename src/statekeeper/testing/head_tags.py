@@ -15,6 +15,7 @@ from statekeeper.errors import (
     ConflictError,
     InvalidAgentId,
     LeaseLost,
+    RewriteBelowPrunedBase,
 )
 from statekeeper.records import (
     AppendRequest,
@@ -334,7 +335,8 @@ class HeadTagConformance(Contract):
     async def test_rewrite_of_a_pruned_event_is_refused(self, backend: Backend) -> None:
         """A rewrite naming an event below the stream's pruned base (a key rotation, a
         migration or a redaction planned before a prune) changes nothing: the engine
-        raises ConfigurationError naming the agent and the seq, and writes none of it
+        raises RewriteBelowPrunedBase (a ConfigurationError: its caller plans it again)
+        naming the agent and the seq, and writes none of it
         (not the stored events, snapshots or head tag) — never success with nothing
         rewritten. The same in a page (``rewrite_many``) and in ``append_together``."""
         _needs(backend, Capability.REWRITE)
@@ -347,7 +349,7 @@ class HeadTagConformance(Contract):
         new_snap = RawSnapshot(5, 5.0, b"state@5 new", b"ck'")
         for events in ((kept, pruned), (pruned, kept), (pruned,)):
             bad = RewriteRequest("a", 5, b"t5", events, (new_snap,), head_tag=b"t5'")
-            await _rewrite_refused(backend, bad, r"'a'.* seq 2\b")
+            await _rewrite_refused(backend, bad, r"'a'.* seq 2\b", seq=2, base=3, record="event")
             assert await backend.read("a") == stored
             assert await backend.latest_snapshot("a") == snap
             assert await backend.head_tag("a") == (5, b"t5")
@@ -355,7 +357,7 @@ class HeadTagConformance(Contract):
         await backend.append(request("c", 0))
         other = RewriteRequest("c", 1, None, (RawEvent(1, "patch", 1.0, b"c1 v2", b"s"),))
         bad = RewriteRequest("a", 5, b"t5", (kept, pruned), (new_snap,), head_tag=b"t5'")
-        with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+        with pytest.raises(RewriteBelowPrunedBase, match=r"'a'.* seq 2\b"):
             await backend.rewrite_many([other, bad])
         assert await backend.read("a") == stored
         assert await backend.head_tag("a") == (5, b"t5")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from statekeeper.backends.base import Backend, Capability
-from statekeeper.errors import ConfigurationError
+from statekeeper.errors import RewriteBelowPrunedBase
 from statekeeper.records import RawEvent, RawSnapshot, RewriteRequest
 
 from ._contract import Contract, _needs, _rewrite_refused, request, tagged
@@ -20,7 +20,8 @@ class SnapshotBaseConformance(Contract):
     async def test_rewrite_of_a_snapshot_below_the_base_is_refused(self, backend: Backend) -> None:
         """A rewrite carrying a snapshot at a seq below the stream's pruned base (a key
         rotation, a migration or a redaction planned before a retention prune) raises
-        ConfigurationError naming the agent and the seq and writes none of it: the
+        RewriteBelowPrunedBase (a ConfigurationError: its caller plans it again) naming
+        the agent and the seq and writes none of it: the
         snapshot the prune removed (maybe personal data retention removed) is never
         stored again. The snapshot AT the base is kept by the prune and rewrites like
         any stored one. The same in a page (``rewrite_many``) and in
@@ -39,7 +40,7 @@ class SnapshotBaseConformance(Contract):
         at_base = RawSnapshot(3, 3.0, b"state@3 new", b"ck3'")
         for events, snaps in (((kept,), (gone,)), ((kept,), (at_base, gone)), ((), (gone,))):
             bad = RewriteRequest("a", 5, b"t5", events, snaps, head_tag=b"t5'")
-            await _rewrite_refused(backend, bad, r"'a'.* seq 2\b")
+            await _rewrite_refused(backend, bad, r"'a'.* seq 2\b", seq=2, base=3, record="snapshot")
             assert await backend.read("a") == stored
             assert await backend.latest_snapshot("a", 2) is None
             assert await backend.latest_snapshot("a", 3) == base
@@ -48,7 +49,7 @@ class SnapshotBaseConformance(Contract):
         await backend.append(request("c", 0))
         other = RewriteRequest("c", 1, None, (RawEvent(1, "patch", 1.0, b"c1 v2", b"s"),))
         bad = RewriteRequest("a", 5, b"t5", (kept,), (gone,), head_tag=b"t5'")
-        with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+        with pytest.raises(RewriteBelowPrunedBase, match=r"'a'.* seq 2\b"):
             await backend.rewrite_many([other, bad])
         assert await backend.read("a") == stored
         assert await backend.latest_snapshot("a", 2) is None
@@ -88,7 +89,7 @@ class SnapshotBaseConformance(Contract):
             RewriteRequest("a", 5, None, (), (gone,)),
             RewriteRequest("d", 1, None, (RawEvent(1, "patch", 1.0, b"d1 v2", b"s"),)),
         ]
-        with pytest.raises(ConfigurationError, match=r"'a'.* seq 2\b"):
+        with pytest.raises(RewriteBelowPrunedBase, match=r"'a'.* seq 2\b"):
             await backend.rewrite_many(page)
         assert {agent_id: await backend.read(agent_id) for agent_id in before} == before
         assert await backend.latest_snapshot("a", 3) is None
