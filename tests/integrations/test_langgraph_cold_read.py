@@ -11,7 +11,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import create_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
 
-from statekeeper.integrations.langgraph import StatekeeperSaver, memo, messages, packing
+from statekeeper.integrations.langgraph import (
+    StatekeeperSaver,
+    fingerprints,
+    memo,
+    messages,
+    packing,
+)
 from statekeeper.integrations.langgraph import serde as serde_module
 
 from .conftest import new_thread
@@ -122,7 +128,7 @@ def test_an_older_read_checks_cached_messages_without_fingerprints(
     stored = _chat(url, thread, 4)
     cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     checked: list[Any] = []
-    changed = packing._changed
+    changed = fingerprints._changed
 
     def counting(v: Any, fp: Any) -> Any:
         checked.append(v)
