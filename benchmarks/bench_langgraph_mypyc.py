@@ -52,7 +52,23 @@ HERE = Path(__file__).resolve().parent
 LG = "statekeeper/integrations/langgraph/"
 #: the saver's modules of functions and plain classes (the pool, the history index, the
 #: LangGraph mapping, the value codec, the run and interrupt helpers)
-LG_MODULES = ["made", "history", "mapping", "serde", "interrupts", "runs", "steps", "stream"]
+LG_MODULES = [
+    "made",
+    "history",
+    "mapping",
+    "serde",
+    "fingerprints",
+    "memo",
+    "messages",
+    "packing",
+    "pooling",
+    "safe_serde",
+    "unpacking",
+    "interrupts",
+    "runs",
+    "steps",
+    "stream",
+]
 #: the saver's mixin chain (``--chain``): compiles, but does not run (docs/benchmarks.md,
 #: "lgmypyc": a compiled non-native class's methods refuse an instance of an interpreted
 #: subclass, and ``listing.py`` / ``saver.py`` hold async generators mypyc cannot compile)
@@ -74,7 +90,7 @@ NON_NATIVE = {
     LG + "writes.py": ["_SaverWrites"],
     LG + "pruning.py": ["_SaverPruning"],
     LG + "streams.py": ["_SaverStreams"],
-    LG + "serde.py": ["_KnownTypes"],
+    LG + "safe_serde.py": ["_KnownTypes"],
     "statekeeper/security/highwater.py": ["HighWater"],
 }
 

@@ -11,7 +11,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import create_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
 
-from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import (
+    StatekeeperSaver,
+    fingerprints,
+    memo,
+    messages,
+    packing,
+)
 from statekeeper.integrations.langgraph import serde as serde_module
 
 from .conftest import new_thread
@@ -49,7 +55,8 @@ def test_a_cold_read_fingerprints_no_message_and_changes_are_still_seen(
         calls.append(v)
         return fingerprint(v)
 
-    monkeypatch.setattr(serde_module, "fingerprint", counted)
+    for module in (packing, memo, messages):  # every module that calls it
+        monkeypatch.setattr(module, "fingerprint", counted)
     with StatekeeperSaver.from_url(url) as saver:
         first = saver.get_tuple(cfg)
         assert first is not None and calls == []  # 6 messages built, none fingerprinted
@@ -74,6 +81,7 @@ def test_a_cold_read_fingerprints_no_message_and_changes_are_still_seen(
             first.config, cp, {"source": "update", "step": 9, "parents": {}}, {"messages": "99"}
         )
         assert dumped == [one[0], one[1]]  # the unchanged four are references, not dumps
+        assert calls  # (the put fingerprinted them: the counter is the one called)
     with StatekeeperSaver.from_url(url) as saver:
         latest = saver.get_tuple(cfg)
         assert latest is not None
@@ -120,13 +128,14 @@ def test_an_older_read_checks_cached_messages_without_fingerprints(
     stored = _chat(url, thread, 4)
     cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     checked: list[Any] = []
-    changed = serde_module._changed
+    changed = fingerprints._changed
 
     def counting(v: Any, fp: Any) -> Any:
         checked.append(v)
         return changed(v, fp)
 
-    monkeypatch.setattr(serde_module, "_changed", counting)
+    for module in (packing, memo):  # every module that calls it
+        monkeypatch.setattr(module, "_changed", counting)
     with StatekeeperSaver.from_url(url) as saver:
         latest = saver.get_tuple(cfg)
         assert latest is not None

@@ -20,7 +20,7 @@ from langchain_core.messages import (
 )
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
-from statekeeper.integrations.langgraph import serde as serde_module
+from statekeeper.integrations.langgraph import messages as messages_module
 from statekeeper.integrations.langgraph.serde import Built, ValueCodec, safe_serializer
 
 from .conftest import new_thread
@@ -124,7 +124,7 @@ def test_a_message_kind_validation_changes_is_still_validated() -> None:
         _same(first, got)
         assert got.tool_calls and got.tool_calls[0]["name"] == "f"
     assert not any(
-        key[0] is AIMessage and "additional_kwargs" in key[1] for key in serde_module._DIRECT
+        key[0] is AIMessage and "additional_kwargs" in key[1] for key in messages_module._DIRECT
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from statekeeper.integrations.langgraph import StatekeeperSaver
+from statekeeper.integrations.langgraph import StatekeeperSaver, messages, unpacking
 from statekeeper.integrations.langgraph import serde as serde_module
 from statekeeper.integrations.langgraph.serde import Built, ValueCodec, safe_serializer
 
@@ -44,8 +44,9 @@ def test_a_warm_read_makes_messages_from_their_recipes(
     with StatekeeperSaver.from_url(url) as saver:
         first = saver.get_tuple(_cfg(thread))
         assert first is not None
-        direct = _CountingDict(serde_module._DIRECT)
-        monkeypatch.setattr(serde_module, "_DIRECT", direct)
+        direct = _CountingDict(messages._DIRECT)
+        for module in (messages, unpacking):  # every module that reads it
+            monkeypatch.setattr(module, "_DIRECT", direct)
         second = saver.get_tuple(_cfg(thread))
         assert second is not None
         # no class entry looked up again (base: one per message)
