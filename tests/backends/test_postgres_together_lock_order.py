@@ -28,7 +28,7 @@ import pytest
 
 import statekeeper.backends.postgres.appends as appends
 from statekeeper.backends.postgres import PostgresBackend
-from statekeeper.errors import ConflictError
+from statekeeper.errors import ConflictError, LeaseLost
 from statekeeper.records import AppendResult, LeaseChange, StreamChange
 from statekeeper.testing import request
 
@@ -138,5 +138,63 @@ async def test_a_lease_change_and_a_fenced_append_lock_leases_before_heads(
         assert isinstance(outcomes[1], ConflictError), outcomes[1]
         assert await backend.head("a") == 0
         assert [e.seq for e in await backend.read("b")] == [1, 2]
+    finally:
+        await backend.close()
+
+
+async def test_changes_alone_lock_leases_then_heads_in_agent_order(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changes alone (no append: ``.alone``) take the same locks first. A delete of ``b``
+    with a grant of ``a``'s lease held ``b``'s head, then waited for ``a``'s lease; a
+    release of ``a``'s lease with a delete of ``b`` held that lease, then waited for
+    ``b``'s head: a deadlock (second read of h/pgrunlock: the path was not covered). Now
+    the release waits on ``a``'s lease holding nothing."""
+    import statekeeper.backends.postgres.alone as alone
+
+    monkeypatch.setattr(alone, "run_again", lambda attempt: attempt(False))
+    seen: list[BaseException] = []
+    tried = appends.Appends._together
+
+    async def together(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await tried(self, *args, **kwargs)
+        except psycopg.errors.DeadlockDetected as exc:  # (else retried: .alone)
+            seen.append(exc)
+            raise
+
+    monkeypatch.setattr(appends.Appends, "_together", together)
+    backend = PostgresBackend(POSTGRES_DSN, schema=schema, max_size=3)
+    s = '"' + schema.replace('"', '""') + '"'
+    try:
+        await backend.open()
+        await backend.append_batch([request("a", 0), request("b", 0)])
+        token = (await backend.acquire_lease("a", "h", 600)).token
+        async with (
+            await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as watch,
+            await psycopg.AsyncConnection.connect(POSTGRES_DSN) as other,
+        ):
+            await other.execute(f"SELECT 1 FROM {s}.sk_events WHERE agent_id = 'b' FOR KEY SHARE")
+            grant = StreamChange("a", lease=LeaseChange("h", token + 1, 600))
+            deleting = asyncio.ensure_future(
+                backend.append_together([], [StreamChange("b", delete_at=1), grant])
+            )
+            deleter = await _waiting_on(watch, other.info.backend_pid)
+            release = StreamChange("a", lease=LeaseChange("h", token))
+            releasing = asyncio.ensure_future(
+                backend.append_together([], [release, StreamChange("b", delete_at=1)])
+            )
+            await _waiting_on(watch, deleter)
+            await other.rollback()  # the delete goes on to its grant of a's lease
+            outcomes = await asyncio.wait_for(
+                asyncio.gather(deleting, releasing, return_exceptions=True), timeout=60
+            )
+        assert seen == []
+        # the delete and the grant landed; the release came after: its token was stale
+        assert outcomes[0] == [], outcomes[0]
+        assert isinstance(outcomes[1], (LeaseLost, ConflictError)), outcomes[1]
+        assert await backend.head("b") == 0
+        lease = await backend.get_lease("a")
+        assert lease is not None and (lease.holder, lease.token) == ("h", token + 1)
     finally:
         await backend.close()

@@ -193,6 +193,12 @@ HAND_WRITTEN = [
     ("^acme\\d/x$", ""),  # ('\\d' is a class, not the letter)
     ("^acme\\\\|x$", ""),
     ("^acme\\|/x$", "acme|/x"),  # (an escaped '|': a character of the segment)
+    # (second read, h/pgread: a quantifier after a literal, a class of '/', an escaped '/')
+    ("^acme\\.*/x$", ""),  # ('\\.*': any number of '.': 'acme../x', not below 'acme')
+    ("^ab{2}/x$", ""),  # ('b{2}': 'abb/x', not 'ab/...')
+    ("^acme[/]x$", ""),  # (a bracket: no literal segment boundary read)
+    ("^acme/x+/y$", "acme"),
+    ("^a/b\\/c$", "a/b/c"),  # (an escaped '/': the namespace 'a/b/c' alone)
 ]
 
 
