@@ -92,6 +92,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             named_blocks(read_script(PACKAGE, "sql/row_security_runlock.sql"))["function"],
         ),
     ),
+    (
+        19,
+        "batches never JIT-compile (row security's checks cost as disabled seq scans)",
+        read_script(PACKAGE, "sql/batch_no_jit.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
