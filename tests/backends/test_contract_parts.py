@@ -66,3 +66,20 @@ def test_an_engine_method_taking_an_agent_id_is_still_wrapped() -> None:
 
     assert getattr(Engine.__dict__["get_lease"], "__statekeeper_checked__", False)
     assert inspect.iscoroutinefunction(inspect.unwrap(Engine.get_lease))
+
+
+def test_the_memory_engines_bound_parts_are_its_own_and_checked() -> None:
+    from statekeeper.backends import memory_feed, memory_keys, memory_leases
+    from statekeeper.backends.contract.id_checks import _AGENT_ID_METHODS
+    from statekeeper.backends.memory import MemoryBackend
+
+    for part in (memory_feed, memory_keys, memory_leases):
+        for name, fn in vars(part).items():
+            if not inspect.isfunction(fn) or fn.__module__ != part.__name__:
+                continue
+            bound = MemoryBackend.__dict__[name]
+            if name in _AGENT_ID_METHODS:
+                assert getattr(bound, "__statekeeper_checked__", False), name
+                assert bound.__wrapped__ is fn
+            else:
+                assert bound is fn, name
