@@ -3,40 +3,39 @@
 Nothing survives the process. Appends are atomic with respect to the event loop (no
 ``await`` happens between the head check and the write). Leases expire on ``clock``
 (the process's wall clock by default); a fenced append checks its token in the same
-atomic step. Over 600 lines because it is the reference engine: the whole contract,
-every call of it, in one class.
+atomic step.
+
+The change feed's calls are in :mod:`statekeeper.backends.memory_feed`, the leases' in
+:mod:`statekeeper.backends.memory_leases`, the idempotency records' in
+:mod:`statekeeper.backends.memory_keys` (functions bound on the class), the stream's
+record in :mod:`statekeeper.backends.memory_stream`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
-import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from ..errors import ConflictError, LeaseHeld, LeaseLost, StoreClosed
+from ..errors import ConflictError, StoreClosed
 from ..records import (
-    STEP_KEY_PREFIX,
     AgentInfo,
     AppendRequest,
     AppendResult,
     EventType,
-    FeedRecord,
     LeaseInfo,
     RawEvent,
     RawSnapshot,
     RewriteRequest,
     StreamChange,
 )
+from . import memory_feed, memory_keys, memory_leases
 from .base import (
     Backend,
     Capability,
     Health,
     KeptKeys,
-    check_expiry,
     check_fence,
     check_lease_grant,
     check_prune,
@@ -45,33 +44,15 @@ from .base import (
     validate_from_base,
     validate_from_base_guard,
     validate_next,
-    validate_rename_guard,
     validate_request,
     validate_rewrite,
     validate_together,
-    validate_ttl,
 )
+from .memory_stream import _PRUNED, _Stream
 from .pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
 from .rewrite_page import checked_page
 
 __all__ = ["MemoryBackend"]
-
-
-@dataclass(slots=True)
-class _Stream:
-    events: list[RawEvent] = field(default_factory=list)
-    snapshots: dict[int, RawSnapshot] = field(default_factory=dict)
-    snapshot_seqs: list[int] = field(default_factory=list)
-    #: idempotency key -> (first seq, last seq, created_at: epoch seconds)
-    keys: dict[str, tuple[int, int, float]] = field(default_factory=dict)
-    created_at: float = 0.0
-    head_tag: bytes | None = None
-    #: events up to this seq were pruned (each slot holds the shared ``_PRUNED``)
-    base: int = 0
-
-
-#: what a pruned event's slot holds (one shared object: a pointer per pruned event)
-_PRUNED = RawEvent(0, "pruned", 0.0, b"", b"")
 
 
 class MemoryBackend(Backend):
@@ -336,64 +317,21 @@ class MemoryBackend(Backend):
         first, last, _ = stream.keys[key]
         return AppendResult(agent_id, first, last, duplicate=True)
 
-    async def idempotency_keys(self, agent_id: str) -> list[tuple[str, int, int]]:
-        """Every idempotency key of the agent as ``(key, first_seq, last_seq)``."""
-        self._check()
-        stream = self._streams.get(agent_id)
-        if stream is None:
-            return []
-        return sorted(((k, f, la) for k, (f, la, _) in stream.keys.items()), key=lambda r: r[1])
+    # -- idempotency records (memory_keys) -----------------------------------------
+    idempotency_keys = memory_keys.idempotency_keys
+    rename_keys = memory_keys.rename_keys
+    expire_keys = memory_keys.expire_keys
 
-    async def rename_keys(
-        self,
-        agent_id: str,
-        renames: Sequence[tuple[str, str]],
-        *,
-        guard: StreamChange | None = None,
-    ) -> int:
-        """Store records under another form of their key (see the contract); the
-        ``guard``'s check and change first, with no await from it to the last rename."""
-        self._check()
-        validate_rename_guard(agent_id, guard, self)
-        if guard is not None:  # (ConflictError: nothing renamed; it suspends nowhere)
-            await self.append_together([], [guard])
-        stream = self._streams.get(agent_id)
-        done = 0
-        for old, new in renames if stream is not None else ():
-            record = stream.keys.pop(old, None) if stream is not None else None
-            if record is not None and stream is not None:
-                done += new not in stream.keys
-                stream.keys.setdefault(new, record)
-        return done
-
-    async def expire_keys(
-        self, agent_id: str | None, before: float, *, count_only: bool = False
-    ) -> int:
-        """Forget the idempotency records made before ``before`` (see the contract)."""
-        self._check()
-        before = check_expiry(agent_id, before)
-        one = self._streams.get(agent_id) if agent_id is not None else None
-        streams = list(self._streams.values()) if agent_id is None else [one] if one else []
-        dropped = 0
-        for stream in streams:
-            old = [k for k, (_, _, made) in stream.keys.items() if made < before]
-            old = [k for k in old if not k.startswith(STEP_KEY_PREFIX)]  # (never a step's)
-            if not count_only:
-                for key in old:
-                    del stream.keys[key]
-            dropped += len(old)
-        return dropped
-
-    async def feed_id(self) -> str | None:
-        self._check()
-        if self._feed_id is None:
-            self._feed_id = secrets.token_hex(8)
-        return self._feed_id
-
-    async def renew_feed_id(self) -> str | None:
-        self._check()
-        self._feed_id = secrets.token_hex(8)
-        return self._feed_id
+    # -- the change feed (memory_feed) ----------------------------------------------
+    feed_id = memory_feed.feed_id
+    renew_feed_id = memory_feed.renew_feed_id
+    read_feed = memory_feed.read_feed
+    read_feed_page = memory_feed.read_feed_page
+    feed_bounds = memory_feed.feed_bounds
+    trim_feed = memory_feed.trim_feed
+    _trim_feed = memory_feed._trim_feed
+    feed_position = memory_feed.feed_position
+    wait_feed = memory_feed.wait_feed
 
     async def read_marker(self, name: str) -> bool | None:
         self._check()
@@ -414,62 +352,6 @@ class MemoryBackend(Backend):
         self._feed_refs.clear()
         self._feed_index.clear()
         return count
-
-    # -- the change feed -------------------------------------------------------------
-
-    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
-        self._check()
-        out: list[FeedRecord] = []
-        i = bisect.bisect_right(self._feed_positions, after)
-        while i < len(self._feed_positions) and len(out) < limit:
-            agent_id, seq, stream = self._feed_refs[i]
-            event = stream.events[seq - 1]
-            if self._streams.get(agent_id) is stream and event is not _PRUNED:
-                out.append(FeedRecord(self._feed_positions[i], agent_id, event))
-            i += 1
-        return out
-
-    async def read_feed_page(
-        self, after: int = 0, limit: int = 500
-    ) -> tuple[list[FeedRecord], str | None]:
-        page = await self.read_feed(after, limit)  # (no await inside: one moment)
-        return page, (self._feed_id if page else None)
-
-    async def feed_bounds(self) -> tuple[int, int]:
-        self._check()
-        return self._feed_floor, max(self._feed_last, self._feed_floor)
-
-    async def trim_feed(self, through: int) -> int:
-        self._check()
-        return self._trim_feed(through)
-
-    def _trim_feed(self, through: int) -> int:
-        i = bisect.bisect_right(self._feed_positions, through)
-        for position, (agent_id, seq, _) in zip(
-            self._feed_positions[:i], self._feed_refs[:i], strict=True
-        ):
-            if self._feed_index.get((agent_id, seq), (0,))[0] == position:
-                del self._feed_index[(agent_id, seq)]  # (not a later entry's)
-        del self._feed_positions[:i]
-        del self._feed_refs[:i]
-        self._feed_floor = max(self._feed_floor, through)
-        return i
-
-    async def feed_position(self, agent_id: str, seq: int) -> int | None:
-        self._check()
-        found = self._feed_index.get((agent_id, seq))
-        if found is None or found[1] is not self._streams.get(agent_id):
-            return None  # (the agent as it is, not a deleted one)
-        return found[0]
-
-    async def wait_feed(self, after: int, max_wait: float) -> None:
-        self._check()
-        if self._feed_last > after:
-            return
-        if self._feed_wakeup is None:
-            self._feed_wakeup = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._feed_wakeup.wait(), max_wait)
 
     async def head(self, agent_id: str) -> int:
         self._check()
@@ -674,55 +556,12 @@ class MemoryBackend(Backend):
 
     # -- leases --------------------------------------------------------------------
 
-    async def acquire_lease(self, agent_id: str, holder: str, ttl: float) -> LeaseInfo:
-        self._check()
-        ttl = validate_ttl(ttl)
-        now = self.clock()
-        current = self._leases.get(agent_id)
-        if (
-            current is not None
-            and current.holder is not None
-            and current.holder != holder
-            and current.expires_at > now
-        ):
-            raise LeaseHeld(agent_id, current.holder, current.expires_at)
-        token = current.token + 1 if current is not None else 1
-        lease = LeaseInfo(agent_id, holder, token, now + ttl)
-        self._leases[agent_id] = lease
-        return lease
-
-    async def renew_lease(self, agent_id: str, holder: str, token: int, ttl: float) -> LeaseInfo:
-        self._check()
-        ttl = validate_ttl(ttl)
-        check_fence(agent_id, (holder, token), self._leases.get(agent_id))
-        lease = LeaseInfo(agent_id, holder, token, self.clock() + ttl)
-        self._leases[agent_id] = lease
-        return lease
-
-    async def release_lease(self, agent_id: str, holder: str, token: int) -> bool:
-        self._check()
-        try:
-            check_fence(agent_id, (holder, token), self._leases.get(agent_id))
-        except LeaseLost:
-            return False
-        self._leases[agent_id] = LeaseInfo(agent_id, None, token, 0.0)
-        return True
-
-    async def get_lease(self, agent_id: str) -> LeaseInfo | None:
-        self._check()
-        return self._leases.get(agent_id)
-
-    async def carry_lease_tokens(self, tokens: Sequence[tuple[str, int]]) -> None:
-        self._check()
-        for agent_id, token in tokens:
-            current = self._leases.get(agent_id)
-            if current is None or current.token < token:
-                self._leases[agent_id] = LeaseInfo(agent_id, None, token, 0.0)
-
-    async def list_leases(self, after: str = "", limit: int = 1000) -> list[LeaseInfo]:
-        self._check()
-        ids = sorted(a for a in self._leases if a > after)[: max(limit, 0)]
-        return [self._leases[a] for a in ids]
+    acquire_lease = memory_leases.acquire_lease
+    renew_lease = memory_leases.renew_lease
+    release_lease = memory_leases.release_lease
+    get_lease = memory_leases.get_lease
+    carry_lease_tokens = memory_leases.carry_lease_tokens
+    list_leases = memory_leases.list_leases
 
     async def health(self) -> Health:
         return Health(ok=not self._closed, backend=self.name, detail={"agents": len(self._streams)})
