@@ -174,6 +174,7 @@ async def install_row_security(
                 f"database role {missing[0]!r} does not exist (of {len(missing)} missing):"
                 " create each principal's role (CREATE ROLE ... LOGIN) before enforcing"
             )
+        await conn.execute(sql.SQL(blocks["grant_prefix"]).format(s=s))
         await conn.execute(sql.SQL(blocks["setup"]).format(s=s))
         for table in TABLES:
             await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))

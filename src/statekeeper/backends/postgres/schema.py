@@ -87,7 +87,12 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     (
         18,
         "row-security grants' prefixes: a run lock is read by the admins above or below it",
-        read_script(PACKAGE, "sql/grant_prefix.sql").replace(
+        read_script(PACKAGE, "sql/grant_prefix.sql")
+        .replace(
+            "@sk_grant_prefix@",
+            named_blocks(read_script(PACKAGE, "sql/row_security.sql"))["grant_prefix"],
+        )
+        .replace(
             "@sk_run_lock@",
             named_blocks(read_script(PACKAGE, "sql/row_security_runlock.sql"))["function"],
         ),

@@ -17,16 +17,8 @@
 -- such as '\d'): such a grant reads every lock, as before. The patterns
 -- statekeeper.governance.policy.posix_pattern writes escape every character but
 -- letters and digits with a backslash, and separate segments with a bare '/'.
-CREATE OR REPLACE FUNCTION {s}.sk_grant_prefix(p_pattern text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE
-        WHEN p_pattern OPERATOR(pg_catalog.~) '(^|[^\\])(\\\\)*[|]' THEN ''
-        ELSE COALESCE(pg_catalog.regexp_replace(
-            pg_catalog."substring"(p_pattern,
-                '^\^((?:[[:alnum:]]|\\[^[:alnum:]])+(?:/(?:[[:alnum:]]|\\[^[:alnum:]])+)*)(?:/(?:[^*?+{{]|$)|\$$|\(/\.\*\)\?\$$)'),
-            '\\(.)', '\1', 'g'), '')
-    END
-$fn$;
+-- (the text of sql/row_security.sql's block "grant_prefix", put here by schema.py)
+@sk_grant_prefix@
 ALTER TABLE IF EXISTS {s}.sk_grants ADD COLUMN IF NOT EXISTS
     prefix text GENERATED ALWAYS AS ({s}.sk_grant_prefix(pattern)) STORED;
 -- the run locks' policy function, where row security installed it: read by prefix

@@ -4,6 +4,20 @@
 -- the owner (and superusers) stay exempt, every other role sees and changes only the
 -- rows of the namespaces {s}.sk_grants gives it.
 
+-- name: grant_prefix
+-- a grant's literal prefix (sql/grant_prefix.sql, migration 18, says what it is): created
+-- here too, so that installing row security needs no object a migration made
+CREATE OR REPLACE FUNCTION {s}.sk_grant_prefix(p_pattern text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+    SELECT CASE
+        WHEN p_pattern OPERATOR(pg_catalog.~) '(^|[^\\])(\\\\)*[|]' THEN ''
+        ELSE COALESCE(pg_catalog.regexp_replace(
+            pg_catalog."substring"(p_pattern,
+                '^\^((?:[[:alnum:]]|\\[^[:alnum:]])+(?:/(?:[[:alnum:]]|\\[^[:alnum:]])+)*)(?:/(?:[^*?+{{]|$)|\$$|\(/\.\*\)\?\$$)'),
+            '\\(.)', '\1', 'g'), '')
+    END
+$fn$;
+
 -- name: setup
 -- the grants: (role, POSIX regular expression over the namespace, 1 read 2 write 3 admin)
 CREATE TABLE IF NOT EXISTS {s}.sk_grants (
