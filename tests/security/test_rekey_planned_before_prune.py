@@ -213,7 +213,7 @@ async def test_a_prune_landing_during_the_walk_is_walked_again_not_an_integrity_
                         await apply_retention(rekeying, KEEP_4)
                     return await real(agent_id, after, *rest, **kw)
 
-                rekeying.backend.read = read  # type: ignore[method-assign]
+                rekeying.backend.read = read  # type: ignore[method-assign, assignment]
                 stats = await rekey_agent(rekeying, "a")
                 assert log == ["pruned"]
                 assert stats.retries >= 1
