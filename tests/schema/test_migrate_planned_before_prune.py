@@ -25,7 +25,7 @@ from statekeeper.governance import Audit, AuditLog, parse_policy
 from statekeeper.governance.retention import apply_retention
 from statekeeper.governance.retention_policy import RetentionPolicy, Rule
 from statekeeper.schema import TypedStates
-from statekeeper.schema.migrate import migrate
+from statekeeper.schema.migrate import finalize, migrate, rollback
 from statekeeper.schema.report import RETRIES
 from statekeeper.security import Keyring, generate_key
 
@@ -200,3 +200,29 @@ async def test_a_retry_after_a_moved_head_pauses_first(
         assert (failed.agent_id, failed.kind) == ("a1", "ConflictError")
         assert waits == list(range(1, RETRIES))
         assert await _versions(store) == {"a0": 2, "a1": 1, "a2": 2}
+
+
+@pytest.mark.parametrize("step", ["rollback", "finalize"])
+async def test_rollback_and_finalize_plan_a_refused_agent_again_on_its_own(
+    step: str, tmp_path: Path
+) -> None:
+    """Rollback and finalize rewrite a page as the migration does: a page refused as
+    planned before a prune is handed back, its agents read and rewritten one by one; an
+    agent refused so again on its own retry is read and planned again (was: that second
+    refusal escaped their per-agent retry, which caught ``ConflictError`` only, and
+    stopped the whole rollback / finalize with the ConfigurationError)."""
+    journal = tmp_path / "journal.json"
+    async with StateStore(f"sqlite:///{tmp_path / 'r.db'}", snapshot_every=2) as store:
+        await _populate(store)
+        report = await migrate(store, apps.support_v2, journal=journal)
+        assert report.changed == 3 and report.ok, report.failed
+        log = _refuse(store, 2)  # the page, then a1's own retry
+        if step == "rollback":
+            back = await rollback(store, apps.support_v2, journal=journal)
+            assert back.changed == 3 and back.failed == [], back.failed
+            assert await _versions(store) == {"a0": 1, "a1": 1, "a2": 1}
+        else:
+            done = await finalize(store, apps.support_v2, journal=journal)
+            assert done.released == 3 and done.failed == [], done.failed
+            assert await _versions(store) == {"a0": 2, "a1": 2, "a2": 2}
+        assert log == ["refused", "refused"]

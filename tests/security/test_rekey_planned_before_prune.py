@@ -187,3 +187,35 @@ async def _snapshots(store: StateStore) -> list[RawSnapshot]:
         if below < 1:
             break
     return found
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+async def test_a_prune_landing_during_the_walk_is_walked_again_not_an_integrity_error(
+    where: str, tmp_path: Path
+) -> None:
+    """A retention prune landing after the rekey read the stream's base (none: seq 1
+    stored) and before it read the events: the page read starts past the pruned base.
+    That is no gap in the stream (nothing was tampered with: the first stored record
+    is past the walk's cursor, the base snapshot kept), so the stream is walked again
+    from a fresh read and rekeys. Was: ``IntegrityError`` "gap in the stream" at seq 1,
+    the run stopped as if the store were tampered with."""
+    with fresh_url(where, tmp_path) as url:
+        async with StateStore(url, keyring=OLD, snapshot_every=3) as store:
+            await _fill(store)
+            async with StateStore(store.backend, keyring=BOTH) as rekeying:
+                real = rekeying.backend.read
+                log: list[str] = []
+
+                async def read(agent_id: str, after: int = 0, *rest: Any, **kw: Any) -> Any:
+                    walking = kw.get("limit") != 1 and (rest or kw.get("before")) is not None
+                    if not log and agent_id == "a" and after == 0 and walking:
+                        log.append("pruned")  # (before the prune: its own reads pass)
+                        await apply_retention(rekeying, KEEP_4)
+                    return await real(agent_id, after, *rest, **kw)
+
+                rekeying.backend.read = read  # type: ignore[method-assign, assignment]
+                stats = await rekey_agent(rekeying, "a")
+                assert log == ["pruned"]
+                assert stats.retries >= 1
+                await _after(rekeying)
+                assert await key_usage(rekeying) == {"k2": 7}  # (nothing left under k1)

@@ -19,6 +19,7 @@ from ..errors import (
     ConflictError,
     InvalidArgument,
     MigrationError,
+    RewriteBelowPrunedBase,
     SchemaError,
     SchemaVersionTooNew,
     SerializationError,
@@ -175,7 +176,7 @@ async def rollback(
                     try:
                         await before_rewrites(store, [full])
                         await apply(store, request)
-                    except ConflictError:
+                    except (ConflictError, RewriteBelowPrunedBase):  # (planned again)
                         report.retries += 1
                         continue
                     report.target = kept.version
@@ -341,8 +342,8 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
                 return
             try:
                 await apply(store, request)
-            except ConflictError:
-                continue  # appended meanwhile: the bytes now sit below the head
+            except (ConflictError, RewriteBelowPrunedBase):  # (nothing written)
+                continue  # appended (or pruned) meanwhile: read the head again
             report.released += 1
             return
 

@@ -61,7 +61,7 @@ from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 from .rekey_retry import REPLANS as _REPLANS
 from .rekey_retry import TRIES as _TRIES
 from .rekey_retry import backoff as _backoff
-from .rekey_retry import given_up
+from .rekey_retry import gap_or_pruned, given_up
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -354,8 +354,8 @@ async def _rekey_stream(
             if not page:
                 raise IntegrityError(agent_id, cursor + 1, f"stream ends at seq {cursor}")
             for raw in page:
-                if raw.seq != cursor + 1:
-                    raise IntegrityError(agent_id, cursor + 1, "gap in the stream")
+                if raw.seq != cursor + 1:  # (a prune under the walk: walked again)
+                    raise await gap_or_pruned(backend, agent_id, cursor, _Restart)
                 opened = reader.open(
                     agent_id, raw.seq, raw.type, raw.timestamp, raw.payload, raw.checksum
                 )

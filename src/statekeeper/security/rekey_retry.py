@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..errors import ConflictError, StreamClaimed
+from ..errors import ConflictError, IntegrityError, StatekeeperError, StreamClaimed
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -43,3 +43,17 @@ async def given_up(
     if isinstance(last, StreamClaimed):
         return last
     return ConflictError(agent_id, head, await backend.head(agent_id))
+
+
+async def gap_or_pruned(
+    backend: Backend, agent_id: str, cursor: int, restart: type[StatekeeperError]
+) -> StatekeeperError:
+    """What a walk of ``agent_id`` raises when the record after ``cursor`` is missing
+    from its page: ``restart()`` (walk the stream again from a fresh read) when a
+    retention prune compacted it under the walk (its first stored record is past the
+    record missing: its base moved up, the base snapshot kept, nothing tampered with),
+    else ``IntegrityError`` (a gap in the stream)."""
+    first = await backend.read(agent_id, 0, None, limit=1)
+    if first and first[0].seq > cursor + 1:
+        return restart()
+    return IntegrityError(agent_id, cursor + 1, "gap in the stream")
