@@ -58,10 +58,9 @@ from .rekey_checks import (
 )
 from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
-from .rekey_retry import REPLANS as _REPLANS
 from .rekey_retry import TRIES as _TRIES
 from .rekey_retry import backoff as _backoff
-from .rekey_retry import gap_or_pruned, given_up
+from .rekey_retry import gap_or_pruned, given_up, walk_again
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -252,8 +251,7 @@ async def _rekey_walking_again(
                 raise ConflictError(stream, 0, await store.backend.head(stream)) from None
         except RewriteBelowPrunedBase as exc:
             stats.retries, pruned = stats.retries + 1, pruned + 1
-            if exc.agent_id != stream or pruned >= _REPLANS:
-                raise
+            walk_again(exc, stream, pruned)  # (raises it: another's, or the last walk)
             await _backoff(pruned - 1)
 
 
