@@ -7,6 +7,7 @@ ConfigurationError, exit 1."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from statekeeper.cli import app
 from statekeeper.errors import RewriteBelowPrunedBase
 from statekeeper.records import RewriteRequest
 from statekeeper.schema import TypedStates
+from statekeeper.security.rekey_retry import REPLANS
 
 from ..schema import apps
 
@@ -58,6 +60,48 @@ def test_rekey_goes_on_past_an_agent_a_prune_raced(
     with SyncStateStore(url, keyring=Keyring.from_file(keys)) as store:
         assert store.load("a").data == {"n": 9} and store.load("b").data == {"n": 9}
         assert [e.seq for e in store.history("a", after_seq=6)] == [7, 8, 9, 10]
+
+
+def test_rekey_refused_on_every_walk_says_it_gave_up_and_how_to_resume(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prune landing under every walk of agent 'a': after REPLANS walks the run
+    stops (exit 2) saying it gave up on 'a' after that many walks because retention
+    kept pruning it, that nothing of 'a' was half-written, and that running rekey again
+    resumes. Was: the engine's bare refusal ("cannot rewrite the snapshot at seq 3")."""
+    keys = tmp_path / "keys.json"
+    assert runner.invoke(app, ["keys", "generate", "--key-file", str(keys)]).exit_code == 0
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    with SyncStateStore(url, keyring=Keyring.from_file(keys), snapshot_every=3) as store:
+        for i in range(10):
+            store.save("a", {"n": i})
+    assert runner.invoke(app, ["keys", "generate", "--key-file", str(keys)]).exit_code == 0
+    real = SQLiteBackend.rewrite
+    walks: list[int] = []
+
+    async def rewrite(self: SQLiteBackend, request: RewriteRequest) -> None:
+        if request.agent_id == "a":
+            walks.append(request.expected_seq)
+            raise RewriteBelowPrunedBase("a", 3, 6)  # (nothing of it written)
+        await real(self, request)
+
+    async def backoff(attempt: int) -> None:  # (not slept: no timing)
+        return None
+
+    monkeypatch.setattr(SQLiteBackend, "rewrite", rewrite)
+    monkeypatch.setattr(importlib.import_module("statekeeper.security.rekey"), "_backoff", backoff)
+    result = runner.invoke(app, ["rekey", "--db", url, "--key-file", str(keys)])
+    assert result.exit_code == 2, result.output
+    assert len(walks) == REPLANS
+    said = " ".join(result.output.split())
+    assert (
+        f"rekey gave up on agent 'a' after {REPLANS} walks because retention kept "
+        "pruning it" in said
+    ), said
+    assert "Nothing of 'a' was half-written" in said
+    assert "Run 'statekeeper rekey' again to resume" in said
+    status = runner.invoke(app, ["keys", "status", "--db", url, "--key-file", str(keys), "--json"])
+    assert len(json.loads(status.stdout)["usage"]) == 1  # all still under the old key
 
 
 def test_migrate_goes_on_past_a_page_refused_as_planned_before_a_prune(

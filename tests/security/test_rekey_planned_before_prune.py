@@ -171,7 +171,7 @@ async def test_a_refusal_on_every_walk_is_raised_naming_the_agent(
         with pytest.raises(RewriteBelowPrunedBase, match=r"'a'.* seq 3\b") as info:
             await rekey_agent(rekeying, "a")
         assert isinstance(info.value, ConfigurationError)  # (what callers caught before)
-        assert info.value.agent_id == "a"
+        assert info.value.agent_id == "a" and info.value.walks == REPLANS
         assert len(tries) == REPLANS  # one final commit a walk
         assert waits == list(range(REPLANS - 1))  # a pause between walks, growing
         assert await key_usage(rekeying) == {"k1": 14}  # nothing written: all under k1

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ..errors import ConfigurationError, RewriteBelowPrunedBase
 from . import render
 from ._markup import escape
 from .app import (
@@ -285,6 +286,7 @@ def rekey(
 
     from ..security.rekey import RekeyProgress, RekeyStats
     from ..security.rekey import rekey as do_rekey
+    from ..security.rekey_retry import gave_up_pruned
 
     url = resolve_url(ctx, db)
     path = sqlite_file(url)
@@ -346,6 +348,10 @@ def rekey(
         if stop_signal(exc) is not None:
             _rekey_stopped(finished[0], finished[1], progress_file)
         raise
+    except RewriteBelowPrunedBase as exc:
+        if exc.walks is None:
+            raise
+        raise ConfigurationError(gave_up_pruned(exc)) from None  # (exit 2, as it was)
     summary: dict[str, Any] = {
         "active_key": active,
         "resumed_after": resumed,

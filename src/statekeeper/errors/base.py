@@ -40,6 +40,10 @@ class RewriteBelowPrunedBase(ConfigurationError):
     rewrite was planned before a retention prune, and planned again on a fresh read it
     applies (``statekeeper rekey`` and ``migrate`` do, a bounded number of times)."""
 
+    #: a rekey that gave up on the stream after this many walks, each refused so
+    #: (``statekeeper rekey`` says it); None: raised by one rewrite
+    walks: int | None = None
+
     def __init__(self, agent_id: str, seq: int, base: int, record: str = "snapshot") -> None:
         self.agent_id, self.seq, self.base, self.record = agent_id, seq, base, record
         if record == "event":

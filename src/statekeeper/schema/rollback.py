@@ -155,6 +155,9 @@ async def rollback(
         from .applying import apply
 
         (full,) = stored(store, [agent_id])  # the id the records name
+        refused: Exception | None = None  # the last try's refusal
+        seq: int | None = None
+        version: int | None = None
         for _attempt in range(RETRIES):
             snap = await store.get(agent_id)
             if snap is None:
@@ -162,11 +165,13 @@ async def rollback(
             if snap.data.get(MODEL_KEY) not in schema.names():
                 report.other += 1
                 return
+            seq, version = snap.seq, snap.schema_version
             (head,) = await read_heads(store, [full])
             if head is None:
                 return
             if head.seq != snap.seq:
                 report.retries += 1
+                refused = None  # (its head moved between the two reads)
                 continue
             kept = kept_in(codec, full, head.event) if head.event is not None else None
             if kept is not None and kept.run == run:
@@ -176,8 +181,9 @@ async def rollback(
                     try:
                         await before_rewrites(store, [full])
                         await apply(store, request)
-                    except (ConflictError, RewriteBelowPrunedBase):  # (planned again)
+                    except (ConflictError, RewriteBelowPrunedBase) as exc:  # (planned again)
                         report.retries += 1
+                        refused = exc
                         continue
                     report.target = kept.version
                     report.changed += 1
@@ -251,14 +257,18 @@ async def rollback(
                     expected_seq=snap.seq,
                     schema_version=back_to,
                 )
-            except ConflictError:
+            except ConflictError as exc:
                 report.retries += 1
+                refused = exc
                 continue
             except SerializationError as exc:  # a downcast the codec cannot store
                 report.failed.append(failure(agent_id, snap.seq, snap.schema_version, exc))
                 return
             report.changed += 1
             return
+        # refused on every try: reported (was: neither counted nor listed, the run
+        # reported as a success with this agent left as it was)
+        report.failed.append(_gave_up(agent_id, seq, version, refused, "rolled back"))
 
     done = 0
     async for ids in pages(store, None):
@@ -316,6 +326,24 @@ async def rollback(
     return report
 
 
+def _gave_up(
+    agent_id: str, seq: int | None, version: int | None, refused: Exception | None, what: str
+) -> MigrationFailure:
+    """An agent whose write was refused on each of its :data:`RETRIES` tries (its head
+    moved: a live writer; or a rewrite refused as planned before a retention prune):
+    nothing of it written, the run reported failed on it."""
+    kind = type(refused).__name__ if refused is not None else "ConflictError"
+    why = str(refused) if refused is not None else "its head moved on every read"
+    return MigrationFailure(
+        agent_id,
+        seq,
+        version,
+        f"not {what}: refused on each of {RETRIES} tries ({why}); nothing of it was "
+        "written: run the same command again",
+        kind,
+    )
+
+
 def _cannot(model: str, exc: SchemaError) -> str:
     """Why an agent's state cannot be brought back, in the terms of a rollback."""
     if isinstance(exc, SchemaVersionTooNew):  # (its own words are for a reader's code)
@@ -335,17 +363,27 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
     codec = store.codec
 
     async def one(agent_id: str) -> None:  # (a stored id: see rewrite.stored)
+        refused: Exception | None = None
+        seq: int | None = None
         for _attempt in range(RETRIES):
             (head,) = await read_heads(store, [agent_id])
             request = None if head is None else strip_request(codec, agent_id, head, run_id)
             if request is None:
                 return
+            seq = head.seq if head is not None else None
             try:
                 await apply(store, request)
-            except (ConflictError, RewriteBelowPrunedBase):  # (nothing written)
+            except (ConflictError, RewriteBelowPrunedBase) as exc:  # (nothing written)
+                report.retries += 1
+                refused = exc
                 continue  # appended (or pruned) meanwhile: read the head again
             report.released += 1
             return
+        # refused on every try: its head event still holds the pre-migration bytes
+        report.failed.append(
+            _gave_up(shown(store, agent_id), seq, None, refused, "released (its pre-migration "
+                     "records are still in its head event)")
+        )  # fmt: skip
 
     async for page in pages(store, None):
         ids = stored(store, page)  # the ids the records name
@@ -374,7 +412,9 @@ async def finalize(
     below the target (written by old code during the rollout), verify every agent of
     the model, drop the pre-migration bytes the run kept in head events, and mark the
     run finalized — :func:`rollback` refuses it from then on.
-    Refused (MigrationError) when agents fail to migrate or verify."""
+    Refused (MigrationError) when agents fail to migrate or verify. An agent whose
+    release is refused on every try is reported in ``failed``; finalize again releases
+    it (a finalized run's journal: the release only)."""
     from .migrate import migrate
 
     path = Path(journal)
@@ -384,6 +424,18 @@ async def finalize(
     refuse_other_store(path, record, store)
     if record.rolled_back:
         raise MigrationError(f"run {record.run_id} was rolled back: migrate again first")
+    if record.finalized:  # finalized, an agent's release refused: release the rest
+        name = model_schema(model, schemas).name
+        if record.model != name:
+            raise MigrationError(
+                f"{path} is the journal of a migration of {record.model!r}, not {name!r}"
+            )
+        await require_admin(store, "migrate")
+        started = time.monotonic()
+        report = MigrationReport(record.run_id, name, record.target, action="finalize")
+        await _strip(store, record.run_id, report)
+        report.elapsed = time.monotonic() - started
+        return report
     report = await migrate(
         store, model, to=record.target, schemas=schemas, journal=path, check=True
     )

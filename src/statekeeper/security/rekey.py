@@ -58,10 +58,9 @@ from .rekey_checks import (
 )
 from .rekey_keys import rekey_keys
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
-from .rekey_retry import REPLANS as _REPLANS
 from .rekey_retry import TRIES as _TRIES
 from .rekey_retry import backoff as _backoff
-from .rekey_retry import gap_or_pruned, given_up
+from .rekey_retry import gap_or_pruned, given_up, walk_again
 
 if TYPE_CHECKING:
     from ..store.store import StateStore
@@ -243,17 +242,18 @@ async def _rekey_walking_again(
     written: :class:`RewriteBelowPrunedBase`) is planned again so, after a pause; the
     last of :data:`.rekey_retry.REPLANS` such refusals is raised."""
     walks = pruned = 0
+    ours: set[int] = set()  # the seqs it re-encrypted: a walk again finds them done
     while True:
+        skipped = stats.skipped  # (a walk walked again: its records are counted again)
         try:
-            return await _rekey_stream(store, stream, batch, stats, codec, commit)
+            return await _rekey_stream(store, stream, batch, stats, ours, codec, commit)
         except _Restart:
-            stats.retries, walks = stats.retries + 1, walks + 1
+            stats.retries, walks, stats.skipped = stats.retries + 1, walks + 1, skipped
             if walks >= 20:
                 raise ConflictError(stream, 0, await store.backend.head(stream)) from None
         except RewriteBelowPrunedBase as exc:
-            stats.retries, pruned = stats.retries + 1, pruned + 1
-            if exc.agent_id != stream or pruned >= _REPLANS:
-                raise
+            stats.retries, pruned, stats.skipped = stats.retries + 1, pruned + 1, skipped
+            walk_again(exc, stream, pruned)  # (raises it: another's, or the last walk)
             await _backoff(pruned - 1)
 
 
@@ -262,10 +262,12 @@ async def _rekey_stream(
     agent_id: str,
     batch: int,
     stats: RekeyStats,
+    ours: set[int],
     codec: Codec | None = None,
     commit: Callable[[RewriteRequest], Awaitable[None]] | None = None,
 ) -> None:
-    """Re-encrypt ``agent_id``'s stream, writing a batch of ``batch`` records at a
+    """Re-encrypt ``agent_id``'s stream (``ours``: the seqs of it re-encrypted by the
+    walks before, not counted as skipped), writing a batch of ``batch`` records at a
     time and the rest with the snapshots and the head tag; with ``commit``, the whole
     stream in ONE rewrite handed to it (``batch`` ignored) instead of
     ``backend.rewrite``."""
@@ -310,6 +312,7 @@ async def _rekey_stream(
                 await _backoff(attempt)
                 continue
             stats.events += len(pending)
+            ours.update(raw.seq for raw, _ in pending)
             pending.clear()
             return
         raise await given_up(backend, agent_id, head, refused)
@@ -368,7 +371,7 @@ async def _rekey_stream(
                     links[raw.seq] = link
                 own = own_keys and uses_data_key(agent_id)
                 if sealed_now(opened, raw.payload, active, own, legacy):
-                    stats.skipped += 1
+                    stats.skipped += raw.seq not in ours
                     continue
                 sealed = codec.seal(
                     agent_id,
@@ -421,16 +424,9 @@ async def _rekey_stream(
             ):
                 stats.skipped += 1
                 continue
-            sealed = codec.seal(
-                agent_id,
-                raw_snap.seq,
-                _SNAPSHOT,
-                raw_snap.timestamp,
-                opened.body,
-                at,
-                fmt=opened.format,
-                algorithm=opened.algorithm,
-            )
+            sealed = codec.seal(agent_id, raw_snap.seq, _SNAPSHOT, raw_snap.timestamp,
+                                opened.body, at, fmt=opened.format,
+                                algorithm=opened.algorithm)  # fmt: skip
             new_snaps.append(
                 RawSnapshot(raw_snap.seq, raw_snap.timestamp, sealed.payload, sealed.checksum)
             )
@@ -446,6 +442,7 @@ async def _rekey_stream(
             if exc.agent_id != agent_id:
                 raise
             refused = exc
+            stats.skipped -= len(snaps) - len(new_snaps)  # (counted again by the next try)
             # appended meanwhile: walk the new records too, then finish at the new head;
             # but a head rewritten in place (a migration, its rollback or finalize: the
             # same seq, another link) is walked again, from the start — its records

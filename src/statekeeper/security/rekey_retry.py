@@ -9,7 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..errors import ConflictError, IntegrityError, StatekeeperError, StreamClaimed
+from ..errors import (
+    ConflictError,
+    IntegrityError,
+    RewriteBelowPrunedBase,
+    StatekeeperError,
+    StreamClaimed,
+)
 
 if TYPE_CHECKING:
     from ..backends.base import Backend
@@ -57,3 +63,29 @@ async def gap_or_pruned(
     if first and first[0].seq > cursor + 1:
         return restart()
     return IntegrityError(agent_id, cursor + 1, "gap in the stream")
+
+
+def walk_again(refused: RewriteBelowPrunedBase, stream: str, walks: int) -> None:
+    """Return when ``stream``, whose rewrite a prune ``refused`` on walk ``walks`` (from
+    1), is to be walked again; else raise ``refused``: another stream's refusal, or the
+    last of :data:`REPLANS` walks (its ``walks`` set: :func:`gave_up_pruned` says it)."""
+    if refused.agent_id != stream:
+        raise refused
+    if walks >= REPLANS:
+        refused.walks = walks
+        raise refused
+
+
+def gave_up_pruned(refused: RewriteBelowPrunedBase) -> str:
+    """What ``statekeeper rekey`` says when it gave up on a stream after :data:`REPLANS`
+    walks, each refused because a retention prune landed under it (``refused``: the last
+    refusal, raised by :func:`walk_again`)."""
+    agent = repr(refused.agent_id)
+    return (
+        f"rekey gave up on agent {agent} after {refused.walks} walks because retention "
+        f"kept pruning it (each walk's rewrite was refused; the last: {refused}). "
+        f"Nothing of {agent} was half-written: a refused rewrite writes nothing, and "
+        "each of its records is whole under the old key or the new one. Run "
+        "'statekeeper rekey' again to resume (records already under the active key "
+        "are skipped)"
+    )
