@@ -47,7 +47,6 @@ against (:mod:`.tracker`). Measured in ``docs/benchmarks.md`` ("O(size of the ch
 
 from __future__ import annotations
 
-import copy
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, SupportsIndex
@@ -57,6 +56,7 @@ from .inserting import SCALARS as _SCALARS
 from .inserting import foreign as _foreign
 from .inserting import give_up as _give_up
 from .inserting import too_deep
+from .tracked_copy import deep_copy
 
 if TYPE_CHECKING:
     from .tracker import Tracker
@@ -79,33 +79,6 @@ def plain_copy(value: Any) -> Any:
     if t is list or t is TrackedList:
         return [plain_copy(v) for v in list.__iter__(value)]
     return value
-
-
-def _deep_copy(value: Any, memo: dict[int, Any]) -> Any:
-    """``copy.deepcopy`` of a document as plain dicts and lists: a container met twice
-    (an alias: the same list at two keys) is copied once and shared in the copy, as
-    ``copy.deepcopy`` does for a plain dict (:func:`plain_copy` copied each place apart,
-    so a change through one alias of the copy no longer showed at the other and the
-    save stored what no plain dict would hold); other values ``copy.deepcopy``'d."""
-    t = type(value)
-    if t is dict or t is TrackedDict:
-        found = memo.get(id(value))
-        if found is not None:
-            return found
-        out: dict[Any, Any] = {}
-        memo[id(value)] = out
-        for k, v in dict.items(value):
-            out[k] = _deep_copy(v, memo)
-        return out
-    if t is list or t is TrackedList:
-        found = memo.get(id(value))
-        if found is not None:
-            return found
-        items: list[Any] = []
-        memo[id(value)] = items
-        items.extend(_deep_copy(v, memo) for v in list.__iter__(value))
-        return items
-    return copy.deepcopy(value, memo)
 
 
 class Untrackable(StatekeeperError):
@@ -308,7 +281,7 @@ class TrackedDict(_Node, dict[str, Any]):
     __copy__ = copy
 
     def __deepcopy__(self, memo: Any) -> dict[str, Any]:
-        return _deep_copy(self, memo)  # type: ignore[no-any-return]
+        return deep_copy(self, memo, TrackedDict, TrackedList)  # type: ignore[no-any-return]
 
     # a plain dict once unpickled; its items pickled one by one (pickle's memo keeps an
     # alias an alias, as for a plain dict: a plain copy in the reduce copied each apart)
@@ -481,7 +454,7 @@ class TrackedList(_Node, list[Any]):
     __copy__ = copy
 
     def __deepcopy__(self, memo: Any) -> list[Any]:
-        return _deep_copy(self, memo)  # type: ignore[no-any-return]
+        return deep_copy(self, memo, TrackedDict, TrackedList)  # type: ignore[no-any-return]
 
     # (as TrackedDict's: a plain list once unpickled, aliases kept)
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
