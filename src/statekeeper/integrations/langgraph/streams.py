@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...errors import AgentNotFound, AgentOnHold, ConfigurationError, ConflictError
@@ -54,19 +55,20 @@ class _SaverStreams(_SaverState):
         for mark in self._loading.get(thread_id, ()):
             mark.stale = True
 
-    def _loading_mark(self, thread_id: str) -> Loading:
-        """Note a load of the thread in flight; its mark is set when the thread is
-        written or dropped before it ends (:meth:`_outdate`)."""
+    @contextmanager
+    def _in_flight(self, thread_id: str) -> Iterator[Loading]:
+        """A load of the thread in flight: its mark is set when the thread is written or
+        dropped before the load ends (:meth:`_outdate`)."""
         mark = Loading()
         self._loading.setdefault(thread_id, []).append(mark)
-        return mark
-
-    def _loaded(self, thread_id: str, mark: Loading) -> None:
-        marks = self._loading.get(thread_id)
-        if marks is not None:
-            marks.remove(mark)
-            if not marks:
-                del self._loading[thread_id]
+        try:
+            yield mark
+        finally:
+            marks = self._loading.get(thread_id)
+            if marks is not None:
+                marks.remove(mark)
+                if not marks:
+                    del self._loading[thread_id]
 
     def _keep(self, st: _Stream, mark: Loading) -> None:
         """Cache a stream a load read, unless the thread was written or dropped while
@@ -289,22 +291,17 @@ class _SaverStreams(_SaverState):
             if cached:
                 self._forget(thread_id)
             if head > 0:
-                mark = self._loading_mark(thread_id)
-                try:
-                    fresh = await self._load(thread_id, st.agent_id)
-                except AgentNotFound:
-                    fresh = None
-                finally:
-                    self._loaded(thread_id, mark)
+                with self._in_flight(thread_id) as mark:
+                    try:
+                        fresh = await self._load(thread_id, st.agent_id)
+                    except AgentNotFound:
+                        fresh = None
                 if fresh is not None and fresh.doc.get("moved") is None:
                     self._keep(fresh, mark)
                     return fresh
         for _ in range(self.max_retries):
-            mark = self._loading_mark(thread_id)
-            try:
+            with self._in_flight(thread_id) as mark:
                 found = await self._resolve(thread_id, base_first=base_first and not create)
-            finally:
-                self._loaded(thread_id, mark)
             if found is not None:
                 self._keep(found, mark)
                 return found
