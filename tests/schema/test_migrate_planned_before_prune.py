@@ -13,7 +13,7 @@ moved by a live writer too) pauses first: was, at once."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +59,18 @@ async def _versions(store: StateStore) -> dict[str, int]:
     return {f"a{i}": (await store.load(f"a{i}")).schema_version for i in range(3)}
 
 
-def _refuse(store: StateStore, times: int | None) -> list[str]:
+def _refuse(
+    store: StateStore, times: int | None, *, hot: Callable[[], bool] | None = None
+) -> list[str]:
     """Make the engine refuse the migration's rewrites of ``a1`` as planned before a
-    prune (nothing written; a page holding it, whole), ``times`` times (None: always).
-    Returns the log of the refusals."""
+    prune (nothing written; a page holding it, whole), ``times`` times (None: always),
+    and only while ``hot()`` says so when given. Returns the log of the refusals."""
     backend = store.backend
     log: list[str] = []
 
     def refusing(requests: Any) -> bool:
         named = any(r.agent_id == "a1" for r in requests)
-        return named and (times is None or len(log) < times)
+        return named and (times is None or len(log) < times) and (hot is None or hot())
 
     def refusal() -> RewriteBelowPrunedBase:
         log.append("refused")

@@ -37,6 +37,7 @@ from .report import (
     failure,
     model_schema,
     pages,
+    pause,
     refuse_other_store,
     require_admin,
 )
@@ -159,6 +160,8 @@ async def rollback(
         seq: int | None = None
         version: int | None = None
         for _attempt in range(RETRIES):
+            if _attempt:  # refused (or its head moved): the bounded backoff of migrate
+                await pause(_attempt)  # (was none: a hot agent's 50 tries in a few ms)
             snap = await store.get(agent_id)
             if snap is None:
                 return
@@ -366,6 +369,8 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
         refused: Exception | None = None
         seq: int | None = None
         for _attempt in range(RETRIES):
+            if _attempt:  # refused: the bounded backoff of migrate (was none)
+                await pause(_attempt)
             (head,) = await read_heads(store, [agent_id])
             request = None if head is None else strip_request(codec, agent_id, head, run_id)
             if request is None:

@@ -173,7 +173,7 @@ class _SaverCommits(_SaverStreams):
         Not committed: an earlier attempt had landed (``st`` is stale, and forgotten);
         the document is the one it made when it landed right after ``st.seq`` (this
         very compare-and-append, its reply lost: its ops applied onto ``st.doc``), else
-        not known (None).
+        the thread's document as read again (None: the thread is gone).
 
         ``applied``: ``st.doc`` already has the ops applied (a coalesced batch).
         ``plain``: the values of ``ops`` are plain JSON (see ``_Pending.plain``).
@@ -245,7 +245,14 @@ class _SaverCommits(_SaverStreams):
             self._forget(st.thread_id)
             # (before, the document before the ops: a run's claim riding on them, stored,
             # was not seen, and the run never renewed nor released it)
-            return False, after if result.first_seq == st.seq + 1 else None
+            if result.first_seq == st.seq + 1:
+                return False, after
+            # its key found elsewhere (after events this saver never read): the document
+            # is read, and cached for the next write (which would read it anyway). Was
+            # None: a claim it stored was not taken, never renewed nor released (the
+            # thread refused to other processes after the run). Only on this rare answer
+            opened = await self._open(st.thread_id, create=False, check=False)
+            return False, None if opened is None else opened.doc
         if not applied:
             st.doc = after
             if made is not None:
