@@ -13,6 +13,10 @@ The hooks make the other process act at the two moments it can: just before the 
 generation's delete (``at_delete``) — there the thread made again is at the base id,
 at any seq; ``at_delete_same_seq``: up to the fence's own seq (which a delete at the
 seq alone took: on a store with ``cache_size=0`` the fence's checksum was not known).
+``at_fence_settled``: at the fence, and this process then settles the thread explicitly
+— its read caches the stream made again in place of the one the fence was planned on
+(docs/benchmarks.md "settleauto": an idle settle's read did that, and the fence landed
+on the new stream); the fence carries the planned stream's head tag and is refused.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ OPS: dict[str, Callable[[StatekeeperSaver, str], Awaitable[Any]]] = {
 
 
 @pytest.mark.parametrize(
-    "moment", ["at_fence", "at_fence_evicted", "at_delete", "at_delete_same_seq"]
+    "moment",
+    ["at_fence", "at_fence_evicted", "at_fence_settled", "at_delete", "at_delete_same_seq"],
 )
 @pytest.mark.parametrize("op", sorted(OPS))
 async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, moment: str) -> None:
@@ -86,6 +91,8 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
             assert other._portal.call(other.store.head(base)) == target
 
         store = saver.store
+        held_tag = store._tag_at(base, head)  # (None with the store's cache off)
+        settled: list[int | None] = []
         if not moment.startswith("at_delete"):
             append = store.append
 
@@ -94,6 +101,14 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
                     await off_context(remake)
                     if moment == "at_fence_evicted":  # the store's cache let it go
                         store._cache._data.pop(base, None)
+                    if moment == "at_fence_settled":
+                        # this process settles the thread explicitly: its read puts the
+                        # stream made again in the store's cache, in place of the one
+                        # the compaction planned its fence on (the settle stores that
+                        # stream's head: it is the one stored now)
+                        settled.append(await store.settle(base))
+                        assert held_tag is not None
+                        assert store._tag_at(base, head) not in (held_tag, None)
                 return await append(agent_id, event_type, *a, **kw)
 
             store.append = hooked_append  # type: ignore[method-assign]
@@ -111,6 +126,7 @@ async def test_a_compaction_spares_a_thread_made_again(fs_url: str, op: str, mom
         except Exception as exc:  # a typed refusal is fine: nothing of the other lost
             assert type(exc).__module__.startswith("statekeeper"), exc
         assert acked, "the hook never ran: the compaction did not cut over"
+        assert settled == ([head] if moment == "at_fence_settled" else [])
         # the other process's acknowledged checkpoints are there, all of them
         found = await asyncio.to_thread(lambda: list(other.list(config(thread))))
         assert [t.checkpoint["id"] for t in found] == acked, (

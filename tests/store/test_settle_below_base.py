@@ -1,6 +1,8 @@
 """A settle whose snapshot lands at or below the stream's base: another process
 appended and compacted the agent (retention ``keep_last``) between the settle's last
-look at the head and its write (store/settle.py says that window is not seen).
+look at the head and its write (store/settle.py says that window is not seen where the
+row takes no head: S3, tiered; SQLite, PostgreSQL and Redis commit the row at the head
+settled, refused by the race — nothing stored, the same loads checked).
 
 * Below the base: the row is the true state at its seq, but the history after it is
   gone; a load of a seq between it and the base is compacted history

@@ -9,7 +9,9 @@ Before: the base row left was the settle's, unmarked, with no process killed —
 load below the base raised IntegrityError ('events 1..10 are gone and no compaction
 removed them ... the stream's history was deleted'), verify reported it, an export
 failed. The interleaving is made at named points (the settle's policy step, the
-compaction's prune), not by timing."""
+compaction's prune), not by timing. (The race moves the head first: SQLite, PostgreSQL
+and Redis, whose settle commits its row at the head settled, store nothing — the
+window is S3's and tiered's: tests/store/_settle_race.py.)"""
 
 from __future__ import annotations
 

@@ -26,7 +26,15 @@ first leaves today's chain.
 An engine with ``Backend.replaces_snapshots`` (SQLite) stores the row and removes the
 one it replaces in one commit (``Backend.replace_snapshot``), checked at the head's
 identity in that commit: a settle is then one commit, and a stream moved since the last
-look gets nothing. The removal is decided before it, by the same rule.
+look gets nothing. The removal is decided before it, by the same rule. PostgreSQL, Redis
+(not a cluster) and memory store the row alone checked the same way (an
+``append_together`` change at the head's seq and its event's checksum:
+:func:`settles_checked`), the removal in a second commit checked at the head too. Was:
+``save_snapshot`` there, which takes no head — another process deleting the agent and
+making it again past that seq between the last look and the write got the old stream's
+state over its own row (an upsert): its compacted base replaced, its history unloadable
+(tests/store/test_settle_remade_race.py). S3, tiered and a Redis Cluster still store it
+so (:func:`_same_stream` names that window).
 
 Settled only where it is one whole row and its removal is a plain engine op: a store
 with ``full_snapshot_every=1`` on an engine with ``PRUNE``, not governed (a governed
@@ -39,7 +47,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from ..backends.base import Capability
+from ..backends.base import Backend, Capability
 from ..errors import (
     AgentNotFound,
     CapabilityUnsupported,
@@ -47,7 +55,7 @@ from ..errors import (
     ConflictError,
     IntegrityError,
 )
-from ..records import RawSnapshot
+from ..records import RawSnapshot, StreamChange
 from .body import SNAPSHOT_TYPE, snapshot_body
 from .compaction import marked
 from .conditional import prune_at
@@ -57,7 +65,7 @@ if TYPE_CHECKING:
     from .state import AgentRecord
     from .writes import WritePipeline
 
-__all__ = ["settle", "settles"]
+__all__ = ["settle", "settles", "settles_checked"]
 
 
 def settles(writes: WritePipeline) -> bool:
@@ -104,8 +112,9 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
         if below is not None and below.seq == head:
             below = await backend.latest_snapshot(agent_id, head - 1)
         together = backend.replaces_snapshots
+        checked = settles_checked(backend)
         checksum = record.checksum
-        if together and checksum is None:
+        if checked and checksum is None:
             # (a record folded from a snapshot at the head: its event's checksum read
             # here, before the look below — a commit checked at the seq alone would
             # store this stream's state in one made again up to it meanwhile)
@@ -121,9 +130,12 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             await policy.prepare(record)
             policy.next_tail = False  # (whole: full_every is 1, no tail)
             raw, marks = policy.encode(record)
-            if together:  # the row and the removal in one commit, at the head's identity
+            if checked:  # at the head's identity, in the commit
                 try:
-                    await backend.replace_snapshot(agent_id, raw, drop, head, checksum)
+                    if together:  # the row and the removal in one commit
+                        await backend.replace_snapshot(agent_id, raw, drop, head, checksum)
+                    else:  # the row alone (its removal: the second commit below)
+                        await backend.append_together((), [_at_head(agent_id, raw, checksum)])
                 except ConflictError:
                     reads.cache.discard(agent_id)
                     return None  # (moved since the last look: nothing written)
@@ -134,10 +146,18 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             raise
         mark_snapshot(record, marks)
         writes.snapshots_written += 1
-        if record.link is not None and (await backend.stream_bases([agent_id]))[0] == head:
+        if (
+            not checked
+            and record.link is not None
+            and (await backend.stream_bases([agent_id]))[0] == head
+        ):
             # compacted to this very seq by another process since the last look: the row
             # just stored replaced the compaction's base, the one row carrying its mark
-            # (without it a load below the base is "history deleted", not compacted)
+            # (without it a load below the base is "history deleted", not compacted).
+            # Not after a checked row: stored while the head was this seq, it replaced no
+            # compaction's base (a base is below the head it is made at); a base at this
+            # seq now is one made since — a stream deleted and made again and compacted
+            # to it, whose only state there this unchecked write would replace
             await backend.save_snapshot(agent_id, _compaction_base(writes, record, record.link))
             return head
         if (
@@ -160,6 +180,27 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
         return head
 
 
+def settles_checked(backend: Backend) -> bool:
+    """``backend`` commits a settle's row only while the head is the one settled (its
+    seq and its event's stored checksum): in one commit with the removal
+    (``replace_snapshot``: SQLite), or alone (``append_together`` of a
+    :func:`_at_head` change: PostgreSQL, Redis but a cluster, memory). Elsewhere (S3,
+    tiered, a Redis Cluster) ``save_snapshot`` takes no head: module doc."""
+    return backend.replaces_snapshots or (
+        backend.appends_together
+        and backend.changes_alone_together
+        and backend.prunes_together_at_head
+    )
+
+
+def _at_head(agent_id: str, raw: RawSnapshot, checksum: bytes | None) -> StreamChange:
+    """``raw`` (the head's row) stored only while the head is still its seq and its
+    event's stored checksum ``checksum``: a prune of nothing, at that identity."""
+    return StreamChange(
+        agent_id, snapshot=raw, prune_to=0, prune_head=raw.seq, prune_checksum=checksum
+    )
+
+
 def _compaction_base(writes: WritePipeline, record: AgentRecord, link: bytes) -> RawSnapshot:
     """``record`` (the head) as a compaction stores its base: whole, marked
     (:func:`~.compaction.marked`), sealed on the head's ``link``."""
@@ -179,8 +220,8 @@ async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     new one (over the new one's own row there), and the prune by seq would remove the
     new one's snapshot (its compacted base: its history gone). The prune is checked at
     the head again in its own commit (:func:`~.conditional.prune_at`); on an engine that
-    settles in one commit (``Backend.replace_snapshot``) the row too: a stream written
-    or remade since is left alone. Elsewhere a change between this read and
+    checks the row (:func:`settles_checked`) the row too: a stream written or remade
+    since is left alone. Elsewhere (S3, tiered, a Redis Cluster) a change between this read and
     ``save_snapshot`` is not seen (it takes no head to check; a stream without head tags
     is not told apart either). Appends and a compaction past ``record.seq`` there leave
     the row below the stream's base: a load below the base raises HistoryCompacted as

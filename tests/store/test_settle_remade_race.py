@@ -1,0 +1,167 @@
+"""An explicit ``settle`` racing another process that deletes the agent and makes it
+again (another store on the same database), at the two places such a race can reach.
+
+1. **The settle's row.** After settle's last look at the head (``_same_stream``) and
+   before its write, the other process deletes the agent and makes it again up to or
+   past the settled seq. The row settle stores is the OLD stream's state at that seq.
+   On SQLite the one commit (``replace_snapshot``) checks the head's identity and
+   refuses it; on the engines that settled in two commits (PostgreSQL, Redis, memory)
+   ``save_snapshot`` took no head — it stored the old state over the new stream's own
+   row at that seq (an upsert): its compacted base replaced, so every load of the new
+   stream failed (its events chain from another link: IntegrityError, its history
+   gone), or its snapshot replaced (verify: "snapshot does not belong to this
+   stream's chain"). Now the row is stored at the head's identity there too (an
+   ``append_together`` change checked at the head and its event's checksum), and the
+   settle stores nothing (None).
+2. **A write planned on the cached stream.** The settle reads the agent through the
+   read path, which validates the cached record and puts the new stream's in its place
+   (as ``get`` or ``load`` do). A :class:`~statekeeper.store.agent.DurableAgent`
+   planned its write on the old stream: it carries that stream's chain link, and its
+   save is refused (ConflictError, "deleted and re-created"), not applied to the new
+   stream — the settle's read changes nothing of that.
+
+The hooks make the other process act at the named point; no timing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper import StateStore
+from statekeeper.errors import ConflictError
+from statekeeper.governance.retention import RetentionPolicy, apply_retention
+
+from ..backends._services import fresh_url
+
+
+async def _remake(other: StateStore, upto: int, compact: bool) -> None:
+    """``other`` deletes agent ``a`` and makes it again: ``{"new": n}`` at seq n, a
+    snapshot at 16 (``other.snapshot``); ``compact``: on to ``upto`` and compacted to
+    that snapshot (its base 16: the only record of the state there)."""
+    assert await other.delete("a")
+    for n in range(1, 17):
+        await other.save("a", {"new": n})
+    assert await other.snapshot("a") == 16
+    for n in range(17, upto + 1):
+        await other.save("a", {"new": n})
+    if compact:
+        await apply_retention(other, RetentionPolicy.parse(f"* keep_last={upto - 16}\n"))
+        assert await other.backend.stream_bases(["a"]) == [16]
+
+
+@pytest.mark.parametrize(
+    ("upto", "compact"), [(16, False), (18, True)], ids=["same_head", "compacted_past"]
+)
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_settle_never_stores_the_old_stream_in_the_one_made_again(
+    tmp_path: Path, engine: str, upto: int, compact: bool
+) -> None:
+    with fresh_url(engine, tmp_path) as url:
+        async with (
+            StateStore(url, snapshot_every=10, settle_after=None) as store,
+            StateStore(url, settle_after=None) as other,
+        ):
+            for n in range(1, 17):
+                await store.save("a", {"old": n})
+            policy = store._writes.snapshots
+            prepare = policy.prepare
+            ran: list[int] = []
+
+            async def meanwhile(record: Any) -> None:
+                # (after settle's last look at the head, before its write)
+                ran.append(record.seq)
+                await _remake(other, upto, compact)
+                await prepare(record)
+
+            policy.prepare = meanwhile  # type: ignore[method-assign]
+            try:
+                assert await store.settle("a") is None  # another stream: nothing stored
+            finally:
+                policy.prepare = prepare  # type: ignore[method-assign]
+            assert ran == [16]
+            # this store serves the stream stored now, not the one it settled
+            assert (await store.get("a")).data == {"new": upto}  # type: ignore[union-attr]
+        async with StateStore(url, cache_size=0) as fresh:
+            assert (await fresh.load("a")).data == {"new": upto}
+            assert (await fresh.load("a", at_seq=16)).data == {"new": 16}
+            assert (await fresh.verify()).problems == []
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+async def test_a_stream_made_again_and_compacted_after_the_settles_row_keeps_its_base(
+    tmp_path: Path, engine: str
+) -> None:
+    """Right after settle's row is committed, the other process deletes the agent, makes
+    it again past the settled seq and compacts it to a base AT that seq. Was: settle then
+    found the stream's base at its seq and stored its row there again, marked as a
+    compaction's base (to restore a mark its row had replaced) — with no check: the old
+    stream's state over the new stream's base, the only record of its state there
+    (every load: IntegrityError, "chain broken"). A checked row replaced no base (a
+    base is below the head it is made at): nothing is stored again."""
+    with fresh_url(engine, tmp_path) as url:
+        async with (
+            StateStore(url, snapshot_every=10, settle_after=None) as store,
+            StateStore(url, settle_after=None) as other,
+        ):
+            for n in range(1, 17):
+                await store.save("a", {"old": n})
+            backend = store.backend
+            ran: list[str] = []
+
+            def after(name: str) -> None:
+                real = getattr(backend, name)
+
+                async def then_remade(*args: Any, **kwargs: Any) -> Any:
+                    out = await real(*args, **kwargs)
+                    if not ran:  # (the settle's row: its first write)
+                        ran.append(name)
+                        await _remake(other, 18, True)
+                    return out
+
+                setattr(backend, name, then_remade)
+
+            for name in ("replace_snapshot", "append_together", "save_snapshot"):
+                after(name)
+            assert await store.settle("a") == 16  # (stored while the stream was its own)
+            assert len(ran) == 1
+        async with StateStore(url, cache_size=0) as fresh:
+            assert await fresh.backend.stream_bases(["a"]) == [16]
+            assert (await fresh.load("a")).data == {"new": 18}
+            assert (await fresh.load("a", at_seq=16)).data == {"new": 16}
+            assert (await fresh.verify()).problems == []
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_settle_of_the_made_again_stream_never_moves_an_agents_write_onto_it(
+    tmp_path: Path, engine: str
+) -> None:
+    """A DurableAgent loaded the stream; another process deletes the agent and makes it
+    again up to the same seq; this process settles the agent explicitly (its read
+    caches the new stream, which it settles: that is the stream stored) and then the
+    agent saves its change: refused as re-created, the new stream left as written."""
+    with fresh_url(engine, tmp_path) as url:
+        async with (
+            StateStore(url, snapshot_every=10, settle_after=None) as store,
+            StateStore(url, settle_after=None) as other,
+        ):
+            for n in range(1, 13):
+                await store.save("a", {"old": n})
+            agent = await store.agent("a")
+            assert agent.seq == 12
+            assert await other.delete("a")
+            for n in range(1, 13):
+                await other.save("a", {"new": n})
+            assert await store.settle("a") == 12  # the new stream's head, settled
+            agent.data["planned"] = True  # a change planned on the old stream
+            with pytest.raises(ConflictError, match="re-created") as caught:
+                await agent.save()
+            assert caught.value.agent_id == "a"
+            assert (await store.get("a")).data == {"new": 12}  # type: ignore[union-attr]
+            await agent.refresh()
+            assert agent.data == {"new": 12}
+        async with StateStore(url, cache_size=0) as fresh:
+            assert (await fresh.load("a")).data == {"new": 12}
+            assert (await fresh.verify()).problems == []
