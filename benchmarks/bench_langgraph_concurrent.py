@@ -16,12 +16,25 @@ file / fresh thread ids. Ratios are statekeeper over the peer (> 1: statekeeper
 faster), medians with the min–max of the per-round ratios.
 
 * ``sqlite`` (``--mode threads``, default): 16 OS threads each ``invoke`` their chat,
-  one saver for all: ``StatekeeperSaver.from_url("sqlite:///…?synchronous=S")`` vs
-  ``SqliteSaver`` on one ``check_same_thread=False`` connection (its documented
-  multi-thread setup, ``from_conn_string``), same ``synchronous``; and LangGraph's
-  ``InMemorySaver`` in the same rounds (no disk, no SQL: the **ceiling**, what the
-  graph runtime itself allows; its ratio to ``SqliteSaver`` bounds every saver's).
-  ``--mode async``: 16 ``ainvoke`` tasks on one event loop, vs ``AsyncSqliteSaver``.
+  one saver for all. Sides (``--kinds``, all by default, in rotating order a round):
+  ``sk`` (``StatekeeperSaver.from_url("sqlite:///…?synchronous=S")``, durability
+  ``sync``), ``sk-group`` (the same, ``durability="group"``), ``peer`` (``SqliteSaver``
+  on one ``check_same_thread=False`` connection, its documented multi-thread setup,
+  same ``synchronous``), ``peer-async`` (``AsyncSqliteSaver``: 16 ``ainvoke`` tasks on
+  one loop, its own setup), and the **ceiling**, two savers with no disk:
+  ``memory`` (LangGraph's ``InMemorySaver``, which still serialises every channel
+  version) and ``noop`` (``bench_langgraph_floor.KeepsReferences``: keeps the latest
+  checkpoint object by reference, serialises nothing — the graph runtime alone). A
+  ceiling's ratio to the faster of the two peers in each round (``the faster peer``)
+  bounds every saver's. Any side ending ``-async`` runs as ``ainvoke`` tasks whatever
+  ``--mode`` says; ``--mode async`` runs them all so (``peer``: ``AsyncSqliteSaver``).
+  A third table says where each side's wall went (:class:`Probe`): the share of the
+  wall the point every write passes was held (statekeeper's saver loop, whose holder
+  commits inline; ``SqliteSaver``'s lock), refused takes of that loop a take, the CPU
+  share of the long-lived threads (``main``: an async side's loop;
+  ``sk-writer``/``sk-commit``: statekeeper's SQLite writer and commit threads;
+  ``aiosqlite``: ``AsyncSqliteSaver``'s connection thread), and statekeeper's commits
+  a second and writes a commit.
 * ``postgres``: 16 ``ainvoke`` tasks on one event loop. statekeeper:
   ``StatekeeperSaver.from_url("postgresql://…?schema=…", durability=D)`` (D = ``sync``:
   each write its own transaction, and ``group``: writes in flight share one; both
@@ -46,6 +59,7 @@ faster), medians with the min–max of the per-round ratios.
 Usage::
 
     .venv/bin/python benchmarks/bench_langgraph_concurrent.py sqlite   # NORMAL and FULL
+    .venv/bin/python benchmarks/bench_langgraph_concurrent.py sqlite --synchronous FULL --rounds 7
     .venv/bin/python benchmarks/bench_langgraph_concurrent.py sqlite --mode async
     .venv/bin/python benchmarks/bench_langgraph_concurrent.py postgres --dsn postgresql://postgres@127.0.0.1:5432/test
 """
@@ -662,7 +676,7 @@ def main() -> None:
     parser.add_argument("--synchronous", nargs="+", default=["NORMAL", "FULL"])
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument(
-        "--kinds", nargs="+", help="postgres sides to run (default: all; the table needs all)"
+        "--kinds", nargs="+", help="sides to run (default: all of the backend's; see above)"
     )
     args = parser.parse_args()
     if args.backend == "sqlite":
