@@ -153,10 +153,6 @@ _SNAPSHOT_SHARE = 2
 #: of its kind on a thread (see ``_SaverCommits._event_cost``)
 _RATIO_EVERY = 16
 
-#: a held write waits ``writes_wait`` for each run live on the saver, up to this many
-#: (see ``_SaverCommits._held_for``)
-HOLD_RUNS = 16
-
 
 class _SaverCommits(_SaverStreams):
     """The saver's write queue and commits."""
@@ -329,16 +325,6 @@ class _SaverCommits(_SaverStreams):
             return _estimate(blob)
         return len(blob)
 
-    def _held_for(self) -> float:
-        """How long a held write waits for its run's next write: ``writes_wait`` for
-        each run live on the saver, up to :data:`HOLD_RUNS` of them. Runs at once share
-        one interpreter, so each one's next write comes about that many times later:
-        with 16 runs on one SQLite file, a fixed 5 ms (one GIL switch interval) was
-        missed by the first held write of every turn, which was then committed alone
-        — a store append more a turn, ~10 % more CPU a write (docs/benchmarks.md,
-        "lgceil"). One run alone waits ``writes_wait``, as before."""
-        return self.writes_wait * min(max(len(self._runs), 1), HOLD_RUNS)
-
     def _wake(self, thread_id: str) -> None:
         """Let the writes held on a thread go (into the batch being formed)."""
         for waiter in self._waiting.pop(thread_id, ()):
@@ -346,15 +332,15 @@ class _SaverCommits(_SaverStreams):
                 waiter.set_result(None)
 
     async def _hold(self, thread_id: str, mine: _Pending) -> None:
-        """Wait (at most :meth:`_held_for`) until another write on the thread — the
-        run's next checkpoint, its release — is queued to take ``mine`` into its commit."""
+        """Wait (at most ``writes_wait``) until another write on the thread — the run's
+        next checkpoint, its release — is queued to take ``mine`` into its commit."""
         queued = self._queued.get(thread_id) or []
         if any(p.event_type != m.EV_WRITES for p in queued if p is not mine):
             return  # a checkpoint is already waiting: join it
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(thread_id, []).append(waiter)
         try:
-            await asyncio.wait((waiter, mine.future), timeout=self._held_for())
+            await asyncio.wait((waiter, mine.future), timeout=self.writes_wait)
         finally:
             waiting = self._waiting.get(thread_id)
             if waiting is not None and waiter in waiting:
@@ -492,8 +478,7 @@ class _SaverCommits(_SaverStreams):
         for ``writes_wait`` commits nothing twice."""
         held = mine.parked
         assert held is not None
-        wait = self._held_for()
-        while not held.acquire(timeout=wait):
+        while not held.acquire(timeout=self.writes_wait):
             with self._parking:
                 parked = self._parked.get(thread_id) or []
                 still = mine in parked

@@ -133,9 +133,7 @@ class StatekeeperSaver(_SaverPruning):
             step's writes and the checkpoint after the step concurrently, and one
             commit then stores both (the checkpoint waits for nothing). The writes are
             durable when ``put_writes`` returns either way, it only returns later (by
-            at most this much for each run live on the saver, up to 16 runs: runs at
-            once share the interpreter, so a run's next write comes later; LangGraph
-            does not wait for it between steps). Error,
+            at most this much; LangGraph does not wait for it between steps). Error,
             interrupt and resume writes, writes outside a run, and every write once
             the run has ended are not held. ``0`` commits each write on its own.
         run_lease: seconds a run's claim lasts without renewal; the saver renews the
