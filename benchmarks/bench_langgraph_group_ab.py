@@ -14,6 +14,7 @@ the GIL per statement, so it is not timed).
 Usage::
 
     .venv/bin/python benchmarks/bench_langgraph_group_ab.py --tree /work/wt/base/src --tree src
+    .venv/bin/python benchmarks/bench_langgraph_group_ab.py --durability group --tree … --tree src
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def chats(saver: Any, threads: int, turns: int) -> dict[str, float]:
     return {"writes_s": counting.writes / wall, "wall": wall, "cpu": cpu}
 
 
-def child(kind: str, path: str, sync: str, threads: int, turns: int, count: bool) -> None:
+def child(
+    kind: str, path: str, sync: str, threads: int, turns: int, count: bool, durability: str
+) -> None:
     if kind == "peer":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -72,7 +75,7 @@ def child(kind: str, path: str, sync: str, threads: int, turns: int, count: bool
         return
     from statekeeper.integrations.langgraph import StatekeeperSaver
 
-    saver = StatekeeperSaver.from_url(f"sqlite:///{path}?synchronous={sync}")
+    saver = StatekeeperSaver.from_url(f"sqlite:///{path}?synchronous={sync}", durability=durability)
     backend: Any = saver.store.backend
     carried: list[int] = []
     backend.commit_listeners.append(carried.append)
@@ -114,15 +117,15 @@ def child(kind: str, path: str, sync: str, threads: int, turns: int, count: bool
 def run_child(tree: str, kind: str, path: Path, args: argparse.Namespace, count: bool) -> Any:
     env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
     cmd = [sys.executable, __file__, "--child", kind, str(path), args.synchronous]
-    cmd += [str(args.threads), str(args.turns), "1" if count else "0"]
+    cmd += [str(args.threads), str(args.turns), "1" if count else "0", args.durability]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        kind, path, sync, threads, turns, count = sys.argv[2:8]
-        child(kind, path, sync, int(threads), int(turns), count == "1")
+        kind, path, sync, threads, turns, count, durability = sys.argv[2:9]
+        child(kind, path, sync, int(threads), int(turns), count == "1", durability)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", action="append", required=True, help="a tree's src dir")
@@ -131,6 +134,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--synchronous", default="FULL")
     parser.add_argument("--count", action="store_true", help="also count statements")
+    parser.add_argument("--durability", default="sync", choices=["sync", "group"])
     args = parser.parse_args()
     rows: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     with tempfile.TemporaryDirectory(prefix="bench-lg-ab-") as tmp:
@@ -151,7 +155,10 @@ def main() -> None:
                 counts[tree] = run_child(
                     tree, "sk", Path(tmp) / f"count-{len(counts)}.db", args, True
                 )
-    print(f"\n16 LangGraph threads, synchronous={args.synchronous}, {args.rounds} rounds")
+    print(
+        f"\n{args.threads} LangGraph threads, synchronous={args.synchronous},"
+        f" durability={args.durability}, {args.rounds} rounds"
+    )
     print(
         "| side | writes/s (median, min-max) | ratio to peer (per round) | CPU s | commits"
         " | appends/commit | batch wall ms/commit | trace lines/commit |"
