@@ -27,11 +27,14 @@ Reads — the durable tier is the authority
 A hot tier that fails
     Every hot call is bounded by ``hot_timeout``; an error or timeout marks the hot
     tier down for ``hot_retry_after`` seconds and the call is answered by the durable
-    tier instead — no operation fails because of the hot tier, and no write is lost
-    because none was acknowledged by it alone. Agents written while it was down (or
-    whose hot update failed) are remembered, and their hot copies are deleted before
-    the hot tier is used for them again (a clean-up only: correctness rests on the
-    check against the durable head above, not on this process's memory).
+    tier instead — no read nor append fails because of the hot tier, and no write is
+    lost because none was acknowledged by it alone. A prune, a rewrite and the delete
+    of a stream with no head tag drop the hot copy first (one left would match the
+    changed stream's head and tag): refused, nothing changed, while they cannot
+    (:meth:`~.tiered_writes.TieredWrites._drop_hot_first`). Agents written while it
+    was down (or whose hot update failed) are remembered, and their hot copies are
+    deleted before the hot tier is used for them again (a clean-up only: correctness
+    rests on the check against the durable head above, not on this process's memory).
 
 Cold tier
     With ``cold`` and ``idle_after`` set, :meth:`TieredBackend.demote_idle` (run every

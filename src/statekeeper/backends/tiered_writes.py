@@ -40,15 +40,87 @@ def _hot_copy_left(agent_id: str) -> BackendError:
     serve the old bytes (a prune's removed history) — was: returned as done, no error."""
     return BackendError(
         f"agent {agent_id!r} was changed in the durable tier (committed), but its hot "
-        "copy could not be dropped (the hot tier failed or is down): other stores "
+        "copy could not be dropped after it (the hot tier failed or is down; another "
+        "store may have filled one since the drop before the change): other stores "
         "sharing that hot tier may serve the old events until it is; this store drops "
         "it before its next hot read",
         maybe_applied=True,
     )
 
 
+def _hot_copy_kept(agent_id: str, change: str) -> BackendError:
+    """A change refused before anything was written: the agent's hot copy could not be
+    dropped first (see :meth:`TieredWrites._drop_hot_first`)."""
+    return BackendError(
+        f"{change} of agent {agent_id!r} refused, nothing changed: its hot copy could not"
+        " be dropped first (the hot tier failed or is down), and other stores sharing the"
+        " hot tier would serve a copy left behind as the agent; run it again once the hot"
+        " tier answers"
+    )
+
+
+def _deleted_hot_copy_left(agent_id: str) -> BackendError:
+    """The agent was deleted, but a hot copy another store filled meanwhile may be left."""
+    return BackendError(
+        f"agent {agent_id!r} was deleted from the durable tier (committed), but its hot"
+        " copy could not be dropped after (the hot tier failed or is down), and another"
+        " store may have filled one since the drop before the delete: stores sharing the"
+        " hot tier may serve it as an agent re-made to the same head; deleting again"
+        " once the hot tier answers drops it",
+        maybe_applied=True,
+    )
+
+
 class TieredWrites(TieredRehydrate, TieredHot):
     """The write part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
+
+    async def _drop_hot_first(self, agent_id: str, change: str, *, by_tag: bool = False) -> bool:
+        """Before ``change`` of ``agent_id`` is written anywhere (under its lock): its hot
+        copy dropped, else the change refused (:func:`_hot_copy_kept`, nothing written).
+        A hot copy is checked by head and head tag alone, which a prune or a rewrite
+        keeps, and which a stream deleted and re-made to the same head without a tag
+        has again: a copy whose drop failed AFTER the change was served as the agent by
+        every other store sharing the hot tier (the pruned history, the old bytes, the
+        deleted agent's data) — was: a delete dropped it last, its failure marked it
+        dirty in this process alone and the delete returned done. Dropped first, a
+        failure leaves the agent whole and a retry finishes; the reads stay as cheap as
+        they were (no identity beyond head and tag to compare on each).
+
+        ``by_tag`` (a delete): a stream whose head carries a tag is deleted even so (the
+        tag commits to the whole chain: no re-made stream is taken for the copy) — True
+        then, a copy left behind harmless; False otherwise (the copy dropped)."""
+        if await self._drop_hot_now(agent_id):
+            return False
+        if by_tag:
+            head, tag = await self.durable.head_tag(agent_id)
+            if head > 0 and tag is not None:
+                return True
+        raise _hot_copy_kept(agent_id, change)
+
+    async def _drop_hot_now(self, agent_id: str) -> bool:
+        """:meth:`_drop_hot` (True: no hot copy left, or no hot tier), tried even while
+        the hot tier is marked down (once, bounded by ``hot_timeout``): a change waits
+        on it (:meth:`_drop_hot_first`)."""
+        if self.hot is None:
+            return True
+        if self.hot_available():
+            return await self._drop_hot(agent_id)
+        if await self._clean(agent_id):
+            return True
+        self._dirty.add(agent_id)
+        return False
+
+    async def _drop_hot_after(self, agent_id: str, tagged: bool) -> None:
+        """After a delete (``tagged``: what :meth:`_drop_hot_first` returned): the hot
+        copy dropped again — one another store filled between that drop and the
+        delete — else :func:`_deleted_hot_copy_left` (``maybe_applied``); a tagged
+        stream's only as before (best effort: a copy left is never served)."""
+        if self.hot is None:
+            return
+        if tagged:
+            await self._drop_hot(agent_id)
+        elif not await self._drop_hot_now(agent_id):
+            raise _deleted_hot_copy_left(agent_id)
 
     def _too_long(self, agent_id: str) -> InvalidAgentId | None:
         """The refusal of an id longer than :attr:`max_id_bytes` (a tier's keys cannot
@@ -188,12 +260,15 @@ class TieredWrites(TieredRehydrate, TieredHot):
         """Delete the agent from every tier: its cold copy first (a demoted agent's, or
         what a demotion cut short left of this stream), then its marker, then the durable
         stream — a failure on the way leaves the agent whole, and deleting again
-        finishes. A cold copy that is not this store's (another store's sharing the cold
-        tier: no marker here, or not the copy the marker says) is never touched."""
+        finishes. The hot copy is dropped before all of them, and again after
+        (:meth:`_drop_hot_first`). A cold copy that is not this store's (another
+        store's sharing the cold tier: no marker here, or not the copy the marker says)
+        is never touched."""
         self._check_can_write()
         self._last_used.pop(agent_id, None)
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
+            tagged = await self._drop_hot_first(agent_id, "the delete", by_tag=True)
             existed = False
             if self.cold is not None:
                 existed, ours = await self._own_cold(self.cold, agent_id)
@@ -202,8 +277,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 if existed:
                     await self.durable.delete_agent(COLD_MARKER + agent_id)
             existed = await self.durable.delete_agent(agent_id) or existed
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
+            await self._drop_hot_after(agent_id, tagged)
         return existed
 
     async def delete_agent_at(
@@ -217,7 +291,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
         nothing deleted. (The default compared the head, then deleted whatever was there:
         such an append was deleted with the agent, without an error.) A demoted agent is
         brought back first; the hot copy, and a cold copy of this store's own that a
-        demotion cut short left (never another store's), go after the delete."""
+        demotion cut short left (never another store's), go after the delete; the hot
+        copy is dropped before the delete too (:meth:`_drop_hot_first`)."""
         self._check_can_write()
         if head < 1:
             raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
@@ -227,6 +302,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
                 marker, ours = await self._own_cold(self.cold, agent_id)
+            tagged = await self._drop_hot_first(agent_id, "the delete", by_tag=True)
             if marker and self._fenced():
                 # a demotion's claim beside the stream: ended first (its last step then
                 # deletes nothing). Was: left until after the stream's delete — a load
@@ -251,8 +327,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
                     ) from exc
             if marker:
                 await self.durable.delete_agent(COLD_MARKER + agent_id)
-            if self.hot is not None:
-                await self._drop_hot(agent_id)
+            await self._drop_hot_after(agent_id, tagged)
         return True
 
     async def _change_kept(
@@ -260,6 +335,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
         agent_id: str,
         checked: Callable[[StreamChange], Awaitable[_T]] | None,
         plain: Callable[[], Awaitable[_T]],
+        *,
+        drop_first: bool = True,
     ) -> _T:
         """A change of ``agent_id``'s stream that keeps its head record (a rewrite, a
         key rename, a prune), under the agent's lock: a demotion's claim fenced
@@ -268,8 +345,11 @@ class TieredWrites(TieredRehydrate, TieredHot):
         claim's check, where the durable tier can: None where it cannot) through
         :meth:`_change_checked` (its give-up, BackendError, nothing changed — never the
         change unchecked), else ``plain()`` and the claim fenced again (one made
-        meanwhile); the result of either returned; then the hot copy dropped
-        (refilled from the new bytes on the next read). A change that raises leaves
+        meanwhile); the result of either returned; the hot copy dropped before the
+        change (:meth:`_drop_hot_first`: the change refused, nothing written, when it
+        cannot be; not ``drop_first``: a key rename, which changes nothing a hot copy
+        serves) and again after (one another store filled meanwhile: refilled from
+        the new bytes on the next read). A change that raises leaves
         both as they were — but one that may have landed (``maybe_applied``): the hot
         copy dropped too (was: kept, its pruned history or old bytes served on). Still
         open: a change on a durable tier that cannot (a Redis cluster, S3) is not
@@ -279,6 +359,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
             if self.cold is not None:
                 await self._fence_demotion(agent_id)  # (its last step kept no change)
                 await self._rehydrate(agent_id, locked=True)
+            if drop_first:
+                await self._drop_hot_first(agent_id, "the change")
             try:
                 if self.cold is not None and checked is not None:
                     done = await self._change_checked(agent_id, checked)
@@ -290,7 +372,9 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 if self.hot is not None and getattr(exc, "maybe_applied", False):
                     await self._drop_hot(agent_id)  # (the change may stand)
                 raise
-            if self.hot is not None and not await self._drop_hot(agent_id):
+            if self.hot is not None and not await (
+                self._drop_hot_now(agent_id) if drop_first else self._drop_hot(agent_id)
+            ):
                 raise _hot_copy_left(agent_id)
         return done
 
@@ -327,6 +411,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
             agent_id,
             checked if self._renames_with_claim_check() else None,
             lambda: self.durable.rename_keys(agent_id, renames),
+            drop_first=False,
         )
 
     async def prune(

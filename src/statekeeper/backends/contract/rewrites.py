@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ...arguments import check_stored_id
 from ...errors import (
+    BackendError,
     CapabilityUnsupported,
     ConflictError,
 )
@@ -53,7 +54,10 @@ class RewritesContract(ContractPart):
         any of them is written. A request naming an event not stored (pruned) or a
         snapshot below the base raises as :meth:`rewrite` does, nothing of it written (an
         engine that sets :attr:`rewrites_many` writes none of a page of distinct agents;
-        the default applies them in turn: the requests before it may be)."""
+        the default applies them in turn: the requests before it may be). A
+        :class:`~statekeeper.errors.BackendError` of the default once a request before
+        it was applied says ``maybe_applied`` (was: its own request's word, often
+        nothing written: a page part-made counted as not made)."""
         for request in requests:
             validate_rewrite(request)
         done: list[bool] = []
@@ -62,6 +66,10 @@ class RewritesContract(ContractPart):
                 await self.rewrite(request)
             except ConflictError:
                 done.append(False)
+            except BackendError as exc:
+                if any(done):
+                    exc.maybe_applied = True  # (the requests before it stand)
+                raise
             else:
                 done.append(True)
         return done

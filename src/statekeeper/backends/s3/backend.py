@@ -81,7 +81,9 @@ lexicographic key order equal to the ids' code point order)::
   botocore sends a request again when its reply is lost, and a retried conditional
   write meeting the object its first try made (S3 answers 412) recognises it by the
   token and succeeds, instead of reporting another writer's conflict. Retries that all
-  fail raise :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``.
+  fail raise :class:`~statekeeper.errors.BackendError` with ``maybe_applied=True``;
+  so does an error S3 answers part-way through a change (a prune, a rewrite, a delete)
+  once any of its writes landed (:mod:`.landed`): ``False`` only when none can have.
 * Blocking boto3 calls run in a thread pool; ``endpoint_url`` selects MinIO, Ceph,
   moto or any other S3-compatible server.
 * Every call costs HTTP round trips (an append: ~3–5 requests), so S3 is the cold
@@ -128,6 +130,7 @@ from .claims import TakenBy
 from .deletes import S3Deletes
 from .idempotency import S3IdempotencyKeys
 from .keys import S3Keys
+from .landed import Landed
 from .listing import S3Listing
 from .objects import S3Objects
 from .prune import S3Prune
@@ -261,6 +264,10 @@ class S3Backend(
         except (BotoCoreError, ValueError) as exc:  # ("Invalid endpoint: <the URL>")
             said = scrub(str(exc), endpoint_url) if endpoint_url else str(exc)
             raise ConfigurationError(f"cannot build an S3 client: {said}") from None
+        #: which writes of the call on each pool thread landed (an error part-way is
+        #: ``maybe_applied`` then: :mod:`.landed`)
+        self._landed = Landed(self._s3.meta.service_model)
+        self._s3.meta.events.register("after-call.s3", self._landed.note)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sk-s3")
         self._wave = max_workers
         # Objects never change under one (key, ETag, LastModified): their decoded

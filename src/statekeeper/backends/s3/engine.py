@@ -17,6 +17,7 @@ from ...records import RawSnapshot, RewriteRequest
 from ..base import Backend
 from .base import ClientError, T
 from .claims import TakenBy
+from .landed import Landed
 from .layout import _Layout
 
 __all__ = ["S3Engine"]
@@ -56,6 +57,7 @@ class S3Engine(Backend):
         _ready: bool
         _closed: bool
         _versioning: bool | None
+        _landed: Landed
 
         # (the methods the parts call on each other)
 

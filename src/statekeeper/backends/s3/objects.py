@@ -30,6 +30,7 @@ from .base import (
     _token,
 )
 from .engine import S3Engine
+from .landed import may_have_landed
 from .layout import _shared_start
 
 __all__ = ["S3Objects"]
@@ -60,16 +61,23 @@ class S3Objects(S3Engine):
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+            run = functools.partial(self._landed.run, fn, *args)
+            return await loop.run_in_executor(self._pool, run)
         except RuntimeError as exc:  # executor shut down by close()
             if self._closed:
                 raise StoreClosed("s3 backend closed during an operation") from exc
             raise
         except ClientError as exc:
-            if _code(exc) in _REFUSED:
+            # (a write of the call answered before it: the change may stand, part-made.
+            # Was: maybe_applied=False, nothing written, whatever had landed: .landed)
+            landed = may_have_landed(exc)
+            if _code(exc) in _REFUSED and not landed:
                 raise self._credentials_error(f"refused ({_code(exc)})") from None
             said = self._said(exc)
-            raise BackendError(f"{self._where()}: {said}") from (exc if said == str(exc) else None)
+            cause = exc if said == str(exc) else None  # (chained only when it quotes no secret)
+            if landed:
+                said += " (part-way: a write of this operation may have landed before it)"
+            raise BackendError(f"{self._where()}: {said}", maybe_applied=landed) from cause
         except _NO_CREDENTIALS as exc:  # nothing was sent: no request can be signed
             raise self._credentials_error(f"not found ({exc})") from None
         except BotoCoreError as exc:
