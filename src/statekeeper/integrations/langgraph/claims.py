@@ -92,6 +92,7 @@ class _SaverClaims(_SaverCommits):
             if claim is not None and self._claimed_by_other(claim, run):
                 raise ThreadBusyError(run.thread_id, claim["exp"], st.agent_id, st.seq, lost=False)
             value = {"id": run.token, "exp": self._clock() + self.run_lease}
+            run.unsure = True  # (sent: stored or not, the run's end looks)
             return m.EV_RUN, [{"op": "add", "path": "/run", "value": value}], None
 
         if run.ended:  # its caller gave up before this began: nothing to claim
@@ -114,7 +115,13 @@ class _SaverClaims(_SaverCommits):
                 self._forget(run.thread_id)
                 await self._mutate(run.thread_id, plan, m.EV_RUN, plain=True)
         except Exception:
+            # the claim's commit may have landed though it failed (a lost reply:
+            # BackendError(maybe_applied=True)): the run's end (its failed start) reads
+            # the thread and clears it (run.unsure; before, it returned at once and the
+            # claim refused other processes the thread until run_lease ran out)
             self._runs.pop(run.key, None)
+            if run.ended and run.unsure:  # ended meanwhile, maybe before it was sent
+                self._portal._handed(self._release(run))
             raise
         except BaseException:
             # cancelled or interrupted, maybe once the claim was stored: the run's
@@ -148,7 +155,7 @@ class _SaverClaims(_SaverCommits):
             return
         claim = doc.get("run") if doc is not None else None
         if claim is None or claim["id"] != run.token:
-            return
+            return  # (None: stored, its document not read: the run stays ``unsure``)
         run.claimed = True
         if run.ended:  # the run's start failed while this write was being stored
             self._portal._handed(self._release(run))
@@ -159,13 +166,21 @@ class _SaverClaims(_SaverCommits):
         """End ``run``: clear its claim when it holds one. A run ending before its claim
         is stored (its caller gave up on ``get_tuple``) is marked ended: its claim is
         released as soon as it is stored (see :meth:`_claim`), and this process takes
-        the thread over from it meanwhile (see :meth:`_claimed_by_other`)."""
+        the thread over from it meanwhile (see :meth:`_claimed_by_other`).
+
+        A run whose claim was sent in a write that failed (maybe after it landed: a
+        lost reply) or whose document was not read back (``run.unsure``) is released
+        the same way: the thread is read (its cached document was dropped with the
+        failure) and the claim cleared if it is stored. Before, such a run was not
+        ``claimed``: its end returned here, and a stored claim refused other processes
+        the thread until ``run_lease`` ran out. A run whose claim's write answered
+        reads nothing more (its claim, known, is cleared on the cached document)."""
         self._runs.pop(run.key, None)
         run.ended = True
         self._ended[run.token] = None
         while len(self._ended) > _ENDED:
             self._ended.popitem(last=False)
-        if run.released or not run.claimed:
+        if run.released or not (run.claimed or run.unsure):
             return
         run.released = True
         cached = self._streams.get(run.thread_id)
@@ -316,6 +331,9 @@ class _SaverClaims(_SaverCommits):
             # its first write: the run would go on from a state it did not read
             raise ThreadBusyError(st.thread_id, None, st.agent_id, st.seq, lost=False)
         value = {"id": run.token, "exp": self._clock() + self.run_lease}
+        # sent with this write: ``claimed`` once its commit answers (see ``_rode``);
+        # if it fails, maybe after it landed, the run's end looks (see ``_release``)
+        run.unsure = True
         return [{"op": "add", "path": "/run", "value": value}]
 
     def _take_named(self, thread_id: str, ns: str, cid: str | None) -> bool:

@@ -251,7 +251,20 @@ class _SaverCommits(_SaverStreams):
             # is read, and cached for the next write (which would read it anyway). Was
             # None: a claim it stored was not taken, never renewed nor released (the
             # thread refused to other processes after the run). Only on this rare answer
-            opened = await self._open(st.thread_id, create=False, check=False)
+            try:
+                opened = await self._open(st.thread_id, create=False, check=False)
+            except Exception as exc:
+                # the write is stored (its key found): it does not fail for the read
+                # (it did). Its document unknown: a run claim it carried is released
+                # at the run's end on a read of its own (``Run.unsure``)
+                _log.warning(
+                    "reading LangGraph thread %r after its write was found stored failed "
+                    "(the write stands): %s: %s",
+                    st.thread_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                return False, None
             return False, None if opened is None else opened.doc
         if not applied:
             st.doc = after

@@ -64,6 +64,10 @@ class Run:
     #: claim was stored (a caller that gave up on its ``get_tuple``): a claim stored
     #: after that is released at once, and a riding run's write carries none
     ended: bool = False
+    #: the claim was sent in a write whose answer may never come (it failed, maybe
+    #: after it landed: a lost reply), before ``claimed``: the run's end reads the
+    #: thread and clears the claim if it is stored (see ``_SaverClaims._release``)
+    unsure: bool = False
 
     @property
     def key(self) -> tuple[int, str]:
