@@ -220,13 +220,15 @@ SELECT count(*) FROM {s}.sk_agents WHERE agent_id >= %s AND agent_id < %s
 DELETE FROM {s}.sk_agents WHERE agent_id = %s
 
 -- name: absent_claim
--- (absence checks in append_together: a head row of 0 claimed for each agent, in the
--- order given, those claimed removed again by absent_release in the same transaction;
+-- (absence checks in append_together: a head row of 0 claimed for each agent, in agent
+-- order - before any other lock, as a batch claims its new agents: migration 20; was the
+-- order given, and two checks given p, q and q, p deadlocked - those claimed removed
+-- again by absent_release in the same transaction;
 -- a creation of an agent committing meanwhile makes it insert nothing for it, one still
 -- to commit is waited for, and one after waits on it until the transaction ends: its
 -- events follow what the transaction wrote)
 INSERT INTO {s}.sk_agents (agent_id, head_seq, created_at, updated_at)
-SELECT u.a, 0, 0, 0 FROM unnest(%s::text[]) WITH ORDINALITY AS u(a, k) ORDER BY u.k
+SELECT u.a, 0, 0, 0 FROM unnest(%s::text[]) AS u(a) ORDER BY u.a COLLATE "C"
 ON CONFLICT (agent_id) DO NOTHING RETURNING agent_id
 
 -- name: absent_release
