@@ -104,7 +104,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     ),
     (
         20,
-        "writes claim new agents first, then lock leases, then heads, in agent order",
+        "writes claim new agents first, then lock leases, then heads (the audit log's last)",
         read_script(PACKAGE, "sql/batch_claims.sql"),
     ),
 ]

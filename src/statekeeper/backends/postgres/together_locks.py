@@ -1,5 +1,5 @@
 """The locks of a PostgreSQL ``append_together``, taken in one order first: its claims,
-then its leases, then its heads, each in agent order.
+then its leases, then its heads, each in agent order (the audit log's head last).
 
 Its changes (a delete, a prune, a rewrite, a lease change) took their agents' locks in
 the caller's order, then its appends (``sk_append_batch``) theirs in agent order: a
@@ -14,10 +14,6 @@ fenced appends, then the head rows of every agent it names, each in agent order 
 order of a batch (leases, migration 17, then heads) and of a page of rewrites
 (``rw_many_lock``) — and takes every later lock of those rows as their holder. A
 transaction of one agent, or of appends alone (the batch orders its own), takes none.
-A governed change so holds the audit log's head from its start, not from its entry's
-append on: other processes' governed writes wait for it (each appends at that head
-anyway), where before they moved the head meanwhile and the change, its entry then
-refused at the old head, was made again whole.
 
 Before those: its claims (:func:`.absence.absent_in`), in agent order — its absence
 checks', and, when it checks or locks anything, its new agents' (a head row inserted at
@@ -28,6 +24,15 @@ creating an agent took its row only at its append, after its locks: two checks o
 ``p, q`` and ``q, p`` deadlocked, and so did a check of ``x`` with an append to ``y``
 (holding ``x``, waiting on ``y``) and a delete of ``y`` creating ``x`` (holding ``y``,
 waiting on ``x``) — ``test_postgres_absence_lock_order.py``.
+
+The audit log's head is the last of the heads (``rw_many_lock``; a batch's too,
+migration 20), though its id comes first: a governed change holds it from its locks on,
+not from its entry's append on (other processes' governed writes wait for it — each
+appends at that head anyway — where before they moved the head meanwhile and the
+change, its entry then refused at the old head, was made again whole), but not while it
+waits on another agent's head: a change of ``b`` waiting on a transaction of ``b``'s
+(idle with its row locked; no ``lock_timeout``) held the log meanwhile, and every
+governed write of the store waited behind it (``test_postgres_audit_head_last.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 -- Migration 20: one order for every lock a write takes: first the claims of agents
 -- with no head row (a new stream's; an absence check's: queries.sql, absent_claim),
--- then the lease rows, then the head rows, each in agent order.
+-- then the lease rows, then the head rows, each in agent order - the audit log's head
+-- last of the heads.
 --
 -- sk_append_batch, a batch not set-based (migration 17), inserted its new agents' head
 -- rows as their requests came, after it had locked its other heads: a batch [b, a]
@@ -11,6 +12,12 @@
 -- again in the transaction: another creation of one waits on this transaction until it
 -- ends), then locks its fences' leases and its heads as before. append_together claims
 -- its checks' and its new agents' rows first likewise (together_locks.py).
+--
+-- The heads are locked in agent order with the audit log's last (here, and rw_many_lock
+-- for a page of rewrites and append_together's changes): the log's id, chr(1) ||
+-- 'sk-audit/log', came first, so a governed change waiting on one agent's head row (a
+-- transaction of that agent's, idle with it locked) held the log's head meanwhile and
+-- every governed write of the store waited behind it.
 --
 -- sk_append (migration 12) creating a stream whose head row is a claim of its own
 -- transaction (head 0) takes that row over: row security keeps a role that is not a log
@@ -98,7 +105,7 @@ BEGIN
 END
 $fn$;
 
--- sk_append_batch of migration 17 (jit off: migration 19), its new agents claimed first
+-- sk_append_batch of migration 17 (jit off: migration 19), the order above
 CREATE OR REPLACE FUNCTION {s}.sk_append_batch(
     p_agents text[], p_expected bigint[], p_counts int[], p_keys text[],
     p_snap_seq bigint[], p_snap_ts float8[], p_snap_payload bytea[], p_snap_checksum bytea[],
@@ -128,10 +135,10 @@ BEGIN
        AND array_remove(p_fence_holders, NULL) = '{{}}'
        AND array_remove(p_snap_seq, NULL) = '{{}}'
        AND (SELECT count(DISTINCT x) FROM unnest(p_agents) x) = m THEN
-        -- every head named, locked in agent order before any is written (the order
-        -- of rw_many_lock)
+        -- every head named, locked in agent order (the audit log's last) before any
+        -- is written (the order of rw_many_lock)
         PERFORM FROM {s}.sk_agents t WHERE t.agent_id = ANY (p_agents)
-         ORDER BY t.agent_id FOR NO KEY UPDATE;
+         ORDER BY t.agent_id = chr(1) || 'sk-audit/log', t.agent_id FOR NO KEY UPDATE;
         keyed := array_remove(p_keys, NULL) <> '{{}}';
         FOR i IN 1 .. m LOOP
             off := off + p_counts[i];
@@ -245,7 +252,7 @@ BEGIN
                                    WHERE p_fence_holders[f] IS NOT NULL)
           ORDER BY l.agent_id FOR SHARE;
         PERFORM FROM {s}.sk_agents t WHERE t.agent_id = ANY (p_agents)
-          ORDER BY t.agent_id FOR NO KEY UPDATE;
+          ORDER BY t.agent_id = chr(1) || 'sk-audit/log', t.agent_id FOR NO KEY UPDATE;
     END IF;
     FOR i IN 1 .. m LOOP
         n := p_counts[i];

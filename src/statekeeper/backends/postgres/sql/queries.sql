@@ -76,8 +76,11 @@ UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 -- rewrite_many, first: the page's head rows locked (in agent order, so two pages never
 -- deadlock) before rw_many, in its transaction. rw_many's checks read the stream's base
 -- in ITS snapshot: taken after these locks, it sees every prune of the page's agents
--- committed before (a prune holds the head row), and none can commit until the end
-SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY agent_id FOR UPDATE
+-- committed before (a prune holds the head row), and none can commit until the end.
+-- The audit log's head last (a batch's order too, migration 20): a governed change
+-- (together_locks.py) waiting on another agent's head holds nothing of the log meanwhile
+SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[])
+ORDER BY agent_id = chr(1) || 'sk-audit/log', agent_id FOR UPDATE
 
 -- name: together_leases
 -- append_together with changes, first: the lease rows of its lease changes and fenced
