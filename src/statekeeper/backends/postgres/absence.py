@@ -19,14 +19,19 @@ if TYPE_CHECKING:
 CLAIMS = 16
 
 
-async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> None:
+async def absent_in(
+    sql: Mapping[str, Any], conn: Any, agent_ids: Sequence[str], also: Sequence[str] = ()
+) -> None:
     """The checks of ``agent_ids`` in ``conn``'s transaction, a few statements for all
     of them (was: two an agent, record_restored of 5,000 agents ~4x slower): the
-    agents' head rows claimed at 0 in the order given (``absent_claim``) and those
-    claimed removed again (``absent_release``), so a creation of one racing the
-    transaction is either seen — committed before the claim, or waited for by it —
-    and raises :class:`ConflictError` (the caller rolls back), or waits for the
-    transaction's end, its events after what the transaction wrote. The head of an
+    agents' head rows claimed at 0 in agent order (``absent_claim``; was the order
+    given: two checks of ``p, q`` and ``q, p`` deadlocked), with those of ``also`` (the
+    new agents the transaction creates, claimed with the checks and not checked:
+    :mod:`.together_locks`), and those claimed removed again (``absent_release``), so a
+    creation of one racing the transaction is either seen — committed before the
+    claim, or waited for by it — and raises :class:`ConflictError` (the caller rolls
+    back), or waits for the transaction's end, its events after what the transaction
+    wrote. The head of an
     agent whose row was there is read ``FOR UPDATE`` (``absent_heads``): one of
     events conflicts; one deleted between the claim and that read is claimed again
     (was, one agent at a time: passed holding nothing, and a creation committed
@@ -34,9 +39,10 @@ async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> 
     commit, whose events then come before the transaction's in the feed. An agent
     claimed :data:`CLAIMS` times so raises :class:`BackendError` naming it (was: claimed
     again for as long as other writers created and deleted it)."""
-    todo = list(dict.fromkeys(agent_ids))
+    todo = sorted(set(agent_ids))
+    claiming = sorted(set(todo) | set(also))
     for _ in range(CLAIMS):
-        cur = await conn.execute(sql["absent_claim"], (todo,))
+        cur = await conn.execute(sql["absent_claim"], (claiming,))
         claimed = {row[0] for row in await cur.fetchall()}
         if claimed:
             await conn.execute(sql["absent_release"], (list(claimed),))
@@ -51,6 +57,7 @@ async def absent_in(sql: Mapping[str, Any], conn: Any, agent_ids: list[str]) -> 
         todo = [a for a in there if a not in heads]  # deleted meanwhile: claim again
         if not todo:
             return
+        claiming = todo
     raise BackendError(
         f"postgresql: the absence check of agent {todo[0]!r} gave up after {CLAIMS} "
         "claims: each time its head row was there when claimed and gone when read (the "

@@ -43,7 +43,7 @@ from ..base import (
     validate_request,
     validate_together,
 )
-from .absence import absent_in, refused_check
+from .absence import refused_check
 from .alone import changes_alone, txid
 from .arrays import batch_params
 from .connection import kept_cursor, transient
@@ -275,18 +275,14 @@ class Appends(PostgresPart):
         """One try of :meth:`append_together` (``again``: :func:`.rolled_back.run_again`;
         ``tries``: changes alone, its transaction's id added, see :mod:`.alone`)."""
         out: list[AppendResult | None] = []
-        checking: list[str] = []  # (the absence check under way: see refused_check)
+        checking: list[str] = []  # (the claims under way: see refused_check)
         try:
             async with self._connection() as conn:
                 try:
                     async with conn.transaction():
                         if tries is not None:  # (before the COMMIT: .alone asks it)
                             tries.append(await txid(conn))
-                        if absent := [c.agent_id for c in changes if c.absent]:
-                            checking = absent
-                            await absent_in(self._sql, conn, absent)  # (.absence)
-                            checking = []
-                        await lock_together(self._sql, conn, requests, changes)
+                        await lock_together(self._sql, conn, requests, changes, checking)
                         for change in changes:
                             if not change.absent:
                                 await self._change(conn, change)

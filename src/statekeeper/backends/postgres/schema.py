@@ -102,6 +102,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "batches never JIT-compile (row security's checks cost as disabled seq scans)",
         read_script(PACKAGE, "sql/batch_no_jit.sql"),
     ),
+    (
+        20,
+        "writes claim new agents first, then lock leases, then heads (the audit log's last)",
+        read_script(PACKAGE, "sql/batch_claims.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

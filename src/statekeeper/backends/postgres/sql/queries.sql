@@ -76,8 +76,11 @@ UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 -- rewrite_many, first: the page's head rows locked (in agent order, so two pages never
 -- deadlock) before rw_many, in its transaction. rw_many's checks read the stream's base
 -- in ITS snapshot: taken after these locks, it sees every prune of the page's agents
--- committed before (a prune holds the head row), and none can commit until the end
-SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[]) ORDER BY agent_id FOR UPDATE
+-- committed before (a prune holds the head row), and none can commit until the end.
+-- The audit log's head last (a batch's order too, migration 20): a governed change
+-- (together_locks.py) waiting on another agent's head holds nothing of the log meanwhile
+SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[])
+ORDER BY agent_id = chr(1) || 'sk-audit/log', agent_id FOR UPDATE
 
 -- name: together_leases
 -- append_together with changes, first: the lease rows of its lease changes and fenced
@@ -220,13 +223,15 @@ SELECT count(*) FROM {s}.sk_agents WHERE agent_id >= %s AND agent_id < %s
 DELETE FROM {s}.sk_agents WHERE agent_id = %s
 
 -- name: absent_claim
--- (absence checks in append_together: a head row of 0 claimed for each agent, in the
--- order given, those claimed removed again by absent_release in the same transaction;
+-- (absence checks in append_together: a head row of 0 claimed for each agent, in agent
+-- order - before any other lock, as a batch claims its new agents: migration 20; was the
+-- order given, and two checks given p, q and q, p deadlocked - those claimed removed
+-- again by absent_release in the same transaction;
 -- a creation of an agent committing meanwhile makes it insert nothing for it, one still
 -- to commit is waited for, and one after waits on it until the transaction ends: its
 -- events follow what the transaction wrote)
 INSERT INTO {s}.sk_agents (agent_id, head_seq, created_at, updated_at)
-SELECT u.a, 0, 0, 0 FROM unnest(%s::text[]) WITH ORDINALITY AS u(a, k) ORDER BY u.k
+SELECT u.a, 0, 0, 0 FROM unnest(%s::text[]) AS u(a) ORDER BY u.a COLLATE "C"
 ON CONFLICT (agent_id) DO NOTHING RETURNING agent_id
 
 -- name: absent_release
