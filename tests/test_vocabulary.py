@@ -45,7 +45,7 @@ def test_the_old_identifiers_do_not_come_back_in_src() -> None:
 
 #: (module, function) that take ``kind`` as the deprecated keyword of the type
 _KIND_ALIASES = {
-    ("records.py", "__init__"),
+    ("raw.py", "__init__"),
     ("sealing.py", "seal"),
     ("opening.py", "open"),
     ("renamed.py", "_renamed_keywords"),
@@ -57,7 +57,7 @@ def test_the_store_codec_and_engines_call_an_event_type_a_type() -> None:
     read (elsewhere ``kind`` names other things: a verification problem's, a backup
     frame's, a dataclass field of its own)."""
     found = []
-    roots = [SRC / "store", SRC / "codec", SRC / "backends", SRC / "records.py"]
+    roots = [SRC / "store", SRC / "codec", SRC / "backends", SRC / "records"]
     for root in roots:
         for path in [root] if root.is_file() else sorted(root.rglob("*.py")):
             for fn in ast.walk(ast.parse(path.read_text())):

@@ -1,5 +1,4 @@
-"""PostgreSQL backend (extra ``postgres``): many workers, one database. Over 600 lines
-because it is one class implementing the whole Backend contract.
+"""PostgreSQL backend (extra ``postgres``): many workers, one database.
 
 * psycopg 3 (async) with a :class:`psycopg_pool.AsyncConnectionPool`. Every connection
   option — TLS (``sslmode``, ``sslrootcert``…), ``connect_timeout``,
@@ -52,10 +51,11 @@ because it is one class implementing the whole Backend contract.
 
 The backend is one class assembled from modules with one job each: ``connection.py``
 (the URL's options, which failures are retried), ``schema.py`` (migrations,
-partitioning, the read-only check), ``appends.py``, ``reads.py`` and ``leases.py``
-(mixins), ``feed.py`` (the change feed's frontier and wake-ups), ``replica.py`` (read
-replicas); this module holds the pool, the retry plumbing, the lifecycle and the
-writes other than appends.
+partitioning, the read-only check), the mixins ``lifecycle.py`` (open, close, health),
+``appends.py``, ``removals.py`` (prune, deletes), ``rewrites.py``, ``reads.py``,
+``export.py``, ``leases.py``, ``keyexpiry.py``, ``markers.py`` and ``feed_api.py``,
+``feed.py`` (the change feed's frontier and wake-ups), ``replica.py`` (read replicas);
+this module holds the settings, the pool, the connections and the retry plumbing.
 """
 
 from __future__ import annotations
@@ -72,14 +72,11 @@ from ...errors import (
     BackendRejected,
     BackendUnavailable,
     ConfigurationError,
-    ReadOnlyStore,
-    StoreClosed,
 )
 from ...records import (
-    FeedRecord,
     RawEvent,
 )
-from ..base import Backend, Capability, Health
+from ..base import Backend, Capability
 from ..recovery import Reconnecting
 from ..redact import mask_url, one_line, scrub
 from ..scripts import named_blocks, read_script
@@ -94,7 +91,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'statekeeper[postgres]'"
     ) from exc
 
-from . import feed_id as feed_ids
 from . import schema as _schema
 from .appends import Appends
 from .arrays import ADAPTERS as ARRAY_ADAPTERS
@@ -109,14 +105,17 @@ from .connection import (
     session_setup,
     transient,
 )
-from .deletes import delete, delete_at
 from .export import Export
 from .feed import FeedReader
+from .feed_api import FeedApi
 from .keyexpiry import KeyExpiry
 from .leases import Leases
-from .loop_end import POOL_PREFIX, LoopEnd, open_pool
+from .lifecycle import Lifecycle
+from .loop_end import POOL_PREFIX, LoopEnd
+from .markers import Markers
 from .reads import Reads
-from .refusals import denied, label, mark_opening, read_only
+from .refusals import denied, label, read_only
+from .removals import Removals
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -139,7 +138,19 @@ _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql")
 BATCHES_IN_FLIGHT = 4
 
 
-class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backend):
+class PostgresBackend(
+    Lifecycle,
+    FeedApi,
+    Removals,
+    Markers,
+    Appends,
+    Export,
+    KeyExpiry,
+    Leases,
+    Reads,
+    Rewrites,
+    Backend,
+):
     """Streams and snapshots in PostgreSQL (``postgresql://user@host/db``).
 
     Args:
@@ -331,22 +342,10 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         kwargs.update(overrides)
         return cls(dsn, **kwargs)
 
-    # -- lifecycle -----------------------------------------------------------------
-
     def __repr__(self) -> str:
         return f"PostgresBackend({mask_url(self.dsn)!r}, schema={self.schema!r})"
 
-    async def open(self) -> None:
-        """Connect, open the pool and bring the schema up to date (idempotent).
-
-        Raises :class:`~statekeeper.errors.BackendUnavailable` with the server's reason
-        when it cannot be reached within ``connect_timeout`` or refuses the connection,
-        and :class:`~statekeeper.errors.BackendRejected` when a migration is refused.
-        """
-        try:
-            await self._ensure_open()
-        except psycopg.Error as exc:
-            raise self._failure(f"cannot open PostgreSQL schema {self.schema!r}", exc) from exc
+    # -- failures (see .refusals) ----------------------------------------------------
 
     def _reason(self, exc: BaseException) -> str:
         """The server's or driver's message on one line, with the DSN's secrets masked."""
@@ -362,142 +361,6 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         return BackendRejected(
             f"{what}: {self._reason(exc)}", sqlstate=getattr(exc, "sqlstate", None)
         )
-
-    async def _dial(self) -> None:
-        """Connect once, within ``connect_timeout``, before the pool exists: a server
-        that cannot be reached fails here, fast, with its reason."""
-        try:
-            async with asyncio.timeout(self.connect_timeout):
-                conn = await psycopg.AsyncConnection.connect(self.dsn, **self._connect_kwargs)
-        except TimeoutError:
-            reason = f"no answer within {self.connect_timeout:g}s (connect_timeout)"
-        except (psycopg.Error, OSError) as exc:
-            reason = self._reason(exc)
-        else:
-            await conn.close()
-            return
-        raise BackendUnavailable(f"cannot connect to PostgreSQL at {mask_url(self.dsn)}: {reason}")
-
-    async def _ensure_open(self) -> None:
-        self._check_open()
-        if self._opened:
-            return
-        if self._open_lock is None:
-            self._open_lock = asyncio.Lock()
-        async with self._open_lock:
-            if self._opened:
-                return
-            # a server that cannot be reached at all fails here, before the pool
-            # (which would keep re-dialling in the background, with warnings) opens
-            await self._dial()
-            # the pool keeps (re)connecting in the background once opened; a failed
-            # migration is simply tried again by the next call
-            await open_pool(self._pool)
-            self._end.watch()
-            try:
-                await self._open_schema()
-            except psycopg.Error as exc:  # labelled as the opening (.refusals.label)
-                mark_opening(exc)
-                raise
-            if self._replica is not None:
-                await self._replica.open()
-            self._opened = True
-
-    async def _open_schema(self) -> None:
-        if self.readonly:
-            await _schema.check_store(self)
-        else:
-            await _schema.migrate(self)
-            self._wrote()  # the schema may be new: a replica read must first see it replayed
-        await _schema.opened(self)
-
-    async def ensure_store(self) -> None:
-        await self.open()
-
-    async def initialize(self) -> None:
-        self._check_writable()
-        await self.open()
-        await feed_ids.feed_id(self)  # so that a store only ever read has one too
-
-    def _check_writable(self) -> None:
-        if self.readonly:
-            raise ReadOnlyStore(f"postgresql schema {self.schema!r} is open read-only")
-
-    async def migrations(self) -> list[int]:
-        """The migration versions applied to this schema."""
-        rows = await self._query("migrations", ())
-        return [int(r[0]) for r in rows]
-
-    async def schema_version(self) -> int:
-        """The newest migration applied to this schema (see :data:`MIGRATIONS`)."""
-        return max(await self.migrations(), default=0)
-
-    async def drop_all(self) -> None:
-        """Delete everything this backend stored: its tables, sequence and functions, and
-        its schema when the store created it and nothing else is in it (another
-        application's tables in the schema are left alone). For tests and benchmarks;
-        irreversible."""
-        self._check_writable()
-        self._check_open()
-        await open_pool(self._pool)
-        self._end.watch()
-        await self._retrying("drop_all", lambda: _schema.drop_all(self))
-        self._opened = False
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosed(f"postgresql backend (schema {self.schema!r}) {self._closed_why}")
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._watchdog.close()
-        if self._end.dead():  # (its loop closed under it: nothing of it can run again)
-            self._end.bury(
-                "was closed after the event loop it ran on was closed (a LangGraph saver's"
-                " own loop, or a loop per job)"
-            )
-            return
-        await self._end.stop()
-        await self._feed.close()
-        if self._replica is not None:
-            await self._replica.close()
-        await self._pool.close()
-
-    # -- the change feed (see .feed) -------------------------------------------------
-
-    async def read_feed(self, after: int = 0, limit: int = 500) -> list[FeedRecord]:
-        self._check_open()
-        return await self._feed.read(after, limit)
-
-    async def read_feed_page(
-        self, after: int = 0, limit: int = 500
-    ) -> tuple[list[FeedRecord], str | None]:
-        self._check_open()
-        return await self._feed.read_page(after, limit)
-
-    async def feed_bounds(self) -> tuple[int, int]:
-        self._check_open()
-        return await self._feed.bounds()
-
-    async def trim_feed(self, through: int) -> int:
-        self._check_open()
-        return await self._feed.trim(through)
-
-    async def feed_id(self) -> str | None:
-        return await feed_ids.feed_id(self)
-
-    async def renew_feed_id(self) -> str | None:
-        return await feed_ids.renew_feed_id(self)
-
-    async def feed_position(self, agent_id: str, seq: int) -> int | None:
-        self._check_open()
-        return await self._feed.position(agent_id, seq)
-
-    async def wait_feed(self, after: int, max_wait: float) -> None:
-        self._check_open()
-        await self._feed.wait(after, max_wait)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -592,95 +455,3 @@ class PostgresBackend(Appends, Export, KeyExpiry, Leases, Reads, Rewrites, Backe
         reads of this process must see it from now on (see :mod:`.replica`)."""
         if self._replica is not None:
             self._replica.wrote()
-
-    # -- other writes ---------------------------------------------------------------
-
-    async def prune(
-        self,
-        agent_id: str,
-        base_seq: int,
-        drop_snapshots: Sequence[int] = (),
-        head: int | None = None,
-        checksum: bytes | None = None,
-    ) -> None:
-        """Remove history below a snapshot in one transaction (the head row locked
-        ``FOR UPDATE``, the head event's checksum compared under that lock); a retry
-        after a lost commit finds nothing left to remove."""
-        self._check_can_write()
-
-        async def op() -> None:
-            async with self._connection() as conn, conn.transaction():
-                await self._prune_in(conn, agent_id, base_seq, drop_snapshots, head, checksum)
-
-        await self._retrying("prune", op)
-        self._wrote()
-
-    async def delete_agent(self, agent_id: str) -> bool:
-        self._check_writable()
-
-        try:  # (its answer exact when sent again after a lost reply: see .deletes)
-            return await delete(self, agent_id)
-        finally:
-            self._wrote()
-
-    async def delete_agent_at(
-        self, agent_id: str, head: int, checksum: bytes | None = None
-    ) -> bool:
-        """The delete conditional on the head (:meth:`Backend.delete_agent_at`): the
-        head's row deleted only at ``head`` (and, with ``checksum``, only while the head
-        event's stored checksum is that one: the same statement), then the rest, in one
-        transaction."""
-        self._check_writable()
-        if head < 1:
-            raise ConfigurationError(f"delete_agent_at needs a head >= 1, got {head}")
-
-        try:  # (exact when sent again after a lost reply: see .deletes)
-            return await delete_at(self, agent_id, head, checksum)
-        finally:
-            self._wrote()
-
-    # -- store-level markers (sk_markers, migration 9; see Backend.read_marker) --------
-
-    async def read_marker(self, name: str) -> bool | None:
-        """Whether the marker ``name`` is set (read on the primary: a replica may lag
-        behind the write that set it)."""
-        self._check_open()
-        return bool(await self._primary_query("marker_read", (name,)))
-
-    async def set_marker(self, name: str) -> None:
-        """Set the marker ``name`` (committed when this returns; setting it again is
-        nothing). Under row-level security only the roles whose work sets it (a writer
-        "encrypted", an admin of every namespace "legal-holds": sql/row_security.sql);
-        another role's is refused (:class:`~statekeeper.errors.AccessDenied`)."""
-        self._check_writable()
-        self._check_open()
-        query = self._sql["marker_set"]
-
-        async def op() -> None:
-            async with self._connection() as conn:
-                await conn.execute(query, (name,))
-
-        await self._retrying("set_marker", op)
-        self._wrote()
-
-    async def health(self) -> Health:
-        detail: dict[str, Any] = {"schema": self.schema}
-        if self._closed:
-            return Health(ok=False, backend=self.name, detail={**detail, "error": "closed"})
-        try:
-            await asyncio.wait_for(self._ensure_open(), timeout=max(self._pool.timeout, 1.0))
-            async with self._connection() as conn:
-                cur = await conn.execute("SELECT current_setting('server_version')")
-                row = await cur.fetchone()
-            detail["server_version"] = row[0] if row else None
-            detail["migration"] = max(await self.migrations(), default=0)
-            detail["partitions"] = await _schema.partition_count(self)
-            if self._replica is not None:
-                detail["replica"] = {"reads": dict(self._replica.served)}
-            stats = self._pool.get_stats()
-            detail["pool"] = {
-                k: stats.get(k, 0) for k in ("pool_size", "pool_available", "requests_waiting")
-            }
-        except Exception as exc:  # health reports, it does not raise
-            return Health(ok=False, backend=self.name, detail={**detail, "error": str(exc)})
-        return Health(ok=True, backend=self.name, detail=detail)

@@ -31,7 +31,6 @@ from ...records import StreamChange
 from .refusals import row_security_refusal
 
 if TYPE_CHECKING:
-    from .backend import PostgresBackend
     from .part import PostgresPart
 
 __all__ = ["committed", "delete", "delete_at", "refusal", "row_security_binds"]
@@ -50,7 +49,7 @@ _POLLS = 48
 
 
 async def delete_at(
-    backend: PostgresBackend, agent_id: str, head: int, checksum: bytes | None = None
+    backend: PostgresPart, agent_id: str, head: int, checksum: bytes | None = None
 ) -> bool:
     """Delete ``agent_id`` if its head is ``head`` (and its head event's checksum
     ``checksum``, when given), in one transaction: True, or
@@ -65,7 +64,7 @@ async def delete_at(
     return await _exactly_once(backend, f"delete_agent_at of {agent_id!r}", agent_id, body)
 
 
-async def delete(backend: PostgresBackend, agent_id: str) -> bool:
+async def delete(backend: PostgresPart, agent_id: str) -> bool:
     """Delete ``agent_id``'s stream in one transaction: True if it existed (also when
     it is answered by a retry after a lost reply: the committed try's answer)."""
     sql = backend._sql
@@ -118,7 +117,7 @@ async def row_security_binds(backend: PostgresPart, conn: Any) -> bool:
 
 
 async def _exactly_once(
-    backend: PostgresBackend, what: str, agent_id: str, body: Callable[[Any], Awaitable[T]]
+    backend: PostgresPart, what: str, agent_id: str, body: Callable[[Any], Awaitable[T]]
 ) -> T:
     """``body(conn)`` in one transaction, retried on a lost connection; a retry whose
     earlier try committed returns that try's answer (taken before its COMMIT was sent)

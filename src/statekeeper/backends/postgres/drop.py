@@ -33,7 +33,7 @@ from ...errors import ConfigurationError
 from ..scripts import read_script
 
 if TYPE_CHECKING:
-    from .backend import PostgresBackend
+    from .part import PostgresPart
 
 __all__ = ["CREATED_BY", "drop_store", "mark_created", "owned"]
 
@@ -88,7 +88,7 @@ def _quoted(schema: str) -> str:
     return '"' + schema.replace('"', '""') + '"'
 
 
-async def drop_store(backend: PostgresBackend) -> None:
+async def drop_store(backend: PostgresPart) -> None:
     """Drop the store's own objects from its schema (one transaction), then the schema
     when the store created it and nothing else is left in it."""
     schema = backend.schema

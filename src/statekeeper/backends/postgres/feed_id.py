@@ -14,7 +14,7 @@ import psycopg
 from ...errors import AccessDenied
 
 if TYPE_CHECKING:
-    from .backend import PostgresBackend
+    from .part import PostgresPart
 
 __all__ = ["feed_id", "renew_feed_id"]
 
@@ -28,11 +28,11 @@ def _parse(rows: list[Any]) -> tuple[int, str] | None:
     return int(generation), found
 
 
-async def _read(backend: PostgresBackend) -> tuple[int, str] | None:
+async def _read(backend: PostgresPart) -> tuple[int, str] | None:
     return _parse(await backend._primary_query("feed_id_read", (_PREFIX + "%",)))
 
 
-async def _make(backend: PostgresBackend, renew: bool) -> str:
+async def _make(backend: PostgresPart, renew: bool) -> str:
     fresh = secrets.token_hex(8)
 
     async def op() -> str:
@@ -52,7 +52,7 @@ async def _make(backend: PostgresBackend, renew: bool) -> str:
     return found
 
 
-async def feed_id(backend: PostgresBackend) -> str | None:
+async def feed_id(backend: PostgresPart) -> str | None:
     """The newest generation's id, made by the first call; None for a role that may
     not add one (row security: a read-only role on a store whose feed has none yet)."""
     backend._check_open()
@@ -67,7 +67,7 @@ async def feed_id(backend: PostgresBackend) -> str | None:
         return None
 
 
-async def renew_feed_id(backend: PostgresBackend) -> str:
+async def renew_feed_id(backend: PostgresPart) -> str:
     backend._check_writable()
     backend._check_open()
     return await _make(backend, True)

@@ -30,7 +30,7 @@ from ..scripts import named_blocks, read_script
 from .drop import drop_store, mark_created
 
 if TYPE_CHECKING:
-    from .backend import PostgresBackend
+    from .part import PostgresPart
 
 __all__ = [
     "MIGRATIONS",
@@ -132,7 +132,7 @@ def check_partitions(partitions: int | None) -> None:
         )
 
 
-async def partition_count(backend: PostgresBackend) -> int:
+async def partition_count(backend: PostgresPart) -> int:
     """How many hash partitions ``sk_events`` of the backend's schema has (0: a plain
     table)."""
     async with backend._connection() as conn:  # (also while opening: not _query)
@@ -143,7 +143,7 @@ async def partition_count(backend: PostgresBackend) -> int:
     return int(row[0]) if row else 0
 
 
-async def opened(backend: PostgresBackend) -> None:
+async def opened(backend: PostgresPart) -> None:
     """Once the schema is in place, as the backend opens: its layout is checked
     (:func:`check_layout`) and whether row-level security is installed on it
     (:mod:`.row_security`) is read: its audit appends then carry their link
@@ -169,7 +169,7 @@ async def opened(backend: PostgresBackend) -> None:
     backend.reads_audit_log = not (row and row[0]) or bool(row[2])
 
 
-async def _check_home(backend: PostgresBackend, conn: Any, schema: str) -> None:
+async def _check_home(backend: PostgresPart, conn: Any, schema: str) -> None:
     """Refuse a schema whose functions name another schema's tables: it was renamed
     (``ALTER SCHEMA prod RENAME TO prod_old``), and its append functions still write
     to ``prod`` — acknowledged saves into whatever store now has that name, and the
@@ -190,7 +190,7 @@ def _quoted(schema: str) -> str:
     return '"' + schema.replace('"', '""') + '"'
 
 
-async def check_layout(backend: PostgresBackend) -> None:
+async def check_layout(backend: PostgresPart) -> None:
     """The schema's layout must be the one the backend was asked for (``partitions``);
     a backend that did not ask accepts either."""
     if backend.partitions is None:
@@ -205,7 +205,7 @@ async def check_layout(backend: PostgresBackend) -> None:
         )
 
 
-async def check_store(backend: PostgresBackend) -> None:
+async def check_store(backend: PostgresPart) -> None:
     """Read-only opening: the schema must hold statekeeper's tables at the current
     migration (nothing is created or upgraded)."""
     async with backend._connection() as conn:
@@ -228,7 +228,7 @@ async def check_store(backend: PostgresBackend) -> None:
         )
 
 
-async def _current(backend: PostgresBackend) -> bool:
+async def _current(backend: PostgresPart) -> bool:
     """True when the schema holds statekeeper's tables at the newest migration."""
     async with backend._connection() as conn:
         table = sql.Identifier(backend.schema).as_string(conn) + ".sk_migrations"
@@ -240,7 +240,7 @@ async def _current(backend: PostgresBackend) -> bool:
         return max((int(r[0]) for r in await cur.fetchall()), default=0) == SCHEMA_VERSION
 
 
-async def migrate(backend: PostgresBackend) -> None:
+async def migrate(backend: PostgresPart) -> None:
     """Create the schema (partitioned if asked) or bring it up to date, in one
     transaction under an advisory lock: concurrent starters in any number of processes
     serialise, and exactly one applies each migration."""
@@ -306,7 +306,7 @@ async def migrate(backend: PostgresBackend) -> None:
             )
 
 
-async def drop_all(backend: PostgresBackend) -> None:
+async def drop_all(backend: PostgresPart) -> None:
     """Drop the store's tables (with their partitions), sequence and functions, and its
     schema only when the store created it and nothing else is in it (:mod:`.drop`)."""
     await drop_store(backend)

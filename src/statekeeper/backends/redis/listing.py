@@ -87,27 +87,20 @@ class RedisListing(RedisEngine):
             await self._retrying("count_agents", self.open)
         if self.ttl is not None:
             return await super().count_agents()  # skips expired index entries
-
-        async def op() -> int:
-            shards = self.layout.shard_keys
-            async with self._client.pipeline(transaction=False) as pipe:
-                for shard in shards:  # (the index's own entries sort before "\x01")
-                    pipe.zlexcount(shard.index, b"[\x01", b"+")
-                self._queue_proofs(pipe)
-                self._get_markers(pipe)
-                replies = self._check_markers(await pipe.execute())
-            self._check_proofs(replies[len(shards) :])
-            return sum(int(n) for n in replies[: len(shards)])
-
-        return await self._retrying("count_agents", op)
+        # (the index's own entries sort before "\x01")
+        return await self._count_index(b"[\x01", b"+")
 
     async def count_prefix(self, prefix: str) -> int:
         if not self._reached:  # (as count_agents)
             await self._retrying("count_agents", self.open)
         if self.ttl is not None or not prefix:  # (expired index entries: see above)
             return await super().count_prefix(prefix) if prefix else await self.count_agents()
-        low = b"[" + prefix.encode()
-        high = b"(" + prefix_end(prefix).encode()
+        return await self._count_index(b"[" + prefix.encode(), b"(" + prefix_end(prefix).encode())
+
+    async def _count_index(self, low: bytes, high: bytes) -> int:
+        """The entries of the shards' agent indexes between ``low`` and ``high``
+        (ZLEXCOUNT's bounds), with the store's proofs and markers checked in the same
+        pipeline: what :meth:`count_agents` and :meth:`count_prefix` count."""
 
         async def op() -> int:
             # the agent index is lexicographic (score 0): one ZLEXCOUNT per shard

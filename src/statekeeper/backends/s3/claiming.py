@@ -178,13 +178,8 @@ class S3RewriteClaims(S3Engine):
         done = finished is not None and meta.get(_WRITE) == finished
         if not done and claim_age(meta, self._clock()) <= self.rewrite_claim_timeout:
             return False
-        try:
-            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
-        except ClientError as exc:
-            if _code(exc) in _CONDITION_FAILED:
-                return False
-            if _code(exc) not in _NOT_FOUND:
-                raise
+        if not self._delete_if_match(key, found["ETag"]):
+            return False  # (taken over since it was read)
         self._drop_older_versions([key])
         return True
 
@@ -194,9 +189,5 @@ class S3RewriteClaims(S3Engine):
         found = self._object(self._s3.head_object, key)
         if found is None or dict(found.get("Metadata", {})).get(_WRITE) != token:
             return
-        try:
-            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
-        except ClientError as exc:
-            if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
-                raise
+        self._delete_if_match(key, found["ETag"])
         self._drop_older_versions([key])

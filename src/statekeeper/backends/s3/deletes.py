@@ -7,13 +7,9 @@ from __future__ import annotations
 from ...errors import ConfigurationError, ConflictError
 from .base import (
     _AGENT_PARTS,
-    _CONDITION_FAILED,
     _INC,
-    _NOT_FOUND,
     _REWRITING,
     _STRAY,
-    ClientError,
-    _code,
     _commit_lock,
 )
 from .claims import FINISHED
@@ -124,11 +120,7 @@ class S3Deletes(S3Engine):
         found = self._object(self._s3.head_object, key)
         if found is None or not dict(found.get("Metadata", {})).get("tomb"):
             return
-        try:
-            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=found["ETag"])
-        except ClientError as exc:
-            if _code(exc) not in _CONDITION_FAILED | _NOT_FOUND:
-                raise
+        self._delete_if_match(key, found["ETag"])  # (an append's commit put since: kept)
 
     def _claim_is_stray(self, held: str, claim: dict[str, str]) -> bool:
         """Whether a claim of incarnation ``claim[_INC]`` lies over another stream than

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConflictError
-from ...records import RawSnapshot, RewriteRequest
+from ...records import RawEvent, RawSnapshot, RewriteRequest
 from ..base import Backend
 from .base import ClientError, T
 from .claims import TakenBy
@@ -114,6 +114,14 @@ class S3Engine(Backend):
             """(:mod:`.objects`)"""
 
         def _ours(self, exc: ClientError, key: str, token: str) -> bool:
+            """(:mod:`.objects`)"""
+
+        def _put_if_match(
+            self, key: str, events: Sequence[RawEvent], metadata: dict[str, str], etag: str
+        ) -> ClientError | None:
+            """(:mod:`.objects`)"""
+
+        def _delete_if_match(self, key: str, etag: str) -> bool:
             """(:mod:`.objects`)"""
 
         def _commits(self, agent_id: str) -> list[int]:

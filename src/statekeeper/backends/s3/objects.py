@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import BackendError, BackendUnavailable, StoreClosed
+from ...records import RawEvent
 from ..redact import mask_url, scrub
 from .base import (
     _CONDITION_FAILED,
@@ -31,7 +32,7 @@ from .base import (
 )
 from .engine import S3Engine
 from .landed import may_have_landed
-from .layout import _shared_start
+from .layout import _encode_events, _shared_start
 
 __all__ = ["S3Objects"]
 
@@ -217,6 +218,42 @@ class S3Objects(S3Engine):
             if _code(exc) in _CONDITION_FAILED:
                 return self._ours(exc, key, token)
             raise
+        return True
+
+    def _put_if_match(
+        self, key: str, events: Sequence[RawEvent], metadata: dict[str, str], etag: str
+    ) -> ClientError | None:
+        """Write ``events`` over the commit object ``key`` only while it is still the
+        object read with ``etag`` (``If-Match``), under a new write token (set in
+        ``metadata`` as :data:`_WRITE`). None when written; S3's refusal when the object
+        changed since (:meth:`_ours` with ``metadata[_WRITE]`` tells a retry that met its
+        own lost try's write)."""
+        metadata[_WRITE] = token = _token()
+        try:
+            self._s3.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=_encode_events(events, token),
+                Metadata=metadata,
+                IfMatch=etag,
+            )
+        except ClientError as exc:
+            if _code(exc) not in _CONDITION_FAILED:
+                raise
+            return exc
+        return None
+
+    def _delete_if_match(self, key: str, etag: str) -> bool:
+        """Delete ``key`` only while it is still the object read with ``etag``
+        (``If-Match``). False when it changed since (what was written meanwhile is
+        kept); True when it was deleted, or was gone already."""
+        try:
+            self._s3.delete_object(Bucket=self.bucket, Key=key, IfMatch=etag)
+        except ClientError as exc:
+            if _code(exc) in _CONDITION_FAILED:
+                return False
+            if _code(exc) not in _NOT_FOUND:
+                raise
         return True
 
     def _ours(self, exc: ClientError, key: str, token: str) -> bool:

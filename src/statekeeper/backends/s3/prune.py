@@ -9,7 +9,7 @@ from typing import Any
 
 from ...errors import ConflictError
 from ..base import check_prune, check_prune_at
-from .base import _CONDITION_FAILED, _MARK_TRIES, _WRITE, ClientError, _code, _token, _version
+from .base import _MARK_TRIES, _WRITE, _version
 from .engine import S3Engine
 from .layout import _BASE_RECORD, _decode_events, _encode_events
 
@@ -96,18 +96,7 @@ class S3Prune(S3Engine):
             ]
             metadata = dict(obj.get("Metadata", {}))
             metadata.setdefault("first", str(first))
-            metadata[_WRITE] = token = _token()
-            try:
-                self._s3.put_object(
-                    Bucket=self.bucket,
-                    Key=copy,
-                    Body=_encode_events(events, token),
-                    Metadata=metadata,
-                    IfMatch=held["ETag"],
-                )
-            except ClientError as exc:
-                if _code(exc) not in _CONDITION_FAILED:
-                    raise
+            self._put_if_match(copy, events, metadata, held["ETag"])  # (refused: read again)
         # (rewritten again and again under the prune: nothing switched yet, retried whole)
         raise ConflictError(agent_id, end, self._head_sync(agent_id))
 

@@ -11,10 +11,10 @@ from ...errors import ConflictError
 from ...records import RawEvent, RewriteRequest
 from ..base import unstored_rewrite, validate_rewrite
 from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
-from .base import _CONDITION_FAILED, _INC, _MARK_TRIES, _WRITE, ClientError, _code, _Relist, _token
+from .base import _INC, _MARK_TRIES, _WRITE, _Relist
 from .claims import WRITTEN_BY, copies_after_newest
 from .engine import S3Engine
-from .layout import _BASE_RECORD, _decode_events, _encode_events
+from .layout import _BASE_RECORD, _decode_events
 from .pruned_snapshots import drop_pruned_snapshots
 
 __all__ = ["S3Rewrites"]
@@ -112,23 +112,13 @@ class S3Rewrites(S3Engine):
             if first == last and request.head_tag is not None:
                 metadata["headtag"] = request.head_tag.hex()
             metadata[WRITTEN_BY] = held[1]  # (its newest: a finished rewrite's, see there)
-            metadata[_WRITE] = token = _token()
-            try:
-                self._s3.put_object(
-                    Bucket=self.bucket,
-                    Key=key,
-                    Body=_encode_events(events, token),
-                    Metadata=metadata,
-                    IfMatch=obj["ETag"],
-                )
-            except ClientError as exc:
-                if _code(exc) not in _CONDITION_FAILED:
-                    raise
-                if not self._ours(exc, key, token):  # (ours: a retry after a lost reply)
-                    if self._object(self._s3.head_object, key) is None:
-                        raise _Relist from exc  # (pruned since it was read)
-                    head = self._head_sync(agent_id)
-                    raise ConflictError(agent_id, request.expected_seq, head) from exc
+            refused = self._put_if_match(key, events, metadata, obj["ETag"])
+            # (ours: a retry after a lost reply)
+            if refused is not None and not self._ours(refused, key, metadata[_WRITE]):
+                if self._object(self._s3.head_object, key) is None:
+                    raise _Relist from refused  # (pruned since it was read)
+                head = self._head_sync(agent_id)
+                raise ConflictError(agent_id, request.expected_seq, head) from refused
             # (each key's replaced bytes gone as soon as it is written: a rewrite cut
             # short leaves none behind but the one being written)
             self._drop_older_versions([key])
@@ -185,21 +175,11 @@ class S3Rewrites(S3Engine):
                 if tag is not None:
                     metadata["headtag"] = tag.hex()
                 self._hold(request, held)
-                metadata[_WRITE] = token = _token()
-                try:
-                    self._s3.put_object(
-                        Bucket=self.bucket,
-                        Key=root + self._seq_name(first),
-                        Body=_encode_events(events, token),
-                        Metadata=metadata,
-                        IfMatch=obj["ETag"],
-                    )
-                except ClientError as exc:
-                    if _code(exc) not in _CONDITION_FAILED:
-                        raise
+                key = root + self._seq_name(first)
+                if self._put_if_match(key, events, metadata, obj["ETag"]) is not None:
                     moved = True
                     continue
-                self._drop_older_versions([root + self._seq_name(first)])
+                self._drop_older_versions([key])
             if not moved:
                 return
         raise ConflictError(agent_id, request.expected_seq, self._head_sync(agent_id))
