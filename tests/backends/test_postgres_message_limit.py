@@ -91,3 +91,19 @@ async def test_a_real_record_over_one_gigabyte_is_refused_at_once(schema: str) -
         assert await backend.head("big") == 0
     finally:
         await backend.close()
+
+
+async def test_a_settle_over_it_is_refused_naming_the_agent(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settle's row goes in by ``append_together`` (a snapshot change at the head's
+    identity, no append) since h/settlerace: its refusal named no agent ("a write")
+    where ``save_snapshot``'s named it. Every event under the limit, the state over."""
+    async with StateStore(f"{POSTGRES_DSN}?schema={schema}", settle_after=None) as store:
+        for n in range(3):
+            await store.save("a", {f"k{i}": "x" * 60_000 for i in range(n + 1)})
+        _lower(monkeypatch, 100_000)
+        with pytest.raises(StateTooLarge, match="agent 'a': snapshot") as refused:
+            await store.settle("a")
+        assert (refused.value.agent_id, refused.value.what) == ("a", "snapshot")
+        assert (await store.load("a")).data["k2"] == "x" * 60_000

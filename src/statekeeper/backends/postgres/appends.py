@@ -49,7 +49,7 @@ from .arrays import batch_params
 from .connection import kept_cursor, transient
 from .deletes import refusal
 from .feed import floor_over
-from .limits import oversize, snapshot_oversize
+from .limits import oversize, snapshot_oversize, together_oversize
 from .part import PostgresPart
 from .refusals import INSUFFICIENT_PRIVILEGE, filtered_at_head, together_what
 from .rolled_back import ROLLED_BACK, RolledBack, Undo, run_again
@@ -256,8 +256,7 @@ class Appends(PostgresPart):
         validate_together(requests, changes, self)
         if not requests and not changes:
             raise ConfigurationError("append_together needs an append or a change")
-        snaps = sum(len(c.snapshot.payload) for c in changes if c.snapshot is not None)
-        if (refused := oversize(requests, snaps)) is not None:
+        if (refused := together_oversize(requests, changes)) is not None:
             raise refused
         if not self._opened:
             await self._ensure_open()

@@ -13,12 +13,19 @@ The check sums the records' lengths: no copy, no round trip.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ...errors import StateTooLarge
-from ...records import AppendRequest, RawSnapshot
+from ...records import AppendRequest, RawSnapshot, StreamChange
 
-__all__ = ["MESSAGE_LIMIT", "RECORDS_LIMIT", "oversize", "records_size", "snapshot_oversize"]
+__all__ = [
+    "MESSAGE_LIMIT",
+    "RECORDS_LIMIT",
+    "oversize",
+    "records_size",
+    "snapshot_oversize",
+    "together_oversize",
+]
 
 #: the largest message a PostgreSQL server reads (and the largest field value)
 MESSAGE_LIMIT = (1 << 30) - 1
@@ -57,3 +64,18 @@ def snapshot_oversize(agent_id: str, snapshot: RawSnapshot) -> StateTooLarge | N
     if size <= RECORDS_LIMIT:
         return None
     return StateTooLarge(agent_id, "snapshot", size, RECORDS_LIMIT, engine=_ENGINE)
+
+
+def together_oversize(
+    requests: Sequence[AppendRequest], changes: Sequence[StreamChange]
+) -> StateTooLarge | None:
+    """:func:`oversize` of an ``append_together`` (its changes' snapshots in the same
+    message). Changes alone whose snapshots are one agent's (a settle's row at the
+    head's identity, :mod:`statekeeper.store.settle`) name that agent and "snapshot",
+    as :func:`snapshot_oversize` does (was: "a write", no agent)."""
+    snaps = [c for c in changes if c.snapshot is not None]
+    refused = oversize(requests, sum(len(c.snapshot.payload) for c in snaps if c.snapshot))
+    owners = {c.agent_id for c in snaps}
+    if refused is None or requests or len(owners) != 1:
+        return refused
+    return StateTooLarge(owners.pop(), "snapshot", refused.size, RECORDS_LIMIT, engine=_ENGINE)

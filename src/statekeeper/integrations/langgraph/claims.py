@@ -184,6 +184,11 @@ class _SaverClaims(_SaverCommits):
             return
         run.released = True
         cached = self._streams.get(run.thread_id)
+        if cached is None and not run.claimed:
+            # unsure (its claim's write failed: its cached document dropped with it): the
+            # thread read here, the read the release below would make, so that a claim
+            # that is all a new thread holds drops the stream too (was: left, cleared)
+            cached = await self._open(run.thread_id, create=False, check=False)
         if cached is not None and _bare(cached.doc, run.token) and await self._drop_bare(run):
             return
 
