@@ -107,6 +107,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "writes claim new agents first, then lock leases, then heads (the audit log's last)",
         read_script(PACKAGE, "sql/batch_claims.sql"),
     ),
+    (
+        21,
+        "a fenced append creating a stream claims its head row before its lease",
+        read_script(PACKAGE, "sql/fenced_claim.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
