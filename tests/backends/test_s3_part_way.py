@@ -15,6 +15,7 @@ landed is still ``maybe_applied=False``.
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -22,7 +23,10 @@ import pytest
 
 pytest.importorskip("boto3")
 
-from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+from botocore.exceptions import (  # type: ignore[import-untyped]
+    ClientError,
+    ConnectionClosedError,
+)
 
 from statekeeper.backends.s3 import S3Backend
 from statekeeper.errors import BackendError
@@ -153,13 +157,19 @@ async def test_a_delete_refused_part_way_may_stand(s3: S3Backend) -> None:
     assert caught.value.maybe_applied  # was: False
 
 
-async def test_a_rewrite_many_refused_at_its_second_request_may_stand(s3: S3Backend) -> None:
+@pytest.mark.parametrize("code,status", [("InvalidRequest", 400), ("AccessDenied", 403)])
+async def test_a_rewrite_many_refused_at_its_second_request_may_stand(
+    s3: S3Backend, code: str, status: int
+) -> None:
+    """(AccessDenied, say a policy on the second agent's keys: was BackendUnavailable,
+    "credentials refused", no maybe_applied — the first request's rewrite standing)"""
     await _three_commits(s3, "a")
     await _three_commits(s3, "b")
     # the second request's first write (its claim) refused: nothing of it written,
     # but the first request's rewrite stands
-    refusing = _refuse(s3, "put_object", lambda kw: "/" + b"b".hex() + "/" in kw["Key"])
-    with pytest.raises(BackendError) as caught:
+    b_keys = lambda kw: "/" + b"b".hex() + "/" in kw["Key"]  # noqa: E731
+    refusing = _refuse(s3, "put_object", b_keys, code=code, status=status)
+    with pytest.raises(BackendError, match="'b'" if status == 403 else None) as caught:
         await s3.rewrite_many(
             [
                 RewriteRequest("a", 6, None, (_ev(1, b"new"),)),
@@ -171,3 +181,34 @@ async def test_a_rewrite_many_refused_at_its_second_request_may_stand(s3: S3Back
     s3._s3 = refusing.inner
     assert (await s3.read("a", 0, 1))[0].payload == b"new-1"
     assert (await s3.read("b", 0, 1))[0].payload == b"old-1"
+
+
+async def test_a_prune_whose_switch_landed_on_a_lost_reply_may_stand(s3: S3Backend) -> None:
+    """The switch's first try lands and its reply is lost (the connection closed): botocore
+    sends it again, S3 answers 412 (the object is there) and the prune knows it for its
+    own write (:meth:`_ours`) — then a later request is refused. Was: that write, answered
+    412, was not counted as landed: ``maybe_applied=False`` (AccessDenied:
+    BackendUnavailable, "credentials refused"), the prune standing."""
+    await _three_commits(s3)
+    lost: list[str] = []
+
+    def first_try_lands(request: Any, **_: Any) -> None:
+        if request.method != "PUT" or "/e/b" not in request.url or lost:
+            return
+        # the first try, sent as signed, reaches S3; its reply never comes back
+        sent = urllib.request.Request(
+            request.url, data=request.body, headers=dict(request.headers), method="PUT"
+        )
+        with urllib.request.urlopen(sent) as reply:
+            assert reply.status == 200
+        lost.append(request.url)
+        raise ConnectionClosedError(endpoint_url=request.url)
+
+    s3._s3.meta.events.register_first("before-send.s3.PutObject", first_try_lands)
+    refusing = _refuse(s3, "delete_objects", code="AccessDenied", status=403)
+    with pytest.raises(BackendError, match="part-way") as caught:
+        await s3.prune("a", 4)
+    assert lost and refusing.refused == 1
+    assert caught.value.maybe_applied  # was: BackendUnavailable, no maybe_applied
+    s3._s3 = refusing.inner
+    assert [e.seq for e in await s3.read("a")] == [5, 6]  # (the prune stands)

@@ -205,13 +205,19 @@ class TieredHot(TieredPart):
             if isinstance(result, Miss):
                 await self._drop_hot(agent_id)
                 return
-            # a writer in another process may have moved the head meanwhile
-            if await self.durable.head_tag(agent_id) != (head, tag):
+            # a writer in another process may have moved the head meanwhile, or pruned
+            # the stream (its head and tag kept: the base moved) after the copy's read
+            # and before its write — that prune's own drops then came before the copy.
+            # Was: head and tag alone, the pruned history kept in the copy and served
+            if await self.durable.head_tag(agent_id) != (head, tag) or (
+                (await self.durable.stream_bases([agent_id]))[0] != result
+            ):
                 await self._drop_hot(agent_id)
                 return
             self.stats["fills"] += 1
 
-    async def _copy_to_hot(self, hot: Backend, agent_id: str, head: int) -> None:
+    async def _copy_to_hot(self, hot: Backend, agent_id: str, head: int) -> int:
+        """The copy made; the base seq of the stream it read (0: a whole stream)."""
         await hot.delete_agent(agent_id)
         tag_head, tag = await self.durable.head_tag(agent_id)
         if tag_head != head:
@@ -234,3 +240,4 @@ class TieredHot(TieredPart):
             seq = events[-1].seq
         for snap in await snapshots(self.durable, agent_id):
             await hot.save_snapshot(agent_id, snap)
+        return 0 if base is None else base.seq

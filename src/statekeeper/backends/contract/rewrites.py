@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ...arguments import check_stored_id
 from ...errors import (
     BackendError,
+    BackendUnavailable,
     CapabilityUnsupported,
     ConflictError,
 )
@@ -57,7 +58,9 @@ class RewritesContract(ContractPart):
         the default applies them in turn: the requests before it may be). A
         :class:`~statekeeper.errors.BackendError` of the default once a request before
         it was applied says ``maybe_applied`` (was: its own request's word, often
-        nothing written: a page part-made counted as not made)."""
+        nothing written: a page part-made counted as not made); a
+        :class:`~statekeeper.errors.BackendUnavailable` then is told as one, naming the
+        request."""
         for request in requests:
             validate_rewrite(request)
         done: list[bool] = []
@@ -70,6 +73,18 @@ class RewritesContract(ContractPart):
                 if any(done):
                     exc.maybe_applied = True  # (the requests before it stand)
                 raise
+            except BackendUnavailable as exc:
+                if not any(done):
+                    raise
+                # (a refusal of this request alone: S3's AccessDenied at its first write,
+                # a policy on its keys. Was: BackendUnavailable, no maybe_applied — the
+                # requests before it standing, the page counted as not made)
+                raise BackendError(
+                    f"rewrite_many: request {len(done) + 1} of {len(requests)} (agent"
+                    f" {request.agent_id!r}) refused after {sum(done)} before it were"
+                    f" applied (they stand): {exc}",
+                    maybe_applied=True,
+                ) from exc
             else:
                 done.append(True)
         return done

@@ -46,12 +46,22 @@ class Landed:
             return True
         return str(method).upper() not in _READS
 
-    def note(self, http_response: Any = None, model: Any = None, **_: Any) -> None:
-        """botocore's ``after-call`` event of the backend's client: a write answered
-        with success is noted for the call running on this thread."""
-        if http_response is None or model is None or http_response.status_code >= 300:
+    def note(
+        self, http_response: Any = None, model: Any = None, parsed: Any = None, **_: Any
+    ) -> None:
+        """botocore's ``after-call`` event of the backend's client: a write that may have
+        landed is noted for the call running on this thread — one answered with
+        success, or with an error after botocore sent it more than once (an earlier
+        try's reply lost: that try may have landed, and the caller may take the error
+        for its own write, a 412 met by :meth:`~.objects.S3Objects._ours`) or a 5xx.
+        Was: success alone — a retried switch of a prune recognised as its own, then a
+        refusal, said nothing had landed."""
+        if http_response is None or model is None:
             return
-        if str(model.http.get("method", "")).upper() not in _READS:
+        if str(model.http.get("method", "")).upper() in _READS:
+            return
+        status = int(http_response.status_code)
+        if status < 300 or status >= 500 or _attempts(parsed) > 0:
             self._local.wrote = True
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -68,6 +78,14 @@ class Landed:
             raise
         finally:
             self._local.wrote = False
+
+
+def _attempts(parsed: Any) -> int:
+    """The retries botocore made of the request answered ``parsed`` (0 when unknown)."""
+    try:
+        return int(parsed.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
+    except (AttributeError, TypeError, ValueError):
+        return 0
 
 
 def _status(exc: ClientError) -> int:
