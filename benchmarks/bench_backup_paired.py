@@ -34,7 +34,11 @@ leaves the CPU idle: well below its cores); the disk's read sectors
 fraction (``io_ticks``, the ms with a request in flight, over the run's wall:
 ``/sys/dev/block/MAJ:MIN/stat`` of the file's disk, every process's requests) whether
 it waited for the disk: a run limited by its disk keeps it busy ~100 % (the MB written
-to that disk are reported too: more than the copy's, another process wrote). The
+to that disk are reported too: more than the copy's, another process wrote). Busy is
+necessary, not sufficient: a virtual disk with many requests in flight is busy as long
+with slower requests; what it moved a wall-second (``disk_MBps``: read + written) beside
+the ``direct`` copy's, and its requests (``disk_requests_read_write``: fewer, larger is
+faster here) say at what rate (docs/benchmarks.md, "backupcold"). The
 copies' wall includes starting ``cp`` / ``sync`` / ``dd`` (``spawn_s``: ``true`` +
 ``sync`` of an empty file, reported); the backup's excludes its
 process start and the store's open, as in ``bench_backup.py``.
@@ -136,11 +140,24 @@ def disk_stat_path(path: str) -> str:
     return name + "/stat"
 
 
-def disk_io(path: str) -> tuple[int, int]:
-    """The disk of ``path``: its ``io_ticks`` (ms with a request in flight) and the
-    sectors written to it since boot."""
-    fields = Path(disk_stat_path(path)).read_text().split()
-    return int(fields[9]), int(fields[6])
+def disk_io(path: str) -> list[int]:
+    """The disk of ``path``: its counters since boot (``Documentation/block/stat``)."""
+    return [int(x) for x in Path(disk_stat_path(path)).read_text().split()]
+
+
+def disk_delta(before: list[int], after: list[int], wall: float) -> dict[str, float]:
+    """What the disk did between two :func:`disk_io`: its busy fraction of ``wall``
+    (``io_ticks``), the MB written, its read and write requests and the ms they
+    waited in all (``read_ticks``, ``write_ticks``: summed over requests in flight)."""
+    d = [b - a for a, b in zip(before, after, strict=False)]
+    return {
+        "busy": d[9] / 1e3 / wall,
+        "written_MB": d[6] * 512 / 1e6,
+        "read_reqs": d[0],
+        "write_reqs": d[4],
+        "read_wait_ms": d[3],
+        "write_wait_ms": d[7],
+    }
 
 
 def disk_read_sectors() -> int:
@@ -163,7 +180,7 @@ async def one_backup(db: str, to: str, state: str) -> dict[str, float]:
         os.sync()
         before = set_cache(store_files(db), state)
         sectors = disk_read_sectors()
-        ticks, written = disk_io(db)
+        disk = disk_io(db)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu, start = time.process_time(), time.perf_counter()
         await backup(store, Path(to), key)
@@ -173,11 +190,10 @@ async def one_backup(db: str, to: str, state: str) -> dict[str, float]:
         finally:
             os.close(fd)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        ticks_after, written_after = disk_io(db)
+        disk = disk_delta(disk, disk_io(db), wall)
         after = resource.getrusage(resource.RUSAGE_SELF)
         return {
-            "busy": (ticks_after - ticks) / 1e3 / wall,
-            "written_MB": (written_after - written) * 512 / 1e6,
+            **disk,
             "out_MB": os.stat(to).st_size / 1e6,
             "wall": wall,
             "cpu": cpu,
@@ -206,7 +222,7 @@ def run_tool(tool: str, db: str, to: Path, state: str) -> dict[str, float]:
     os.sync()
     before = set_cache(store_files(db), state)
     sectors = disk_read_sectors()
-    ticks, written = disk_io(db)
+    disk = disk_io(db)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     if tool == "cp":
@@ -217,7 +233,7 @@ def run_tool(tool: str, db: str, to: Path, state: str) -> dict[str, float]:
         cmd = ["dd", f"if={db}", f"of={to}", f"bs={block}", *direct, "conv=fsync", "status=none"]
         subprocess.run(cmd, check=True)
     wall = time.perf_counter() - start
-    ticks_after, written_after = disk_io(db)
+    disk = disk_delta(disk, disk_io(db), wall)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = os.path.getsize(to) / 1e6
     to.unlink()
@@ -228,8 +244,7 @@ def run_tool(tool: str, db: str, to: Path, state: str) -> dict[str, float]:
         "cpu": cpu,
         "cached_before": before,
         "read_MB": read,
-        "busy": (ticks_after - ticks) / 1e3 / wall,
-        "written_MB": (written_after - written) * 512 / 1e6,
+        **disk,
         "out_MB": out,
     }
 
@@ -319,8 +334,14 @@ def main() -> None:
                 "cached_before": [round(r["cached_before"], 3) for r in v],
                 "disk_read_MB": [round(r["read_MB"], 1) for r in v],
                 "disk_busy_median_min_max": spread([r["busy"] for r in v], 2),
+                # what the disk moved a wall-second (every process's reads and writes)
+                "disk_MBps_median_min_max": spread(
+                    [(r["read_MB"] + r["written_MB"]) / r["wall"] for r in v], 0
+                ),
                 "disk_busy": [round(r["busy"], 2) for r in v],
                 "disk_written_MB": [round(r["written_MB"], 1) for r in v],
+                "disk_requests_read_write": [f"{r['read_reqs']}/{r['write_reqs']}" for r in v],
+                "disk_wait_ms_read_write": [f"{r['read_wait_ms']}/{r['write_wait_ms']}" for r in v],
                 "out_MB": round(v[0]["out_MB"], 1),
                 "out_MBps_median_min_max": spread([r["out_MB"] / r["wall"] for r in v], 0),
                 **({"minflt": [int(r["minflt"]) for r in v]} if "minflt" in v[0] else {}),
