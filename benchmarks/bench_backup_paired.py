@@ -141,8 +141,12 @@ def disk_stat_path(path: str) -> str:
 
 
 def disk_io(path: str) -> list[int]:
-    """The disk of ``path``: its counters since boot (``Documentation/block/stat``)."""
-    return [int(x) for x in Path(disk_stat_path(path)).read_text().split()]
+    """The disk of ``path``: its counters since boot (``Documentation/block/stat``);
+    zeros where ``path`` is on no block device (tmpfs)."""
+    stat = Path(disk_stat_path(path))
+    if not stat.exists():
+        return [0] * 17
+    return [int(x) for x in stat.read_text().split()]
 
 
 def disk_delta(before: list[int], after: list[int], wall: float) -> dict[str, float]:
