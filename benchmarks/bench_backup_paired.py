@@ -17,14 +17,30 @@ itself varied 2.4x across rounds (docs/benchmarks.md, "Check at the end of the
   (``mincore``) and reported for every run (a page some process maps stays);
 
 a backup (``--tree``: a ``src`` folder, in a child process, the store opened before
-the clock: as ``bench_backup.py``) and ``cp`` + ``sync FILE`` and ``dd bs=8M
-conv=fsync`` of the same file, in an order rotated each round, ``sync`` before each
-(no other run's dirty pages written during it). Each pair's ratio is the copy's wall
-over the backup's (> 1: the backup was faster); the backup's CPU-seconds per
-wall-second say whether it waited (a disk-bound backup leaves the CPU idle: well below
-its cores); the disk's read sectors (``/sys/block/*/stat``, every process's) say what
-came from the disk. The copies' wall includes starting ``cp`` / ``sync`` / ``dd``
-(``spawn_s``: ``true`` + ``sync`` of an empty file, reported); the backup's excludes its
+the clock: as ``bench_backup.py``) and the raw copies (``--tools``) of the same file, in
+an order rotated each round, ``sync`` before each (no other run's dirty pages written
+during it). Every copy is durable when it returns, as a backup is (its file written,
+``fsync``'d, linked, its directory ``fsync``'d): ``cp`` is ``cp`` + ``sync FILE`` (an
+``fsync`` of the copy: written into the page cache, then in one burst), ``dd`` is ``dd
+bs=8M conv=fsync`` (the same, 8 MiB reads), ``direct`` is ``dd bs=4M oflag=direct
+conv=fsync`` (the backup's way of writing: 4 MiB ``O_DIRECT`` writes, each done before
+the next read, never through the page cache; the reads through it, with the kernel's
+read-ahead). None ``fsync``s a directory (1-2 ms of a backup's tail, backup9).
+
+Each pair's ratio is the copy's wall over the backup's (> 1: the backup was faster);
+the backup's CPU-seconds per wall-second say whether it waited (a disk-bound backup
+leaves the CPU idle: well below its cores); the disk's read sectors
+(``/sys/block/*/stat``, every process's) say what came from the disk, and its busy
+fraction (``io_ticks``, the ms with a request in flight, over the run's wall:
+``/sys/dev/block/MAJ:MIN/stat`` of the file's disk, every process's requests) whether
+it waited for the disk: a run limited by its disk keeps it busy ~100 % (the MB written
+to that disk are reported too: more than the copy's, another process wrote). Busy is
+necessary, not sufficient: a virtual disk with many requests in flight is busy as long
+with slower requests; what it moved a wall-second (``disk_MBps``: read + written) beside
+the ``direct`` copy's, and its requests (``disk_requests_read_write``: fewer, larger is
+faster here) say at what rate (docs/benchmarks.md, "backupcold"). The
+copies' wall includes starting ``cp`` / ``sync`` / ``dd`` (``spawn_s``: ``true`` +
+``sync`` of an empty file, reported); the backup's excludes its
 process start and the store's open, as in ``bench_backup.py``.
 
     python benchmarks/bench_backup_paired.py /tmp/bk7/store.db --rounds 6 --tree src
@@ -115,6 +131,39 @@ def store_files(db: str) -> list[str]:
     return [db, db + "-wal"]
 
 
+def disk_stat_path(path: str) -> str:
+    """``/sys/dev/block/MAJ:MIN/stat`` of the whole disk ``path`` is on."""
+    dev = os.stat(path).st_dev
+    name = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    if os.path.exists(name + "/partition"):
+        return os.path.join(os.path.realpath(name), "..", "stat")
+    return name + "/stat"
+
+
+def disk_io(path: str) -> list[int]:
+    """The disk of ``path``: its counters since boot (``Documentation/block/stat``);
+    zeros where ``path`` is on no block device (tmpfs)."""
+    stat = Path(disk_stat_path(path))
+    if not stat.exists():
+        return [0] * 17
+    return [int(x) for x in stat.read_text().split()]
+
+
+def disk_delta(before: list[int], after: list[int], wall: float) -> dict[str, float]:
+    """What the disk did between two :func:`disk_io`: its busy fraction of ``wall``
+    (``io_ticks``), the MB written, its read and write requests and the ms they
+    waited in all (``read_ticks``, ``write_ticks``: summed over requests in flight)."""
+    d = [b - a for a, b in zip(before, after, strict=False)]
+    return {
+        "busy": d[9] / 1e3 / wall,
+        "written_MB": d[6] * 512 / 1e6,
+        "read_reqs": d[0],
+        "write_reqs": d[4],
+        "read_wait_ms": d[3],
+        "write_wait_ms": d[7],
+    }
+
+
 def disk_read_sectors() -> int:
     """Sectors read by every whole disk since boot (``/sys/block/*/stat``)."""
     total = 0
@@ -135,6 +184,7 @@ async def one_backup(db: str, to: str, state: str) -> dict[str, float]:
         os.sync()
         before = set_cache(store_files(db), state)
         sectors = disk_read_sectors()
+        disk = disk_io(db)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu, start = time.process_time(), time.perf_counter()
         await backup(store, Path(to), key)
@@ -144,8 +194,11 @@ async def one_backup(db: str, to: str, state: str) -> dict[str, float]:
         finally:
             os.close(fd)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        disk = disk_delta(disk, disk_io(db), wall)
         after = resource.getrusage(resource.RUSAGE_SELF)
         return {
+            **disk,
+            "out_MB": os.stat(to).st_size / 1e6,
             "wall": wall,
             "cpu": cpu,
             "cached_before": before,
@@ -173,20 +226,31 @@ def run_tool(tool: str, db: str, to: Path, state: str) -> dict[str, float]:
     os.sync()
     before = set_cache(store_files(db), state)
     sectors = disk_read_sectors()
+    disk = disk_io(db)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     if tool == "cp":
         subprocess.run(["cp", db, str(to)], check=True)
-        subprocess.run(["sync", str(to)], check=True)
+        subprocess.run(["sync", str(to)], check=True)  # fsync of the copy
     else:
-        cmd = ["dd", f"if={db}", f"of={to}", "bs=8M", "conv=fsync", "status=none"]
+        block, direct = ("4M", ["oflag=direct"]) if tool == "direct" else ("8M", [])
+        cmd = ["dd", f"if={db}", f"of={to}", f"bs={block}", *direct, "conv=fsync", "status=none"]
         subprocess.run(cmd, check=True)
     wall = time.perf_counter() - start
+    disk = disk_delta(disk, disk_io(db), wall)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = os.path.getsize(to) / 1e6
     to.unlink()
     cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     read = (disk_read_sectors() - sectors) * 512 / 1e6
-    return {"wall": wall, "cpu": cpu, "cached_before": before, "read_MB": read}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "cached_before": before,
+        "read_MB": read,
+        **disk,
+        "out_MB": out,
+    }
 
 
 def spawn_seconds(tmp: Path) -> float:
@@ -214,7 +278,9 @@ def main() -> None:
         "--tree", action="append", help="a src folder the backup runs (repeatable: A/B)"
     )
     parser.add_argument("--cache", nargs="+", default=["warm", "cold"], choices=["warm", "cold"])
-    parser.add_argument("--tools", nargs="+", default=["cp", "dd"], choices=["cp", "dd"])
+    parser.add_argument(
+        "--tools", nargs="+", default=["cp", "dd", "direct"], choices=["cp", "dd", "direct"]
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--to", help=argparse.SUPPRESS)
     parser.add_argument("--state", help=argparse.SUPPRESS)
@@ -266,10 +332,22 @@ def main() -> None:
             k: {
                 "MBps_median_min_max": spread([size / r["wall"] / 1e6 for r in v], 0),
                 "wall_s": [round(r["wall"], 3) for r in v],
+                "cpu_s_per_wall_s_median_min_max": spread([r["cpu"] / r["wall"] for r in v], 2),
                 "cpu_s_per_wall_s": [round(r["cpu"] / r["wall"], 2) for r in v],
                 "cpu_s": [round(r["cpu"], 3) for r in v],
                 "cached_before": [round(r["cached_before"], 3) for r in v],
                 "disk_read_MB": [round(r["read_MB"], 1) for r in v],
+                "disk_busy_median_min_max": spread([r["busy"] for r in v], 2),
+                # what the disk moved a wall-second (every process's reads and writes)
+                "disk_MBps_median_min_max": spread(
+                    [(r["read_MB"] + r["written_MB"]) / r["wall"] for r in v], 0
+                ),
+                "disk_busy": [round(r["busy"], 2) for r in v],
+                "disk_written_MB": [round(r["written_MB"], 1) for r in v],
+                "disk_requests_read_write": [f"{r['read_reqs']}/{r['write_reqs']}" for r in v],
+                "disk_wait_ms_read_write": [f"{r['read_wait_ms']}/{r['write_wait_ms']}" for r in v],
+                "out_MB": round(v[0]["out_MB"], 1),
+                "out_MBps_median_min_max": spread([r["out_MB"] / r["wall"] for r in v], 0),
                 **({"minflt": [int(r["minflt"]) for r in v]} if "minflt" in v[0] else {}),
             }
             for k, v in sorted(runs.items())
