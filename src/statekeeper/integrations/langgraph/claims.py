@@ -158,9 +158,14 @@ class _SaverClaims(_SaverCommits):
         (the claim then not seen: the run never renewed nor released its claim)."""
         if run is None or run.claimed or not run.rides:
             return
+        if doc is None and run.unsure and not run.ended:
+            # stored, its document not read: the run stays ``unsure``, and its renewal
+            # reads the thread (a claim it stored is renewed: see :meth:`_renew`)
+            self._schedule_renewal()
+            return
         claim = doc.get("run") if doc is not None else None
         if claim is None or claim["id"] != run.token:
-            return  # (None: stored, its document not read: the run stays ``unsure``)
+            return
         run.claimed = True
         if run.ended:  # the run's start failed while this write was being stored
             self._portal._handed(self._release(run))
@@ -293,12 +298,19 @@ class _SaverClaims(_SaverCommits):
             _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
 
     async def _renew(self) -> None:
-        """Move the expiry of every live claim of this process to now + ``run_lease``."""
+        """Move the expiry of every live claim of this process to now + ``run_lease``.
+
+        A running run whose claim's write answered without its document (``unsure``:
+        see :meth:`_rode`) is renewed too, on a read of the thread: its claim, when
+        stored, is renewed, and the run holds the thread from then on. Before, it was
+        renewed only once a later write of the run found its claim: a node running
+        longer than ``run_lease`` let it lapse, another process's run took the thread,
+        and this run's next write was refused as if it had never held it."""
         for run in builtins.list(self._runs.values()):
             if run.dead:
                 self._runs.pop(run.key, None)
                 continue
-            if not run.claimed or run.released:
+            if run.released or not (run.claimed or _unsure(run)):
                 continue
 
             def plan(
@@ -311,16 +323,19 @@ class _SaverClaims(_SaverCommits):
                 return m.EV_RUN, [{"op": "replace", "path": "/run/exp", "value": exp}], None
 
             try:
-                await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+                doc = await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
             except Exception as exc:
                 _log.warning("renewing the claim on thread %r failed: %s", run.thread_id, exc)
+                continue
+            if not run.claimed and _unsure(run):
+                self._rode(run, doc if doc is not None else {})
 
     def _live_claims(self) -> bool:
         """Whether a claim of this process lives (runs whose loop is gone are dropped)."""
         for run in builtins.list(self._runs.values()):
             if run.dead:
                 self._runs.pop(run.key, None)
-        return any(r.claimed and not r.released for r in self._runs.values())
+        return any((r.claimed or _unsure(r)) and not r.released for r in self._runs.values())
 
     def _schedule_renewal(self) -> None:
         """(On the loop.) Renew the live claims in ``run_lease / 3``: a timer of the
@@ -389,6 +404,12 @@ class _SaverClaims(_SaverCommits):
         self._named.move_to_end((thread_id, ns, cid))
         while len(self._named) > _NAMED:
             self._named.popitem(last=False)
+
+
+def _unsure(run: runs.Run) -> bool:
+    """A running riding run whose claim's write answered without telling whether it
+    stored the claim (see :meth:`_SaverClaims._rode`): renewed on a read."""
+    return run.unsure and run.rides and not run.claimed and not run.ended
 
 
 def _transient(exc: Exception) -> bool:
