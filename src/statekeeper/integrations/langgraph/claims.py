@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from ...concurrency.lease_grants import ended
-from ...errors import AgentNotFound, StatekeeperError
+from ...errors import AgentNotFound, BackendError, BackendRejected, StatekeeperError
 from ...store.conditional import delete_only_at
 from . import mapping as m
 from . import runs
@@ -28,6 +28,11 @@ _log = logging.getLogger(__name__)
 _NAMED = 256
 #: how many tokens of this process's ended runs are remembered (see ``_release``)
 _ENDED = 256
+#: how many times a run's release is tried when its write fails (a lost connection,
+#: a lost reply), pausing between tries as ``migrate`` / ``rollback`` do
+#: (:func:`statekeeper.schema.report.pause`: ~14 ms in all); then the claim lapses
+#: after ``run_lease``
+_RELEASE_TRIES = 8
 
 
 class _SaverClaims(_SaverCommits):
@@ -153,9 +158,14 @@ class _SaverClaims(_SaverCommits):
         (the claim then not seen: the run never renewed nor released its claim)."""
         if run is None or run.claimed or not run.rides:
             return
+        if doc is None and run.unsure and not run.ended:
+            # stored, its document not read: the run stays ``unsure``, and its renewal
+            # reads the thread (a claim it stored is renewed: see :meth:`_renew`)
+            self._schedule_renewal()
+            return
         claim = doc.get("run") if doc is not None else None
         if claim is None or claim["id"] != run.token:
-            return  # (None: stored, its document not read: the run stays ``unsure``)
+            return
         run.claimed = True
         if run.ended:  # the run's start failed while this write was being stored
             self._portal._handed(self._release(run))
@@ -174,7 +184,13 @@ class _SaverClaims(_SaverCommits):
         failure) and the claim cleared if it is stored. Before, such a run was not
         ``claimed``: its end returned here, and a stored claim refused other processes
         the thread until ``run_lease`` ran out. A run whose claim's write answered
-        reads nothing more (its claim, known, is cleared on the cached document)."""
+        reads nothing more (its claim, known, is cleared on the cached document).
+
+        The release's own write failing (a lost connection) or losing its reply is
+        tried again, up to ``_RELEASE_TRIES`` times with the backoff of ``migrate`` /
+        ``rollback`` between tries, each on a read of the thread (a lost reply that
+        landed: the claim is gone, nothing is written). Before, the first failure
+        gave up: the claim refused other processes the thread until ``run_lease``."""
         self._runs.pop(run.key, None)
         run.ended = True
         self._ended[run.token] = None
@@ -183,8 +199,32 @@ class _SaverClaims(_SaverCommits):
         if run.released or not (run.claimed or run.unsure):
             return
         run.released = True
+        for attempt in range(_RELEASE_TRIES):
+            if attempt:
+                # (imported here: only a release that failed pauses)
+                from ...schema.report import pause
+
+                await pause(attempt)
+            try:
+                # a try again reads the thread (its cached document dropped with the
+                # failure): a release whose reply was lost landed, and writes no more
+                await self._release_once(run, read=attempt > 0)
+                return
+            except Exception as exc:
+                if attempt + 1 == _RELEASE_TRIES or not _transient(exc):
+                    raise
+                self._forget(run.thread_id)
+                _log.info(
+                    "releasing thread %r failed (tried again): %s: %s",
+                    run.thread_id,
+                    type(exc).__name__,
+                    exc,
+                )
+
+    async def _release_once(self, run: runs.Run, *, read: bool) -> None:
+        """One try of :meth:`_release`'s write; ``read``: the thread is read first."""
         cached = self._streams.get(run.thread_id)
-        if cached is None and not run.claimed:
+        if cached is None and (read or not run.claimed):
             # unsure (its claim's write failed: its cached document dropped with it): the
             # thread read here, the read the release below would make, so that a claim
             # that is all a new thread holds drops the stream too (was: left, cleared)
@@ -258,12 +298,19 @@ class _SaverClaims(_SaverCommits):
             _log.warning("releasing thread %r failed: %s", run.thread_id, exc)
 
     async def _renew(self) -> None:
-        """Move the expiry of every live claim of this process to now + ``run_lease``."""
+        """Move the expiry of every live claim of this process to now + ``run_lease``.
+
+        A running run whose claim's write answered without its document (``unsure``:
+        see :meth:`_rode`) is renewed too, on a read of the thread: its claim, when
+        stored, is renewed, and the run holds the thread from then on. Before, it was
+        renewed only once a later write of the run found its claim: a node running
+        longer than ``run_lease`` let it lapse, another process's run took the thread,
+        and this run's next write was refused as if it had never held it."""
         for run in builtins.list(self._runs.values()):
             if run.dead:
                 self._runs.pop(run.key, None)
                 continue
-            if not run.claimed or run.released:
+            if run.released or not (run.claimed or _unsure(run)):
                 continue
 
             def plan(
@@ -276,16 +323,19 @@ class _SaverClaims(_SaverCommits):
                 return m.EV_RUN, [{"op": "replace", "path": "/run/exp", "value": exp}], None
 
             try:
-                await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
+                doc = await self._mutate(run.thread_id, plan, m.EV_RUN, create=False)
             except Exception as exc:
                 _log.warning("renewing the claim on thread %r failed: %s", run.thread_id, exc)
+                continue
+            if not run.claimed and _unsure(run):
+                self._rode(run, doc if doc is not None else {})
 
     def _live_claims(self) -> bool:
         """Whether a claim of this process lives (runs whose loop is gone are dropped)."""
         for run in builtins.list(self._runs.values()):
             if run.dead:
                 self._runs.pop(run.key, None)
-        return any(r.claimed and not r.released for r in self._runs.values())
+        return any((r.claimed or _unsure(r)) and not r.released for r in self._runs.values())
 
     def _schedule_renewal(self) -> None:
         """(On the loop.) Renew the live claims in ``run_lease / 3``: a timer of the
@@ -354,6 +404,22 @@ class _SaverClaims(_SaverCommits):
         self._named.move_to_end((thread_id, ns, cid))
         while len(self._named) > _NAMED:
             self._named.popitem(last=False)
+
+
+def _unsure(run: runs.Run) -> bool:
+    """A running riding run whose claim's write answered without telling whether it
+    stored the claim (see :meth:`_SaverClaims._rode`): renewed on a read."""
+    return run.unsure and run.rides and not run.claimed and not run.ended
+
+
+def _transient(exc: Exception) -> bool:
+    """Whether a write that raised ``exc`` may go through when tried again: a backend
+    failure (a lost connection, a lock timeout), or one that may have landed (its
+    reply lost: the try again reads whether it did), not a refusal (a permission, a
+    size limit: ``BackendRejected``) nor a closed store."""
+    if not isinstance(exc, BackendError):
+        return False
+    return exc.maybe_applied or not isinstance(exc, BackendRejected)
 
 
 def _bare(doc: dict[str, Any], token: str) -> bool:

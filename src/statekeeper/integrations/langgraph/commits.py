@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 import math
 import threading
@@ -243,6 +244,14 @@ class _SaverCommits(_SaverStreams):
                 SEEN.reset(token)
         if result.duplicate:  # an earlier attempt landed: our document is stale
             self._forget(st.thread_id)
+            # the landed event counts towards the thread's next snapshot, and the count
+            # goes on in its next view (see ``_carry_count``); before, the snapshot check
+            # ran on this dropped view without it, and the count was lost with the view
+            # (a thread whose replies were often lost was never snapshotted)
+            with contextlib.suppress(TypeError):  # (stored: never fails for the count)
+                blob = orjson.dumps(ops) if blob is None else blob
+                st.bytes_since += self._event_cost(st, event_type, blob)
+            self._hand_count(st)
             # (before, the document before the ops: a run's claim riding on them, stored,
             # was not seen, and the run never renewed nor released it)
             if result.first_seq == st.seq + 1:
@@ -542,7 +551,9 @@ class _SaverCommits(_SaverStreams):
                 )
                 if committed:
                     self._wrote(st)
-                appended = st
+                    appended = st
+                else:  # (a duplicate: its count went on to the thread's next view)
+                    appended = self._streams.get(thread_id) or self._counts.get(thread_id)
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or

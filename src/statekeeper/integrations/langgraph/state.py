@@ -151,6 +151,9 @@ class _SaverState(BaseCheckpointSaver[int]):
         #: live, whether their release is still on its way or failed
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._built: OrderedDict[int, _Stream] = OrderedDict()  # (id(view): view)
+        #: per thread: the view a write answered "duplicate" dropped, whose snapshot
+        #: count its next view takes on (see ``_SaverStreams._carry_count``; bounded)
+        self._counts: dict[str, _Stream] = {}
         #: the saver's own loop (sync use) is closed at exit if the application does not
         #: close the saver (a bound loop is the application's: its own to end)
         self._at_exit = _close_at_exit(self) if type(self._portal) is SharedLoop else None

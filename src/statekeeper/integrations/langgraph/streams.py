@@ -40,10 +40,36 @@ class _SaverStreams(_SaverState):
         return self._locks.hold(thread_id)
 
     def _remember(self, st: _Stream) -> None:
+        if self._counts:
+            self._carry_count(st)
         self._streams[st.thread_id] = st
         self._streams.move_to_end(st.thread_id)
         while len(self._streams) > max(self.cache_size, 1):
             self._streams.popitem(last=False)
+
+    def _hand_count(self, dropped: _Stream) -> None:
+        """Keep the snapshot count of ``dropped`` for its thread's next view (see
+        :meth:`_carry_count`); a bounded number of threads (not all are written again)."""
+        counts = self._counts
+        counts.pop(dropped.thread_id, None)
+        counts[dropped.thread_id] = dropped
+        if len(counts) > max(self.cache_size, 1):
+            del counts[next(iter(counts))]
+
+    def _carry_count(self, st: _Stream) -> None:
+        """Give ``st``, a new view of its thread, the snapshot count of the view a
+        write answered "duplicate" dropped (see ``_SaverCommits._append``): the bytes
+        appended since the thread's last snapshot, which a view read from storage does
+        not know (it counts from zero)."""
+        dropped = self._counts.pop(st.thread_id, None)
+        if dropped is None or dropped is st or dropped.agent_id != st.agent_id:
+            return
+        if st.bytes_since == 0 and st.snap_retry == 0:
+            st.bytes_since = dropped.bytes_since
+            st.snap_retry = dropped.snap_retry
+            st.snap_bytes = st.snap_bytes or dropped.snap_bytes
+            for kind, ratio in dropped.ratios.items():
+                st.ratios.setdefault(kind, ratio)
 
     def _forget(self, thread_id: str) -> None:
         self._streams.pop(thread_id, None)
