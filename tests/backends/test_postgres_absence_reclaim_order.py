@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
+import statekeeper.backends.postgres.absence as absence
 import statekeeper.backends.postgres.appends as appends
 import statekeeper.backends.postgres.together_locks as together_locks
 from statekeeper.backends.postgres import PostgresBackend
@@ -75,7 +76,7 @@ async def _interleave(
     again) finds ``deleted`` created: its ConflictError. Was: a deadlock."""
     monkeypatch.setattr(appends, "run_again", _deadlocks_seen)
     kept = "b" if deleted == "a" else "a"
-    real = together_locks.absent_in
+    real = absence.absent_in
     held: list[int] = []
     go = asyncio.Event()
     tries: list[int] = []
