@@ -9,6 +9,7 @@ import psycopg
 
 from ...errors import AccessDenied, BackendError, ConflictError
 from .deletes import refusal
+from .rolled_back import RolledBack
 
 if TYPE_CHECKING:
     from .part import PostgresPart
@@ -19,8 +20,18 @@ if TYPE_CHECKING:
 CLAIMS = 16
 
 
+class ClaimAgain(RolledBack):
+    """An absence check must claim an agent again while it holds other claims or locks
+    (see :func:`absent_in`): the try is rolled back whole and run again
+    (:func:`.rolled_back.run_again`). Internal; never reaches a caller."""
+
+
 async def absent_in(
-    sql: Mapping[str, Any], conn: Any, agent_ids: Sequence[str], also: Sequence[str] = ()
+    sql: Mapping[str, Any],
+    conn: Any,
+    agent_ids: Sequence[str],
+    also: Sequence[str] = (),
+    again: bool = False,
 ) -> None:
     """The checks of ``agent_ids`` in ``conn``'s transaction, a few statements for all
     of them (was: two an agent, record_restored of 5,000 agents ~4x slower): the
@@ -38,14 +49,27 @@ async def absent_in(
     meanwhile came before the commit). A plain read would miss a creation still to
     commit, whose events then come before the transaction's in the feed. An agent
     claimed :data:`CLAIMS` times so raises :class:`BackendError` naming it (was: claimed
-    again for as long as other writers created and deleted it)."""
+    again for as long as other writers created and deleted it).
+
+    A claim again while the transaction holds others, or the lock of a head row at 0
+    (one a failed write left, which ``absent_heads`` locked: taken over by a creation
+    after its claims, as a head), broke the one order of claims before heads: a
+    creation of the agent claimed meanwhile, then waiting on that lock, and this
+    transaction waiting on its claim, deadlocked
+    (``test_postgres_absence_reclaim_order.py``). So, given ``again`` (a try
+    :func:`.rolled_back.run_again` runs again), it raises :class:`ClaimAgain` instead:
+    the try rolled back holds nothing, and the next claims everything in one order.
+    (Without ``again``: the last try, or a caller that holds other locks before its
+    check anyway, claims again in place, as before.)"""
     todo = sorted(set(agent_ids))
     claiming = sorted(set(todo) | set(also))
+    held = False
     for _ in range(CLAIMS):
         cur = await conn.execute(sql["absent_claim"], (claiming,))
         claimed = {row[0] for row in await cur.fetchall()}
         if claimed:
             await conn.execute(sql["absent_release"], (list(claimed),))
+            held = True
         there = [a for a in todo if a not in claimed]
         if not there:
             return
@@ -54,9 +78,12 @@ async def absent_in(
         for agent_id in there:
             if heads.get(agent_id):
                 raise ConflictError(agent_id, 0, heads[agent_id])
+        held = held or bool(heads)  # (head rows at 0, locked)
         todo = [a for a in there if a not in heads]  # deleted meanwhile: claim again
         if not todo:
             return
+        if held and again:
+            raise ClaimAgain(f"the absence check of agent {todo[0]!r} claims it again")
         claiming = todo
     raise BackendError(
         f"postgresql: the absence check of agent {todo[0]!r} gave up after {CLAIMS} "

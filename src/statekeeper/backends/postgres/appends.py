@@ -281,7 +281,7 @@ class Appends(PostgresPart):
                     async with conn.transaction():
                         if tries is not None:  # (before the COMMIT: .alone asks it)
                             tries.append(await txid(conn))
-                        await lock_together(self._sql, conn, requests, changes, checking)
+                        await lock_together(self._sql, conn, requests, changes, checking, again)
                         for change in changes:
                             if not change.absent:
                                 await self._change(conn, change)

@@ -112,6 +112,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "a fenced append creating a stream claims its head row before its lease",
         read_script(PACKAGE, "sql/fenced_claim.sql"),
     ),
+    (
+        22,
+        "under row security a role deletes the head rows at 0 (claims) it may write",
+        read_script(PACKAGE, "sql/claim_delete.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

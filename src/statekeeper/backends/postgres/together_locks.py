@@ -54,13 +54,15 @@ async def lock_together(
     requests: Sequence[AppendRequest],
     changes: Sequence[StreamChange],
     checking: list[str],
+    again: bool = False,
 ) -> None:
     """In ``conn``'s transaction, before ``changes``: the claims (the absence checks of
     ``changes``, and the new agents of ``requests`` when there are checks or locks to
     take), then the leases, then the heads of the agents of ``requests`` and ``changes``
     (when the changes name any and there are two agents), in agent order. ``checking``
     holds the checks while they alone are claimed (a refusal of one is looked up:
-    :func:`.absence.refused_check`)."""
+    :func:`.absence.refused_check`). ``again``: the try is run again if it rolls back
+    (:func:`.absence.absent_in`)."""
     absent = sorted({c.agent_id for c in changes if c.absent})
     changed = [c for c in changes if not c.absent]
     agents = sorted({c.agent_id for c in changed} | {r.agent_id for r in requests})
@@ -69,7 +71,7 @@ async def lock_together(
     if new and (absent or locking):
         try:
             async with conn.transaction():  # (a savepoint)
-                await absent_in(sql, conn, absent, new)
+                await absent_in(sql, conn, absent, new, again)
             absent = []
         except psycopg.errors.InsufficientPrivilege:
             # row security refused a claim: the checks claimed again alone (a refusal
@@ -78,7 +80,7 @@ async def lock_together(
             pass
     if absent:
         checking[:] = absent
-        await absent_in(sql, conn, absent)
+        await absent_in(sql, conn, absent, again=again)
         checking.clear()
     if not locking:
         return

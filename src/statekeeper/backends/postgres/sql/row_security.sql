@@ -163,6 +163,17 @@ CREATE POLICY sk_read ON {s}.sk_agents FOR SELECT
 DROP POLICY IF EXISTS sk_update ON {s}.sk_agents;
 CREATE POLICY sk_update ON {s}.sk_agents FOR UPDATE
     USING ({s}.sk_allowed(agent_id, 2)) WITH CHECK ({s}.sk_allowed(agent_id, 2));
+-- a head row at 0 is a claim, no stream (a write's first lock: sql/batch_claims.sql,
+-- queries.sql absent_claim), deleted again by the role that inserted it, the audit
+-- log's and a namespace's tombstones' too: was refused (the table's sk_delete), so a
+-- claim a write made and did not take over (its fence or key refused, a batch's other
+-- request failed) stayed committed, listed as a stream at head 0 (migration 22)
+DROP POLICY IF EXISTS sk_delete ON {s}.sk_agents;
+CREATE POLICY sk_delete ON {s}.sk_agents FOR DELETE
+    USING ({s}.sk_allowed(agent_id, 2)
+           AND (head_seq = 0
+                OR (agent_id <> chr(1) || 'sk-audit/log'
+                    AND (NOT {s}.sk_tombstones(agent_id) OR {s}.sk_log_admin()))));
 -- (its search_path is set: a role's own "<" or "=" must not decide it)
 CREATE OR REPLACE FUNCTION {s}.sk_audit_head_forward() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
