@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from ...errors import ConflictError
+from ...errors import BackendError, ConflictError
 from ...records import RawEvent, RewriteRequest
 from ..base import unstored_rewrite, validate_rewrite
 from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
@@ -18,6 +18,20 @@ from .layout import _BASE_RECORD, _decode_events
 from .pruned_snapshots import drop_pruned_snapshots
 
 __all__ = ["S3Rewrites"]
+
+
+def _part_made(request: RewriteRequest, exc: ConflictError) -> BackendError:
+    """A conflict (a commit changed under the rewrite: a 412, or its claim taken over)
+    after some of its writes landed: records of the agent are rewritten and others
+    not, so the rewrite may partly stand — ``maybe_applied``, as :mod:`.landed` says
+    of a ``ClientError`` part-way. Was: the ConflictError itself, "nothing written",
+    and retention, rekey and migrate counted a change that partly stands as not made."""
+    return BackendError(
+        f"rewrite of agent {request.agent_id!r} cut short part-way ({exc}): some of its"
+        " records were rewritten before it (they stand, each valid), others not; run it"
+        " again on the stream as it is now to finish it",
+        maybe_applied=True,
+    )
 
 
 class S3Rewrites(S3Engine):
@@ -32,17 +46,23 @@ class S3Rewrites(S3Engine):
         it wrote below a base a prune moved meanwhile is deleted
         (:mod:`.pruned_snapshots`). The claim goes last."""
         key, token, head = self._claim_rewrite(request)
+        claimed = self._landed.writes()  # (the writes that landed: the claim's)
         try:
-            for _ in range(_MARK_TRIES):
-                try:
-                    self._rewrite_listed(request, head, (key, token))
-                    break
-                except _Relist:
-                    continue
-            else:
-                raise ConflictError(
-                    request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
-                )
+            try:
+                for _ in range(_MARK_TRIES):
+                    try:
+                        self._rewrite_listed(request, head, (key, token))
+                        break
+                    except _Relist:
+                        continue
+                else:
+                    raise ConflictError(
+                        request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
+                    )
+            except ConflictError as exc:
+                if self._landed.writes() > claimed:
+                    raise _part_made(request, exc) from exc
+                raise
             drop_pruned_snapshots(self, request)  # (a prune under it: see there)
         except BaseException:
             with contextlib.suppress(Exception):  # (its writes cut short: the same)
