@@ -67,7 +67,14 @@ class RewritesContract(ContractPart):
         for request in requests:
             try:
                 await self.rewrite(request)
-            except ConflictError:
+            except ConflictError as exc:
+                if getattr(exc, "maybe_applied", False):  # (part-made: S3's, see there)
+                    raise BackendError(
+                        f"rewrite_many: request {len(done) + 1} of {len(requests)} (agent"
+                        f" {request.agent_id!r}) conflicted part-way, after some of its"
+                        f" writes landed: {exc}",
+                        maybe_applied=True,
+                    ) from exc
                 done.append(False)
             except BackendError as exc:
                 if any(done):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from ...errors import BackendError, ConflictError
+from ...errors import ConflictError
 from ...records import RawEvent, RewriteRequest
 from ..base import unstored_rewrite, validate_rewrite
 from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
@@ -20,18 +20,23 @@ from .pruned_snapshots import drop_pruned_snapshots
 __all__ = ["S3Rewrites"]
 
 
-def _part_made(request: RewriteRequest, exc: ConflictError) -> BackendError:
+def _part_made(exc: ConflictError) -> ConflictError:
     """A conflict (a commit changed under the rewrite: a 412, or its claim taken over)
     after some of its writes landed: records of the agent are rewritten and others
-    not, so the rewrite may partly stand — ``maybe_applied``, as :mod:`.landed` says
-    of a ``ClientError`` part-way. Was: the ConflictError itself, "nothing written",
-    and retention, rekey and migrate counted a change that partly stands as not made."""
-    return BackendError(
-        f"rewrite of agent {request.agent_id!r} cut short part-way ({exc}): some of its"
-        " records were rewritten before it (they stand, each valid), others not; run it"
-        " again on the stream as it is now to finish it",
-        maybe_applied=True,
+    not, so the rewrite may partly stand. Still a ``ConflictError`` (its callers
+    read the stream again and retry: rekey, migrate, a take-over's loser), but
+    ``maybe_applied`` and saying so, as :mod:`.landed` does of a ``ClientError``
+    part-way (``rewrite_many``'s default raises it as a ``BackendError`` then, not a
+    False). Was: "nothing was written", and retention, rekey and migrate counted a
+    change that partly stands as not made."""
+    told = ConflictError(exc.agent_id, exc.expected_seq, exc.current_seq)
+    told.args = (
+        f"{exc} (part-way: some records of the rewrite were written before it — they"
+        " stand, each valid — and others not; run it again on the stream as it is now"
+        " to finish it)",
     )
+    told.maybe_applied = True  # type: ignore[attr-defined]
+    return told
 
 
 class S3Rewrites(S3Engine):
@@ -61,7 +66,7 @@ class S3Rewrites(S3Engine):
                     )
             except ConflictError as exc:
                 if self._landed.writes() > claimed:
-                    raise _part_made(request, exc) from exc
+                    raise _part_made(exc) from exc
                 raise
             drop_pruned_snapshots(self, request)  # (a prune under it: see there)
         except BaseException:
