@@ -513,8 +513,10 @@ class TieredWrites(TieredRehydrate, TieredHot):
         guard: StreamChange | None = None,
     ) -> AppendResult:
         """Create the compacted stream in the durable tier (a demoted agent exists: a
-        conflict, as anywhere); the hot copy is filled on the next read. A ``guard`` is
-        refused (:attr:`guards_from_base` false: its stream may be demoted)."""
+        conflict, as anywhere); the hot copy is filled on the next read, one left there
+        dropped first (the create refused, nothing written, when it cannot be and the
+        request has no head tag: :meth:`_drop_hot_first`). A ``guard`` is refused
+        (:attr:`guards_from_base` false: its stream may be demoted)."""
         self._check_can_write()
         self.require(Capability.BASE_IMPORT)
         validate_from_base(request, base, kept_keys)
@@ -528,6 +530,17 @@ class TieredWrites(TieredRehydrate, TieredHot):
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
+            # a copy left of an agent of that id (a delete whose drop after it failed)
+            # matches a new stream of its head without a tag: dropped first, else the
+            # create refused (with a tag: a copy of the same tag is the same chain).
+            # Was: dropped after, best effort — served meanwhile, and for good when
+            # that drop failed (the agent dirty in this process alone)
+            if (
+                not await self._drop_hot_now(agent_id)
+                and request.head_tag is None
+                and not await self.durable.head(agent_id)  # (else its conflict, below)
+            ):
+                raise _hot_copy_kept(agent_id, "the compacted create")
             if raise_floor:  # (an engine written before it takes no raise_floor)
                 result = await self.durable.append_from_base(
                     request, base, kept_keys, raise_floor=True
@@ -535,5 +548,5 @@ class TieredWrites(TieredRehydrate, TieredHot):
             else:
                 result = await self.durable.append_from_base(request, base, kept_keys)
             if self.hot is not None:
-                await self._drop_hot(agent_id)  # whatever an older process left there
+                await self._drop_hot(agent_id)  # (a fill of an older stream meanwhile)
         return result
