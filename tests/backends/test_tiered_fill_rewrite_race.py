@@ -1,6 +1,7 @@
 """A tiered store filling an agent's hot copy while another store sharing its tiers
 rewrites the agent (``rekey``, ``migrate``: new bytes, the same head, head tag and
-base) — two processes: SQLite files shared by path.
+base) — two processes: SQLite files shared by path, the hot tier a SQLite file or a
+Redis prefix.
 
 A hot copy is served when its head and head tag are the durable tier's. The rewriting
 store drops the hot copy before its rewrite and again after; a fill that read the
@@ -25,23 +26,29 @@ import pytest
 
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.backends.tiered import TieredBackend
+from statekeeper.backends.url import open_backend
 from statekeeper.records import AppendRequest, RawSnapshot, RewriteRequest
 from statekeeper.testing import request as appended
 
+from ._services import fresh_url
 
-@pytest.fixture
-async def stores(tmp_path: Path) -> AsyncIterator[list[TieredBackend]]:
-    made = [
-        TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=SQLiteBackend(tmp_path / "h.db"))
-        for _ in range(3)
-    ]
-    for store in made:
-        await store.initialize()
-    try:
-        yield made
-    finally:
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def stores(tmp_path: Path, request: Any) -> AsyncIterator[list[TieredBackend]]:
+    """Three stores sharing a durable SQLite file and a hot tier (a SQLite file, or a
+    Redis prefix of the shared server)."""
+    with fresh_url(request.param, tmp_path, "h.db") as hot_url:
+        made = [
+            TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=open_backend(hot_url))
+            for _ in range(3)
+        ]
         for store in made:
-            await store.close()
+            await store.initialize()
+        try:
+            yield made
+        finally:
+            for store in made:
+                await store.close()
 
 
 async def _filled_during(
