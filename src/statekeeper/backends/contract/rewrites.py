@@ -60,7 +60,9 @@ class RewritesContract(ContractPart):
         it was applied says ``maybe_applied`` (was: its own request's word, often
         nothing written: a page part-made counted as not made); a
         :class:`~statekeeper.errors.BackendUnavailable` then is told as one, naming the
-        request."""
+        request; a :class:`~statekeeper.errors.ConflictError` that says ``maybe_applied``
+        (S3's, part-way through a rewrite: some of its records written) is raised as a
+        ``BackendError(maybe_applied=True)``, never counted False."""
         for request in requests:
             validate_rewrite(request)
         done: list[bool] = []

@@ -215,7 +215,9 @@ class S3Rewrites(S3Engine):
         object is rewritten with a conditional PUT (``If-Match``), the newest one
         (which carries the head tag) last, and the claim deleted. S3 has no
         multi-object transaction: an interrupted rewrite leaves some records rewritten
-        and others not (each one valid), and its claim; running it again finishes it."""
+        and others not (each one valid), and its claim; running it again finishes it. A
+        conflict once some of its records were written (a commit changed under it, its
+        claim taken over) says so: ``maybe_applied`` on the ``ConflictError``."""
         self._check_can_write()
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
