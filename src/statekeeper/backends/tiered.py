@@ -31,7 +31,8 @@ A hot tier that fails
     lost because none was acknowledged by it alone. A prune, a rewrite and the delete
     of a stream with no head tag drop the hot copy first (one left would match the
     changed stream's head and tag): refused, nothing changed, while they cannot
-    (:meth:`~.tiered_writes.TieredWrites._drop_hot_first`). Agents written while it
+    (:meth:`~.tiered_writes.TieredWrites._drop_hot_first`; its error says why, of an
+    agent with no durable stream too). Agents written while it
     was down (or whose hot update failed) are remembered, and their hot copies are
     deleted before the hot tier is used for them again (a clean-up only: correctness
     rests on the check against the durable head above, not on this process's memory).

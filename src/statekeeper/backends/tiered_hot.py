@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
-from ..records import AppendRequest
+from ..records import AppendRequest, RawEvent, RawSnapshot
 from .base import Backend, Capability
 from .tiered_base import PAGE, TieredPart
 from .tiered_copy import append_copy, base_of, snapshots
@@ -205,19 +205,50 @@ class TieredHot(TieredPart):
             if isinstance(result, Miss):
                 await self._drop_hot(agent_id)
                 return
-            # a writer in another process may have moved the head meanwhile, or pruned
-            # the stream (its head and tag kept: the base moved) after the copy's read
-            # and before its write — that prune's own drops then came before the copy.
-            # Was: head and tag alone, the pruned history kept in the copy and served
-            if await self.durable.head_tag(agent_id) != (head, tag) or (
-                (await self.durable.stream_bases([agent_id]))[0] != result
-            ):
+            # a writer in another process may have moved the head meanwhile, pruned the
+            # stream (its head and tag kept: the base moved) or rewritten it (a rekey,
+            # a migration: head, tag and base kept, the bytes new) after the copy's read
+            # and before its write — that change's own drops then came before the copy.
+            # Was: head, tag and base alone, a rewrite's old bytes kept and served
+            if not await self._still_copied(agent_id, head, tag, result):
                 await self._drop_hot(agent_id)
                 return
             self.stats["fills"] += 1
 
-    async def _copy_to_hot(self, hot: Backend, agent_id: str, head: int) -> int:
-        """The copy made; the base seq of the stream it read (0: a whole stream)."""
+    async def _still_copied(
+        self,
+        agent_id: str,
+        head: int,
+        tag: bytes | None,
+        copied: tuple[list[RawEvent], list[RawSnapshot]],
+    ) -> bool:
+        """After a fill's copy is written: is the durable stream still what it copied?
+        Its head and tag, its events read again (from its first: the base too; one
+        call up to ``PAGE`` events, where the base alone was read before) and each
+        snapshot it copied (one call each) — all at once. A change between the copy's
+        read and its write that came after the changer's last drop of the hot copy is
+        seen here (it committed before this read); one committed after this read
+        dropped the copy after it. No read is added to a hit."""
+        events, snaps = copied
+        now = await asyncio.gather(
+            self.durable.head_tag(agent_id),
+            *(self.durable.latest_snapshot(agent_id, s.seq) for s in snaps),
+        )
+        if now[0] != (head, tag) or list(now[1:]) != snaps:
+            return False
+        seq, at = 0, 0
+        while seq < head:
+            page = await self.durable.read(agent_id, seq, head, limit=PAGE)
+            if not page or page != events[at : at + len(page)]:
+                return False
+            at += len(page)
+            seq = page[-1].seq
+        return at == len(events)
+
+    async def _copy_to_hot(
+        self, hot: Backend, agent_id: str, head: int
+    ) -> tuple[list[RawEvent], list[RawSnapshot]]:
+        """The copy made; the events (from the stream's base) and snapshots it copied."""
         await hot.delete_agent(agent_id)
         tag_head, tag = await self.durable.head_tag(agent_id)
         if tag_head != head:
@@ -226,6 +257,7 @@ class TieredHot(TieredPart):
         if base is not None and not hot.supports(Capability.BASE_IMPORT):
             raise ConflictError(agent_id, head, 0)  # a compacted stream stays out of it
         seq = 0 if base is None else base.seq
+        copied: list[RawEvent] = []
         while seq < head:
             events = await self.durable.read(agent_id, seq, head, limit=PAGE)
             if not events:
@@ -237,7 +269,9 @@ class TieredHot(TieredPart):
                 base,
                 (),  # (the hot copy holds no idempotency keys: the durable tier's are asked)
             )
+            copied += events
             seq = events[-1].seq
-        for snap in await snapshots(self.durable, agent_id):
+        snaps = await snapshots(self.durable, agent_id)
+        for snap in snaps:
             await hot.save_snapshot(agent_id, snap)
-        return 0 if base is None else base.seq
+        return copied, snaps

@@ -48,15 +48,35 @@ def _hot_copy_left(agent_id: str) -> BackendError:
     )
 
 
-def _hot_copy_kept(agent_id: str, change: str) -> BackendError:
+def _hot_copy_kept(agent_id: str, change: str, why: str = "") -> BackendError:
     """A change refused before anything was written: the agent's hot copy could not be
-    dropped first (see :meth:`TieredWrites._drop_hot_first`)."""
+    dropped first (see :meth:`TieredWrites._drop_hot_first`); ``why`` says why one may
+    be there (a delete of a demoted agent)."""
     return BackendError(
         f"{change} of agent {agent_id!r} refused, nothing changed: its hot copy could not"
-        " be dropped first (the hot tier failed or is down), and other stores sharing the"
-        " hot tier would serve a copy left behind as the agent; run it again once the hot"
-        " tier answers"
+        f" be dropped first (the hot tier failed or is down){why}, and other stores"
+        " sharing the hot tier would serve a copy left behind as the agent; run it again"
+        " once the hot tier answers"
     )
+
+
+#: why a delete of an agent with no durable stream waits on its hot copy's drop all the
+#: same (it writes nothing in the durable tier): no hot copy of it is provably absent
+_ABSENT = (
+    " — no stream of the agent is in the durable tier, but a hot copy of it cannot be"
+    " ruled out: one left by a delete whose drop after it failed (in this store or in"
+    " another sharing the hot tier: only that one was told) or filled by a store racing"
+    " that delete; with it left, an agent of that id made again to the same head"
+    " without a head tag would be served it"
+)
+
+#: the same of a demoted agent (its stream in the cold tier)
+_DEMOTED = (
+    " — the agent is demoted (its stream in the cold tier), and a hot copy of it cannot"
+    " be ruled out: one filled before its demotion (dropped after it, best effort) or"
+    " by a fill racing it in another store; with it left, an agent of that id made again"
+    " to the same head without a head tag would be served it"
+)
 
 
 def _deleted_hot_copy_left(agent_id: str) -> BackendError:
@@ -96,6 +116,25 @@ class TieredWrites(TieredRehydrate, TieredHot):
             if head > 0 and tag is not None:
                 return True
         raise _hot_copy_kept(agent_id, change)
+
+    async def _drop_hot_first_for_delete(self, agent_id: str) -> bool:
+        """A delete's :meth:`_drop_hot_first` (under the agent's lock), whose refusal
+        says why a copy may be there when no stream of the agent is in the durable tier
+        (:data:`_ABSENT`, :data:`_DEMOTED`). Such a delete writes nothing there, yet is
+        not let through: a copy left by an earlier delete whose drop after it failed (a
+        ``maybe_applied`` error told to that caller alone, maybe in another process) is
+        not provably gone, and a delete answered done with it left lets an agent re-made
+        to the same head without a tag be served it."""
+        if await self._drop_hot_now(agent_id):
+            return False
+        head, tag = await self.durable.head_tag(agent_id)
+        if head > 0 and tag is not None:
+            return True  # (see _drop_hot_first: the tag commits to the whole chain)
+        if head > 0:
+            raise _hot_copy_kept(agent_id, "the delete")
+        if self.cold is not None and (await self._own_cold(self.cold, agent_id))[0]:
+            raise _hot_copy_kept(agent_id, "the delete", _DEMOTED)
+        raise _hot_copy_kept(agent_id, "the delete", _ABSENT)
 
     async def _drop_hot_now(self, agent_id: str) -> bool:
         """:meth:`_drop_hot` (True: no hot copy left, or no hot tier), tried even while
@@ -268,7 +307,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
         self._last_used.pop(agent_id, None)
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
-            tagged = await self._drop_hot_first(agent_id, "the delete", by_tag=True)
+            tagged = await self._drop_hot_first_for_delete(agent_id)
             existed = False
             if self.cold is not None:
                 existed, ours = await self._own_cold(self.cold, agent_id)
@@ -474,8 +513,10 @@ class TieredWrites(TieredRehydrate, TieredHot):
         guard: StreamChange | None = None,
     ) -> AppendResult:
         """Create the compacted stream in the durable tier (a demoted agent exists: a
-        conflict, as anywhere); the hot copy is filled on the next read. A ``guard`` is
-        refused (:attr:`guards_from_base` false: its stream may be demoted)."""
+        conflict, as anywhere); the hot copy is filled on the next read, one left there
+        dropped first (the create refused, nothing written, when it cannot be and the
+        request has no head tag: :meth:`_drop_hot_first`). A ``guard`` is refused
+        (:attr:`guards_from_base` false: its stream may be demoted)."""
         self._check_can_write()
         self.require(Capability.BASE_IMPORT)
         validate_from_base(request, base, kept_keys)
@@ -489,6 +530,17 @@ class TieredWrites(TieredRehydrate, TieredHot):
         async with self._locks.hold(agent_id):
             if self.cold is not None:
                 await self._rehydrate(agent_id, locked=True)
+            # a copy left of an agent of that id (a delete whose drop after it failed)
+            # matches a new stream of its head without a tag: dropped first, else the
+            # create refused (with a tag: a copy of the same tag is the same chain).
+            # Was: dropped after, best effort — served meanwhile, and for good when
+            # that drop failed (the agent dirty in this process alone)
+            if (
+                not await self._drop_hot_now(agent_id)
+                and request.head_tag is None
+                and not await self.durable.head(agent_id)  # (else its conflict, below)
+            ):
+                raise _hot_copy_kept(agent_id, "the compacted create")
             if raise_floor:  # (an engine written before it takes no raise_floor)
                 result = await self.durable.append_from_base(
                     request, base, kept_keys, raise_floor=True
@@ -496,5 +548,5 @@ class TieredWrites(TieredRehydrate, TieredHot):
             else:
                 result = await self.durable.append_from_base(request, base, kept_keys)
             if self.hot is not None:
-                await self._drop_hot(agent_id)  # whatever an older process left there
+                await self._drop_hot(agent_id)  # (a fill of an older stream meanwhile)
         return result

@@ -60,14 +60,23 @@ class RewritesContract(ContractPart):
         it was applied says ``maybe_applied`` (was: its own request's word, often
         nothing written: a page part-made counted as not made); a
         :class:`~statekeeper.errors.BackendUnavailable` then is told as one, naming the
-        request."""
+        request; a :class:`~statekeeper.errors.ConflictError` that says ``maybe_applied``
+        (S3's, part-way through a rewrite: some of its records written) is raised as a
+        ``BackendError(maybe_applied=True)``, never counted False."""
         for request in requests:
             validate_rewrite(request)
         done: list[bool] = []
         for request in requests:
             try:
                 await self.rewrite(request)
-            except ConflictError:
+            except ConflictError as exc:
+                if getattr(exc, "maybe_applied", False):  # (part-made: S3's, see there)
+                    raise BackendError(
+                        f"rewrite_many: request {len(done) + 1} of {len(requests)} (agent"
+                        f" {request.agent_id!r}) conflicted part-way, after some of its"
+                        f" writes landed: {exc}",
+                        maybe_applied=True,
+                    ) from exc
                 done.append(False)
             except BackendError as exc:
                 if any(done):

@@ -63,11 +63,19 @@ class Landed:
         status = int(http_response.status_code)
         if status < 300 or status >= 500 or _attempts(parsed) > 0:
             self._local.wrote = True
+            self._local.writes = self.writes() + 1
+
+    def writes(self) -> int:
+        """How many writes of the call running on this thread may have landed so far
+        (:meth:`note`): a step of the call compares it before and after (a rewrite's
+        commits, past its claim: :meth:`~.rewrites.S3Rewrites._rewrite_sync`)."""
+        return int(getattr(self._local, "writes", 0))
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on this thread: a ``ClientError`` out of it carries
         :data:`MAY_HAVE_LANDED`."""
         self._local.wrote = False
+        self._local.writes = 0
         try:
             return fn(*args)
         except ClientError as exc:
@@ -78,6 +86,7 @@ class Landed:
             raise
         finally:
             self._local.wrote = False
+            self._local.writes = 0
 
 
 def _attempts(parsed: Any) -> int:

@@ -20,6 +20,25 @@ from .pruned_snapshots import drop_pruned_snapshots
 __all__ = ["S3Rewrites"]
 
 
+def _part_made(exc: ConflictError) -> ConflictError:
+    """A conflict (a commit changed under the rewrite: a 412, or its claim taken over)
+    after some of its writes landed: records of the agent are rewritten and others
+    not, so the rewrite may partly stand. Still a ``ConflictError`` (its callers
+    read the stream again and retry: rekey, migrate, a take-over's loser), but
+    ``maybe_applied`` and saying so, as :mod:`.landed` does of a ``ClientError``
+    part-way (``rewrite_many``'s default raises it as a ``BackendError`` then, not a
+    False). Was: "nothing was written", and retention, rekey and migrate counted a
+    change that partly stands as not made."""
+    told = ConflictError(exc.agent_id, exc.expected_seq, exc.current_seq)
+    told.args = (
+        f"{exc} (part-way: some records of the rewrite were written before it — they"
+        " stand, each valid — and others not; run it again on the stream as it is now"
+        " to finish it)",
+    )
+    told.maybe_applied = True  # type: ignore[attr-defined]
+    return told
+
+
 class S3Rewrites(S3Engine):
     """Rewrites (a part of :class:`~.backend.S3Backend`)."""
 
@@ -32,17 +51,23 @@ class S3Rewrites(S3Engine):
         it wrote below a base a prune moved meanwhile is deleted
         (:mod:`.pruned_snapshots`). The claim goes last."""
         key, token, head = self._claim_rewrite(request)
+        claimed = self._landed.writes()  # (the writes that landed: the claim's)
         try:
-            for _ in range(_MARK_TRIES):
-                try:
-                    self._rewrite_listed(request, head, (key, token))
-                    break
-                except _Relist:
-                    continue
-            else:
-                raise ConflictError(
-                    request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
-                )
+            try:
+                for _ in range(_MARK_TRIES):
+                    try:
+                        self._rewrite_listed(request, head, (key, token))
+                        break
+                    except _Relist:
+                        continue
+                else:
+                    raise ConflictError(
+                        request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
+                    )
+            except ConflictError as exc:
+                if self._landed.writes() > claimed:
+                    raise _part_made(exc) from exc
+                raise
             drop_pruned_snapshots(self, request)  # (a prune under it: see there)
         except BaseException:
             with contextlib.suppress(Exception):  # (its writes cut short: the same)
@@ -190,7 +215,9 @@ class S3Rewrites(S3Engine):
         object is rewritten with a conditional PUT (``If-Match``), the newest one
         (which carries the head tag) last, and the claim deleted. S3 has no
         multi-object transaction: an interrupted rewrite leaves some records rewritten
-        and others not (each one valid), and its claim; running it again finishes it."""
+        and others not (each one valid), and its claim; running it again finishes it. A
+        conflict once some of its records were written (a commit changed under it, its
+        claim taken over) says so: ``maybe_applied`` on the ``ConflictError``."""
         self._check_can_write()
         validate_rewrite(request)
         await self._run(self._rewrite_sync, request)
