@@ -173,7 +173,9 @@ def test_the_heads_scan_waits_for_the_reading(
     assert kinds.index("heads") > last_read
 
 
-def test_a_file_in_the_page_cache_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_in_the_page_cache_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A file just written (every page of it in the page cache): no request, no
     thread, and the plan reads at once."""
     db = tmp_path / "s.db"
