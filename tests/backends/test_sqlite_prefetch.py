@@ -1,11 +1,12 @@
-"""A page backup's snapshot reads the store file in from the disk in file order while
-its heads and chunks read pages (``sqlite_prefetch.Prefetch``, started by the plan once
-its own few pages are read: tests/backends/test_sqlite_tree_outline.py): the kernel
-is asked for every byte of the image, window by window, on the snapshot's own
-descriptor (never a second one: closing it would drop the process's SQLite locks); a
-file dropped from the page cache is in it once the read-ahead is done; a file larger
-than half the available memory is not read ahead; closing the snapshot stops the
-thread; a backup of a store read so restores."""
+"""A page backup's snapshot reads the store file in from the disk first, in file order,
+in large requests, before it reads any page of it (``sqlite_prefetch.Prefetch``,
+docs/benchmarks.md "backupread"): one reader, on a descriptor of its own (from
+``fds.take``: never closed under SQLite's locks), ``WINDOW`` bytes a request into one
+scratch buffer (its memory); the plan and the heads' scan wait for it; a file
+already in the page cache is not read; a file dropped from it is in it once the plan
+returns; a file larger than half the available memory is not read ahead and nothing
+waits; a close or a failed plan stops it and wakes its waiters; a backup of a store
+read so restores."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import os
 import sqlite3
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -30,8 +30,8 @@ from statekeeper.governance.backup import BackupKey, backup, restore
 from ..governance._point_in_time import keyring
 
 pytestmark = pytest.mark.skipif(
-    not hasattr(os, "posix_fadvise") or not os.path.exists("/proc/meminfo"),
-    reason="no posix_fadvise or /proc/meminfo (Linux): nothing is read ahead",
+    not hasattr(os, "preadv") or not os.path.exists("/proc/meminfo"),
+    reason="no preadv or /proc/meminfo (Linux): nothing is read ahead",
 )
 
 
@@ -88,74 +88,141 @@ def _threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "statekeeper-prefetch"]
 
 
-def test_the_snapshot_asks_for_the_whole_file_window_by_window(
+class _Spy:
+    """``os.preadv`` and ``os.pread`` noted in order, once the snapshot is open (its
+    read-ahead descriptor known: :attr:`fd`): the reader's requests and every page
+    read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.fd = -1
+        self.said: list[tuple[Any, ...]] = []
+        self.buffers: list[Any] = []
+        real_preadv, real_pread = os.preadv, os.pread
+
+        def preadv(fd: int, buffers: list[Any], offset: int, *rest: Any) -> int:
+            if fd == self.fd:
+                self.said.append(("read", offset, sum(len(b) for b in buffers)))
+                self.buffers.append(buffers)
+            return real_preadv(fd, buffers, offset, *rest)
+
+        def pread(fd: int, size: int, offset: int) -> bytes:
+            if self.fd >= 0:  # (the snapshot open)
+                self.said.append(("page", fd, offset))
+            return real_pread(fd, size, offset)
+
+        monkeypatch.setattr(os, "preadv", preadv)
+        monkeypatch.setattr(os, "pread", pread)
+
+
+def test_the_file_is_read_first_in_order_in_windows_on_its_own_descriptor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every byte of the image from 0, in windows of ``WINDOW`` bytes, ``WILLNEED``, on
-    the descriptor the snapshot reads its pages from; the thread gone after close."""
+    """Every byte of the image from 0, ``WINDOW`` bytes a request, into one buffer,
+    on a descriptor that is not the one the pages are read from; the plan reads no
+    page before the last request returned; the thread gone after close. (The file
+    is taken as not cached: a test's file is, having just been written.)"""
     db = tmp_path / "s.db"
     _store(db)
-    asked: list[tuple[int, int, int, int]] = []
-    real = os.posix_fadvise
-
-    def spy(fd: int, offset: int, length: int, advice: int) -> None:
-        asked.append((fd, offset, length, advice))
-        real(fd, offset, length, advice)
-
-    monkeypatch.setattr(os, "posix_fadvise", spy)
     monkeypatch.setattr(sqlite_prefetch, "WINDOW", 64 << 10)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    spy = _Spy(monkeypatch)
     with snapshot(db) as snap:
-        ahead = snap._prefetch
+        spy.fd = snap._prefetch._fd
+        assert spy.fd != snap._db
         snap.plan()
-        assert ahead.started
-        assert ahead._thread is not None
-        ahead._thread.join()  # (run to its end: close would stop it)
-        fd, size = snap._db, snap.size
+        size = snap.size
     assert size == db.stat().st_size > 4 * (64 << 10)
-    assert {a[0] for a in asked} == {fd} and {a[3] for a in asked} == {os.POSIX_FADV_WILLNEED}
-    assert [(a[1], a[2]) for a in asked] == [
-        (at, min(64 << 10, size - at)) for at in range(0, size, 64 << 10)
-    ]
+    reads = [s for s in spy.said if s[0] == "read"]
+    assert reads == [("read", at, min(64 << 10, size - at)) for at in range(0, size, 64 << 10)]
+    assert spy.said[: len(reads)] == reads  # (no page read before the whole file's)
+    assert any(s[0] == "page" for s in spy.said)
+    assert all(len(b) == 1 and len(b[0]) <= 64 << 10 for b in spy.buffers)
+    assert len({id(b[0]) for b in spy.buffers[:-1]}) == 1  # one buffer (a last, shorter)
     assert not _threads()
 
 
-def test_a_file_dropped_from_the_page_cache_is_read_back_in() -> None:
-    """With the store's pages dropped from the page cache, a snapshot's plan brings
-    every one back (``mincore``: read from the disk), though no chunk was read. (On a
-    disk: the tests' own folder may be a tmpfs, whose pages are never dropped.)"""
+def test_the_heads_scan_waits_for_the_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heads' scan, started before the plan (as a backup starts it, on its own
+    thread), reads nothing before the file's last request returned."""
+    db = tmp_path / "s.db"
+    _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", 64 << 10)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    spy = _Spy(monkeypatch)
+    with snapshot(db) as snap:
+        spy.fd = snap._prefetch._fd
+        conn = snap.conn
+
+        class Noted:
+            def execute(self, *args: Any) -> Any:
+                spy.said.append(("heads",))
+                return conn.execute(*args)
+
+        snap.conn = Noted()  # type: ignore[assignment]
+        heads = threading.Thread(target=snap.heads)
+        heads.start()
+        snap.plan()
+        heads.join(30)
+        assert not heads.is_alive()
+        snap.conn = conn
+    kinds = [s[0] for s in spy.said]
+    assert "heads" in kinds and "read" in kinds
+    last_read = len(kinds) - 1 - kinds[::-1].index("read")
+    assert kinds.index("heads") > last_read
+
+
+def test_a_file_in_the_page_cache_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file just written (every page of it in the page cache): no request, no
+    thread, and the plan reads at once."""
+    db = tmp_path / "s.db"
+    _store(db)
+    fd = os.open(db, os.O_RDONLY)
+    try:
+        os.pread(fd, db.stat().st_size, 0)
+        if not sqlite_prefetch.cached(fd, 0, db.stat().st_size):
+            pytest.skip("the kernel cannot say what is cached (cachestat: Linux 6.5)")
+    finally:
+        os.close(fd)
+    spy = _Spy(monkeypatch)
+    with snapshot(db) as snap:
+        spy.fd = snap._prefetch._fd
+        snap.plan()
+        assert not snap._prefetch.started
+    assert not [s for s in spy.said if s[0] == "read"] and not _threads()
+
+
+def test_a_file_dropped_from_the_page_cache_is_in_it_once_the_plan_returns() -> None:
+    """With the store's pages dropped from the page cache, a snapshot's plan returns
+    with every one back in it (``mincore``), though no chunk was read. (On a disk: the
+    tests' own folder may be a tmpfs, whose pages are never dropped.)"""
     if not os.path.isdir("/var/tmp"):
         pytest.skip("no /var/tmp")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as where:
-        _cold_file_read_in(Path(where) / "s.db")
-
-
-def _cold_file_read_in(db: Path) -> None:
-    _store(db)
-    with closing(sqlite3.connect(db)) as writer:
-        writer.execute("INSERT OR REPLACE INTO sk_events VALUES (-1, x'00')")
-        writer.commit()
-        fd = os.open(db, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-        if _cached(db) > 0.5:
-            pytest.skip("this file system keeps the file's pages (tmpfs?)")
-        snap = open_snapshot(str(db), 5.0)
-        assert snap is not None
-        try:
-            snap.plan()
-            assert snap._prefetch._thread is not None
-            snap._prefetch._thread.join()  # (every read asked for; the disk still reads)
-            deadline = time.monotonic() + 60
-            while _cached(db) < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if _cached(db) == 0:  # (asked for, as the test above checks; not our call)
-                pytest.skip("this kernel or file system does not act on POSIX_FADV_WILLNEED")
-            assert _cached(db) == 1
-        finally:
-            snap.close()
+        db = Path(where) / "s.db"
+        _store(db)
+        with closing(sqlite3.connect(db)) as writer:
+            writer.execute("INSERT OR REPLACE INTO sk_events VALUES (-1, x'00')")
+            writer.commit()
+            fd = os.open(db, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            if _cached(db) > 0.5:
+                pytest.skip("this file system keeps the file's pages (tmpfs?)")
+            snap = open_snapshot(str(db), 5.0)
+            assert snap is not None
+            try:
+                snap.plan()
+                assert snap._prefetch.started
+                assert _cached(db) == 1
+            finally:
+                snap.close()
 
 
 def test_a_file_larger_than_half_the_available_memory_is_not_read_ahead(
@@ -163,51 +230,80 @@ def test_a_file_larger_than_half_the_available_memory_is_not_read_ahead(
 ) -> None:
     db = tmp_path / "s.db"
     _store(db, rows=200)
-    asked: list[Any] = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda *a: asked.append(a))
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    spy = _Spy(monkeypatch)
     monkeypatch.setattr(sqlite_prefetch, "available_memory", lambda: 2 * db.stat().st_size - 2)
     with snapshot(db) as snap:
-        snap.plan()
+        spy.fd = snap._prefetch._fd
+        snap.plan()  # (nothing waited for)
         assert not snap._prefetch.started
     monkeypatch.setattr(sqlite_prefetch, "available_memory", lambda: None)
     with snapshot(db) as snap:
+        spy.fd = snap._prefetch._fd
         snap.plan()
         assert not snap._prefetch.started
-    assert asked == [] and not _threads()
+    assert not [s for s in spy.said if s[0] == "read"] and not _threads()
 
 
-def test_closing_the_snapshot_stops_the_read_ahead(
+def test_stopping_the_reading_wakes_its_waiters_and_reads_no_more(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A close while the thread is between windows ends it there: no window is asked
-    for after the close returned (the descriptor may be closed then)."""
+    """A stop (the snapshot's close, a failed plan) while the reader is in its first
+    request: the plan waiting for it goes on, and no request follows (the descriptor
+    may be given back then)."""
     db = tmp_path / "s.db"
     _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", 4096)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
     first, go = threading.Event(), threading.Event()
     asked: list[int] = []
-
-    def slow(fd: int, offset: int, length: int, advice: int) -> None:
-        asked.append(offset)
-        first.set()
-        go.wait(10)
-
-    monkeypatch.setattr(os, "posix_fadvise", slow)
-    monkeypatch.setattr(sqlite_prefetch, "WINDOW", 4096)
+    real = os.preadv
     with snapshot(db) as snap:
-        snap.plan()
+        ahead = snap._prefetch._fd
+
+        def slow(fd: int, buffers: list[Any], offset: int) -> int:
+            if fd == ahead:
+                asked.append(offset)
+                first.set()
+                go.wait(10)
+            return real(fd, buffers, offset)
+
+        monkeypatch.setattr(os, "preadv", slow)
+        planning = threading.Thread(target=snap.plan)
+        planning.start()
         assert first.wait(10)
-        closer = threading.Thread(target=snap.close)
-        closer.start()
-        snap._prefetch._stopped.wait(10)
+        stopping = threading.Thread(target=snap._prefetch.stop)
+        stopping.start()
+        planning.join(10)  # (woken by the stop, the reader still in its request)
+        assert not planning.is_alive()
         go.set()
-        closer.join(10)
-        assert not closer.is_alive() and not _threads()
-        snap.close = lambda: None  # type: ignore[method-assign]  # (closed above)
+        stopping.join(10)
+        assert not stopping.is_alive() and not _threads()
     assert asked == [0]
 
 
-async def test_a_backup_of_a_read_ahead_store_restores(tmp_path: Path) -> None:
+def test_a_failed_plan_stops_the_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "s.db"
+    _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    with snapshot(db) as snap:
+
+        def broken() -> None:
+            raise sqlite3.DatabaseError("broken")
+
+        monkeypatch.setattr(snap, "_planned", broken)
+        with pytest.raises(sqlite3.DatabaseError):
+            snap.plan()
+        snap._prefetch.wait(snap.size)  # (returns: nothing to wait for)
+        assert not _threads()
+
+
+async def test_a_backup_of_a_read_ahead_store_restores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = BackupKey(os.urandom(32))
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", 64 << 10)
     async with StateStore(f"sqlite:///{tmp_path / 's.db'}", keyring=keyring()) as src:
         for i in range(60):
             await src.save(f"t{i % 3}/agent-{i:03d}", {"i": i})

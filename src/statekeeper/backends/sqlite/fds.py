@@ -20,8 +20,9 @@ kept and reused, never closed under them; once no other descriptor of its file i
 open in this process (the stores on it closed: :func:`sweep`, run by the SQLite
 backend's ``close``, which looks only when its own file, or one deleted or replaced
 since, has a descriptor kept: a look at ``/proc/self/fd`` costs an ``fstat`` per
-descriptor open), it is closed. So a process keeps at most one descriptor per
-page backup running at once of a file still open, and none for a file no store of
+descriptor open), it is closed. So a process keeps at most two descriptors per
+page backup running at once of a file still open (its pages' and its read-ahead's,
+``prefetch.py``), and none for a file no store of
 it holds any more (a deleted file's is never reused: its inode is not the path's).
 Without ``/proc/self/fd`` (not Linux) files are opened and closed as before.
 

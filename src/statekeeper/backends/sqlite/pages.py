@@ -115,11 +115,12 @@ class PageSnapshot:
         self._kept: list[str] = []
         #: whether ``dbstat`` read the kept trees (their overflow pages are known)
         self._read_overflow = False
-        #: the file read in from the disk in order while the heads read their pages
-        #: out of order (docs/benchmarks.md, "backup7"), started by :meth:`plan` once
-        #: its few pages are read (behind the whole file's reads they waited for the
-        #: disk's last: "backup9")
-        self._prefetch = Prefetch(self._db, min(pages * page_size, os.fstat(self._db).st_size))
+        #: the file's one reader from the disk (in order, in large requests, before
+        #: any other read of the backup's: docs/benchmarks.md, "backupread"), on its
+        #: own descriptor (``fds.take``: never closed under SQLite's locks), so its
+        #: read-ahead state is its own
+        self._ahead = sqlite_fds.take(path)
+        self._prefetch = Prefetch(self._ahead, min(pages * page_size, os.fstat(self._db).st_size))
         #: the dropped trees' leaves the plan listed without reading them (sorted):
         #: each checked to read as a leaf as its chunk is read (:meth:`_apply`)
         self._leaves: array.array[int] = array.array("I")
@@ -131,10 +132,11 @@ class PageSnapshot:
 
     def close(self) -> None:
         try:
-            self._prefetch.stop()  # (it reads through self._db)
+            self._prefetch.stop()  # (it reads through self._ahead)
             self.conn.close()
             self._stat.close()
         finally:
+            sqlite_fds.release(self._ahead)
             sqlite_fds.release(self._db)
             if self._wal >= 0:
                 os.close(self._wal)
@@ -153,7 +155,23 @@ class PageSnapshot:
         so (auto-vacuum's pointer-map pages, 2**24 pages or more, a free-page list that
         does not add up) is planned with ``dbstat`` over the kept trees at once. The
         dropped trees' leaves are listed from their interior pages, not read
-        (:meth:`_walked`); the file's read ahead starts once those are read."""
+        (:meth:`_walked`).
+
+        It first reads the file in (:class:`.prefetch.Prefetch`: one reader, in file
+        order, in large requests, on a file not in the page cache) and waits for it:
+        every page it and the chunks read after is then a page-cache hit. A page read
+        before, by anyone, would break the kernel's read-ahead of its window into
+        single-page requests (docs/benchmarks.md, "backupread"). On a failure here the
+        reading is stopped (its waiters, the heads' scan, go on)."""
+        try:
+            self._prefetch.start()
+            self._prefetch.wait(self._prefetch.size)
+            self._planned()
+        except BaseException:
+            self._prefetch.stop()
+            raise
+
+    def _planned(self) -> None:
         conn = self._stat
         first = self._page(1)
         reserved = first[20]
@@ -171,7 +189,6 @@ class PageSnapshot:
         if self.pages < _FIRST_BYTE_PAGES and not int.from_bytes(first[52:56], "big"):
             free = self._free_pages(first)
         if free is None:  # read every kept tree with dbstat, as before
-            self._prefetch.start()
             plan = bytearray(self.pages + 1)  # _DROP everywhere
             self._overflow_pages(plan)
         else:
@@ -188,7 +205,6 @@ class PageSnapshot:
                 for name, keep, root in trees
                 if not keep and not self._walked(root, plan, offsets)
             ]
-            self._prefetch.start()  # (the pages read above, before the whole file's)
             for name in unwalked:
                 for (pageno,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)):
                     plan[self._in_file(pageno)] = _DROP
@@ -323,6 +339,9 @@ class PageSnapshot:
         files and frames, the table's root page, the page size, the pages' usable
         bytes and the page count; or None: the table's record is not the one the C
         scan reads. Through :attr:`conn`."""
+        # the table's pages are all over the file: read from the page cache once the
+        # file's one reader from the disk (started by the plan) is done, never before it
+        self._prefetch.wait(self._prefetch.size)
         conn = self.conn
         root = conn.execute(_HEADS_ROOT).fetchone()
         layout = conn.execute(_HEADS_LAYOUT).fetchall()
@@ -361,7 +380,6 @@ class PageSnapshot:
         :attr:`digests` once its piece is yielded, taken in the same pass."""
         if self._plan is None:
             self.plan()
-        self._prefetch.start()  # (started by the plan: not again)
         self._seed = seed
         self.digests = bytearray()
         size = self.page_size

@@ -1,39 +1,59 @@
-"""The store file read ahead of a page backup, from the disk in file order.
+"""The store file read from the disk once, in file order, in large requests, before a
+page backup reads any page of it.
 
-A page backup reads pages out of order before its first chunk: the plan walks the
-change feed's b-trees (``tree_pages``) and the heads' thread walks the heads table
-(``heads_scan``), one ``pread`` of a page at a time. With the file in the page cache
-that costs ~0.05 s; with the file's pages not cached (a store not read since a reboot,
-or since the kernel needed the memory) each read waits for the disk: the plan took
-1.4 s and a backup of the 100,000-agent bench store 2.9 s, where ``cp`` read and wrote
-the same file in 0.46 s (docs/benchmarks.md, "backup7"). :class:`Prefetch` asks the
-kernel, from a thread, to read the whole file in (``POSIX_FADV_WILLNEED``, a window
-at a time: the kernel reads at most its read-ahead size, ~8 MiB, per call), so the
-disk streams the file at its sequential rate while those walks run, and every later
-read is a page-cache hit. A file already cached costs the kernel's lookup of its pages
-(3-7 ms for 188 MB). A file larger than half the memory the kernel reports available
-is not read ahead (it would push its own first pages out before the backup reads
-them): its backup reads as before.
+A page backup reads the store file three ways: the plan walks the change feed's
+b-trees (``tree_outline``, a few pages), the heads' thread walks the heads table
+(``heads_scan``, one ``pread`` of a page at a time, all over the file) and the chunk
+pipeline reads the image in order. With the file not in the page cache (a store not
+read since a reboot, or since the kernel needed the memory) each of those reads waits
+for the disk: the plan took 1.4 s and a backup of the 100,000-agent bench store 2.9 s
+where ``cp`` read and wrote the same file in 0.46 s (docs/benchmarks.md, "backup7").
+Asking the kernel to read the file in (``POSIX_FADV_WILLNEED``) while they ran fixed
+that, but reached the disk as ~0.6 MB requests, broken smaller still by the other
+readers: the disk busy, moving 0.55-0.70x the bytes a second of a plain copy
+(docs/benchmarks.md, "backupcold").
 
-The snapshot's plan starts it (:meth:`Prefetch.start`) once it has read its own few
-pages (the change feed's interior pages, ``tree_outline``): queued behind the whole
-file's reads, each of those waited for the disk's read of nearly all of it, and the
-first chunk for the plan (docs/benchmarks.md, "backup9").
+So :class:`Prefetch` is the file's one reader from the disk, and reads it first: a
+thread reads it from byte 0 to its end in :data:`WINDOW` requests (``preadv`` into one
+scratch buffer, as ``dd bs=8M`` reads), on a descriptor of its own (its read-ahead
+state its own), and the plan waits for it (:meth:`Prefetch.wait`) before it reads a
+page; the heads' scan waits too. Every page they and the chunks read is then a
+page-cache hit. Read before it, even a few dozen scattered pages in the page cache
+break the kernel's read-ahead of each window they fall in into single pages: the
+100,000-agent store read in 0.20 s and 983 requests after 1,000 random pages, in
+0.09 s and 61 requests without (docs/benchmarks.md, "backupread"). A file whose
+pages are all in the page cache (``cachestat``, Linux 6.5 and later) is not read:
+nothing waits. Memory: one buffer of at most :data:`WINDOW` bytes; the file's pages
+are the page cache's, as a ``cp``'s are. A file larger than half the memory the
+kernel reports available is not read ahead (it would push its own first pages out
+before the backup reads them): its readers read as before, without waiting.
 
-The thread uses the caller's descriptor (never a ``dup``: closing a second descriptor
-of a SQLite file drops the locks of every connection of the process on it); the
-caller calls :meth:`Prefetch.stop` before it closes that descriptor.
+What the backup reads, and the snapshot it comes from, are what they were: the reader
+only brings the file's pages into the page cache; the plan, the heads and the chunks
+read them as before (``pages.py``).
+
+Until :meth:`Prefetch.start` (the plan) or :meth:`Prefetch.stop` (the plan's failure,
+the snapshot's close) a waiter waits. The thread reads through a descriptor from
+``fds.take`` (never a plain ``open``/``close``: closing a descriptor of a SQLite file
+drops the locks of every connection of the process on it); the caller calls
+:meth:`Prefetch.stop` before it gives that descriptor back.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
+from collections.abc import Callable
 
-__all__ = ["WINDOW", "Prefetch", "available_memory"]
+__all__ = ["WINDOW", "Prefetch", "available_memory", "cached"]
 
-#: bytes asked for per call (the kernel caps a call at its read-ahead size)
+#: bytes read per request (``dd bs=8M``; the kernel's read-ahead here is 8 MiB)
 WINDOW = 8 << 20
+
+#: Linux's ``cachestat`` (6.5 and later; the same number on every architecture but alpha)
+_CACHESTAT = 451
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def available_memory() -> int | None:
@@ -48,28 +68,77 @@ def available_memory() -> int | None:
     return None
 
 
+def _cachestat() -> Callable[[int, int, int], int]:
+    """``(fd, offset, length) -> pages of it in the page cache`` (-1: unknown)."""
+    if not sys.platform.startswith("linux") or os.uname().machine.startswith("alpha"):
+        return lambda fd, offset, length: -1
+    import ctypes
+
+    class Range(ctypes.Structure):
+        _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+
+    class Stat(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_uint64) for name in ("cache", "dirty", "wb", "ev", "rev")]
+
+    call = ctypes.CDLL(None, use_errno=True).syscall
+    call.restype = ctypes.c_long
+
+    def stat(fd: int, offset: int, length: int) -> int:
+        got = Stat()
+        if call(_CACHESTAT, fd, ctypes.byref(Range(offset, length)), ctypes.byref(got), 0):
+            return -1  # (ENOSYS before Linux 6.5)
+        return int(got.cache)
+
+    return stat
+
+
+_stat: list[Callable[[int, int, int], int]] = []
+
+
+def cached(fd: int, offset: int, length: int) -> bool:
+    """Whether every page of ``length`` bytes at ``offset`` of the file open at ``fd``
+    is in the page cache (False where the kernel cannot say). A page still being read
+    counts as in it: ask before reading, not while."""
+    if not _stat:
+        _stat.append(_cachestat())
+    return _stat[0](fd, offset, length) >= -(-length // _PAGE)
+
+
 class Prefetch:
-    """Reads ``size`` bytes of the file open at ``fd`` into the page cache, in the
-    background from :meth:`start` on (nothing is started where ``posix_fadvise`` is
-    missing or the file is too large: see the module documentation). :meth:`stop`
-    ends it and waits."""
+    """Reads ``size`` bytes of the file open at ``fd`` from the disk, in order, from
+    :meth:`start` on, in a thread; :meth:`wait` until it is past a byte (nothing is
+    started where ``preadv`` is missing, the file is cached whole or too large: see
+    the module documentation; then nothing waits). :meth:`stop` ends it, wakes every
+    waiter and waits for the thread."""
 
     def __init__(self, fd: int, size: int) -> None:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        self._fd, self._size = fd, size
+        self._fd, self.size = fd, size
         self._lock = threading.Lock()
+        self._moved = threading.Condition(self._lock)
+        #: bytes read from 0 on (in the page cache)
+        self._done = 0
+        #: whether waiters need not wait (the reading ended, was stopped or never ran)
+        self._over = False
 
     def start(self) -> None:
         """Start reading (once: a second call, or one after :meth:`stop`, does
         nothing)."""
         with self._lock:
-            if self._thread is not None or self._stopped.is_set():
+            if self._thread is not None or self._over:
                 return
-            advise = getattr(os, "posix_fadvise", None)
             memory = available_memory()
-            size = self._size
-            if advise is None or size <= 0 or memory is None or size > memory // 2:
+            size = self.size
+            if (
+                not hasattr(os, "preadv")
+                or size <= 0
+                or memory is None
+                or size > memory // 2
+                or cached(self._fd, 0, size)  # (warm: nothing to read)
+            ):
+                self._over = True
+                self._moved.notify_all()
                 return
             self._thread = threading.Thread(
                 target=self._run, args=(self._fd, size), name="statekeeper-prefetch", daemon=True
@@ -80,18 +149,35 @@ class Prefetch:
     def started(self) -> bool:
         return self._thread is not None
 
+    def wait(self, upto: int) -> None:
+        """Return once the file's first ``upto`` bytes are read in, or nothing more
+        will be (the reading ended, stopped, or was not started: see above)."""
+        with self._lock:
+            self._moved.wait_for(lambda: self._over or self._done >= min(upto, self.size))
+
     def _run(self, fd: int, size: int) -> None:
-        for at in range(0, size, WINDOW):
-            if self._stopped.is_set():
-                return
-            try:
-                os.posix_fadvise(fd, at, min(WINDOW, size - at), os.POSIX_FADV_WILLNEED)
-            except OSError:  # only advice: the backup reads the file either way
-                return
+        scratch = bytearray(min(WINDOW, size))
+        try:
+            for at in range(0, size, WINDOW):
+                if self._stopped.is_set():
+                    return
+                length = min(WINDOW, size - at)
+                os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
+                with self._lock:
+                    self._done = at + length
+                    self._moved.notify_all()
+        except OSError:  # only a read ahead: the readers read the file either way
+            return
+        finally:
+            with self._lock:
+                self._over = True
+                self._moved.notify_all()
 
     def stop(self) -> None:
         with self._lock:
             self._stopped.set()
+            self._over = True
+            self._moved.notify_all()
             thread = self._thread
         if thread is not None:
             thread.join()
