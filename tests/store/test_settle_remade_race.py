@@ -25,16 +25,51 @@ The hooks make the other process act at the named point; no timing.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.errors import ConflictError
+from statekeeper.errors import CapabilityUnsupported, ConflictError
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 
-from ..backends._services import fresh_url
+from ..backends._services import fresh_url, namespace
+
+#: every engine that settles (``full_snapshot_every=1`` and PRUNE): a Redis Cluster
+#: started by the tests (slow: it takes seconds to form), tiered (memory -> SQLite ->
+#: S3). S3 refuses a settle: test_s3_refuses_a_settle_and_writes_nothing
+ENGINES = [
+    "sqlite",
+    "postgresql",
+    "redis",
+    pytest.param("redis-cluster", marks=pytest.mark.slow),
+    "tiered",
+]
+
+
+@pytest.fixture(scope="module")
+def _cluster() -> Iterator[Any]:
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("needs redis-server and redis-cli")
+    from statekeeper.testing.redis_cluster import LocalRedisCluster
+
+    with LocalRedisCluster(masters=3, replicas=0) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def _url(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """``fresh_url``, and a Redis Cluster's under a prefix of the test's own."""
+    if engine != "redis-cluster":
+        with fresh_url(engine, tmp_path) as url:
+            yield url
+        return
+    cluster = request.getfixturevalue("_cluster")
+    yield f"{cluster.url}?prefix={namespace(tmp_path)}:"
 
 
 async def _remake(other: StateStore, upto: int, compact: bool) -> None:
@@ -55,11 +90,11 @@ async def _remake(other: StateStore, upto: int, compact: bool) -> None:
 @pytest.mark.parametrize(
     ("upto", "compact"), [(16, False), (18, True)], ids=["same_head", "compacted_past"]
 )
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ENGINES)
 async def test_a_settle_never_stores_the_old_stream_in_the_one_made_again(
-    tmp_path: Path, engine: str, upto: int, compact: bool
+    tmp_path: Path, engine: str, upto: int, compact: bool, request: pytest.FixtureRequest
 ) -> None:
-    with fresh_url(engine, tmp_path) as url:
+    with _url(engine, tmp_path, request) as url:
         async with (
             StateStore(url, snapshot_every=10, settle_after=None) as store,
             StateStore(url, settle_after=None) as other,
@@ -90,9 +125,9 @@ async def test_a_settle_never_stores_the_old_stream_in_the_one_made_again(
             assert (await fresh.verify()).problems == []
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ENGINES)
 async def test_a_stream_made_again_and_compacted_after_the_settles_row_keeps_its_base(
-    tmp_path: Path, engine: str
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
 ) -> None:
     """Right after settle's row is committed, the other process deletes the agent, makes
     it again past the settled seq and compacts it to a base AT that seq. Was: settle then
@@ -101,7 +136,7 @@ async def test_a_stream_made_again_and_compacted_after_the_settles_row_keeps_its
     stream's state over the new stream's base, the only record of its state there
     (every load: IntegrityError, "chain broken"). A checked row replaced no base (a
     base is below the head it is made at): nothing is stored again."""
-    with fresh_url(engine, tmp_path) as url:
+    with _url(engine, tmp_path, request) as url:
         async with (
             StateStore(url, snapshot_every=10, settle_after=None) as store,
             StateStore(url, settle_after=None) as other,
@@ -165,3 +200,25 @@ async def test_a_settle_of_the_made_again_stream_never_moves_an_agents_write_ont
         async with StateStore(url, cache_size=0) as fresh:
             assert (await fresh.load("a")).data == {"new": 12}
             assert (await fresh.verify()).problems == []
+
+
+async def test_s3_refuses_a_settle_and_writes_nothing(tmp_path: Path) -> None:
+    """S3 has no commit spanning the head's object and the snapshot's: the row cannot be
+    stored only at the head's identity, so an explicit settle is refused (typed, naming
+    the engine) and writes nothing; an idle settle is skipped. Was: the row stored with
+    ``save_snapshot`` (no head) — a stream deleted and made again past the seq between
+    settle's look and its write got the old stream's state over its own row (both cases
+    of test_a_settle_never_stores_the_old_stream_in_the_one_made_again failed on S3)."""
+    with fresh_url("s3", tmp_path) as url:
+        async with StateStore(url, snapshot_every=10, settle_after=0) as store:
+            for n in range(1, 13):
+                await store.save("a", {"old": n})
+            await store.idle_settled()
+            stats = store.stats().idle_settles
+            assert stats is not None and (stats.settled, stats.failed) == (0, 0)
+            assert stats.skipped >= 1
+            with pytest.raises(CapabilityUnsupported, match="settle") as caught:
+                await store.settle("a")
+            assert (caught.value.backend, caught.value.capability) == ("s3", "settle")
+            assert (await store.backend.latest_snapshot("a")).seq == 10  # type: ignore[union-attr]
+            assert (await store.load("a")).data == {"old": 12}
