@@ -222,3 +222,54 @@ async def test_s3_refuses_a_settle_and_writes_nothing(tmp_path: Path) -> None:
             assert (caught.value.backend, caught.value.capability) == ("s3", "settle")
             assert (await store.backend.latest_snapshot("a")).seq == 10  # type: ignore[union-attr]
             assert (await store.load("a")).data == {"old": 12}
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "redis"])
+async def test_a_settle_folded_from_a_tail_at_the_head_removes_nothing_of_a_stream_made_again(
+    tmp_path: Path, engine: str
+) -> None:
+    """The settled record folded from a snapshot at the head (another writer's tail
+    there): its event's checksum is not in the record. Was: the removal of the row the
+    settle replaced went in a second commit checked at the head's seq alone — the agent
+    deleted and made again up to the same seq just before it lost its own snapshot at
+    that seq (14 here: loads past it replay from the start). Now the removal is in the
+    row's commit, checked at the head's seq and event: no second commit to reach."""
+    with fresh_url(engine, tmp_path) as url:
+        async with (
+            StateStore(url, snapshot_every=10, settle_after=None, cache_size=0) as store,
+            StateStore(url, snapshot_every=2, full_snapshot_every=8, settle_after=None) as tails,
+            StateStore(url, settle_after=None) as other,
+        ):
+            for n in range(1, 15):
+                await tails.save("a", {"old": n})
+            assert await store.settle("a") == 14
+            for n in range(15, 17):
+                await tails.save("a", {"old": n})  # (a tail at 16, on the row at 14)
+            at16 = await store.backend.latest_snapshot("a", 16)
+            assert at16 is not None and at16.seq == 16
+            backend = store.backend
+            removals: list[Any] = []
+            prune = backend.prune
+
+            async def remade_first(*args: Any, **kwargs: Any) -> Any:
+                removals.append(args)
+                assert await other.delete("a")
+                for n in range(1, 15):
+                    await other.save("a", {"new": n})
+                assert await other.snapshot("a") == 14
+                for n in range(15, 17):
+                    await other.save("a", {"new": n})
+                return await prune(*args, **kwargs)
+
+            backend.prune = remade_first  # type: ignore[method-assign]
+            try:
+                assert await store.settle("a") == 16
+            finally:
+                backend.prune = prune  # type: ignore[method-assign]
+            if removals:  # (made again just before a removal of its own)
+                kept = await backend.latest_snapshot("a", 15)
+                assert kept is not None and kept.seq == 14, "the new stream's row at 14 removed"
+            assert removals == []  # (the removal went in the row's commit)
+        async with StateStore(url, cache_size=0) as fresh:
+            assert (await fresh.load("a", at_seq=15)).data == {"old": 15}
+            assert (await fresh.verify()).problems == []
