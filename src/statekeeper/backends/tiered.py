@@ -98,7 +98,6 @@ from ..errors import ConfigurationError
 from ..records import AppendResult, FeedRecord, LeaseInfo, RawEvent, RawSnapshot
 from .base import Backend, Capability, Health
 from .keyed_locks import KeyedLock
-from .settle_row import settles_at_head
 from .tiered_agents import TieredAgents
 from .tiered_claims import COLD_MARKER
 from .tiered_demote import TieredDemote
@@ -212,8 +211,6 @@ class TieredBackend(TieredWrites, TieredDemote, TieredInPlace, TieredAgents):
         #: compacted streams (these two when a cold tier can hold one too); ``drop_all``
         #: when every tier has it; never TTL (an expiring tier of record loses data)
         self.capabilities = frozenset(caps)
-        #: a settle's row checked at the head in the durable tier (:meth:`replace_snapshot`)
-        self.replaces_snapshots = settles_at_head(durable)
         if hot is not None and hasattr(hot, "evictable"):
             # a hot copy may be evicted by its server: the durable tier answers instead
             setattr(hot, "evictable", True)  # noqa: B010

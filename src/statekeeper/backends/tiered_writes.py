@@ -258,6 +258,11 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 if exc.current_seq != 0:
                     await self._drop_hot(agent_id)
 
+    @property
+    def replaces_snapshots(self) -> bool:  # type: ignore[override]
+        """The durable tier checks a settle's commit at the head (:meth:`replace_snapshot`)."""
+        return settles_at_head(self.durable)
+
     async def replace_snapshot(
         self,
         agent_id: str,

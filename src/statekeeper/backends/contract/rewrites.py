@@ -147,10 +147,10 @@ class RewritesContract(ContractPart):
         :attr:`replaces_snapshots` (SQLite, Redis, tiered over such a durable tier); the
         default refuses with :class:`~statekeeper.errors.CapabilityUnsupported`, nothing
         written (a settle on such an engine commits one ``append_together`` change
-        checked at the head, or is refused: :mod:`statekeeper.backends.settle_row`). Was: two commits here, never
-        called by the store — the snapshot stored with no head check (a head moved
-        since: no ConflictError, the row written), and a prune override older than its
-        head arguments raised a raw TypeError."""
+        checked at the head, or is refused: :mod:`statekeeper.backends.settle_row`).
+        Was: two commits here, never called by the store — the snapshot stored with
+        no head check (a head moved since: no ConflictError, the row written), and a
+        prune override older than its head arguments raised a raw TypeError."""
         check_stored_id(agent_id)  # (a bad id is InvalidAgentId first, as on every engine)
         raise CapabilityUnsupported(
             self.name, "replace_snapshot", "a snapshot stored and one removed in one commit"
