@@ -30,10 +30,11 @@ async def store_at_head(
     agent_id: str,
     raw: RawSnapshot,
     drop: int | None,
+    head: int,
     checksum: bytes | None,
 ) -> bool:
-    """Store ``raw`` (the head's whole row, at ``raw.seq``) and remove the snapshot at
-    ``drop`` (None: none) in one commit, only while the head is ``raw.seq`` and its
+    """Store ``raw`` (the head's whole row: at ``head``) and remove the snapshot at
+    ``drop`` (None: none) in one commit, only while the head is ``head`` and its
     event's stored checksum ``checksum`` (given): else
     :class:`~statekeeper.errors.ConflictError`, nothing written. The removal is left
     out, the row still stored, when ``drop`` is the stream's base (another process
@@ -42,30 +43,30 @@ async def store_at_head(
     identity, since the engine refuses that commit whole. True when ``drop`` was
     removed (or, sent again after a lost reply, may have been)."""
     if backend.replaces_snapshots:
-        return await backend.replace_snapshot(agent_id, raw, drop, raw.seq, checksum)
+        return await backend.replace_snapshot(agent_id, raw, drop, head, checksum)
     try:
-        await backend.append_together((), [_at_head(agent_id, raw, checksum, drop)])
+        await backend.append_together((), [_at_head(agent_id, raw, head, checksum, drop)])
         return drop is not None
     except ConfigurationError:
         # (the prune's precondition: a drop naming the stream's base is refused, the
         # commit rolled back whole — the row too)
         if drop is None or (await backend.stream_bases([agent_id]))[0] != drop:
             raise
-    await backend.append_together((), [_at_head(agent_id, raw, checksum, None)])
+    await backend.append_together((), [_at_head(agent_id, raw, head, checksum, None)])
     return False
 
 
 def _at_head(
-    agent_id: str, raw: RawSnapshot, checksum: bytes | None, drop: int | None
+    agent_id: str, raw: RawSnapshot, head: int, checksum: bytes | None, drop: int | None
 ) -> StreamChange:
     """``raw`` stored (and the snapshot at ``drop`` removed) only while the head is
-    still its seq and its event's stored checksum ``checksum``: a prune to 0, at that
+    still ``head`` and its event's stored checksum ``checksum``: a prune to 0, at that
     identity."""
     return StreamChange(
         agent_id,
         snapshot=raw,
         prune_to=0,
         drop_snapshots=() if drop is None else (drop,),
-        prune_head=raw.seq,
+        prune_head=head,
         prune_checksum=checksum,
     )

@@ -277,23 +277,27 @@ class TieredWrites(TieredRehydrate, TieredHot):
         hot tier checks it so, else its row alone — a copy refusing it (another stream
         there, or behind) is dropped, refilled on the next read."""
         self._check_can_write()
-        if not self.replaces_snapshots or head != snapshot.seq:
+        if not self.replaces_snapshots:
             return await super().replace_snapshot(agent_id, snapshot, drop_seq, head, checksum)
         self._touch(agent_id)
         await self._check_hot(agent_id)
+
+        async def stored(tier: Backend) -> bool:
+            return await store_at_head(tier, agent_id, snapshot, drop_seq, head, checksum)
+
+        async def mirror(hot: Backend) -> None:
+            if settles_at_head(hot):
+                await stored(hot)
+            else:  # (a dropped row left in the copy: a snapshot of the same stream)
+                await hot.save_snapshot(agent_id, snapshot)
+
         async with self._locks.hold(agent_id):
             try:
-                removed = await store_at_head(self.durable, agent_id, snapshot, drop_seq, checksum)
+                removed = await stored(self.durable)
             except ConflictError as exc:
                 if not (exc.current_seq == 0 and await self._rehydrate(agent_id, locked=True)):
                     raise
-                removed = await store_at_head(self.durable, agent_id, snapshot, drop_seq, checksum)
-
-            async def mirror(hot: Backend) -> None:
-                if settles_at_head(hot):
-                    await store_at_head(hot, agent_id, snapshot, drop_seq, checksum)
-                else:  # (a dropped row left in the copy: a snapshot of the same stream)
-                    await hot.save_snapshot(agent_id, snapshot)
+                removed = await stored(self.durable)
 
             try:
                 await self._hot_call(mirror, [agent_id], write=True)

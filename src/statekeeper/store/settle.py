@@ -140,7 +140,7 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             policy.next_tail = False  # (whole: full_every is 1, no tail)
             raw, marks = policy.encode(record)
             try:  # at the head's identity, the removal in the same commit
-                await store_at_head(backend, agent_id, raw, drop, checksum)
+                await store_at_head(backend, agent_id, raw, drop, head, checksum)
             except ConflictError:
                 reads.cache.discard(agent_id)
                 return None  # (moved since the last look: nothing written)
