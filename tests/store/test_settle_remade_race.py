@@ -5,14 +5,16 @@ again (another store on the same database), at the two places such a race can re
    before its write, the other process deletes the agent and makes it again up to or
    past the settled seq. The row settle stores is the OLD stream's state at that seq.
    On SQLite the one commit (``replace_snapshot``) checks the head's identity and
-   refuses it; on the engines that settled in two commits (PostgreSQL, Redis, memory)
-   ``save_snapshot`` took no head — it stored the old state over the new stream's own
-   row at that seq (an upsert): its compacted base replaced, so every load of the new
-   stream failed (its events chain from another link: IntegrityError, its history
-   gone), or its snapshot replaced (verify: "snapshot does not belong to this
-   stream's chain"). Now the row is stored at the head's identity there too (an
-   ``append_together`` change checked at the head and its event's checksum), and the
-   settle stores nothing (None).
+   refuses it; the other engines stored it with no head — PostgreSQL, Redis and memory
+   with ``save_snapshot`` until the last session, S3, tiered and a Redis Cluster until
+   this one — the old state over the new stream's own row at that seq (an upsert): its
+   compacted base replaced, so every load of the new stream failed (its events chain
+   from another link: IntegrityError, its history gone), or its snapshot replaced
+   (verify: "snapshot does not belong to this stream's chain"). Now every engine that
+   settles commits the row (with the removal of the row it replaces) at the head and
+   its event's checksum — ``replace_snapshot`` on SQLite, Redis (a cluster too) and
+   tiered, an ``append_together`` change on PostgreSQL and memory — and the settle
+   stores nothing (None); S3, which cannot, refuses a settle.
 2. **A write planned on the cached stream.** The settle reads the agent through the
    read path, which validates the cached record and puts the new stream's in its place
    (as ``get`` or ``load`` do). A :class:`~statekeeper.store.agent.DurableAgent`
