@@ -14,7 +14,6 @@ import pytest
 from statekeeper import StateStore
 from statekeeper.errors import HistoryCompacted
 from statekeeper.governance.retention import RetentionPolicy, RetentionReport, apply_retention
-from statekeeper.store.settle import settles_checked
 
 __all__ = ["KEEP_LAST_3", "check_compacted_at", "compacted", "expect_compacted", "settle_raced"]
 
@@ -39,21 +38,17 @@ async def settle_raced(
     """Agent ``a`` written to seq 10 (``{"n": n}`` at seq n), then settled at 10 with
     ``meanwhile(other)`` run after the settle's last look at the head, before its write
     (``other``: another store on ``url``, as another process); ``after()`` once the
-    settle returned or raised, the stores still open. The settle stores its row late,
-    at 10, where the engine's row takes no head; else nothing (``meanwhile`` moves the
-    head)."""
+    settle returned or raised, the stores still open. The settle stores nothing
+    (``meanwhile`` moves the head, and the row is committed only at the head settled:
+    store/settle.py)."""
     async with (
         StateStore(url, snapshot_every=4, full_snapshot_every=1) as settler,
         StateStore(url, snapshot_every=4, full_snapshot_every=1) as other,
     ):
         for n in range(1, 11):
             await settler.save("a", {"n": n})
-        # (the window of a settle whose row takes no head — S3, tiered: stored late, at
-        # 10. An engine that commits the row at the head's identity — SQLite, PostgreSQL,
-        # Redis: settles_checked — finds the head moved by the race and stores nothing:
-        # None, the race's own writes left as they are; tests/store/test_settle_one_commit.py,
-        # test_settle_remade_race.py)
-        late = None if settles_checked(settler.backend) else 10
+        # (was: S3 and tiered stored the row with no head, late, at 10 — now every
+        # engine that settles commits it at the head's identity, and S3 refuses a settle)
         policy = settler._writes.snapshots
         prepare = policy.prepare
 
@@ -63,7 +58,7 @@ async def settle_raced(
 
         policy.prepare = raced  # type: ignore[method-assign]
         try:
-            assert await settler.settle("a") == late
+            assert await settler.settle("a") is None
         finally:
             policy.prepare = prepare  # type: ignore[method-assign]
             if after is not None:

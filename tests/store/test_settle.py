@@ -150,29 +150,6 @@ async def test_a_tampered_or_stale_head_row_is_never_served(tmp_path: Path, how:
         assert [(p.seq, p.kind) for p in problems] == [(130, "snapshot")]
 
 
-async def test_a_crash_between_the_two_writes_leaves_both_rows(tmp_path: Path) -> None:
-    """The new row is stored before the old one is removed: a failure in between leaves
-    both (bytes, nothing wrong), every state loading."""
-    path = tmp_path / "s.db"
-    async with StateStore(_url(path), snapshot_every=100) as store:
-        await _chat(store, "a", 0, 120)
-        assert await store.settle("a") == 120
-        await _chat(store, "a", 120, 122)
-
-        async def dies(*args: object) -> None:
-            raise OSError("the process died here")
-
-        store.backend.replaces_snapshots = False  # (two commits)
-        store.backend.prune = dies  # type: ignore[method-assign,assignment]
-        with pytest.raises(OSError):
-            await store.settle("a")
-    assert _snapshots(path)[-2:] == [120, 122]
-    async with StateStore(_url(path), cache_size=0) as store:
-        assert (await store.load("a")).data == _doc(122)
-        assert (await store.load("a", at_seq=121)).data == _doc(121)
-        assert (await store.verify()).problems == []
-
-
 async def test_saves_after_a_settle_build_on_it(tmp_path: Path) -> None:
     """The settled row is the base of the next snapshots (tails on it); a cold store
     settles too."""
@@ -392,22 +369,21 @@ async def test_a_stream_deleted_and_made_again_meanwhile_is_left_alone(
             assert (await fresh.verify()).problems == []
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "tiered"])
 async def test_a_stream_made_again_after_the_last_look_keeps_its_base(
     tmp_path: Path, engine: str
 ) -> None:
-    """The remake lands after settle's last look at the head (its second ``head_tag``)
-    and before its prune: the prune is checked at the head in its own commit
-    (``prune_at``) and removes nothing. Was: the prune by seq removed the new stream's
-    compacted base at 14 — its history gone."""
+    """The remake lands after settle's last look at the head (its ``head_tag``) and
+    before its commit: the commit is checked at the head in its own step and writes
+    nothing — neither the row nor the removal. Was (two commits): the prune by seq
+    removed the new stream's compacted base at 14 — its history gone."""
     with fresh_url(engine, tmp_path) as url:
         async with StateStore(url, snapshot_every=10) as store, StateStore(url) as other:
             await _chat(store, "a", 0, 14)
             assert await store.settle("a") == 14
             await _chat(store, "a", 14, 16)
-            store.backend.replaces_snapshots = False  # (two commits)
-            _remade_at(store, other, 2, "head_tag")
-            await store.settle("a")
+            _remade_at(store, other, 1, "head_tag")
+            assert await store.settle("a") is None
             del store.backend.head_tag
         async with StateStore(url, cache_size=0) as fresh:
             assert await fresh.backend.stream_bases(["a"]) == [14]
@@ -466,16 +442,19 @@ async def test_another_stores_snapshots_on_the_base_a_settle_replaced_are_no_fal
             assert [(p.seq, p.kind) for p in problems] == [(s, "snapshot") for s in old_rows]
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("engine", ["sqlite", "sqlite-together", "postgresql", "redis", "tiered"])
 async def test_a_stream_compacted_to_the_replaced_row_meanwhile_keeps_it(
     tmp_path: Path, engine: str
 ) -> None:
     """Another process's retention compacts the stream to the row settle replaces (the
-    snapshot at 14: base 14) after settle's last look at the head: the prune dropping
-    that row is refused by the engine in its own commit (it is the stream's base now),
-    and settle keeps both rows. Was: the row was removed — events up to 14 gone and no
-    base (every load of 15 or 16 raised IntegrityError)."""
-    with fresh_url(engine, tmp_path) as url:
+    snapshot at 14: base 14) after settle's last look at the head: the commit keeps
+    that row (the stream's base now) and stores the new one — in its own step
+    (``replace_snapshot``), or, where the removal goes in an ``append_together`` change
+    whose prune refuses it whole ("sqlite-together": SQLite without its
+    ``replace_snapshot``; PostgreSQL), the row alone at the same identity next. Was:
+    the row was removed — events up to 14 gone and no base (every load of 15 or 16
+    raised IntegrityError)."""
+    with fresh_url(engine.removesuffix("-together"), tmp_path) as url:
         async with StateStore(url, snapshot_every=10) as store, StateStore(url) as other:
             await _chat(store, "a", 0, 14)
             assert await store.settle("a") == 14
@@ -487,16 +466,17 @@ async def test_a_stream_compacted_to_the_replaced_row_meanwhile_keeps_it(
                 nonlocal calls
                 out = await real(*args, **kwargs)
                 calls += 1
-                if calls == 2:  # (settle's last look before its prune)
+                if calls == 1:  # (settle's last look before its commit)
                     await apply_retention(other, RetentionPolicy.parse("* keep_last=2\n"))
                     assert await other.backend.stream_bases(["a"]) == [14]
                 return out
 
-            store.backend.replaces_snapshots = False  # (two commits)
+            if engine.endswith("-together"):
+                store.backend.replaces_snapshots = False  # (through append_together)
             store.backend.head_tag = compacted  # type: ignore[method-assign]
             assert await store.settle("a") == 16
             del store.backend.head_tag
-            assert calls == 2
+            assert calls == 1
         async with StateStore(url, cache_size=0) as fresh:
             assert await fresh.backend.stream_bases(["a"]) == [14]
             assert (await fresh.backend.latest_snapshot("a", 14)) is not None

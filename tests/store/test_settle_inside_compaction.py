@@ -9,9 +9,10 @@ Before: the base row left was the settle's, unmarked, with no process killed —
 load below the base raised IntegrityError ('events 1..10 are gone and no compaction
 removed them ... the stream's history was deleted'), verify reported it, an export
 failed. The interleaving is made at named points (the settle's policy step, the
-compaction's prune), not by timing. (The race moves the head first: SQLite, PostgreSQL
-and Redis, whose settle commits its row at the head settled, store nothing — the
-window is S3's and tiered's: tests/store/_settle_race.py.)"""
+compaction's prune), not by timing. (The race moves the head first: every engine that
+settles commits its row at the head settled and stores nothing — the window was S3's
+and tiered's, whose row took no head: tests/store/_settle_race.py. S3 now refuses a
+settle.)"""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from ..backends._services import fresh_url
 from ._settle_race import KEEP_LAST_3, check_compacted_at, expect_compacted, settle_raced
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "s3", "tiered"])
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql", "redis", "tiered"])
 async def test_a_settle_between_a_compactions_base_and_its_prune_keeps_the_mark(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

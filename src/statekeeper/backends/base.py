@@ -266,7 +266,8 @@ class Backend(
     rewrites_many: bool = False
 
     #: True when the engine overrides :meth:`replace_snapshot` (one commit): the store's
-    #: settle then calls it; else it makes two commits of its own
+    #: settle then calls it; else one ``append_together`` change checked at the head,
+    #: where the engine takes one (:mod:`.settle_row`), or no settle at all
     replaces_snapshots: bool = False
 
     #: seconds a reader waits between polls of the feed when nothing woke it up

@@ -17,6 +17,7 @@ from ..errors import (
 )
 from ..records import AppendRequest, AppendResult, RawSnapshot, RewriteRequest, StreamChange
 from .base import (
+    Backend,
     Capability,
     KeptKeys,
     validate_from_base,
@@ -24,6 +25,7 @@ from .base import (
     validate_rename_guard,
     validate_request,
 )
+from .settle_row import settles_at_head, store_at_head
 from .tiered_claims import COLD_MARKER
 from .tiered_hot import TieredHot
 from .tiered_rehydrate import TieredRehydrate
@@ -294,6 +296,53 @@ class TieredWrites(TieredRehydrate, TieredHot):
             except ConflictError as exc:
                 if exc.current_seq != 0:
                     await self._drop_hot(agent_id)
+
+    @property
+    def replaces_snapshots(self) -> bool:  # type: ignore[override]
+        """The durable tier checks a settle's commit at the head (:meth:`replace_snapshot`)."""
+        return settles_at_head(self.durable)
+
+    async def replace_snapshot(
+        self,
+        agent_id: str,
+        snapshot: RawSnapshot,
+        drop_seq: int | None,
+        head: int,
+        checksum: bytes | None,
+    ) -> bool:
+        """:meth:`Backend.replace_snapshot` decided by the durable tier's commit, checked
+        at the head there (:func:`~.settle_row.store_at_head`; a demoted agent brought
+        back first); then the hot copy: the same change at the same identity where the
+        hot tier checks it so, else its row alone — a copy refusing it (another stream
+        there, or behind) is dropped, refilled on the next read."""
+        self._check_can_write()
+        if not self.replaces_snapshots:
+            return await super().replace_snapshot(agent_id, snapshot, drop_seq, head, checksum)
+        self._touch(agent_id)
+        await self._check_hot(agent_id)
+
+        async def stored(tier: Backend) -> bool:
+            return await store_at_head(tier, agent_id, snapshot, drop_seq, head, checksum)
+
+        async def mirror(hot: Backend) -> None:
+            if settles_at_head(hot):
+                await stored(hot)
+            else:  # (a dropped row left in the copy: a snapshot of the same stream)
+                await hot.save_snapshot(agent_id, snapshot)
+
+        async with self._locks.hold(agent_id):
+            try:
+                removed = await stored(self.durable)
+            except ConflictError as exc:
+                if not (exc.current_seq == 0 and await self._rehydrate(agent_id, locked=True)):
+                    raise
+                removed = await stored(self.durable)
+
+            try:
+                await self._hot_call(mirror, [agent_id], write=True)
+            except ConflictError:
+                await self._drop_hot(agent_id)
+        return removed
 
     async def delete_agent(self, agent_id: str) -> bool:
         """Delete the agent from every tier: its cold copy first (a demoted agent's, or

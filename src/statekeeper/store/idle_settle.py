@@ -14,9 +14,11 @@ settled by one background task on the loop of its last save.
 - **Fenced saves are never settled.** An agent whose last save by this store carried a
   lease's fence is taken out of the queue: a settle is a write, and one stored by a
   holder that lost its lease since would be a write the fence did not check
-  (``Backend.save_snapshot`` takes no fence). Its next unfenced save puts it back.
+  (a settle's commit takes no fence). Its next unfenced save puts it back.
 - **Skipped** (counted in ``skipped``) where :func:`~.settle.settle` stores nothing: the
-  head whole already, a store that does not settle, the head moved by another process.
+  head whole already, a store that does not settle, the head moved by another process,
+  an engine that cannot check the head in the settle's commit (S3: an explicit settle
+  raises there).
 - **A closed engine** (its owner closed it under a store still open) stops the
   settles quietly: :class:`~statekeeper.errors.StoreClosed` from a settle is counted in
   ``skipped``, the queue emptied, nothing logged (as at the store's own close).
@@ -24,9 +26,9 @@ settled by one background task on the loop of its last save.
   agent and the error's type, never its state) and counted in ``failed``; the agent is
   not tried again until its next save. Nothing is raised into any caller.
 - **Close** cancels what waits and the settle running, and waits for it to end (on
-  another thread's loop too: handed to that loop): a settle is two steps each safe
-  when cut (``settle``'s own doc: a crash before the first leaves today's chain,
-  between them both rows), and nothing is settled at close.
+  another thread's loop too: handed to that loop): a settle is one commit, safe when
+  cut (``settle``'s own doc: a crash before it leaves today's chain), and nothing is
+  settled at close.
 
 :meth:`IdleSettler.idle` waits until nothing is due or running: with ``settle_after=0``
 a test saves, awaits ``store.idle_settled()`` and finds the agent settled, with no sleep.

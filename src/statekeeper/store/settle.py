@@ -13,28 +13,34 @@ verified on every load, a damaged one passed over for the chain before it, as an
 snapshot), and becomes the base of the agent's next snapshots as an explicit
 :meth:`StateStore.snapshot` does. What it adds: it *replaces* the snapshot before it
 when that one is no longer needed — the latest snapshot below the head (nothing
-stored after it is made on it: a tail names a base below itself) is removed, in a
-second write after the new row is stored, when a load of any seq between it and the
-head still replays no more than the policy's bound without it, in events and in bytes
-(the snapshot before it, or the start of a whole stream, is near enough), and it is not
-the stream's base (the engine refuses that in the removal's own step: another process
-may have compacted the stream to it meanwhile; then both rows stay). So settling every turn of
+stored after it is made on it: a tail names a base below itself) is removed, in the
+same commit as the new row, when a load of any seq between it and the head still
+replays no more than the policy's bound without it, in events and in bytes (the
+snapshot before it, or the start of a whole stream, is near enough), and it is not the
+stream's base (the engine keeps it in the commit's own step: another process may have
+compacted the stream to it meanwhile; then both rows stay). So settling every turn of
 a chat keeps one whole state per ~``snapshot_every`` events, not one per turn. A crash
-between the two writes leaves both rows (bytes, nothing wrong); a crash before the
-first leaves today's chain.
+before the commit leaves today's chain.
 
-An engine with ``Backend.replaces_snapshots`` (SQLite) stores the row and removes the
-one it replaces in one commit (``Backend.replace_snapshot``), checked at the head's
-identity in that commit: a settle is then one commit, and a stream moved since the last
-look gets nothing. The removal is decided before it, by the same rule. PostgreSQL, Redis
-(not a cluster) and memory store the row alone checked the same way (an
-``append_together`` change at the head's seq and its event's checksum:
-:func:`settles_checked`), the removal in a second commit checked at the head too. Was:
-``save_snapshot`` there, which takes no head — another process deleting the agent and
-making it again past that seq between the last look and the write got the old stream's
-state over its own row (an upsert): its compacted base replaced, its history unloadable
-(tests/store/test_settle_remade_race.py). S3, tiered and a Redis Cluster still store it
-so (:func:`_same_stream` names that window).
+The commit is made only at the head's identity: while the head is the seq read and its
+event the one read (seq and stored checksum, compared in the commit), so a stream
+another process wrote, or deleted and made again, since the last look gets nothing
+(None). :func:`~statekeeper.backends.settle_row.store_at_head` makes it:
+``Backend.replace_snapshot`` where the engine overrides it (SQLite; Redis, a cluster
+too — one script on one agent's keys, which share a hash slot; a tiered store, through
+its durable tier's commit, the hot copy following), else one ``append_together`` of a
+change checked at the head (PostgreSQL, memory). Was: PostgreSQL, Redis and memory
+stored the row checked and removed the old one in a second commit (checked at the
+head's seq alone when the record was folded from a snapshot at the head: its
+checksum None); S3, tiered and a Redis Cluster stored the row with ``save_snapshot``,
+which takes no head — another process deleting the agent and making it again past
+that seq between the last look and the write got the old stream's state over its own
+row (an upsert): its compacted base replaced, its history unloadable
+(tests/store/test_settle_remade_race.py). An engine that can do neither (S3: no
+conditional write spans the head's object and the snapshot's, so the check and the
+write cannot be one step) is refused an explicit settle with
+:class:`~statekeeper.errors.CapabilityUnsupported`, nothing written; an idle settle
+(``settle_after``) is skipped there.
 
 Settled only where it is one whole row and its removal is a plain engine op: a store
 with ``full_snapshot_every=1`` on an engine with ``PRUNE``, not governed (a governed
@@ -44,21 +50,16 @@ stores nothing and says so with None).
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 from ..backends.base import Backend, Capability
+from ..backends.settle_row import settles_at_head, store_at_head
 from ..errors import (
     AgentNotFound,
     CapabilityUnsupported,
-    ConfigurationError,
     ConflictError,
     IntegrityError,
 )
-from ..records import RawSnapshot, StreamChange
-from .body import SNAPSHOT_TYPE, snapshot_body
-from .compaction import marked
-from .conditional import prune_at
 from .snapshots import mark_snapshot
 
 if TYPE_CHECKING:
@@ -88,6 +89,16 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
     if not settles(writes):
         return None
     backend = writes.backend
+    if not settles_checked(backend):
+        if cached_only:
+            return None  # (an idle settle: skipped, as for a store that does not settle)
+        raise CapabilityUnsupported(
+            backend.name,
+            "settle",
+            "its engine cannot store the settle's row only while the head is the one read"
+            " (no commit spans the head and the snapshot: module statekeeper.store.settle);"
+            " nothing was written",
+        )
     policy = writes.snapshots
     reads = writes.reads
     async with writes.lock(agent_id):
@@ -111,10 +122,8 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
             return None  # (the head is a whole snapshot already)
         if below is not None and below.seq == head:
             below = await backend.latest_snapshot(agent_id, head - 1)
-        together = backend.replaces_snapshots
-        checked = settles_checked(backend)
         checksum = record.checksum
-        if checked and checksum is None:
+        if checksum is None:
             # (a record folded from a snapshot at the head: its event's checksum read
             # here, before the look below — a commit checked at the seq alone would
             # store this stream's state in one made again up to it meanwhile)
@@ -124,118 +133,41 @@ async def settle(writes: WritePipeline, agent_id: str, *, cached_only: bool = Fa
         if not await _same_stream(writes, record):
             return None  # (written, or deleted and made again, by another process)
         drop = None
-        if together and below is not None and await _replaceable(writes, agent_id, below.seq, head):
+        if below is not None and await _replaceable(writes, agent_id, below.seq, head):
             drop = below.seq
         try:
             await policy.prepare(record)
             policy.next_tail = False  # (whole: full_every is 1, no tail)
             raw, marks = policy.encode(record)
-            if checked:  # at the head's identity, in the commit
-                try:
-                    if together:  # the row and the removal in one commit
-                        await backend.replace_snapshot(agent_id, raw, drop, head, checksum)
-                    else:  # the row alone (its removal: the second commit below)
-                        await backend.append_together((), [_at_head(agent_id, raw, checksum)])
-                except ConflictError:
-                    reads.cache.discard(agent_id)
-                    return None  # (moved since the last look: nothing written)
-            else:
-                await backend.save_snapshot(agent_id, raw)
+            try:  # at the head's identity, the removal in the same commit
+                await store_at_head(backend, agent_id, raw, drop, head, checksum)
+            except ConflictError:
+                reads.cache.discard(agent_id)
+                return None  # (moved since the last look: nothing written)
         except BaseException:
             reads.cache.discard(agent_id)
             raise
         mark_snapshot(record, marks)
         writes.snapshots_written += 1
-        if (
-            not checked
-            and record.link is not None
-            and (await backend.stream_bases([agent_id]))[0] == head
-        ):
-            # compacted to this very seq by another process since the last look: the row
-            # just stored replaced the compaction's base, the one row carrying its mark
-            # (without it a load below the base is "history deleted", not compacted).
-            # Not after a checked row: stored while the head was this seq, it replaced no
-            # compaction's base (a base is below the head it is made at); a base at this
-            # seq now is one made since — a stream deleted and made again and compacted
-            # to it, whose only state there this unchecked write would replace
-            await backend.save_snapshot(agent_id, _compaction_base(writes, record, record.link))
-            return head
-        if (
-            not together
-            and below is not None
-            and await _replaceable(writes, agent_id, below.seq, head)
-            and await _same_stream(writes, record)
-        ):
-            # at the head read: a remake since the last look removes nothing (both rows
-            # kept: bytes, nothing wrong), nor does an engine whose prune takes no head
-            try:
-                with contextlib.suppress(ConflictError, CapabilityUnsupported):
-                    await prune_at(backend, agent_id, 0, (below.seq,), head, record.checksum)
-            except ConfigurationError:
-                # compacted to that row since the last look (another process's
-                # retention): the stream's base now, which the engine refuses to drop in
-                # the prune's own commit — both rows kept
-                if (await backend.stream_bases([agent_id]))[0] != below.seq:
-                    raise
         return head
 
 
 def settles_checked(backend: Backend) -> bool:
     """``backend`` commits a settle's row only while the head is the one settled (its
-    seq and its event's stored checksum): in one commit with the removal
-    (``replace_snapshot``: SQLite), or alone (``append_together`` of a
-    :func:`_at_head` change: PostgreSQL, Redis but a cluster, memory). Elsewhere (S3,
-    tiered, a Redis Cluster) ``save_snapshot`` takes no head: module doc."""
-    return backend.replaces_snapshots or (
-        backend.appends_together
-        and backend.changes_alone_together
-        and backend.prunes_together_at_head
-    )
-
-
-def _at_head(agent_id: str, raw: RawSnapshot, checksum: bytes | None) -> StreamChange:
-    """``raw`` (the head's row) stored only while the head is still its seq and its
-    event's stored checksum ``checksum``: a prune of nothing, at that identity."""
-    return StreamChange(
-        agent_id, snapshot=raw, prune_to=0, prune_head=raw.seq, prune_checksum=checksum
-    )
-
-
-def _compaction_base(writes: WritePipeline, record: AgentRecord, link: bytes) -> RawSnapshot:
-    """``record`` (the head) as a compaction stores its base: whole, marked
-    (:func:`~.compaction.marked`), sealed on the head's ``link``."""
-    codec = writes.codec
-    plaintext = codec.serialize(marked(snapshot_body(record, None)), "state")
-    sealed = codec.seal(
-        record.agent_id, record.seq, SNAPSHOT_TYPE, record.updated_at, plaintext, link
-    )
-    return RawSnapshot(record.seq, record.updated_at, sealed.payload, sealed.checksum)
+    seq and its event's stored checksum), with the removal in the same commit
+    (:func:`~statekeeper.backends.settle_row.store_at_head`)."""
+    return settles_at_head(backend)
 
 
 async def _same_stream(writes: WritePipeline, record: AgentRecord) -> bool:
     """The stored head is still ``record``'s: the same seq, its tag over ``record``'s link.
-    Read again just before each write: another process (whose saves this store's lock
+    Read again just before the write: another process (whose saves this store's lock
     does not hold back) may have written the agent since, or deleted it and made it
     again — then the row at ``record.seq`` would be the old stream's state put in the
-    new one (over the new one's own row there), and the prune by seq would remove the
-    new one's snapshot (its compacted base: its history gone). The prune is checked at
-    the head again in its own commit (:func:`~.conditional.prune_at`); on an engine that
-    checks the row (:func:`settles_checked`) the row too: a stream written or remade
-    since is left alone. Elsewhere (S3, tiered, a Redis Cluster) a change between this read and
-    ``save_snapshot`` is not seen (it takes no head to check; a stream without head tags
-    is not told apart either). Appends and a compaction past ``record.seq`` there leave
-    the row below the stream's base: a load below the base raises HistoryCompacted as
-    for any such seq (:meth:`~.reads.ReadPath.catch_up`), and a later compaction drops
-    the row with the snapshots below its new base. A compaction to ``record.seq`` itself
-    there has its base row replaced by this one: :func:`settle` finds the base at its
-    seq after the write and stores the row marked again — or, the write landing between
-    the compaction's base and its prune (the base not moved yet at that look), the
-    compaction stores its base again after the prune
-    (:func:`~statekeeper.governance.retention_idle.prune_planned`). A process killed in
-    between leaves it unmarked: loads below the base raise IntegrityError naming
-    ``statekeeper retention adopt-compactions``, which marks it (checked by hand: a
-    settle killed there on SQLite, ``adopt-compactions --keyless`` adopted it, loads
-    below raised HistoryCompacted again, verify ok)."""
+    new one (over the new one's own row there), and the removal by seq would remove the
+    new one's snapshot (its compacted base: its history gone). The commit checks the
+    head again in its own step (:func:`settles_checked`): a change after this look is
+    caught there, and nothing is written."""
     head, tag = await writes.backend.head_tag(record.agent_id)
     if head != record.seq:
         return False

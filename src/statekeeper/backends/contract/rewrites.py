@@ -153,12 +153,13 @@ class RewritesContract(ContractPart):
         removal is left out, the snapshot still stored, when ``drop_seq`` is the
         stream's base (compacted to it meanwhile) or the engine's prune refuses it:
         True when it was removed. Offered by an engine that overrides it and sets
-        :attr:`replaces_snapshots` (SQLite); the default refuses with
-        :class:`~statekeeper.errors.CapabilityUnsupported`, nothing written (a settle
-        on such an engine makes two commits of its own). Was: two commits here, never
-        called by the store — the snapshot stored with no head check (a head moved
-        since: no ConflictError, the row written), and a prune override older than its
-        head arguments raised a raw TypeError."""
+        :attr:`replaces_snapshots` (SQLite, Redis, tiered over such a durable tier); the
+        default refuses with :class:`~statekeeper.errors.CapabilityUnsupported`, nothing
+        written (a settle on such an engine commits one ``append_together`` change
+        checked at the head, or is refused: :mod:`statekeeper.backends.settle_row`).
+        Was: two commits here, never called by the store — the snapshot stored with
+        no head check (a head moved since: no ConflictError, the row written), and a
+        prune override older than its head arguments raised a raw TypeError."""
         check_stored_id(agent_id)  # (a bad id is InvalidAgentId first, as on every engine)
         raise CapabilityUnsupported(
             self.name, "replace_snapshot", "a snapshot stored and one removed in one commit"

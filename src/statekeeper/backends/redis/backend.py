@@ -284,6 +284,7 @@ class RedisBackend(
         self._hold_script = register(lua("hold_sync"))
         self._rewrite_script = register(lua("rewrite"))
         self._prune_script = register(lua("prune"))
+        self._replace_snapshot_script = register(lua("replace_snapshot"))
         self._from_base_script = register(lua("from_base"))
         self._together_script = register(lua("together"))
         self._trim_feed_script = register(lua("trim_feed"))
@@ -298,6 +299,9 @@ class RedisBackend(
         self.prunes_together_at_head = not self.cluster  # (together.lua: prune_head)
         self.checks_absence_together = not self.cluster  # (together.lua: 'a')
         self.changes_alone_together = not self.cluster  # (together.lua: no append)
+        # a settle's row and its removal in one script at the head (one agent's keys,
+        # one hash slot: on a cluster too)
+        self.replaces_snapshots = True
         self._acquire_script = register(lua("lease_acquire"))
         self._renew_script = register(lua("lease_renew"))
         self._release_script = register(lua("lease_release"))

@@ -111,6 +111,7 @@ SCRIPTS = (
     "set_ttl",
     "hold_sync",
     "prune",
+    "replace_snapshot",
     "from_base",
     "together",
     "trim_feed",

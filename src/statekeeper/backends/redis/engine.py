@@ -66,6 +66,7 @@ class RedisEngine(Backend):
         _hold_script: AsyncScript
         _rewrite_script: AsyncScript
         _prune_script: AsyncScript
+        _replace_snapshot_script: AsyncScript
         _from_base_script: AsyncScript
         _together_script: AsyncScript
         _trim_feed_script: AsyncScript

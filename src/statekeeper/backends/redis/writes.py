@@ -123,6 +123,43 @@ class RedisWrites(RedisEngine):
             has_base, stored = bool(int(reply[2])), int(reply[3])
             check_prune(agent_id, int(reply[1]), base_seq, has_base, drop, stored)
 
+    async def replace_snapshot(
+        self,
+        agent_id: str,
+        snapshot: RawSnapshot,
+        drop_seq: int | None,
+        head: int,
+        checksum: bytes | None,
+    ) -> bool:
+        """:meth:`Backend.replace_snapshot` in one script (replace_snapshot.lua: the head
+        and its event's checksum compared in it; one agent's keys, so on a cluster too).
+        Sent again after a lost reply it stores the same row and finds the removal
+        made: False then, though the first try removed it."""
+        self._check_can_write()
+        if head < 1:
+            raise ConfigurationError(f"replace_snapshot needs a head >= 1, got {head}")
+        k = self._agent(agent_id)
+        if not self._reached:  # (as save_snapshot)
+            await self.open()
+        args: list[bytes | str] = [
+            agent_id.encode(),
+            self._ttl_of(agent_id),
+            str(snapshot.seq),
+            pack_snapshot(snapshot),
+            str(head),
+            checksum or b"",
+            "" if drop_seq is None else str(drop_seq),
+        ]
+        keys = [k.hash, k.snapshots, k.shard.index]  # (the index: a lost agent, presence.lua)
+
+        async def op() -> Any:
+            return await self._write(agent_id, self._replace_snapshot_script, keys, args)
+
+        reply = await self._retrying("replace_snapshot", op)
+        if int(reply[0]) != 0:
+            raise ConflictError(agent_id, head, int(reply[1]))
+        return bool(int(reply[1]))
+
     async def rewrite(self, request: RewriteRequest) -> None:
         """Replace stored record bytes atomically (one script), if the head is still
         ``(expected_seq, expected_tag)``."""
