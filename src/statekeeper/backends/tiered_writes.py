@@ -28,6 +28,7 @@ from .base import (
 from .settle_row import settles_at_head, store_at_head
 from .tiered_claims import COLD_MARKER
 from .tiered_hot import TieredHot
+from .tiered_refusals import ABSENT, DEMOTED, deleted_hot_copy_left, hot_copy_kept, hot_copy_left
 from .tiered_rehydrate import TieredRehydrate
 from .tiered_unfenced import copy_not_pruned, prune_copy
 
@@ -36,69 +37,13 @@ __all__ = ["TieredWrites"]
 _T = TypeVar("_T")
 
 
-def _hot_copy_left(agent_id: str) -> BackendError:
-    """A change kept the head record but its hot copy could not be dropped: another
-    store sharing the hot tier checks a copy by head and head tag alone, so it would
-    serve the old bytes (a prune's removed history) — was: returned as done, no error."""
-    return BackendError(
-        f"agent {agent_id!r} was changed in the durable tier (committed), but its hot "
-        "copy could not be dropped after it (the hot tier failed or is down; another "
-        "store may have filled one since the drop before the change): other stores "
-        "sharing that hot tier may serve the old events until it is; this store drops "
-        "it before its next hot read",
-        maybe_applied=True,
-    )
-
-
-def _hot_copy_kept(agent_id: str, change: str, why: str = "") -> BackendError:
-    """A change refused before anything was written: the agent's hot copy could not be
-    dropped first (see :meth:`TieredWrites._drop_hot_first`); ``why`` says why one may
-    be there (a delete of a demoted agent)."""
-    return BackendError(
-        f"{change} of agent {agent_id!r} refused, nothing changed: its hot copy could not"
-        f" be dropped first (the hot tier failed or is down){why}, and other stores"
-        " sharing the hot tier would serve a copy left behind as the agent; run it again"
-        " once the hot tier answers"
-    )
-
-
-#: why a delete of an agent with no durable stream waits on its hot copy's drop all the
-#: same (it writes nothing in the durable tier): no hot copy of it is provably absent
-_ABSENT = (
-    " — no stream of the agent is in the durable tier, but a hot copy of it cannot be"
-    " ruled out: one left by a delete whose drop after it failed (in this store or in"
-    " another sharing the hot tier: only that one was told) or filled by a store racing"
-    " that delete; with it left, an agent of that id made again to the same head"
-    " without a head tag would be served it"
-)
-
-#: the same of a demoted agent (its stream in the cold tier)
-_DEMOTED = (
-    " — the agent is demoted (its stream in the cold tier), and a hot copy of it cannot"
-    " be ruled out: one filled before its demotion (dropped after it, best effort) or"
-    " by a fill racing it in another store; with it left, an agent of that id made again"
-    " to the same head without a head tag would be served it"
-)
-
-
-def _deleted_hot_copy_left(agent_id: str) -> BackendError:
-    """The agent was deleted, but a hot copy another store filled meanwhile may be left."""
-    return BackendError(
-        f"agent {agent_id!r} was deleted from the durable tier (committed), but its hot"
-        " copy could not be dropped after (the hot tier failed or is down), and another"
-        " store may have filled one since the drop before the delete: stores sharing the"
-        " hot tier may serve it as an agent re-made to the same head; deleting again"
-        " once the hot tier answers drops it",
-        maybe_applied=True,
-    )
-
-
 class TieredWrites(TieredRehydrate, TieredHot):
     """The write part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
 
     async def _drop_hot_first(self, agent_id: str, change: str, *, by_tag: bool = False) -> bool:
         """Before ``change`` of ``agent_id`` is written anywhere (under its lock): its hot
-        copy dropped, else the change refused (:func:`_hot_copy_kept`, nothing written).
+        copy dropped, else the change refused (:func:`~.tiered_refusals.hot_copy_kept`,
+        nothing written).
         A hot copy is checked by head and head tag alone, which a prune or a rewrite
         keeps, and which a stream deleted and re-made to the same head without a tag
         has again: a copy whose drop failed AFTER the change was served as the agent by
@@ -117,12 +62,12 @@ class TieredWrites(TieredRehydrate, TieredHot):
             head, tag = await self.durable.head_tag(agent_id)
             if head > 0 and tag is not None:
                 return True
-        raise _hot_copy_kept(agent_id, change)
+        raise hot_copy_kept(agent_id, change)
 
     async def _drop_hot_first_for_delete(self, agent_id: str) -> bool:
         """A delete's :meth:`_drop_hot_first` (under the agent's lock), whose refusal
         says why a copy may be there when no stream of the agent is in the durable tier
-        (:data:`_ABSENT`, :data:`_DEMOTED`). Such a delete writes nothing there, yet is
+        (:data:`ABSENT`, :data:`DEMOTED`). Such a delete writes nothing there, yet is
         not let through: a copy left by an earlier delete whose drop after it failed (a
         ``maybe_applied`` error told to that caller alone, maybe in another process) is
         not provably gone, and a delete answered done with it left lets an agent re-made
@@ -133,10 +78,10 @@ class TieredWrites(TieredRehydrate, TieredHot):
         if head > 0 and tag is not None:
             return True  # (see _drop_hot_first: the tag commits to the whole chain)
         if head > 0:
-            raise _hot_copy_kept(agent_id, "the delete")
+            raise hot_copy_kept(agent_id, "the delete")
         if self.cold is not None and (await self._own_cold(self.cold, agent_id))[0]:
-            raise _hot_copy_kept(agent_id, "the delete", _DEMOTED)
-        raise _hot_copy_kept(agent_id, "the delete", _ABSENT)
+            raise hot_copy_kept(agent_id, "the delete", DEMOTED)
+        raise hot_copy_kept(agent_id, "the delete", ABSENT)
 
     async def _drop_hot_now(self, agent_id: str) -> bool:
         """:meth:`_drop_hot` (True: no hot copy left, or no hot tier), tried even while
@@ -154,14 +99,15 @@ class TieredWrites(TieredRehydrate, TieredHot):
     async def _drop_hot_after(self, agent_id: str, tagged: bool) -> None:
         """After a delete (``tagged``: what :meth:`_drop_hot_first` returned): the hot
         copy dropped again — one another store filled between that drop and the
-        delete — else :func:`_deleted_hot_copy_left` (``maybe_applied``); a tagged
-        stream's only as before (best effort: a copy left is never served)."""
+        delete — else :func:`~.tiered_refusals.deleted_hot_copy_left`
+        (``maybe_applied``); a tagged stream's only as before (best effort: a copy left
+        is never served)."""
         if self.hot is None:
             return
         if tagged:
             await self._drop_hot(agent_id)
         elif not await self._drop_hot_now(agent_id):
-            raise _deleted_hot_copy_left(agent_id)
+            raise deleted_hot_copy_left(agent_id)
 
     def _too_long(self, agent_id: str) -> InvalidAgentId | None:
         """The refusal of an id longer than :attr:`max_id_bytes` (a tier's keys cannot
@@ -463,7 +409,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
             if self.hot is not None and not await (
                 self._drop_hot_now(agent_id) if drop_first else self._drop_hot(agent_id)
             ):
-                raise _hot_copy_left(agent_id)
+                raise hot_copy_left(agent_id)
         return done
 
     async def rewrite(self, request: RewriteRequest) -> None:
@@ -589,7 +535,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
                 and request.head_tag is None
                 and not await self.durable.head(agent_id)  # (else its conflict, below)
             ):
-                raise _hot_copy_kept(agent_id, "the compacted create")
+                raise hot_copy_kept(agent_id, "the compacted create")
             if raise_floor:  # (an engine written before it takes no raise_floor)
                 result = await self.durable.append_from_base(
                     request, base, kept_keys, raise_floor=True
