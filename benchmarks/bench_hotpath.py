@@ -1105,7 +1105,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--dsn", default="postgresql://postgres@127.0.0.1:5432/test", help="for --postgres"
     )
+    parser.add_argument(
+        "--sync-face",
+        metavar="BASE_REF",
+        default=None,
+        help="only the sync face's rows (SyncStateStore load, save, 16 threads) against "
+        "the async API and SqliteSaver, this tree vs BASE_REF's (bench_sync_face.py)",
+    )
     args = parser.parse_args(argv)
+    if args.sync_face is not None:
+        import bench_sync_face
+
+        rounds = ["--rounds", str(args.rounds or (2 if args.quick else 5))]
+        sys.argv = [bench_sync_face.__file__, "--base-ref", args.sync_face, *rounds]
+        bench_sync_face.main()
+        return {}
     if args.rounds is None:
         args.rounds = 2 if args.quick else 5
     args.agents = 4 if args.quick else 8

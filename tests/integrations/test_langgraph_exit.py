@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
-from statekeeper.integrations.langgraph.loop import _IDLE, SharedLoop
 from statekeeper.security.highwater import WAITING as WITNESS
 from statekeeper.store.durability import GUARD
+from statekeeper.store.shared_loop import _IDLE, SharedLoop
 
 from ..backends._services import POSTGRES_DSN, drop_schema, namespace, require_postgres
 from .conftest import Api, Chain

@@ -28,7 +28,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from statekeeper.integrations.langgraph import StatekeeperSaver
-from statekeeper.integrations.langgraph import loop as loop_module
+from statekeeper.store import shared_loop as loop_module
 
 _LOOP_FILE = loop_module.__file__
 
@@ -178,7 +178,7 @@ print(t._interrupt_each_point(saver, t._EDGES, t._in_loop_module, t._interrupt),
 
 
 def test_a_process_interrupted_in_the_saver_exits(tmp_path: Path) -> None:
-    src = str(Path(loop_module.__file__).parents[3])
+    src = str(Path(loop_module.__file__).parents[2])
     here = str(Path(__file__).parent)
     code = _CHILD.format(paths=[src, here], url=f"sqlite:///{tmp_path}/child.db")
     child = subprocess.run(

@@ -177,7 +177,7 @@ def test_stop_does_not_wait_out_the_grace_for_more_async_work(
     """After async work, the background thread keeps running the loop for a grace
     period in case more comes; stopping (a saver's close) ends that wait at once (it
     waited the grace out: 50 ms per close). An hour's grace makes the difference plain."""
-    monkeypatch.setattr("statekeeper.integrations.langgraph.loop._GRACE", 3600.0)
+    monkeypatch.setattr("statekeeper.store.shared_loop._GRACE", 3600.0)
     loop = SharedLoop("test-shared-loop")
 
     async def value() -> str:
@@ -237,7 +237,7 @@ def test_a_cancelled_later_timer_does_not_wake_the_background_thread(
     """A timer of :meth:`SharedLoop.later` cancelled before it is due: the background
     thread's next wait is its idle one. Was: its due time stayed in the thread's heap,
     and the thread woke for it and ran a pass of the loop for nothing."""
-    from statekeeper.integrations.langgraph.loop import _IDLE
+    from statekeeper.store.shared_loop import _IDLE
 
     handle = shared.later(_IDLE * 0.9, lambda: None)
     handle.cancel()

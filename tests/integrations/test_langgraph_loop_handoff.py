@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from statekeeper.integrations.langgraph import interrupts, loop
 from statekeeper.integrations.langgraph.loop import SharedLoop
+from statekeeper.store import interrupts
+from statekeeper.store import shared_loop as loop
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ def check_durability(mode: str) -> Durability:
 
 #: the name of a write-behind buffer's guard task (see ``WriteBehind._guard_run``): it
 #: only waits — for the buffer's flush, or its loop's shutdown — and needs no one to
-#: run the loop for it (``integrations.langgraph.loop`` does not poll for it)
+#: run the loop for it (``store.shared_loop`` does not poll for it)
 GUARD = "statekeeper-write-behind"
 
 #: the longest a loop's shutdown waits for the tasks its flush of the buffer started

@@ -1,7 +1,15 @@
-"""A private event loop on a background thread, for calling async code from sync code.
+"""The sync store's event loop, for calling async code from sync code (:class:`Portal`).
 
 The sync facades (:class:`~statekeeper.store.sync.SyncStateStore`) run the one async
-implementation through a portal instead of keeping a second, blocking copy of it.
+implementation through a portal instead of keeping a second, blocking copy of it. A
+portal is a :class:`~.shared_loop.SharedLoop`: a blocking call runs its coroutine on the
+*calling* thread when nobody else runs the loop (no thread hop: issue 11), hands it to
+the thread running the loop otherwise (calls from many threads share the loop, so
+their writes share commits), and a background thread runs the loop for timers and
+background tasks (a ``group`` flush, a heartbeat, ``settle_after``) while no call does.
+The portal adds the sync store's contract on top: closing with calls in flight
+(:meth:`Portal.begin_close`, :meth:`Portal.drain`), waits that closing may end
+(``interruptible``), and closing a store that was dropped without ``close``.
 
 Where the async core calls the user's code (a durable step's function, an update's
 change function), the sync face runs that code in the *user's* thread, not on the
@@ -14,8 +22,10 @@ the user's code sees its own thread (its thread-locals, a web framework's reques
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import queue
@@ -23,9 +33,12 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar
 
 from ..errors import ConfigurationError, StoreClosed
+from .iterating import iterate_with, next_item
+from .portal_ends import Remains, abandon, end_tasks, weak_background
+from .shared_loop import SharedLoop
 
 __all__ = ["Handoff", "Portal", "iterate_with", "next_item"]
 
@@ -95,129 +108,84 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
+#: what a call still in flight when its portal stops raises
+_STOPPED_UNDER = "the sync facade was closed while this call ran"
+#: how often :meth:`Portal.stop` cancels again what still runs on the loop (a call
+#: registered as the stop began may have made its task after the first cancel)
+_RECANCEL = 0.05
+
+
 class _Call:
-    """One call in flight on the portal's loop, as its waiting thread sees it: it ends
-    exactly once — with the coroutine's outcome, or cancelled — and ``ended`` is set."""
+    """One call in flight (registered for :meth:`Portal.drain` and :meth:`Portal.stop`)."""
 
-    __slots__ = (
-        "cancelled",
-        "coro",
-        "ended",
-        "error",
-        "interruptible",
-        "on_end",
-        "result",
-        "task",
-        "thread",
-    )
+    __slots__ = ("cancelled", "ended", "interruptible", "task", "thread")
 
-    def __init__(
-        self,
-        coro: Coroutine[Any, Any, Any],
-        interruptible: bool,
-        on_end: Callable[[], object] | None,
-    ) -> None:
-        self.coro: Coroutine[Any, Any, Any] | None = coro  # (until its task starts)
-        self.thread = threading.get_ident()
+    def __init__(self, thread: int, interruptible: bool) -> None:
+        self.thread = thread
         self.interruptible = interruptible
-        self.on_end = on_end
+        #: its task (calls that closing may cancel: interruptible and served ones)
         self.task: asyncio.Task[Any] | None = None
-        self.cancelled = False  # cancelled before its task started
-        self.ended = threading.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def end(self, result: Any, error: BaseException | None) -> None:
-        if self.ended.is_set():
-            return
-        self.result, self.error = result, error
-        self.ended.set()
-        if self.on_end is not None:
-            self.on_end()
-
-    def settle(self, task: asyncio.Task[Any]) -> None:
-        if task.cancelled():
-            self.end(None, asyncio.CancelledError())
-        elif (error := task.exception()) is not None:
-            self.end(None, error)
-        else:
-            self.end(task.result(), None)
+        self.cancelled = False
+        self.ended = False
 
 
-def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """The portal's thread (it holds the loop, not the portal: a portal nobody holds
-    any more is collected, and its finalizer ends the loop). Once the loop stops,
-    every task left on it is cancelled and run to its end, then the loop closes."""
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        try:
-            rest = asyncio.all_tasks(loop)
-            for task in rest:
-                task.cancel()
-            if rest:
-                loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
+async def _cancellable(call: _Call, coro: Coroutine[Any, Any, T]) -> T:
+    """``coro``, its task known to ``call`` (for :meth:`Portal._cancel`)."""
+    call.task = asyncio.current_task()
+    if call.cancelled:  # (cancelled before it started)
+        coro.close()
+        raise asyncio.CancelledError
+    return await coro
 
 
-def _abandon(
-    loop: asyncio.AbstractEventLoop,
-    pid: int,
-    closers: list[Callable[[], Coroutine[Any, Any, object]]],
-) -> None:
-    """A portal was collected without :meth:`Portal.stop`: close what it served (a
-    store, flushed) on its loop, then stop the loop. Never blocks (a collection may run
-    on any thread, the loop's own included)."""
-    if os.getpid() != pid:  # a copy in a forked child: the loop is the parent's
-        return
-    with contextlib.suppress(RuntimeError):  # (the loop is closed already)
-        loop.call_soon_threadsafe(lambda: loop.create_task(_close_then_stop(loop, closers)))
-
-
-async def _close_then_stop(
-    loop: asyncio.AbstractEventLoop, closers: list[Callable[[], Coroutine[Any, Any, object]]]
-) -> None:
-    try:
-        for closer in closers:
-            try:
-                await closer()
-            except Exception as exc:  # nobody to tell but the log
-                logger.warning("closing an abandoned sync store failed: %s", exc)
-    finally:
-        loop.stop()
-
-
-class Portal:
-    """Owns an event loop running on a daemon thread until :meth:`stop`.
+class Portal(SharedLoop):
+    """The sync store's :class:`~.shared_loop.SharedLoop`, with the sync store's
+    contract on top.
 
     Every call ends — with its coroutine's outcome, or :class:`StoreClosed` when the
     portal stops under it — and never waits on a loop that is gone. Closing a sync
     store is :meth:`begin_close` (new calls from other threads are refused),
     :meth:`drain` (the calls in flight finish; see there), the store's own close, then
     :meth:`stop`. A portal in a process forked from the one that made it refuses every
-    call (its thread exists only in the parent). A portal collected without
-    :meth:`stop` closes what :meth:`on_abandon` registered, then ends its thread.
+    call (the threads running its loop exist only in the parent). A portal collected
+    without :meth:`stop` closes what :meth:`on_abandon` registered, then ends its loop
+    (:mod:`.portal_ends`).
     """
 
+    _closed_message = "the sync facade has been closed"
+
     def __init__(self, name: str = "statekeeper-portal") -> None:
-        self._loop = asyncio.new_event_loop()
-        self._pid = os.getpid()
+        self._remains = remains = Remains()  # (before the thread is made: see _thread_target)
+        super().__init__(name, instead="SyncStateStore")
+        remains.loop = self._loop
+        self._pid = remains.pid
         self._lock = threading.Lock()
+        #: notified when a call ends (``drain``, ``stop`` and an interrupt wait on it)
+        self._call_ended = threading.Condition(self._lock)
         self._calls: set[_Call] = set()
         self._closing = False  # calls from threads other than the closer's are refused
         self._closer: int | None = None  # the closing thread's ident
         self._stopped = False
         self._done = threading.Event()  # stop() has finished
-        self._closers: list[Callable[[], Coroutine[Any, Any, object]]] = []
-        self._thread = threading.Thread(
-            target=_run_loop, args=(self._loop,), name=name, daemon=True
-        )
-        self._thread.start()
-        self._finalizer = weakref.finalize(self, _abandon, self._loop, self._pid, self._closers)
+        self._finalizer = weakref.finalize(self, abandon, remains, self._thread, self._kick)
         self._finalizer.atexit = False  # (at exit, sync_exit flushes the stores still open)
+
+    def _thread_target(self) -> Callable[[], None]:
+        return functools.partial(weak_background, weakref.ref(self), self._kick, self._remains)
+
+    def _wait(self) -> float:
+        """As the saver's loop, and no later than the loop's next timer: the store sets
+        its own (a write-behind flush, ``settle_after``), which the saver's loop would
+        run up to a second late."""
+        wait = super()._wait()
+        scheduled: list[Any] | None = getattr(self._loop, "_scheduled", None)
+        if scheduled:
+            with contextlib.suppress(IndexError):  # (emptied meanwhile)
+                wait = min(wait, max(scheduled[0].when() - self._loop.time(), 0.0))
+        return wait
+
+    def _reentered(self) -> BaseException:
+        return _on_own_loop("a blocking call of a sync store")
 
     @property
     def forked(self) -> bool:
@@ -228,119 +196,124 @@ class Portal:
     def running(self) -> bool:
         """True until a close begins (:meth:`begin_close`) or :meth:`stop`; False in a
         forked child."""
-        return (
-            not self.forked
-            and not self._closing
-            and self._thread.is_alive()
-            and not self._loop.is_closed()
-        )
+        return not self._closing and super().running
 
     def on_abandon(self, closer: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Run ``closer()`` on the loop if this portal is collected without :meth:`stop`
         (``closer`` must not hold what holds the portal)."""
-        self._closers.append(closer)
+        self._remains.closers.append(closer)
 
-    def call(self, coro: Coroutine[Any, Any, T], *, interruptible: bool = False) -> T:
-        """Run ``coro`` on the portal's loop and block until it returns (or raises).
+    def _register(self, interruptible: bool) -> _Call:
+        """A call of this thread, registered; or raise why not."""
+        if self._closed:  # (before the lock: in a fork, another thread may have held it)
+            raise self._refusal()
+        call = _Call(threading.get_ident(), interruptible)
+        with self._lock:
+            if self._closing and (self._stopped or call.thread != self._closer):
+                raise self._refusal()
+            self._calls.add(call)
+        return call
+
+    def _end(self, call: _Call) -> None:
+        with self._lock:
+            call.ended = True
+            self._calls.discard(call)
+            self._call_ended.notify_all()  # (nobody waiting: a look at an empty list)
+
+    def _wait_ended(self, calls: list[_Call], recancel: bool = False) -> None:
+        with self._lock:
+            while any(not call.ended for call in calls):
+                if not self._call_ended.wait(_RECANCEL if recancel else None) and recancel:
+                    with contextlib.suppress(RuntimeError):  # (its loop is closed already)
+                        self._loop.call_soon_threadsafe(_cancel_all, self._loop)
+                    self._kick.set()
+
+    def _refusal(self) -> BaseException:
+        if self.forked:  # (its message names the fork: forks.watch)
+            return super()._refusal()
+        return StoreClosed(self._closed_message)
+
+    def call(
+        self, coro: Coroutine[Any, Any, T], *, interruptible: bool = False, bare: bool = False
+    ) -> T:
+        """Run ``coro`` on the loop and block until it returns (or raises): on this
+        thread when nobody else runs the loop (see :meth:`SharedLoop.call`).
 
         ``interruptible``: a wait that may not end by itself (a live subscription's
         next event): closing the portal cancels it instead of waiting for it. An
-        interrupt here (``KeyboardInterrupt``) cancels the coroutine on the loop,
-        waits for it to end, and is raised."""
-        call = _Call(coro, interruptible, None)
-        try:  # (from before it is registered: an interrupt anywhere cancels it)
-            self._register(call)
-            call.ended.wait()
+        interrupt here (``KeyboardInterrupt``) cancels the coroutine, lets it end, and
+        is raised."""
+        try:
+            call = self._register(interruptible)
         except BaseException:
-            self._interrupt(call)
+            coro.close()
             raise
-        return cast("T", self._outcome(call))
+        inner = coro
+        try:
+            if interruptible:
+                coro = _cancellable(call, coro)
+            return super().call(coro, bare=bare)
+        except (asyncio.CancelledError, concurrent.futures.CancelledError):
+            raise StoreClosed(_STOPPED_UNDER) from None
+        finally:
+            if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
+                inner.close()  # (its wrapper never ran)
+            self._end(call)
 
     def serve(self, make: Callable[[Handoff], Coroutine[Any, Any, T]]) -> T:
-        """Run ``make(handoff)`` on the portal's loop, like :meth:`call`, and meanwhile
-        run here, in the calling thread, every function it hands over with
-        ``await handoff.run(fn, ...)``. An exception of such a function is raised in
-        the coroutine (where the async core handles it as its own); an interrupt
-        (``KeyboardInterrupt``) cancels the coroutine and is raised here. If the portal
-        stops while such a function runs, its result is dropped (nothing records it)
-        and :class:`StoreClosed` is raised once it returns."""
+        """Run ``make(handoff)`` on the loop, like :meth:`call`, and meanwhile run here,
+        in the calling thread, every function it hands over with ``await
+        handoff.run(fn, ...)``: the loop is run by its background thread meanwhile (a
+        lease's heartbeat goes on while the function blocks). An exception of such a
+        function is raised in the coroutine (where the async core handles it as its
+        own); an interrupt (``KeyboardInterrupt``) cancels the coroutine and is raised
+        here. If the portal stops while such a function runs, its result is dropped
+        (nothing records it) and :class:`StoreClosed` is raised once it returns."""
+        if self._driver == threading.get_ident():
+            raise self._reentered()
+        call = self._register(False)
         handoff = Handoff(self._loop)
-        call = _Call(make(handoff), False, lambda: handoff.inbox.put(None))
+        future: concurrent.futures.Future[T] | None = None
         try:
-            self._register(call)
+            future = self._handed(_cancellable(call, make(handoff)))
+            future.add_done_callback(lambda _: self._end(call))
+            future.add_done_callback(lambda _: handoff.inbox.put(None))
             while (item := handoff.inbox.get()) is not None:
-                fn, args, kwargs, future = item
-                if future.done():  # its call was cancelled meanwhile: not run
+                fn, args, kwargs, settled = item
+                if settled.done():  # its call was cancelled meanwhile: not run
                     continue
                 try:
                     result = fn(*args, **kwargs)
                 except Exception as exc:
-                    self._hand_back(future, None, exc)
+                    self._hand_back(settled, None, exc)
                 else:
-                    self._hand_back(future, result, None)
-            call.ended.wait()
+                    self._hand_back(settled, result, None)
         except BaseException:
-            self._interrupt(call)
+            if future is None:
+                self._end(call)
+            self._cancel(call)
+            self._wait_ended([call])
             self._call_soon(handoff.leave)
             raise
-        return cast("T", self._outcome(call))
+        try:
+            return future.result()
+        except (asyncio.CancelledError, concurrent.futures.CancelledError):
+            raise StoreClosed(_STOPPED_UNDER) from None
 
     def _call_soon(self, fn: Callable[[], object]) -> None:
-        """Run ``fn()`` on the loop, unless the portal has stopped."""
+        """Run ``fn()`` on the loop soon, unless the portal has stopped."""
         with self._lock:
             if not self._stopped:
                 with contextlib.suppress(RuntimeError):  # (its loop is closed already)
                     self._loop.call_soon_threadsafe(fn)
-
-    def _refusal(self) -> StoreClosed:
-        if self.forked:
-            return StoreClosed(
-                f"this sync store was opened in process {self._pid}, and this process "
-                f"({os.getpid()}) is a fork of it: its event loop runs only in the parent. "
-                "Open a new SyncStateStore in this process"
-            )
-        return StoreClosed("the sync facade has been closed")
-
-    def _register(self, call: _Call) -> None:
-        """Have ``call`` start on the loop, or raise why not (its coroutine closed)."""
-        if self.forked:  # (before the lock: another thread may have held it at the fork)
-            raise self._refusal()
-        if threading.current_thread() is self._thread:
-            raise _on_own_loop("a blocking call of a sync store")
-        with self._lock:
-            if (
-                self._stopped
-                or (self._closing and call.thread != self._closer)
-                or not self._thread.is_alive()
-            ):
-                raise self._refusal()
-            self._calls.add(call)
-            # (scheduled under the lock: before stop()'s loop.stop, so it starts)
-            self._loop.call_soon_threadsafe(self._start, call)
-
-    def _start(self, call: _Call) -> None:
-        """Start ``call``'s task (on the loop; a second time, nothing)."""
-        coro, call.coro = call.coro, None
-        if coro is None:
-            return
-        if call.cancelled:
-            coro.close()
-            call.end(None, asyncio.CancelledError())
-            return
-        call.task = self._loop.create_task(coro)
-        call.task.add_done_callback(call.settle)
-
-    def _cancel_on_loop(self, call: _Call) -> None:
-        if call.task is not None:
-            call.task.cancel()
-        else:
-            call.cancelled = True
+        self._kick.set()  # (the background thread runs it, should no call run the loop)
 
     def _cancel(self, call: _Call) -> None:
-        with self._lock:
-            if call.ended.is_set() or self._stopped:  # (stop() ends every call)
-                return
-            self._loop.call_soon_threadsafe(self._cancel_on_loop, call)
+        """Cancel ``call`` (an interruptible or served one: it knows its task)."""
+        call.cancelled = True
+        task = call.task
+        if task is not None:
+            self._call_soon(task.cancel)
 
     def _hand_back(
         self, future: asyncio.Future[Any], result: Any, error: BaseException | None
@@ -350,34 +323,6 @@ class Portal:
                 return
             self._loop.call_soon_threadsafe(_settle, future, result, error)
 
-    def _interrupt(self, call: _Call) -> None:
-        """The calling thread was interrupted (or the call refused): cancel the call and
-        wait for its end (the store is then as if it never ran, or ran whole)."""
-        with self._lock:
-            if call not in self._calls:  # never registered: it never reached the loop
-                if call.coro is not None:
-                    call.coro.close()
-                return
-            if not call.ended.is_set() and not self._stopped:  # (stop() ends every call)
-                self._loop.call_soon_threadsafe(self._cancel_on_loop, call)
-                # (and started, if the interrupt came before its start was scheduled)
-                self._loop.call_soon_threadsafe(self._start, call)
-        call.ended.wait()
-        self._forget(call)
-
-    def _forget(self, call: _Call) -> None:
-        with self._lock:
-            self._calls.discard(call)
-
-    def _outcome(self, call: _Call) -> Any:
-        self._forget(call)
-        error = call.error
-        if isinstance(error, asyncio.CancelledError):
-            raise StoreClosed("the sync facade was closed while this call ran") from None
-        if error is not None:
-            raise error
-        return call.result
-
     # -- closing -------------------------------------------------------------------------
 
     def begin_close(self) -> bool:
@@ -385,7 +330,7 @@ class Portal:
         begins the close (False: it has begun, or this is a forked child)."""
         if self.forked:
             return False
-        if threading.current_thread() is self._thread:
+        if self._driver == threading.get_ident():
             raise _on_own_loop("closing a sync store")
         with self._lock:
             if self._closing or self._stopped:
@@ -402,27 +347,26 @@ class Portal:
         which are cancelled: their callers get :class:`StoreClosed`."""
         me = threading.get_ident()
         with self._lock:
-            calls = [call for call in self._calls if not call.ended.is_set()]
+            calls = [call for call in self._calls if not call.ended]
         for call in calls:
             if call.interruptible or call.thread == me:
                 self._cancel(call)
-        for call in calls:
-            call.ended.wait()
+        self._wait_ended(calls)
 
     def wait_stopped(self) -> None:
         """Wait for a close another thread began (not when this thread has a call in
         flight: that close may be waiting for it)."""
-        if self.forked or threading.current_thread() is self._thread:
-            return
         me = threading.get_ident()
+        if self.forked or self._driver == me:
+            return
         with self._lock:
-            mine = any(c.thread == me and not c.ended.is_set() for c in self._calls)
+            mine = any(c.thread == me and not c.ended for c in self._calls)
         if not mine:
             self._done.wait()
 
     def stop(self) -> None:
-        """Stop the loop and join its thread; a call still in flight is cancelled and its
-        caller gets :class:`StoreClosed`. Idempotent."""
+        """Stop the loop (and its background thread); a call still in flight is
+        cancelled and its caller gets :class:`StoreClosed`. Idempotent."""
         self._finalizer.detach()
         if self.forked:  # nothing of the parent's is touched from here
             self._stopped = self._closing = True
@@ -432,31 +376,45 @@ class Portal:
                 stopping = False
             else:
                 stopping = self._stopped = self._closing = True
-                with contextlib.suppress(RuntimeError):  # (its loop is closed already)
-                    self._loop.call_soon_threadsafe(self._loop.stop)
+                me = threading.get_ident()
+                rest = [call for call in self._calls if call.thread != me]
         if not stopping:
             self.wait_stopped()
             return
         try:
-            if threading.current_thread() is not self._thread:
-                self._thread.join()
+            if rest:  # (stopped under calls: they are cancelled, and end)
+                with contextlib.suppress(RuntimeError):  # (its loop is closed already)
+                    self._loop.call_soon_threadsafe(_cancel_all, self._loop)
+                self._kick.set()
+                self._wait_ended(rest, recancel=True)
+            super().stop()
         finally:
-            with self._lock:
-                rest = list(self._calls)
-            for call in rest:  # (the loop is gone: whatever did not end, ends here)
-                if call.coro is not None:
-                    call.coro.close()
-                call.end(None, asyncio.CancelledError())
             self._done.set()
+
+    def _last_rites(self) -> None:
+        """Whatever is left on the loop (the store closed its own tasks: a portal
+        stopped under calls, a store that failed to close) is cancelled and run to its
+        end (on a thread of its own when this one runs another loop: it cannot run
+        this one)."""
+        if asyncio._get_running_loop() is not None:
+            ender = threading.Thread(target=self._last_rites, name=self._thread.name)
+            ender.start()
+            ender.join()
+            return
+        if self._take():
+            try:
+                end_tasks(self._loop)
+            finally:
+                self._driver = None
 
     # -- sync faces of async constructs -------------------------------------------------
 
     @contextlib.contextmanager
     def enter(self, manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
         """Drive an async context manager from sync code: its ``__aenter__`` and
-        ``__aexit__`` run on the portal's loop, the ``with`` block in this thread.
-        The block's own exception wins over a :class:`StoreClosed` of the exit (the
-        store was closed under the block)."""
+        ``__aexit__`` run on the loop, the ``with`` block in this thread. The block's
+        own exception wins over a :class:`StoreClosed` of the exit (the store was
+        closed under the block)."""
         value = self.call(manager.__aenter__())
         try:
             yield value
@@ -471,28 +429,15 @@ class Portal:
             self.call(manager.__aexit__(None, None, None))
 
     def iterate(self, agen: AsyncIterator[T], *, interruptible: bool = False) -> Iterator[T]:
-        """Drive an async iterator from sync code, one item per round trip
+        """Drive an async iterator from sync code, one item per call
         (``interruptible``: see :meth:`call`)."""
         return iterate_with(functools.partial(self.call, interruptible=interruptible), agen)
 
 
-async def next_item(agen: AsyncIterator[T]) -> tuple[bool, T | None]:
-    """One step of ``agen``, to run on its own loop: ``(True, item)``, or
-    ``(False, None)`` once it is exhausted."""
-    try:
-        return True, await agen.__anext__()
-    except StopAsyncIteration:
-        return False, None
-
-
-def iterate_with(
-    call: Callable[[Coroutine[Any, Any, tuple[bool, Any]]], tuple[bool, Any]],
-    agen: AsyncIterator[T],
-) -> Iterator[T]:
-    """Drive ``agen`` from sync code through ``call`` (a portal's or a shared loop's
-    ``call``), one item per call; the async iterator never leaves its loop."""
-    while True:
-        more, item = call(next_item(agen))
-        if not more:
-            return
-        yield item
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    """(On the loop.) Cancel every task on it (the portal stops under calls) but the
+    background thread's pass (:meth:`SharedLoop._settle`), which ends by itself."""
+    settle = SharedLoop._settle.__code__
+    for task in asyncio.all_tasks(loop):
+        if getattr(task.get_coro(), "cr_code", None) is not settle:
+            task.cancel()

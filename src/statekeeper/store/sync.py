@@ -1,7 +1,7 @@
 """Blocking facades over :class:`StateStore` and :class:`DurableAgent`.
 
-Each method hands the *same* coroutine the async API runs to a :class:`Portal` (a
-private event loop on a background thread) and waits for it: the logic exists once.
+Each method runs the *same* coroutine the async API runs through a :class:`Portal` (an
+event loop run on the calling thread, no thread hop: issue 11): the logic exists once.
 Use these from scripts, notebooks or threaded servers; inside ``async`` code use the
 async classes directly.
 """

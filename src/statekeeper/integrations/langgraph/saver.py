@@ -23,8 +23,8 @@ each, every one built on the ones before it:
 - :mod:`.pruning`: ``copy_thread``, ``prune``, retention, ``delete_for_runs``;
 - :mod:`.faults`: the errors fork protection raises.
 
-The other seams are modules too: the event loop (:mod:`.loop`, its steps
-:mod:`.steps`), value packing
+The other seams are modules too: the event loop (:mod:`.loop`; the shared one in
+:mod:`statekeeper.store.shared_loop`), value packing
 (:mod:`.serde`), the storage layout (:mod:`.mapping`), run detection (:mod:`.runs`),
 import/export (:mod:`.migrate`), the peers (:mod:`.peers`).
 """

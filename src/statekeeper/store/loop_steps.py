@@ -1,4 +1,4 @@
-"""How :class:`.loop.SharedLoop` steps its loop on a calling thread: rounds of what is
+"""How :class:`.shared_loop.SharedLoop` steps its loop on a calling thread: rounds of what is
 ready (no poll for I/O), the rest of a coroutine sent into bare handed to a task
 (:class:`Rest`), the end of a call interrupted mid-step; and whether tasks left on the
 loop need it run (:func:`working`)."""
@@ -9,13 +9,13 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from ...security.highwater import WAITING as WITNESS_WAITING
-from ...store.durability import GUARD
+from ..security.highwater import WAITING as WITNESS_WAITING
+from .durability import GUARD
 from .interrupts import Sigint
 
 __all__ = ["Rest", "end_interrupted", "nothing", "run_ready", "run_rounds", "working"]
 
-#: how many rounds of what is ready on the loop :meth:`.loop.SharedLoop._step` runs before it
+#: how many rounds of what is ready on the loop :meth:`.shared_loop.SharedLoop._step` runs before it
 #: leaves a call not done yet to ``run_until_complete``
 _STEPS = 4
 
@@ -64,7 +64,7 @@ def run_rounds(ready: Any, task: asyncio.Task[Any], sigint: Sigint | None) -> No
 
 
 class Rest:
-    """The rest of a coroutine sent into bare (:meth:`.loop.SharedLoop._step`), which yielded
+    """The rest of a coroutine sent into bare (:meth:`.shared_loop.SharedLoop._step`), which yielded
     ``first`` at its first wait: the coroutine of the task that runs it from there.
     The task's first step gets ``first`` (and waits for it, as it would have had it run
     the coroutine from its start); every later step goes to the coroutine as it is. A
