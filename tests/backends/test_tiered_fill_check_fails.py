@@ -29,7 +29,9 @@ from .test_tiered_fill_rewrite_race import _agent, stores
 __all__ = ["stores"]
 
 
-async def _fill_checked(filler: TieredBackend, rewriter: TieredBackend, *, cancel: bool) -> None:
+async def _fill_checked(
+    filler: TieredBackend, rewriter: TieredBackend, patch: pytest.MonkeyPatch, *, cancel: bool
+) -> None:
     """``filler`` reads "a" (a miss: its hot copy filled), held after the fill's read of
     the stream until ``rewriter`` rewrote event 1; the fill's check then fails at its
     read of the stream (a ``BackendError``), or is cancelled there."""
@@ -54,7 +56,7 @@ async def _fill_checked(filler: TieredBackend, rewriter: TieredBackend, *, cance
             await rewritten.wait()
         return answer
 
-    setattr(filler.durable, "read", read)
+    patch.setattr(filler.durable, "read", read)
     filling = asyncio.create_task(filler.read("a"))
     await copied.wait()
     await rewriter.rewrite(RewriteRequest("a", head, tag, (new,)))
@@ -67,15 +69,15 @@ async def _fill_checked(filler: TieredBackend, rewriter: TieredBackend, *, cance
     else:
         with pytest.raises(BackendError, match="injected"):
             await filling
-    setattr(filler.durable, "read", real)
+    patch.undo()
 
 
 @pytest.mark.parametrize("cancel", [False, True], ids=["failed", "cancelled"])
 async def test_a_fill_whose_check_did_not_finish_leaves_no_copy_served(
-    stores: list[TieredBackend], cancel: bool
+    stores: list[TieredBackend], cancel: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     filler, rewriter, reader = stores
-    await _fill_checked(filler, rewriter, cancel=cancel)
+    await _fill_checked(filler, rewriter, monkeypatch, cancel=cancel)
     stored = await reader.durable.read("a")
     assert stored[0].payload == b"rekeyed"
     assert await reader.read("a") == stored  # was: the old payload of event 1
