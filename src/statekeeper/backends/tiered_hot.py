@@ -210,7 +210,12 @@ class TieredHot(TieredPart):
             # a migration: head, tag and base kept, the bytes new) after the copy's read
             # and before its write — that change's own drops then came before the copy.
             # Was: head, tag and base alone, a rewrite's old bytes kept and served
-            if not await self._still_copied(agent_id, head, tag, result):
+            try:
+                same = await self._still_copied(agent_id, head, tag, result)
+            except BaseException:  # (unchecked: dropped. Was: kept when the check
+                await self._drop_hot(agent_id)  # failed or its read was cancelled)
+                raise
+            if not same:
                 await self._drop_hot(agent_id)
                 return
             self.stats["fills"] += 1

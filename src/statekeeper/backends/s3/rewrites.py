@@ -20,7 +20,7 @@ from .pruned_snapshots import drop_pruned_snapshots
 __all__ = ["S3Rewrites"]
 
 
-def _part_made(exc: ConflictError) -> ConflictError:
+def _part_made(exc: ConflictError) -> None:
     """A conflict (a commit changed under the rewrite: a 412, or its claim taken over)
     after some of its writes landed: records of the agent are rewritten and others
     not, so the rewrite may partly stand. Still a ``ConflictError`` (its callers
@@ -28,15 +28,24 @@ def _part_made(exc: ConflictError) -> ConflictError:
     ``maybe_applied`` and saying so, as :mod:`.landed` does of a ``ClientError``
     part-way (``rewrite_many``'s default raises it as a ``BackendError`` then, not a
     False). Was: "nothing was written", and retention, rekey and migrate counted a
-    change that partly stands as not made."""
-    told = ConflictError(exc.agent_id, exc.expected_seq, exc.current_seq)
-    told.args = (
-        f"{exc} (part-way: some records of the rewrite were written before it — they"
+    change that partly stands as not made. ``exc`` itself, told so: its type and
+    fields kept (a take-over's :class:`~statekeeper.errors.StreamClaimed`, its claim's
+    age and the timeout: what a rekey gives up with — was: made again as a plain
+    ``ConflictError``), its "nothing changed" dropped."""
+    said = str(exc)
+    for nothing in _NOTHING:
+        said = said.replace(nothing, "")
+    exc.args = (
+        f"{said} (part-way: some records of the rewrite were written before it — they"
         " stand, each valid — and others not; run it again on the stream as it is now"
         " to finish it)",
     )
-    told.maybe_applied = True  # type: ignore[attr-defined]
-    return told
+    exc.maybe_applied = True  # type: ignore[attr-defined]
+
+
+#: what a conflict's message says of a write refused whole (:mod:`statekeeper.errors`),
+#: not said of one refused part-way
+_NOTHING = ("nothing changed — ", "nothing was written; ")
 
 
 class S3Rewrites(S3Engine):
@@ -66,7 +75,7 @@ class S3Rewrites(S3Engine):
                     )
             except ConflictError as exc:
                 if self._landed.writes() > claimed:
-                    raise _part_made(exc) from exc
+                    _part_made(exc)  # (itself, told so: raised on)
                 raise
             drop_pruned_snapshots(self, request)  # (a prune under it: see there)
         except BaseException:
