@@ -206,11 +206,8 @@ class _SaverClaims(_SaverCommits):
         # nothing, and only blocks the run's caller (a failed try can take a backend's
         # whole retry budget: 8 of them blocked ``invoke`` for minutes)
         lapses = self._clock() + self.run_lease
-        failed: Exception | None = None
         for attempt in range(_RELEASE_TRIES):
-            if failed is not None:
-                if self._clock() >= lapses:
-                    raise failed
+            if attempt:
                 # (imported here: only a release that failed pauses)
                 from ...schema.report import pause
 
@@ -221,9 +218,8 @@ class _SaverClaims(_SaverCommits):
                 await self._release_once(run, read=attempt > 0)
                 return
             except Exception as exc:
-                if attempt + 1 == _RELEASE_TRIES or not _transient(exc):
+                if attempt + 1 == _RELEASE_TRIES or not _transient(exc) or self._clock() >= lapses:
                     raise
-                failed = exc
                 self._forget(run.thread_id)
                 _log.info(
                     "releasing thread %r failed (tried again): %s: %s",
