@@ -58,7 +58,7 @@ async def test_a_thread_made_again_counts_from_zero(url: str, mode: str, how: st
             views.append(weakref.ref(view))
             hand(view)
 
-        saver._hand_count = handed  # type: ignore[method-assign]
+        saver._hand_count = handed  # type: ignore[method-assign, assignment]
         # the first life of the thread: large values, its last write answered
         # "duplicate" (its count handed on to the thread's next view)
         await _put_all(saver, again, _checkpoints(400), {PUTS - 1}, mode)
