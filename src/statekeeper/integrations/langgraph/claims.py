@@ -189,8 +189,11 @@ class _SaverClaims(_SaverCommits):
         The release's own write failing (a lost connection) or losing its reply is
         tried again, up to ``_RELEASE_TRIES`` times with the backoff of ``migrate`` /
         ``rollback`` between tries, each on a read of the thread (a lost reply that
-        landed: the claim is gone, nothing is written). Before, the first failure
-        gave up: the claim refused other processes the thread until ``run_lease``."""
+        landed: the claim is gone, nothing is written), and none once ``run_lease``
+        has passed since the release began (the claim has lapsed: the run's caller,
+        which the release blocks, waits at most that and one try). Before, the first
+        failure gave up: the claim refused other processes the thread until
+        ``run_lease``."""
         self._runs.pop(run.key, None)
         run.ended = True
         self._ended[run.token] = None
@@ -199,6 +202,10 @@ class _SaverClaims(_SaverCommits):
         if run.released or not (run.claimed or run.unsure):
             return
         run.released = True
+        # the claim lapses by then (the run renews it no more): a try after that frees
+        # nothing, and only blocks the run's caller (a failed try can take a backend's
+        # whole retry budget: 8 of them blocked ``invoke`` for minutes)
+        lapses = self._clock() + self.run_lease
         for attempt in range(_RELEASE_TRIES):
             if attempt:
                 # (imported here: only a release that failed pauses)
@@ -211,7 +218,7 @@ class _SaverClaims(_SaverCommits):
                 await self._release_once(run, read=attempt > 0)
                 return
             except Exception as exc:
-                if attempt + 1 == _RELEASE_TRIES or not _transient(exc):
+                if attempt + 1 == _RELEASE_TRIES or not _transient(exc) or self._clock() >= lapses:
                     raise
                 self._forget(run.thread_id)
                 _log.info(

@@ -524,6 +524,7 @@ class _SaverCommits(_SaverStreams):
         """Append the plans of ``batch`` as one event; settle each plan's future."""
         live = [p for p in batch if not p.future.done()]
         appended: _Stream | None = None
+        dropped: _Stream | None = None  # (a view a "duplicate" answer dropped)
         doc: dict[str, Any] | None = None  # (the document the batch leaves)
         for _ in range(self.max_retries):
             if not live:
@@ -552,8 +553,10 @@ class _SaverCommits(_SaverStreams):
                 if committed:
                     self._wrote(st)
                     appended = st
-                else:  # (a duplicate: its count went on to the thread's next view)
-                    appended = self._streams.get(thread_id) or self._counts.get(thread_id)
+                else:  # (a duplicate: its count goes on to the thread's next view)
+                    appended = self._streams.get(thread_id)
+                    if appended is None:
+                        appended = dropped = st
                 break
             except (ConflictError, AgentNotFound):
                 # the document was stale (another writer, or the thread deleted or
@@ -586,3 +589,5 @@ class _SaverCommits(_SaverStreams):
         # is taken) can no longer fail, requeue or repeat any of these writes
         if appended is not None:
             await self._snapshot_if_due(appended)
+            if dropped is not None and thread_id not in self._streams:
+                self._hand_count(dropped)  # (its count as the check left it)

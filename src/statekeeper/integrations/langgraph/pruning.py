@@ -254,7 +254,7 @@ class _SaverPruning(_SaverWrites):
         another process (before, every generation listed was deleted whatever it held:
         a thread made again meanwhile lost its acknowledged checkpoints)."""
         store = self.store
-        self._forget(st.thread_id)
+        self._deleted(st.thread_id)
         older = [
             (agent, await head_identity(store, agent))
             for agent in await self._generations(st.thread_id)
@@ -274,7 +274,7 @@ class _SaverPruning(_SaverWrites):
                     await store.delete(agent)
         # again: a read whose load began after the drop above (while the generations
         # were listed and read) cached the thread as it was
-        self._forget(st.thread_id)
+        self._deleted(st.thread_id)
         return True
 
     async def _adopt_generation(self, old_agent: str) -> None:

@@ -30,7 +30,7 @@ from ...store.sync_exit import close_at_exit
 from . import runs
 from .loop import BoundLoop, SharedLoop
 from .serde import ValueCodec, safe_serializer
-from .stream import Loading, _Pending, _Stream
+from .stream import Loading, _Count, _Pending, _Stream
 
 #: the saver's loop (a name kept for the inspector, which runs a saver on its own loop)
 _SaverPortal = SharedLoop
@@ -153,7 +153,7 @@ class _SaverState(BaseCheckpointSaver[int]):
         self._built: OrderedDict[int, _Stream] = OrderedDict()  # (id(view): view)
         #: per thread: the view a write answered "duplicate" dropped, whose snapshot
         #: count its next view takes on (see ``_SaverStreams._carry_count``; bounded)
-        self._counts: dict[str, _Stream] = {}
+        self._counts: dict[str, _Count] = {}
         #: the saver's own loop (sync use) is closed at exit if the application does not
         #: close the saver (a bound loop is the application's: its own to end)
         self._at_exit = _close_at_exit(self) if type(self._portal) is SharedLoop else None

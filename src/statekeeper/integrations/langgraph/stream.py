@@ -81,6 +81,23 @@ class _Stream:
         return self.agent_id.rpartition("#")[2]
 
 
+@dataclass(eq=False, slots=True)
+class _Count:
+    """The snapshot count of a thread's view that a write answered "duplicate"
+    dropped, for the thread's next view (see ``_SaverStreams._carry_count``): the
+    counts only, not the view (its document and message caches, which stayed in
+    memory for every thread handed one until its id was written again)."""
+
+    agent_id: str
+    #: the dropped view's seq: the landed event is after it (a view at or below it is
+    #: of another stream: the thread deleted and made again)
+    seq: int
+    snap_bytes: int
+    bytes_since: int
+    snap_retry: int
+    ratios: dict[str, builtins.list[Any]]
+
+
 Plan = Callable[[_Stream], tuple[str, "builtins.list[Op]", str | None] | None]
 
 

@@ -19,7 +19,7 @@ from ...store.writes import SEEN, Seen
 from . import mapping as m
 from .serde import ValueCodec
 from .state import _SaverState
-from .stream import Loading, _heads, _Stream
+from .stream import Loading, _Count, _heads, _Stream
 
 if TYPE_CHECKING:
     from ...store.store import StateStore
@@ -52,7 +52,14 @@ class _SaverStreams(_SaverState):
         :meth:`_carry_count`); a bounded number of threads (not all are written again)."""
         counts = self._counts
         counts.pop(dropped.thread_id, None)
-        counts[dropped.thread_id] = dropped
+        counts[dropped.thread_id] = _Count(
+            dropped.agent_id,
+            dropped.seq,
+            dropped.snap_bytes,
+            dropped.bytes_since,
+            dropped.snap_retry,
+            dropped.ratios,
+        )
         if len(counts) > max(self.cache_size, 1):
             del counts[next(iter(counts))]
 
@@ -60,9 +67,10 @@ class _SaverStreams(_SaverState):
         """Give ``st``, a new view of its thread, the snapshot count of the view a
         write answered "duplicate" dropped (see ``_SaverCommits._append``): the bytes
         appended since the thread's last snapshot, which a view read from storage does
-        not know (it counts from zero)."""
+        not know (it counts from zero). Not to a view of another stream under the
+        same id (the thread deleted and made again: at or below the dropped seq)."""
         dropped = self._counts.pop(st.thread_id, None)
-        if dropped is None or dropped is st or dropped.agent_id != st.agent_id:
+        if dropped is None or dropped.agent_id != st.agent_id or st.seq <= dropped.seq:
             return
         if st.bytes_since == 0 and st.snap_retry == 0:
             st.bytes_since = dropped.bytes_since
@@ -70,6 +78,12 @@ class _SaverStreams(_SaverState):
             st.snap_bytes = st.snap_bytes or dropped.snap_bytes
             for kind, ratio in dropped.ratios.items():
                 st.ratios.setdefault(kind, ratio)
+
+    def _deleted(self, thread_id: str) -> None:
+        """The thread is being deleted: no view of it, nor a count for the next (a
+        thread made again under its id is another stream, counted from zero)."""
+        self._forget(thread_id)
+        self._counts.pop(thread_id, None)
 
     def _forget(self, thread_id: str) -> None:
         self._streams.pop(thread_id, None)

@@ -512,7 +512,7 @@ class _SaverWrites(_SaverListing):
     async def _delete_thread(self, thread_id: str) -> None:
         await self._require("write", "delete", thread_id)  # also when it looks absent
         async with self._lock(thread_id):
-            self._forget(thread_id)
+            self._deleted(thread_id)
             agents = await self._generations(thread_id)
             for agent in agents[:1]:  # (another saver's thread is not this one's to delete)
                 snap = await self.store.get(agent)
@@ -528,4 +528,4 @@ class _SaverWrites(_SaverListing):
             finally:
                 # again: a read whose load began after the drop above (the generations
                 # listed, the holds looked at meanwhile) cached the thread as it was
-                self._forget(thread_id)
+                self._deleted(thread_id)
