@@ -140,10 +140,16 @@ class Prefetch:
                 self._over = True
                 self._moved.notify_all()
                 return
-            self._thread = threading.Thread(
+            thread = threading.Thread(
                 target=self._run, args=(self._fd, size), name="statekeeper-prefetch", daemon=True
             )
-            self._thread.start()
+            try:
+                thread.start()
+            except RuntimeError:  # (no thread to be had: read as without a read-ahead)
+                self._over = True
+                self._moved.notify_all()
+                return
+            self._thread = thread
 
     @property
     def started(self) -> bool:
@@ -156,12 +162,13 @@ class Prefetch:
             self._moved.wait_for(lambda: self._over or self._done >= min(upto, self.size))
 
     def _run(self, fd: int, size: int) -> None:
-        scratch = bytearray(min(WINDOW, size))
+        scratch = memoryview(bytearray(min(WINDOW, size)))
         try:
             for at in range(0, size, WINDOW):
                 if self._stopped.is_set():
                     return
                 length = min(WINDOW, size - at)
+                # (a view of the one buffer's start: a slice of a bytearray is a copy)
                 os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
                 with self._lock:
                     self._done = at + length

@@ -1,0 +1,112 @@
+"""Faults of the store file's read-ahead of a page backup (``sqlite_prefetch``, a second
+read of the change "backupread"): a reader thread that cannot be started leaves the
+backup reading as without it (its waiters go on, the snapshot closes, its connections
+with it); the reader's memory is one buffer of at most ``WINDOW`` bytes, its last,
+shorter request too."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import tracemalloc
+import types
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
+from statekeeper.backends.sqlite.pages import open_snapshot
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "preadv") or not os.path.exists("/proc/meminfo"),
+    reason="no preadv or /proc/meminfo (Linux): nothing is read ahead",
+)
+
+
+def _store(path: Path, rows: int = 3000) -> None:
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA page_size = 1024")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE sk_events (k INTEGER PRIMARY KEY, v BLOB)")
+        conn.executemany(
+            "INSERT INTO sk_events VALUES (?, ?)", ((i, os.urandom(300)) for i in range(rows))
+        )
+        conn.commit()
+
+
+class _Unstartable(threading.Thread):
+    def start(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+
+def test_a_reader_that_cannot_start_leaves_the_backup_reading_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No thread to be had (the process at its limit): the plan reads as without a
+    read-ahead, the heads' scan does not wait, and the snapshot closes, its read
+    transactions with it (was: the plan raised, and every close raised "cannot join
+    thread before it is started" with the connections left open)."""
+    db = tmp_path / "s.db"
+    _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    fake = types.SimpleNamespace(**vars(threading))
+    fake.Thread = _Unstartable
+    monkeypatch.setattr(sqlite_prefetch, "threading", fake)
+    with closing(sqlite3.connect(db)) as writer:  # (keeps the WAL index)
+        writer.execute("INSERT INTO sk_events VALUES (-2, x'00')")
+        writer.commit()
+        snap = open_snapshot(str(db), 5.0)
+        assert snap is not None
+        try:
+            snap.plan()
+            assert not snap._prefetch.started
+            snap._prefetch.wait(snap.size)  # (returns: nothing to wait for)
+            assert sum(len(piece) for piece in snap.chunks(64 << 10)) == snap.size
+        finally:
+            snap.close()
+        with pytest.raises(sqlite3.ProgrammingError):
+            snap.conn.execute("SELECT 1")
+        # no read transaction of the snapshot left: a checkpoint empties the WAL
+        writer.execute("INSERT INTO sk_events VALUES (-1, x'00')")
+        writer.commit()
+        busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+
+
+def test_the_reader_holds_one_buffer_its_last_shorter_request_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of one and a half windows: the reader's allocations peak at one window
+    (was: its last request read into a copy of the buffer's start, a second buffer)."""
+    window = 1 << 20
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", window)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(window + window // 2))
+    fd = os.open(path, os.O_RDONLY)
+    read: list[Any] = []
+    real = os.preadv
+
+    def noted(fd: int, buffers: list[Any], offset: int) -> int:
+        read.append(offset)
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", noted)
+    try:
+        ahead = sqlite_prefetch.Prefetch(fd, window + window // 2)
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            ahead.start()
+            ahead.wait(ahead.size)
+            ahead.stop()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    finally:
+        os.close(fd)
+    assert read == [0, window]
+    assert window <= peak < window + window // 4
