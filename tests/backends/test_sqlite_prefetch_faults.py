@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 import threading
 import tracemalloc
 import types
@@ -110,3 +111,65 @@ def test_the_reader_holds_one_buffer_its_last_shorter_request_too(
         os.close(fd)
     assert read == [0, window]
     assert window <= peak < window + window // 4
+
+
+def test_without_cachestat_a_file_in_the_page_cache_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel without ``cachestat`` (before Linux 6.5, or the call refused: ENOSYS
+    here): a file whose pages are all in the page cache is still known to be, and a
+    snapshot's plan starts no reader (was: every warm backup there read the whole file
+    before its plan: 1.09x the wall of the code before, docs/benchmarks.md
+    "readbackup")."""
+    monkeypatch.setattr(sqlite_prefetch, "_CACHESTAT", -1)  # (syscall -1: ENOSYS)
+    monkeypatch.setattr(sqlite_prefetch, "_stat", [])
+    db = tmp_path / "s.db"
+    _store(db)
+    with closing(sqlite3.connect(db)) as writer:  # (keeps the WAL index)
+        writer.execute("INSERT INTO sk_events VALUES (-2, x'00')")
+        writer.commit()
+        fd = os.open(db, os.O_RDONLY)
+        try:
+            os.pread(fd, db.stat().st_size, 0)
+            assert sqlite_prefetch.cached(fd, 0, db.stat().st_size)
+        finally:
+            os.close(fd)
+        snap = open_snapshot(str(db), 5.0)
+        assert snap is not None
+        try:
+            snap.plan()
+            assert not snap._prefetch.started
+        finally:
+            snap.close()
+
+
+def test_without_cachestat_a_file_dropped_from_the_page_cache_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same kernel, the file's pages dropped (on a disk: the tests' own folder may
+    be a tmpfs): not cached, read in by the plan's reader."""
+    monkeypatch.setattr(sqlite_prefetch, "_CACHESTAT", -1)
+    monkeypatch.setattr(sqlite_prefetch, "_stat", [])
+    if not os.path.isdir("/var/tmp"):
+        pytest.skip("no /var/tmp")
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as where:
+        db = Path(where) / "s.db"
+        _store(db)
+        with closing(sqlite3.connect(db)) as writer:
+            writer.execute("INSERT INTO sk_events VALUES (-2, x'00')")
+            writer.commit()
+            fd = os.open(db, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                if sqlite_prefetch.cached(fd, 0, db.stat().st_size):
+                    pytest.skip("this file system keeps the file's pages (tmpfs?)")
+            finally:
+                os.close(fd)
+            snap = open_snapshot(str(db), 5.0)
+            assert snap is not None
+            try:
+                snap.plan()
+                assert snap._prefetch.started
+            finally:
+                snap.close()

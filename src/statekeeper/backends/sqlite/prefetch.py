@@ -22,8 +22,8 @@ page-cache hit. Read before it, even a few dozen scattered pages in the page cac
 break the kernel's read-ahead of each window they fall in into single pages: the
 100,000-agent store read in 0.20 s and 983 requests after 1,000 random pages, in
 0.09 s and 61 requests without (docs/benchmarks.md, "backupread"). A file whose
-pages are all in the page cache (``cachestat``, Linux 6.5 and later) is not read:
-nothing waits. Memory: one buffer of at most :data:`WINDOW` bytes; the file's pages
+pages are all in the page cache (``cachestat``, Linux 6.5 and later; ``mincore`` of a
+mapping touching none of them before) is not read: nothing waits. Memory: one buffer of at most :data:`WINDOW` bytes; the file's pages
 are the page cache's, as a ``cp``'s are. A file larger than half the memory the
 kernel reports available is not read ahead (it would push its own first pages out
 before the backup reads them): its readers read as before, without waiting.
@@ -69,8 +69,10 @@ def available_memory() -> int | None:
 
 
 def _cachestat() -> Callable[[int, int, int], int]:
-    """``(fd, offset, length) -> pages of it in the page cache`` (-1: unknown)."""
-    if not sys.platform.startswith("linux") or os.uname().machine.startswith("alpha"):
+    """``(fd, offset, length) -> pages of it in the page cache`` (-1: unknown): by
+    ``cachestat``, else (Linux before 6.5, or the call refused: seccomp) by
+    ``mincore`` of a mapping of the range that touches none of its pages."""
+    if not sys.platform.startswith("linux"):
         return lambda fd, offset, length: -1
     import ctypes
 
@@ -80,24 +82,51 @@ def _cachestat() -> Callable[[int, int, int], int]:
     class Stat(ctypes.Structure):
         _fields_ = [(name, ctypes.c_uint64) for name in ("cache", "dirty", "wb", "ev", "rev")]
 
-    call = ctypes.CDLL(None, use_errno=True).syscall
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = libc.syscall
     call.restype = ctypes.c_long
+    mmap, munmap, mincore = libc.mmap, libc.munmap, libc.mincore
+    mmap.restype = ctypes.c_void_p
+    mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    failed = ctypes.c_void_p(-1).value
+    alpha = os.uname().machine.startswith("alpha")  # (another number for cachestat)
+
+    def resident(fd: int, offset: int, length: int) -> int:
+        # (Linux 5.0 and later say only for a file the process owns or may write:
+        # else its pages not mapped count as not cached, and the file is read)
+        start = offset - offset % _PAGE
+        span = offset + length - start
+        addr = mmap(None, span, 1, 1, fd, start)  # PROT_READ, MAP_SHARED
+        if addr in (None, failed):
+            return -1
+        try:
+            vec = ctypes.create_string_buffer(-(-span // _PAGE))
+            if mincore(addr, span, vec):
+                return -1
+            return vec.raw.translate(_LOW_BIT).count(1)
+        finally:
+            munmap(addr, span)
 
     def stat(fd: int, offset: int, length: int) -> int:
         got = Stat()
-        if call(_CACHESTAT, fd, ctypes.byref(Range(offset, length)), ctypes.byref(got), 0):
-            return -1  # (ENOSYS before Linux 6.5)
+        if alpha or call(_CACHESTAT, fd, ctypes.byref(Range(offset, length)), ctypes.byref(got), 0):
+            return resident(fd, offset, length)  # (cachestat: ENOSYS before Linux 6.5)
         return int(got.cache)
 
     return stat
 
 
+#: a ``mincore`` byte -> whether its page is in the page cache (its lowest bit)
+_LOW_BIT = bytes(i & 1 for i in range(256))
 _stat: list[Callable[[int, int, int], int]] = []
 
 
 def cached(fd: int, offset: int, length: int) -> bool:
     """Whether every page of ``length`` bytes at ``offset`` of the file open at ``fd``
-    is in the page cache (False where the kernel cannot say). A page still being read
+    is in the page cache (False where the kernel cannot say: not Linux). A page still being read
     counts as in it: ask before reading, not while."""
     if not _stat:
         _stat.append(_cachestat())
