@@ -6,6 +6,7 @@ shorter request too."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import tempfile
@@ -18,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from statekeeper.backends.sqlite import fds as sqlite_fds
+from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
 from statekeeper.backends.sqlite.pages import open_snapshot
 
@@ -173,3 +176,62 @@ def test_without_cachestat_a_file_dropped_from_the_page_cache_is_read(
                 assert snap._prefetch.started
             finally:
                 snap.close()
+
+
+def _opened(db: Path) -> Any:
+    with closing(sqlite3.connect(db)) as writer:  # (keeps the WAL index)
+        writer.execute("INSERT OR REPLACE INTO sk_events VALUES (-2, x'00')")
+        writer.commit()
+        return open_snapshot(str(db), 5.0)
+
+
+def test_a_snapshot_that_fails_to_open_gives_its_descriptors_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-ahead's descriptor not to be had (EMFILE): the open fails with it, and
+    the descriptor of the pages' taken before is given back (was: left out for good,
+    never closed nor reused)."""
+    db = tmp_path / "s.db"
+    _store(db)
+    real = sqlite_fds.take
+    taken: list[int] = []
+
+    def take(path: str) -> int:
+        if taken:
+            raise OSError(errno.EMFILE, "Too many open files")
+        taken.append(real(path))
+        return taken[-1]
+
+    monkeypatch.setattr(sqlite_pages.sqlite_fds, "take", take)
+    with pytest.raises(OSError, match="Too many"):
+        _opened(db)
+    assert len(taken) == 1 and taken[0] not in sqlite_fds._out
+
+
+def test_no_descriptor_is_taken_for_a_read_ahead_that_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where nothing can be read ahead (no ``MemAvailable``: not Linux) the snapshot
+    takes one descriptor of the store file, not two (where the process cannot tell
+    which files its connections hold, each is closed after: a close drops every lock
+    the process holds on the file)."""
+    db = tmp_path / "s.db"
+    _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "available_memory", lambda: None)
+    real = sqlite_fds.take
+    taken: list[int] = []
+
+    def take(path: str) -> int:
+        taken.append(real(path))
+        return taken[-1]
+
+    monkeypatch.setattr(sqlite_pages.sqlite_fds, "take", take)
+    snap = _opened(db)
+    assert snap is not None
+    try:
+        snap.plan()
+        assert not snap._prefetch.started
+        assert sum(len(piece) for piece in snap.chunks(64 << 10)) == snap.size
+    finally:
+        snap.close()
+    assert len(taken) == 1

@@ -46,7 +46,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["WINDOW", "Prefetch", "available_memory", "cached"]
+__all__ = ["WINDOW", "Prefetch", "available_memory", "cached", "can_read_ahead"]
 
 #: bytes read per request (``dd bs=8M``; the kernel's read-ahead here is 8 MiB)
 WINDOW = 8 << 20
@@ -66,6 +66,12 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def can_read_ahead() -> bool:
+    """Whether :class:`Prefetch` may read here at all (``preadv``, and the memory the
+    kernel reports available: Linux): else it needs no descriptor."""
+    return hasattr(os, "preadv") and available_memory() is not None
 
 
 def _cachestat() -> Callable[[int, int, int], int]:
@@ -160,7 +166,8 @@ class Prefetch:
             memory = available_memory()
             size = self.size
             if (
-                not hasattr(os, "preadv")
+                self._fd < 0  # (no descriptor: see can_read_ahead)
+                or not hasattr(os, "preadv")
                 or size <= 0
                 or memory is None
                 or size > memory // 2
