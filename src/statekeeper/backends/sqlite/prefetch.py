@@ -23,10 +23,11 @@ break the kernel's read-ahead of each window they fall in into single pages: the
 100,000-agent store read in 0.20 s and 983 requests after 1,000 random pages, in
 0.09 s and 61 requests without (docs/benchmarks.md, "backupread"). A file whose
 pages are all in the page cache (``cachestat``, Linux 6.5 and later; ``mincore`` of a
-mapping touching none of them before) is not read: nothing waits. Memory: one buffer of at most :data:`WINDOW` bytes; the file's pages
-are the page cache's, as a ``cp``'s are. A file larger than half the memory the
-kernel reports available is not read ahead (it would push its own first pages out
-before the backup reads them): its readers read as before, without waiting.
+mapping touching none of them before) is not read: nothing waits. Memory: one buffer
+of at most :data:`WINDOW` bytes; the file's pages are the page cache's, as a ``cp``'s
+are. A file larger than half the memory the kernel reports available is not read
+ahead (it would push its own first pages out before the backup reads them): its
+readers read as before, without waiting.
 
 What the backup reads, and the snapshot it comes from, are what they were: the reader
 only brings the file's pages into the page cache; the plan, the heads and the chunks
