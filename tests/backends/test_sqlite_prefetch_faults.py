@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from statekeeper.backends.sqlite import fds as sqlite_fds
-from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
 from statekeeper.backends.sqlite.pages import open_snapshot
 
@@ -202,7 +201,7 @@ def test_a_snapshot_that_fails_to_open_gives_its_descriptors_back(
         taken.append(real(path))
         return taken[-1]
 
-    monkeypatch.setattr(sqlite_pages.sqlite_fds, "take", take)
+    monkeypatch.setattr(sqlite_fds, "take", take)
     with pytest.raises(OSError, match="Too many"):
         _opened(db)
     assert len(taken) == 1 and taken[0] not in sqlite_fds._out
@@ -225,7 +224,7 @@ def test_no_descriptor_is_taken_for_a_read_ahead_that_cannot_run(
         taken.append(real(path))
         return taken[-1]
 
-    monkeypatch.setattr(sqlite_pages.sqlite_fds, "take", take)
+    monkeypatch.setattr(sqlite_fds, "take", take)
     snap = _opened(db)
     assert snap is not None
     try:
