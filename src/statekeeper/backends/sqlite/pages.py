@@ -58,7 +58,7 @@ from .pagepass import (
     tree_outline,
     tree_pages,
 )
-from .prefetch import Prefetch
+from .prefetch import Prefetch, can_read_ahead
 
 __all__ = ["PageSnapshot", "open_snapshot"]
 
@@ -101,9 +101,6 @@ class PageSnapshot:
         self.pages = pages
         #: page number -> offset in the WAL of its latest frame of the snapshot
         self.frames = frames
-        # (given back, not closed, while other connections of this process hold it)
-        self._db = sqlite_fds.take(path)
-        self._wal = os.open(path + "-wal", os.O_RDONLY) if frames else -1
         self._plan: bytearray | None = None
         #: the unused bytes at the end of each overflow page, by page number (once
         #: ``dbstat`` read the kept trees)
@@ -115,15 +112,28 @@ class PageSnapshot:
         self._kept: list[str] = []
         #: whether ``dbstat`` read the kept trees (their overflow pages are known)
         self._read_overflow = False
-        #: the file's one reader from the disk (in order, in large requests, before
-        #: any other read of the backup's: docs/benchmarks.md, "backupread"), on its
-        #: own descriptor (``fds.take``: never closed under SQLite's locks), so its
-        #: read-ahead state is its own
-        self._ahead = sqlite_fds.take(path)
-        self._prefetch = Prefetch(self._ahead, min(pages * page_size, os.fstat(self._db).st_size))
         #: the dropped trees' leaves the plan listed without reading them (sorted):
         #: each checked to read as a leaf as its chunk is read (:meth:`_apply`)
         self._leaves: array.array[int] = array.array("I")
+        # (given back, not closed, while other connections of this process hold it;
+        # given back if what follows fails)
+        self._db = sqlite_fds.take(path)
+        self._wal = self._ahead = -1
+        try:
+            self._wal = os.open(path + "-wal", os.O_RDONLY) if frames else -1
+            #: the file's one reader from the disk (in order, in large requests, before
+            #: any other read of the backup's: docs/benchmarks.md, "backupread"), on
+            #: its own descriptor (``fds.take``: never closed under SQLite's locks), so
+            #: its read-ahead state is its own; none where no read-ahead can run
+            #: (without ``/proc/self/fd`` a descriptor taken is closed after: the
+            #: process's locks on the file dropped)
+            if can_read_ahead():
+                self._ahead = sqlite_fds.take(path)
+            size = min(pages * page_size, os.fstat(self._db).st_size)
+            self._prefetch = Prefetch(self._ahead, size)
+        except BaseException:
+            self._give_back()
+            raise
 
     @property
     def size(self) -> int:
@@ -136,8 +146,14 @@ class PageSnapshot:
             self.conn.close()
             self._stat.close()
         finally:
-            sqlite_fds.release(self._ahead)
+            self._give_back()
+
+    def _give_back(self) -> None:
+        try:
+            if self._ahead >= 0:
+                sqlite_fds.release(self._ahead)
             sqlite_fds.release(self._db)
+        finally:
             if self._wal >= 0:
                 os.close(self._wal)
 

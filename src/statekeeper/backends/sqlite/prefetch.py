@@ -22,11 +22,12 @@ page-cache hit. Read before it, even a few dozen scattered pages in the page cac
 break the kernel's read-ahead of each window they fall in into single pages: the
 100,000-agent store read in 0.20 s and 983 requests after 1,000 random pages, in
 0.09 s and 61 requests without (docs/benchmarks.md, "backupread"). A file whose
-pages are all in the page cache (``cachestat``, Linux 6.5 and later) is not read:
-nothing waits. Memory: one buffer of at most :data:`WINDOW` bytes; the file's pages
-are the page cache's, as a ``cp``'s are. A file larger than half the memory the
-kernel reports available is not read ahead (it would push its own first pages out
-before the backup reads them): its readers read as before, without waiting.
+pages are all in the page cache (``cachestat``, Linux 6.5 and later; ``mincore`` of a
+mapping touching none of them before) is not read: nothing waits. Memory: one buffer
+of at most :data:`WINDOW` bytes; the file's pages are the page cache's, as a ``cp``'s
+are. A file larger than half the memory the kernel reports available is not read
+ahead (it would push its own first pages out before the backup reads them): its
+readers read as before, without waiting.
 
 What the backup reads, and the snapshot it comes from, are what they were: the reader
 only brings the file's pages into the page cache; the plan, the heads and the chunks
@@ -46,7 +47,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["WINDOW", "Prefetch", "available_memory", "cached"]
+__all__ = ["WINDOW", "Prefetch", "available_memory", "cached", "can_read_ahead"]
 
 #: bytes read per request (``dd bs=8M``; the kernel's read-ahead here is 8 MiB)
 WINDOW = 8 << 20
@@ -68,9 +69,17 @@ def available_memory() -> int | None:
     return None
 
 
+def can_read_ahead() -> bool:
+    """Whether :class:`Prefetch` may read here at all (``preadv``, and the memory the
+    kernel reports available: Linux): else it needs no descriptor."""
+    return hasattr(os, "preadv") and available_memory() is not None
+
+
 def _cachestat() -> Callable[[int, int, int], int]:
-    """``(fd, offset, length) -> pages of it in the page cache`` (-1: unknown)."""
-    if not sys.platform.startswith("linux") or os.uname().machine.startswith("alpha"):
+    """``(fd, offset, length) -> pages of it in the page cache`` (-1: unknown): by
+    ``cachestat``, else (Linux before 6.5, or the call refused: seccomp) by
+    ``mincore`` of a mapping of the range that touches none of its pages."""
+    if not sys.platform.startswith("linux"):
         return lambda fd, offset, length: -1
     import ctypes
 
@@ -80,24 +89,51 @@ def _cachestat() -> Callable[[int, int, int], int]:
     class Stat(ctypes.Structure):
         _fields_ = [(name, ctypes.c_uint64) for name in ("cache", "dirty", "wb", "ev", "rev")]
 
-    call = ctypes.CDLL(None, use_errno=True).syscall
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = libc.syscall
     call.restype = ctypes.c_long
+    mmap, munmap, mincore = libc.mmap, libc.munmap, libc.mincore
+    mmap.restype = ctypes.c_void_p
+    mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    failed = ctypes.c_void_p(-1).value
+    alpha = os.uname().machine.startswith("alpha")  # (another number for cachestat)
+
+    def resident(fd: int, offset: int, length: int) -> int:
+        # (Linux 5.0 and later say only for a file the process owns or may write:
+        # else its pages not mapped count as not cached, and the file is read)
+        start = offset - offset % _PAGE
+        span = offset + length - start
+        addr = mmap(None, span, 1, 1, fd, start)  # PROT_READ, MAP_SHARED
+        if addr in (None, failed):
+            return -1
+        try:
+            vec = ctypes.create_string_buffer(-(-span // _PAGE))
+            if mincore(addr, span, vec):
+                return -1
+            return vec.raw.translate(_LOW_BIT).count(1)
+        finally:
+            munmap(addr, span)
 
     def stat(fd: int, offset: int, length: int) -> int:
         got = Stat()
-        if call(_CACHESTAT, fd, ctypes.byref(Range(offset, length)), ctypes.byref(got), 0):
-            return -1  # (ENOSYS before Linux 6.5)
+        if alpha or call(_CACHESTAT, fd, ctypes.byref(Range(offset, length)), ctypes.byref(got), 0):
+            return resident(fd, offset, length)  # (cachestat: ENOSYS before Linux 6.5)
         return int(got.cache)
 
     return stat
 
 
+#: a ``mincore`` byte -> whether its page is in the page cache (its lowest bit)
+_LOW_BIT = bytes(i & 1 for i in range(256))
 _stat: list[Callable[[int, int, int], int]] = []
 
 
 def cached(fd: int, offset: int, length: int) -> bool:
     """Whether every page of ``length`` bytes at ``offset`` of the file open at ``fd``
-    is in the page cache (False where the kernel cannot say). A page still being read
+    is in the page cache (False where the kernel cannot say: not Linux). A page still being read
     counts as in it: ask before reading, not while."""
     if not _stat:
         _stat.append(_cachestat())
@@ -131,7 +167,8 @@ class Prefetch:
             memory = available_memory()
             size = self.size
             if (
-                not hasattr(os, "preadv")
+                self._fd < 0  # (no descriptor: see can_read_ahead)
+                or not hasattr(os, "preadv")
                 or size <= 0
                 or memory is None
                 or size > memory // 2
@@ -140,10 +177,16 @@ class Prefetch:
                 self._over = True
                 self._moved.notify_all()
                 return
-            self._thread = threading.Thread(
+            thread = threading.Thread(
                 target=self._run, args=(self._fd, size), name="statekeeper-prefetch", daemon=True
             )
-            self._thread.start()
+            try:
+                thread.start()
+            except RuntimeError:  # (no thread to be had: read as without a read-ahead)
+                self._over = True
+                self._moved.notify_all()
+                return
+            self._thread = thread
 
     @property
     def started(self) -> bool:
@@ -156,12 +199,13 @@ class Prefetch:
             self._moved.wait_for(lambda: self._over or self._done >= min(upto, self.size))
 
     def _run(self, fd: int, size: int) -> None:
-        scratch = bytearray(min(WINDOW, size))
+        scratch = memoryview(bytearray(min(WINDOW, size)))
         try:
             for at in range(0, size, WINDOW):
                 if self._stopped.is_set():
                     return
                 length = min(WINDOW, size - at)
+                # (a view of the one buffer's start: a slice of a bytearray is a copy)
                 os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
                 with self._lock:
                     self._done = at + length
