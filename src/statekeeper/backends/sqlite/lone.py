@@ -297,39 +297,25 @@ class SQLiteLoneAppends(SQLiteEngine):
         """:data:`_APPEND_NEXT` of one event's columns, committed now
         (:meth:`_commit_statement`, :meth:`commit_keyed`): what
         :meth:`_commit_statement` returns."""
-        if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
-            return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
         agent_id, seq, event_type, timestamp, payload, checksum, head_tag, expected_tag, key = row
-        cur = self._append_cursor
-        try:
-            cur.execute(
-                _APPEND_NEXT,
-                (
-                    agent_id,
-                    seq,
-                    event_type,
-                    timestamp,
-                    _bind(payload),
-                    _bind(checksum),
-                    _bind_tag(head_tag),
-                    _bind_tag(expected_tag),
-                    key,
-                ),
-            )
-        except BaseException as exc:
-            return self._statement_failed(exc, agent_id, seq, key)
-        finally:
-            self._writer_busy.release()
-        self.append_commits += 1
-        self._wal_pages += pages * self._wal_scale
-        if self._wal_pages >= self._wal_limit:
-            self._wrote(0)
-        return AppendResult(agent_id, seq, seq)
+        params = (
+            agent_id,
+            seq,
+            event_type,
+            timestamp,
+            _bind(payload),
+            _bind(checksum),
+            _bind_tag(head_tag),
+            _bind_tag(expected_tag),
+            key,
+        )
+        return self._statement(_APPEND_NEXT, params, key, pages)
 
     def _statement(self, sql: str, params: tuple[Any, ...], key: str | None, pages: int) -> Any:
-        """:meth:`_one_row` of a statement made already (:data:`_SNAP_NEXT`'s: the
-        agent and seq its first two parameters): what :meth:`_commit_statement`
-        returns."""
+        """One append's ONE statement ``sql`` (:data:`_APPEND_NEXT`, :data:`_SAVE_NEXT`,
+        :data:`_SNAP_NEXT`; the agent and seq its first two ``params``) committed now,
+        in autocommit: what :meth:`_commit_statement` returns (``key``: the append's
+        idempotency key, read back when the statement fails on it)."""
         if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
             return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
         agent_id, seq = params[0], params[1]
