@@ -172,9 +172,11 @@ async def sk_loads(
     return {"rate": len(lat) / elapsed, "p50": percentile(lat, 50), "p99": percentile(lat, 99)}
 
 
-async def sk_write_group(url: str, wl: Workload, agents: list[str]) -> dict[str, Any]:
+async def sk_write_group(
+    url: str, wl: Workload, agents: list[str], **options: Any
+) -> dict[str, Any]:
     docs = {a: wl.docs(a) for a in agents}
-    async with StateStore(url, durability="group") as store:
+    async with StateStore(url, durability="group", **options) as store:
 
         async def run(a: str) -> None:
             for doc in docs[a]:

@@ -41,6 +41,11 @@ Run::
     .venv/bin/python benchmarks/bench_hotpath.py --only curve --curve 1 16
 
 ``--only`` runs some of sections 1-4 (``seq``, ``curve``, ``load``: 3, ``fresh``: 4).
+``--whole`` adds to sections 1-3 the side ``skw``: a store that keeps its head whole
+(``snapshot_every=1``, ``full_snapshot_every=1``: every save carries its state as a
+whole snapshot, one statement on SQLite), interleaved with the others the same way, and
+with each side's bytes written a save (section 1: ``write_bytes`` read around each
+operation, untimed; section 2: around each side's whole run, its close included).
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ CURVE = (1, 4, 16, 64)
 SECTIONS = ("seq", "curve", "load", "fresh")
 PAST_SNAPSHOT = (0, 1, 8, 50, 99)  # events past the last WHOLE snapshot
 SNAPSHOT_EVERY = 100  # explicit (the default policy, "bounded", is by replay cost)
+#: ``--whole``: a store that keeps its head whole (every save carries its state as a
+#: whole snapshot), run beside the default store as the side ``skw``
+WHOLE: dict[str, Any] = {"snapshot_every": 1, "full_snapshot_every": 1}
 GOALS = {
     "seq_full": 1.15,
     "seq_normal": 1.3,
@@ -117,15 +125,22 @@ async def seq_round(
     wl: Workload,
     first: int,
     extra: dict[str, Callable[[str, dict[str, Any]], None]] | None = None,
+    whole: bool = False,
 ) -> dict[str, Any]:
     """One round: every step of every agent does one statekeeper save, one SqliteSaver
     put and one bare commit, in an order that rotates per operation (``first`` picks
     the rotation of the round). ``extra``: more sides, each a synchronous
     ``save(agent, document)`` run in the same rotation (``bench_save_floor.py``'s
-    minimal saves)."""
+    minimal saves); ``whole``: the side ``skw``, a store with :data:`WHOLE`. Each side's
+    bytes written a save are ``write_bytes`` read around its operations (untimed)."""
     extra = extra or {}
-    sides = ("sk", "lg", "bare", *extra)
+    sides = ("sk", "lg", "bare", *(("skw",) if whole else ()), *extra)
     store = StateStore(sk_url(tmp / f"seq-sk-{tag}.db", sync), durability="sync")
+    stores = {"sk": store}
+    if whole:
+        stores["skw"] = StateStore(
+            sk_url(tmp / f"seq-skw-{tag}.db", sync), durability="sync", **WHOLE
+        )
     saver = lg_open(tmp / f"seq-lg-{tag}.db", sync)
     bare = BareCommits(tmp / f"seq-bare-{tag}.db", sync, ROW_BYTES)
     docs = {a: wl.docs(a) for a in wl.agent_ids}
@@ -133,6 +148,7 @@ async def seq_round(
     configs = {a: lg_config(a) for a in wl.agent_ids}
     lat: dict[str, list[float]] = {side: [] for side in sides}
     cpu: dict[str, list[float]] = {side: [] for side in sides}
+    written = dict.fromkeys(sides, 0)
     wall, proc = time.perf_counter, time.process_time
     k = len(sides)
     try:
@@ -142,9 +158,11 @@ async def seq_round(
                 i += 1
                 doc = docs[a][step]
                 for side in sides[i % k :] + sides[: i % k]:
-                    if side == "sk":
+                    b0 = write_bytes() or 0
+                    if side in stores:
+                        save_doc = stores[side].save
                         c0, t0 = proc(), wall()
-                        await store.save(a, doc)
+                        await save_doc(a, doc)
                         t1, c1 = wall(), proc()
                     elif side == "lg":
                         cp, meta, versions = plans[a][step]
@@ -161,10 +179,12 @@ async def seq_round(
                         c0, t0 = proc(), wall()
                         save(a, doc)
                         t1, c1 = wall(), proc()
+                    written[side] += (write_bytes() or 0) - b0
                     lat[side].append(t1 - t0)
                     cpu[side].append(c1 - c0)
     finally:
-        await store.close()
+        for opened in stores.values():
+            await opened.close()
         saver.conn.close()
         bare.close()
     return {
@@ -172,6 +192,7 @@ async def seq_round(
             "rate": len(lat[side]) / sum(lat[side]),
             "lat": lat[side],
             "cpu_us": 1e6 * sum(cpu[side]) / len(cpu[side]),
+            "bytes_written": written[side] / len(lat[side]),
         }
         for side in lat
     }
@@ -184,7 +205,7 @@ def seq_summary(rounds: list[dict[str, Any]], firsts: int) -> dict[str, Any]:
     fdatasync, even at NORMAL), the peer's first put neither (``setup()`` wrote its WAL,
     untimed): at ``--quick`` those first saves are the p99 (docs/benchmarks.md, "tail")."""
     out: dict[str, Any] = {}
-    for side in ("sk", "lg", "bare"):
+    for side in ("sk", "lg", "bare", *(("skw",) if "skw" in rounds[0] else ())):
         pooled = [x for r in rounds for x in r[side]["lat"]]
         steady = [x for r in rounds for x in r[side]["lat"][firsts:]]
         out[side] = {
@@ -195,6 +216,7 @@ def seq_summary(rounds: list[dict[str, Any]], firsts: int) -> dict[str, Any]:
             "p75_ms": 1e3 * percentile(pooled, 75),
             "p99_ms": 1e3 * percentile(pooled, 99),
             "p99_steady_ms": 1e3 * percentile(steady, 99),
+            "bytes_written": spread([r[side]["bytes_written"] for r in rounds]),
         }
     out["ratio_sk_lg_steady"] = spread(
         [sum(r["lg"]["lat"][firsts:]) / sum(r["sk"]["lat"][firsts:]) for r in rounds]
@@ -203,14 +225,26 @@ def seq_summary(rounds: list[dict[str, Any]], firsts: int) -> dict[str, Any]:
     out["pct_floor_sk"] = spread([100 * r["sk"]["rate"] / r["bare"]["rate"] for r in rounds])
     out["pct_floor_lg"] = spread([100 * r["lg"]["rate"] / r["bare"]["rate"] for r in rounds])
     out["cpu_ratio_sk_lg"] = spread([r["sk"]["cpu_us"] / r["lg"]["cpu_us"] for r in rounds])
+    if "skw" in rounds[0]:
+        out["ratio_skw_lg"] = spread([r["skw"]["rate"] / r["lg"]["rate"] for r in rounds])
+        out["ratio_skw_lg_steady"] = spread(
+            [sum(r["lg"]["lat"][firsts:]) / sum(r["skw"]["lat"][firsts:]) for r in rounds]
+        )
+        out["pct_floor_skw"] = spread([100 * r["skw"]["rate"] / r["bare"]["rate"] for r in rounds])
+        out["cpu_ratio_skw_lg"] = spread([r["skw"]["cpu_us"] / r["lg"]["cpu_us"] for r in rounds])
     return out
 
 
 def seq_table(res: dict[str, dict[str, Any]]) -> str:
     rows = []
-    names = {"sk": "StateStore.save", "lg": "SqliteSaver.put", "bare": "bare 1-row commit"}
+    names = {
+        "sk": "StateStore.save",
+        "skw": "StateStore.save, head whole (--whole)",
+        "lg": "SqliteSaver.put",
+        "bare": "bare 1-row commit",
+    }
     for sync, s in res.items():
-        for side in ("sk", "lg", "bare"):
+        for side in ("sk", *(("skw",) if "skw" in s else ()), "lg", "bare"):
             x = s[side]
             pct = "100 %" if side == "bare" else fmt_spread(s[f"pct_floor_{side}"], ".0f", " %")
             rows.append(
@@ -222,20 +256,23 @@ def seq_table(res: dict[str, dict[str, Any]]) -> str:
                     f"{x['p99_ms']:.3f}",
                     fmt_spread(x["cpu_us"]),
                     pct,
+                    fmt_spread(x["bytes_written"]),
                 ]
             )
         goal = GOALS["seq_full"] if sync == "FULL" else GOALS["seq_normal"]
-        rows.append(
-            [
-                sync,
-                "**ratio sk / SqliteSaver**",
-                fmt_spread(s["ratio_sk_lg"], ".2f", "x") + f" (goal >= {goal}x)",
-                "",
-                "",
-                fmt_spread(s["cpu_ratio_sk_lg"], ".2f", "x") + " (goal <= 1x)",
-                f"goal >= {GOALS['floor_pct']:.0f} %",
-            ]
-        )
+        for side in ("sk", *(("skw",) if "skw" in s else ())):
+            rows.append(
+                [
+                    sync,
+                    f"**ratio {side} / SqliteSaver**",
+                    fmt_spread(s[f"ratio_{side}_lg"], ".2f", "x") + f" (goal >= {goal}x)",
+                    "",
+                    "",
+                    fmt_spread(s[f"cpu_ratio_{side}_lg"], ".2f", "x") + " (goal <= 1x)",
+                    f"goal >= {GOALS['floor_pct']:.0f} %",
+                    "",
+                ]
+            )
     return table(
         [
             "sync",
@@ -245,6 +282,7 @@ def seq_table(res: dict[str, dict[str, Any]]) -> str:
             "p99 ms",
             "CPU us/save",
             "% of floor",
+            "bytes written/save",
         ],
         rows,
     )
@@ -266,21 +304,29 @@ def write_bytes() -> int | None:
     return None
 
 
-async def curve_round(tmp: Path, tag: str, wl: Workload, n: int, sk_first: bool) -> dict[str, Any]:
+async def curve_round(
+    tmp: Path, tag: str, wl: Workload, n: int, sk_first: bool, whole: bool = False
+) -> dict[str, Any]:
     agents = wl.agent_ids[:n]
     res: dict[str, Any] = {}
     saves = n * len(wl.sizes)
 
     async def sk() -> None:
-        before = write_bytes()
-        got = await sk_write_group(sk_url(tmp / f"grp-sk-{tag}.db", "FULL"), wl, agents)
-        after = write_bytes()  # (the store closed: its last checkpoint included)
-        got["cpu_us"] = 1e6 * got["cpu"] / saves
-        got["mb_written"] = None if before is None or after is None else (after - before) / 1e6
-        res["sk"] = got
+        for side, options in (("sk", {}), *((("skw", WHOLE),) if whole else ())):
+            before = write_bytes()
+            got = await sk_write_group(
+                sk_url(tmp / f"grp-{side}-{tag}.db", "FULL"), wl, agents, **options
+            )
+            after = write_bytes()  # (the store closed: its last checkpoint included)
+            got["cpu_us"] = 1e6 * got["cpu"] / saves
+            got["mb_written"] = None if before is None or after is None else (after - before) / 1e6
+            res[side] = got
 
     def lg() -> None:
+        before = write_bytes()
         seq = lg_write_concurrent(tmp / f"grp-lgs-{tag}.db", "FULL", wl, agents, 1)
+        after = write_bytes()
+        res["lg_mb_written"] = None if before is None or after is None else (after - before) / 1e6
         thr = (
             lg_write_concurrent(tmp / f"grp-lgt-{tag}.db", "FULL", wl, agents, n) if n > 1 else seq
         )
@@ -309,7 +355,20 @@ async def curve_round(tmp: Path, tag: str, wl: Workload, n: int, sk_first: bool)
 
 def curve_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     written = [r["sk"]["mb_written"] for r in rounds if r["sk"]["mb_written"] is not None]
+    extra: dict[str, Any] = {}
+    lg_written = [r["lg_mb_written"] for r in rounds if r.get("lg_mb_written") is not None]
+    if lg_written:
+        extra["lg_mb_written"] = spread(lg_written)
+    if "skw" in rounds[0]:
+        skw_written = [r["skw"]["mb_written"] for r in rounds if r["skw"]["mb_written"] is not None]
+        extra["skw"] = spread([r["skw"]["rate"] for r in rounds])
+        extra["skw_cpu_us"] = spread([r["skw"]["cpu_us"] for r in rounds])
+        extra["skw_per_commit"] = median([r["skw"]["per_commit"] for r in rounds])
+        extra["skw_mb_written"] = spread(skw_written) if skw_written else None
+        extra["skw_ratio"] = spread([r["skw"]["rate"] / r["lg"] for r in rounds])
+        extra["skw_pct_limit"] = spread([100 * r["skw"]["rate"] / r["limit"] for r in rounds])
     return {
+        **extra,
         "sk_mb_written": spread(written) if written else None,
         "sk": spread([r["sk"]["rate"] for r in rounds]),
         "sk_cpu_us": spread([r["sk"]["cpu_us"] for r in rounds]),
@@ -326,6 +385,20 @@ def curve_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def curve_table(res: dict[int, dict[str, Any]]) -> str:
     rows = []
     for n, s in res.items():
+        if "skw" in s:  # (--whole: the head-whole store's row first)
+            rows.append(
+                [
+                    f"{n} (skw: head whole)",
+                    fmt_spread(s["skw"]),
+                    f"{s['skw_per_commit']:.1f}",
+                    fmt_spread(s["skw_cpu_us"]),
+                    "-" if s["skw_mb_written"] is None else fmt_spread(s["skw_mb_written"], ".2f"),
+                    f"{s['lg']['median']:,.0f}",
+                    fmt_spread(s["skw_ratio"], ".2f", "x"),
+                    fmt_spread(s["limit"]),
+                    fmt_spread(s["skw_pct_limit"], ".0f", " %"),
+                ]
+            )
         rows.append(
             [
                 n,
@@ -333,7 +406,12 @@ def curve_table(res: dict[int, dict[str, Any]]) -> str:
                 f"{s['per_commit']:.1f}",
                 fmt_spread(s["sk_cpu_us"]),
                 "-" if s["sk_mb_written"] is None else fmt_spread(s["sk_mb_written"], ".2f"),
-                f"{s['lg']['median']:,.0f} (seq {s['lg_seq']:,.0f}, {n} thr {s['lg_thr']:,.0f})",
+                f"{s['lg']['median']:,.0f} (seq {s['lg_seq']:,.0f}, {n} thr {s['lg_thr']:,.0f})"
+                + (
+                    f"; seq wrote {fmt_spread(s['lg_mb_written'], '.2f')} MB"
+                    if "lg_mb_written" in s
+                    else ""
+                ),
                 fmt_spread(s["ratio"], ".2f", "x"),
                 fmt_spread(s["limit"]),
                 fmt_spread(s["pct_limit"], ".0f", " %"),
@@ -404,28 +482,49 @@ async def build_loads(tmp: Path, settle: bool = False) -> tuple[str, Path, dict[
     return sk_url(tmp / "load-sk.db", "FULL"), tmp / "load-lg.db", sizes
 
 
-async def load_round(url: str, lg_path: Path, loads: int, sk_first: bool) -> dict[str, Any]:
-    store = StateStore(url, cache_size=0)
+async def build_whole_loads(tmp: Path) -> str:
+    """``--whole``: the same agents and states as :func:`build_loads` saved by a store
+    with :data:`WHOLE` (each head stored whole: k says only how many saves it took)."""
+    msgs = make_messages(SNAPSHOT_EVERY + max(PAST_SNAPSHOT), seed=7, chars=CHARS)
+    async with StateStore(sk_url(tmp / "load-skw.db", "OFF"), durability="sync", **WHOLE) as store:
+        for k in PAST_SNAPSHOT:
+            for i in range(SNAPSHOT_EVERY + k):
+                await store.save(f"k{k}", {"messages": msgs[: i + 1]})
+            assert await whole_snapshot_seq(store, f"k{k}") == SNAPSHOT_EVERY + k
+    return sk_url(tmp / "load-skw.db", "FULL")
+
+
+async def load_round(
+    url: str, lg_path: Path, loads: int, sk_first: bool, whole_url: str | None = None
+) -> dict[str, Any]:
+    """Cold loads of each agent, the sides interleaved per load (their order rotating);
+    ``whole_url``: the side ``skw`` too, a store of :func:`build_whole_loads`."""
+    stores = {"sk": StateStore(url, cache_size=0)}
+    if whole_url is not None:
+        stores["skw"] = StateStore(whole_url, cache_size=0)
     saver = lg_open(lg_path, "FULL")
+    sides = ("sk", "lg", *(("skw",) if whole_url is not None else ()))
     out: dict[str, Any] = {}
     try:
         for k in PAST_SNAPSHOT:
             agent, cfg = f"k{k}", lg_config(f"k{k}")
-            await store.load(agent)  # first touch of the pages/statement cache: untimed
+            for store in stores.values():  # first touch of the pages/statement cache: untimed
+                await store.load(agent)
             saver.get_tuple(cfg)
-            sk_lat, lg_lat = [], []
+            lat: dict[str, list[float]] = {side: [] for side in sides}
             for i in range(loads):
-                for side in ("sk", "lg") if (i % 2 == 0) == sk_first else ("lg", "sk"):
+                j = (i + (0 if sk_first else 1)) % len(sides)
+                for side in sides[j:] + sides[:j]:
                     t0 = time.perf_counter()
-                    if side == "sk":
-                        await store.load(agent)
-                        sk_lat.append(time.perf_counter() - t0)
-                    else:
+                    if side == "lg":
                         saver.get_tuple(cfg)
-                        lg_lat.append(time.perf_counter() - t0)
-            out[str(k)] = {"sk": sk_lat, "lg": lg_lat}
+                    else:
+                        await stores[side].load(agent)
+                    lat[side].append(time.perf_counter() - t0)
+            out[str(k)] = lat
     finally:
-        await store.close()
+        for store in stores.values():
+            await store.close()
         saver.conn.close()
     return out
 
@@ -436,15 +535,22 @@ def load_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         key = str(k)
         sk_pool = [x for r in rounds for x in r[key]["sk"]]
         lg_pool = [x for r in rounds for x in r[key]["lg"]]
+        pools = [("sk", sk_pool), ("lg", lg_pool)]
+        if "skw" in rounds[0][key]:
+            pools.append(("skw", [x for r in rounds for x in r[key]["skw"]]))
         out[key] = {
             side: {
                 "p25_ms": 1e3 * percentile(pool, 25),
                 "p50_ms": 1e3 * percentile(pool, 50),
                 "p75_ms": 1e3 * percentile(pool, 75),
             }
-            for side, pool in (("sk", sk_pool), ("lg", lg_pool))
+            for side, pool in pools
         }
         out[key]["ratio"] = spread([median(r[key]["sk"]) / median(r[key]["lg"]) for r in rounds])
+        if "skw" in rounds[0][key]:
+            out[key]["ratio_skw"] = spread(
+                [median(r[key]["skw"]) / median(r[key]["lg"]) for r in rounds]
+            )
     return out
 
 
@@ -458,14 +564,25 @@ def load_table(res: dict[str, Any], sizes: dict[int, int]) -> str:
                 f"{s['sk']['p50_ms']:.3f} ({s['sk']['p25_ms']:.3f}..{s['sk']['p75_ms']:.3f})",
                 f"{s['lg']['p50_ms']:.3f} ({s['lg']['p25_ms']:.3f}..{s['lg']['p75_ms']:.3f})",
                 fmt_spread(s["ratio"], ".2f", "x") + " (goal <= 1x)",
+                *(
+                    (
+                        f"{s['skw']['p50_ms']:.3f} ({s['skw']['p25_ms']:.3f}.."
+                        f"{s['skw']['p75_ms']:.3f})",
+                        fmt_spread(s["ratio_skw"], ".2f", "x"),
+                    )
+                    if "skw" in s
+                    else ()
+                ),
             ]
         )
+    whole = "skw" in res[str(PAST_SNAPSHOT[0])]
     return table(
         [
             "events past the last whole snapshot",
             "sk load p50 (p25..p75) ms",
             "get_tuple p50 (p25..p75) ms",
             "latency ratio sk / peer",
+            *(("skw (head whole) p50 (p25..p75) ms", "ratio skw / peer") if whole else ()),
         ],
         rows,
     )
@@ -986,7 +1103,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             seq: dict[str, Any] = {}
             for sync in args.sync:
                 rounds = [
-                    await seq_round(tmp, f"{sync}-{r}", sync, wl, first=r)
+                    await seq_round(tmp, f"{sync}-{r}", sync, wl, first=r, whole=args.whole)
                     for r in range(args.rounds)
                 ]
                 seq[sync] = seq_summary(rounds, len(wl.agent_ids))
@@ -1002,6 +1119,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                     f"{x['sk']['p99_steady_ms']:.3f} ms (SqliteSaver.put "
                     f"{x['lg']['p99_steady_ms']:.3f}), ratio sk / SqliteSaver "
                     f"{fmt_spread(x['ratio_sk_lg_steady'], '.2f', 'x')}"
+                    + (
+                        f", skw / SqliteSaver {fmt_spread(x['ratio_skw_lg_steady'], '.2f', 'x')}"
+                        if "skw" in x
+                        else ""
+                    )
                 )
             payload["sequential"] = {s: {k: v for k, v in x.items()} for s, x in seq.items()}
             print(f"({time.perf_counter() - t_start:.0f} s)")
@@ -1012,7 +1134,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             curve: dict[int, Any] = {}
             for n in args.curve:
                 rounds = [
-                    await curve_round(tmp, f"{n}-{r}", cwl, n, sk_first=r % 2 == 0)
+                    await curve_round(
+                        tmp, f"{n}-{r}", cwl, n, sk_first=r % 2 == 0, whole=args.whole
+                    )
                     for r in range(args.rounds)
                 ]
                 curve[n] = curve_summary(rounds)
@@ -1028,8 +1152,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
             url, lg_path, sizes = await build_loads(tmp, args.settle)
         # 3. cold loads
         if "load" in only:
+            whole_url = await build_whole_loads(tmp) if args.whole else None
             lrounds = [
-                await load_round(url, lg_path, args.loads, sk_first=r % 2 == 0)
+                await load_round(url, lg_path, args.loads, sk_first=r % 2 == 0, whole_url=whole_url)
                 for r in range(args.rounds)
             ]
             loads = load_summary(lrounds)
@@ -1101,6 +1226,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--settle",
         action="store_true",
         help="sections 3-4: each agent settled after its saves (StateStore.settle)",
+    )
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="sections 1-3: also a store keeping its head whole (snapshot_every=1,"
+        " full_snapshot_every=1), the side skw",
     )
     parser.add_argument(
         "--dsn", default="postgresql://postgres@127.0.0.1:5432/test", help="for --postgres"

@@ -13,6 +13,8 @@ growing by one message per save, each save a fresh ``{"messages": msgs[:n]}``):
 
 - ``sk-seq``: ``StateStore.save``, ``durability="sync"``, one agent at a time;
 - ``sk-seq-memory``: the same on ``memory://`` (the store's own cost, no engine);
+- ``sk-seq-every1`` (not among the default sides): ``sk-seq`` with
+  ``snapshot_every=1`` — every save carries its whole state as a snapshot;
 - ``sk-seq-nopass``: ``sk-seq`` with ``sqlite.PASS_EVERY`` at 1 s: what a save costs
   when it skips its pass of the event loop (no other task ready, a pass made less than
   ``PASS_EVERY`` ago). Under valgrind a save takes longer than the default 1 ms, so in
@@ -181,6 +183,8 @@ def child(side: str, rounds: int) -> int:
             return asyncio.run(_sk_seq(path, rounds))
         if side == "sk-seq-memory":
             return asyncio.run(_sk_seq(path, rounds, "memory://"))
+        if side == "sk-seq-every1":
+            return asyncio.run(_sk_seq(path, rounds, snapshot_every=1))
         if side.startswith("sk-seq-postgres"):
             return _sk_seq_postgres(path, rounds, keyed=side.endswith("-keyed"))
         if side == "sk-agent":

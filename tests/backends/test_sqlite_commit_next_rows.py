@@ -1,6 +1,7 @@
-"""``SQLiteBackend.commit_next`` outside its one-statement save: a create (seq 1), a
-save with a snapshot, and any save when the TEMP view is missing run the row's
-statements (``_append_row``) in a transaction of their own on the loop. Pinned here:
+"""``SQLiteBackend.commit_next`` outside its one-statement save: a create (seq 1), and
+any save when the TEMP views are missing (a save with a snapshot too) run the row's
+statements (``_append_row``) in a transaction of their own on the loop; with the views
+a save with a snapshot is one statement (``_SNAP_NEXT``). Pinned here:
 the statements sent, in order, what is stored, and each refusal (the error's seqs,
 nothing written, no transaction left open)."""
 
@@ -25,6 +26,7 @@ _CLAIM = "UPDATE sk_agents SET head_seq = "
 _EVENT = "INSERT INTO sk_events("
 _SNAPSHOT = "INSERT OR REPLACE INTO sk_snapshots("
 _HEAD = "SELECT head_seq FROM sk_agents WHERE agent_id = "
+_SNAP_ROW = "INSERT INTO sk_snap_row VALUES ("
 
 
 def _tag(seq: int) -> bytes:
@@ -98,7 +100,7 @@ def _refused(backend: SQLiteBackend, row: NextRow, expected: int, current: int) 
 def _kinds(statements: list[str]) -> list[str]:
     """Each statement by what it is (its leading words), once (pysqlite traces a
     statement again as each trigger program of it starts: the feed's)."""
-    kinds = (_BEGIN, _CREATE, _CLAIM, _EVENT, _SNAPSHOT, _HEAD, "COMMIT")
+    kinds = (_BEGIN, _CREATE, _CLAIM, _EVENT, _SNAPSHOT, _HEAD, _SNAP_ROW, "COMMIT")
     named = [next((k for k in kinds if s.startswith(k)), s) for s in statements]
     return [k for i, k in enumerate(named) if i == 0 or named[i - 1] != k]
 
@@ -123,19 +125,18 @@ async def test_creates_and_snapshot_saves_commit_their_rows_in_one_transaction(
             _HEAD,
             "COMMIT",
         ]
-        # a save with a snapshot: the head, the event and the snapshot, one commit
+        # a save with a snapshot: the head, the event and the snapshot, one commit —
+        # with the TEMP views, ONE statement in autocommit (_SNAP_NEXT's trigger)
         snap = RawSnapshot(2, 2.0, b"state@2", b"ck2")
-        assert _kinds(_committed(backend, _row(2, _tag(1), snap))) == [
-            _BEGIN,
-            _CLAIM,
-            _EVENT,
-            _SNAPSHOT,
-            "COMMIT",
-        ]
+        assert _kinds(_committed(backend, _row(2, _tag(1), snap))) == (
+            [_SNAP_ROW] if one_statement else [_BEGIN, _CLAIM, _EVENT, _SNAPSHOT, "COMMIT"]
+        )
         assert _stored(path) == (2, _tag(2), [1, 2], [2])
         # a stale one: refused, nothing written
         stale = _row(3, _tag(1), RawSnapshot(3, 3.0, b"state@3", b"ck3"))
-        assert _kinds(_refused(backend, stale, 2, 2)) == [_BEGIN, _CLAIM, _HEAD, "COMMIT"]
+        assert _kinds(_refused(backend, stale, 2, 2)) == (
+            [_SNAP_ROW, _HEAD] if one_statement else [_BEGIN, _CLAIM, _HEAD, "COMMIT"]
+        )
         assert _stored(path) == (2, _tag(2), [1, 2], [2])
         if not one_statement:  # a save without snapshot takes the same statements
             assert _kinds(_committed(backend, _row(3, _tag(2)))) == [
@@ -145,6 +146,7 @@ async def test_creates_and_snapshot_saves_commit_their_rows_in_one_transaction(
                 "COMMIT",
             ]
             assert _stored(path) == (3, _tag(3), [1, 2, 3], [2])
-        assert backend.append_commits == (5 if one_statement else 6)  # (refusals commit)
+        # (a refused transaction commits; a refused statement rolls back)
+        assert backend.append_commits == (4 if one_statement else 6)
     finally:
         await backend.close()

@@ -221,8 +221,15 @@ class SQLiteCommitQueue(SQLiteEngine):
                 )
             else:
                 assert row is not None
-                result = self._commit_lone(
-                    3 + ((len(row[3]) + 1100) >> 11), self._append_row, self._append_cursor, *row
+                result = (
+                    self._row_statement(row)
+                    if self._save_next and row[1] != 1
+                    else self._commit_lone(
+                        3 + ((len(row[3]) + 1100) >> 11),
+                        self._append_row,
+                        self._append_cursor,
+                        *row,
+                    )
                 )
             if result is not _BUSY:
                 self._committed(1)

@@ -125,6 +125,9 @@ class SQLiteEngine(SQLitePart):
         def _commit_statement(self, request: AppendRequest) -> Any:
             """(:mod:`.lone`)"""
 
+        def _row_statement(self, row: NextRow) -> Any:
+            """(:mod:`.lone`)"""
+
         def _commit_one(
             self, request: AppendRequest | None, row: NextRow | None
         ) -> Awaitable[_Outcome]:

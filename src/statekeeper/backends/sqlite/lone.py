@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import ConflictError, LeaseLost, ReadOnlyStore, StoreClosed
 from ...records import AppendRequest, AppendResult, RawSnapshot
 from ..base import KeyedRow, NextRow, validate_next
-from .appends import _agent_of, _bind, _bind_tag
+from .appends import _PATCH, _agent_of, _bind, _bind_tag
 from .base import translated as _translated
 from .checkpoints import _SMALL_PAYLOAD, _pages
 from .connections import _Busy, _busy
@@ -25,6 +25,7 @@ from .statements import (
     _KEY_RANGE,
     _MOVED,
     _SAVE_NEXT,
+    _SNAP_NEXT,
 )
 
 
@@ -32,6 +33,28 @@ def _lone(args: tuple[Any, ...]) -> _Queued:
     """The append of :meth:`SQLiteBackend._commit_lone`'s ``args`` (after the cursor:
     a request, or an ``append_next``'s row)."""
     return args[1] if isinstance(args[1], AppendRequest) else args[1:]
+
+
+def _snap_params(row: NextRow) -> tuple[Any, ...]:
+    """:data:`_SNAP_NEXT`'s parameters of an ``append_next`` row with a snapshot (its
+    BLOBs bound as ``bytearray``: see ``SQLiteBackend._append_row``)."""
+    agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
+    assert snapshot is not None
+    return (
+        agent_id,
+        seq,
+        _PATCH,
+        timestamp,
+        _bind(payload),
+        _bind(checksum),
+        _bind_tag(head_tag),
+        _bind_tag(expected_tag),
+        None,
+        snapshot.seq,
+        snapshot.timestamp,
+        _bind(snapshot.payload),
+        _bind(snapshot.checksum),
+    )
 
 
 #: a lone append found the writer busy: nothing was written, the writer thread takes it
@@ -112,21 +135,25 @@ class SQLiteLoneAppends(SQLiteEngine):
         execute = cur.execute
         refused: ConflictError | None = None
         failure: BaseException | None = None
-        if seq != 1 and snapshot is None and self._save_next:
-            # the common save: one statement, its own transaction (_SAVE_NEXT)
+        if seq != 1 and self._save_next:
+            # the common save: one statement, its own transaction (_SAVE_NEXT; with a
+            # snapshot, _SNAP_NEXT)
             try:
-                execute(
-                    _SAVE_NEXT,
-                    (
-                        agent_id,
-                        seq,
-                        timestamp,
-                        _bind(payload),
-                        _bind(checksum),
-                        None if head_tag is None else _bind(head_tag),
-                        None if expected_tag is None else _bind(expected_tag),
-                    ),
-                )
+                if snapshot is None:
+                    execute(
+                        _SAVE_NEXT,
+                        (
+                            agent_id,
+                            seq,
+                            timestamp,
+                            _bind(payload),
+                            _bind(checksum),
+                            None if head_tag is None else _bind(head_tag),
+                            None if expected_tag is None else _bind(expected_tag),
+                        ),
+                    )
+                else:
+                    execute(_SNAP_NEXT, _snap_params(row))
                 self.append_commits += 1
                 outcome = None
             except BaseException as exc:
@@ -229,11 +256,30 @@ class SQLiteLoneAppends(SQLiteEngine):
 
     def _commit_statement(self, request: AppendRequest) -> Any:
         """:meth:`_commit_lone` of :meth:`_append_one` for :func:`_one_statement`'s
-        case, as ONE statement in autocommit (:data:`_APPEND_NEXT`): what it returns —
-        the result, a duplicate's result, the refusal (nothing written), the
-        constraint's error, or :data:`_BUSY` (nothing written: the writer or the
-        file's lock busy; the writer thread then makes it with its statements)."""
+        case, as ONE statement in autocommit (:data:`_APPEND_NEXT`; with a snapshot,
+        :data:`_SNAP_NEXT`): what it returns — the result, a duplicate's result, the
+        refusal (nothing written), the constraint's error, or :data:`_BUSY` (nothing
+        written: the writer or the file's lock busy; the writer thread then makes it
+        with its statements)."""
         event = request.events[0]
+        snap = request.snapshot
+        if snap is not None:
+            params = (
+                request.agent_id,
+                event.seq,
+                event.type,
+                event.timestamp,
+                _bind(event.payload),
+                _bind(event.checksum),
+                _bind_tag(request.head_tag),
+                _bind_tag(request.expected_tag),
+                request.idempotency_key,
+                snap.seq,
+                snap.timestamp,
+                _bind(snap.payload),
+                _bind(snap.checksum),
+            )
+            return self._statement(_SNAP_NEXT, params, request.idempotency_key, _pages((request,)))
         row = (
             request.agent_id,
             event.seq,
@@ -251,25 +297,30 @@ class SQLiteLoneAppends(SQLiteEngine):
         """:data:`_APPEND_NEXT` of one event's columns, committed now
         (:meth:`_commit_statement`, :meth:`commit_keyed`): what
         :meth:`_commit_statement` returns."""
+        agent_id, seq, event_type, timestamp, payload, checksum, head_tag, expected_tag, key = row
+        params = (
+            agent_id,
+            seq,
+            event_type,
+            timestamp,
+            _bind(payload),
+            _bind(checksum),
+            _bind_tag(head_tag),
+            _bind_tag(expected_tag),
+            key,
+        )
+        return self._statement(_APPEND_NEXT, params, key, pages)
+
+    def _statement(self, sql: str, params: tuple[Any, ...], key: str | None, pages: int) -> Any:
+        """One append's ONE statement ``sql`` (:data:`_APPEND_NEXT`, :data:`_SAVE_NEXT`,
+        :data:`_SNAP_NEXT`; the agent and seq its first two ``params``) committed now,
+        in autocommit: what :meth:`_commit_statement` returns (``key``: the append's
+        idempotency key, read back when the statement fails on it)."""
         if self._checkpoint_due or self._moved() or not self._writer_busy.acquire(blocking=False):
             return _BUSY  # (moved: the writer thread's _begin raises StoreLost)
-        agent_id, seq, event_type, timestamp, payload, checksum, head_tag, expected_tag, key = row
-        cur = self._append_cursor
+        agent_id, seq = params[0], params[1]
         try:
-            cur.execute(
-                _APPEND_NEXT,
-                (
-                    agent_id,
-                    seq,
-                    event_type,
-                    timestamp,
-                    _bind(payload),
-                    _bind(checksum),
-                    _bind_tag(head_tag),
-                    _bind_tag(expected_tag),
-                    key,
-                ),
-            )
+            self._append_cursor.execute(sql, params)
         except BaseException as exc:
             return self._statement_failed(exc, agent_id, seq, key)
         finally:
@@ -279,6 +330,29 @@ class SQLiteLoneAppends(SQLiteEngine):
         if self._wal_pages >= self._wal_limit:
             self._wrote(0)
         return AppendResult(agent_id, seq, seq)
+
+    def _row_statement(self, row: NextRow) -> Any:
+        """:meth:`_commit_lone` of :meth:`_append_row` for an ``append_next`` row on an
+        existing stream (``seq`` > 1) as ONE statement in autocommit (:data:`_SAVE_NEXT`,
+        or :data:`_SNAP_NEXT` with its snapshot): None (committed), the refusal, the
+        constraint's error (nothing written), or :data:`_BUSY` (nothing written: the
+        writer thread then makes it with its statements)."""
+        agent_id, seq, timestamp, payload, checksum, head_tag, expected_tag, snapshot = row
+        if snapshot is None:
+            sql = _SAVE_NEXT
+            params: tuple[Any, ...] = (
+                agent_id,
+                seq,
+                timestamp,
+                _bind(payload),
+                _bind(checksum),
+                _bind_tag(head_tag),
+                _bind_tag(expected_tag),
+            )
+        else:
+            sql, params = _SNAP_NEXT, _snap_params(row)
+        result = self._statement(sql, params, None, 3 + ((len(payload) + 1100) >> 11))
+        return result if result is _BUSY or isinstance(result, BaseException) else None
 
     def _statement_failed(
         self, exc: BaseException, agent_id: str, seq: int, key: str | None

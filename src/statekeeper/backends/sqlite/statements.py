@@ -28,10 +28,13 @@ def _prepare_writes(conn: sqlite3.Connection) -> None:
     ):
         with contextlib.suppress(sqlite3.IntegrityError):
             conn.execute(sql, args)
-    # the lone append's one statement (_SAVE_NEXT): the head of no agent moved, refused
-    # by its trigger — or no such view, when the writer could not make it
+    # the lone append's one statement (_SAVE_NEXT) and a snapshot-carrying one's
+    # (_SNAP_NEXT): the head of no agent moved, refused by the trigger — or no such
+    # view, when the writer could not make it
     with contextlib.suppress(sqlite3.IntegrityError, sqlite3.OperationalError):
         conn.execute(_SAVE_NEXT, ("", 0, 0.0, None, None, None, None))
+    with contextlib.suppress(sqlite3.IntegrityError, sqlite3.OperationalError):
+        conn.execute(_SNAP_NEXT, ("", 0, "", 0.0, None, None, None, None, None, 0, 0.0, None, None))
 
 
 #: the head-tag clause of the head compare-and-set (``AppendRequest.check_tag``): the
@@ -97,7 +100,7 @@ def _prepare_save_next(conn: sqlite3.Connection) -> bool:
     made (a lone append then runs its four or five statements, as every other write
     does)."""
     try:
-        for sql in (*_SAVE_NEXT_SCHEMA, *_APPEND_NEXT_SCHEMA):
+        for sql in (*_SAVE_NEXT_SCHEMA, *_APPEND_NEXT_SCHEMA, *_SNAP_NEXT_SCHEMA):
             conn.execute(sql)
     except sqlite3.Error:
         return False
@@ -132,15 +135,47 @@ _APPEND_NEXT_SCHEMA = (
 )
 _APPEND_NEXT = "INSERT INTO sk_append_row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
+#: a lone append of one event WITH a snapshot (the snapshot policy fired: a
+#: ``snapshot_every`` count, the default policy's whole or tail snapshot) as ONE
+#: statement in autocommit (``commit_next``, ``SQLiteBackend._row_statement``,
+#: ``_commit_statement``): :data:`_APPEND_NEXT`'s trigger — the key claimed when there
+#: is one, the head's compare-and-set (seq and tag; :data:`_MOVED` when it changed no
+#: row: nothing written, the key's row undone with the statement), the event row (its
+#: feed trigger fires) — and then the snapshot row, as ``_put_snapshot`` stores it
+#: (``INSERT OR REPLACE``: the statement that fires the trigger names no conflict
+#: clause, so the trigger's own applies). Five statements (``BEGIN IMMEDIATE``, the
+#: head, the event, the snapshot, ``COMMIT``) become one; a crash leaves all of it or
+#: none (docs/benchmarks.md, "onestmt")
+_SNAP_NEXT_SCHEMA = (
+    "CREATE TEMP VIEW IF NOT EXISTS sk_snap_row"
+    "(agent_id, seq, kind, ts, payload, checksum, tag, expected, key,"
+    " snap_seq, snap_ts, snap_payload, snap_checksum)"
+    " AS SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " NULL, NULL, NULL, NULL",
+    "CREATE TEMP TRIGGER IF NOT EXISTS sk_snap_row_append INSTEAD OF INSERT ON sk_snap_row"
+    " BEGIN"
+    " INSERT INTO sk_idempotency(agent_id, key, first_seq, last_seq, created_at)"
+    " SELECT new.agent_id, new.key, new.seq, new.seq, new.ts WHERE new.key IS NOT NULL;"
+    " UPDATE sk_agents SET head_seq = new.seq, updated_at = new.ts, head_tag = new.tag"
+    " WHERE agent_id = new.agent_id AND head_seq = new.seq - 1 AND head_tag IS new.expected;"
+    f" SELECT RAISE(ABORT, '{_MOVED}') WHERE changes() = 0;"
+    " INSERT INTO sk_events(agent_id, seq, kind, ts, payload, checksum)"
+    " VALUES (new.agent_id, new.seq, new.kind, new.ts, new.payload, new.checksum);"
+    " INSERT OR REPLACE INTO sk_snapshots(agent_id, seq, ts, payload, checksum)"
+    " VALUES (new.agent_id, new.snap_seq, new.snap_ts, new.snap_payload, new.snap_checksum);"
+    " END",
+)
+_SNAP_NEXT = "INSERT INTO sk_snap_row VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
 
 def _one_statement(request: AppendRequest) -> bool:
-    """Whether ``request`` is :data:`_APPEND_NEXT`'s case: one event on an existing
-    stream (``expected_seq`` > 0), its head tag compared, no lease, no snapshot."""
+    """Whether ``request`` is :data:`_APPEND_NEXT`'s case (or, with a snapshot,
+    :data:`_SNAP_NEXT`'s): one event on an existing stream (``expected_seq`` > 0), its
+    head tag compared, no lease."""
     return (
         request.expected_seq > 0
         and request.check_tag
         and request.fence is None
-        and request.snapshot is None
         and len(request.events) == 1
     )
 
