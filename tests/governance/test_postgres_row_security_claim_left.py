@@ -13,6 +13,7 @@ head row at 0 is the role's to delete (migration 22). Real roles on the shared s
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from statekeeper.store import feed_deletes
 from statekeeper.testing import request
 
 from ..backends._services import POSTGRES_DSN
+from ..backends.test_postgres_together_lock_order import _waiting_on
 from .conftest import KEYRING
 from .test_postgres_row_security import _as, tenant_roles
 
@@ -147,7 +149,7 @@ async def test_a_store_enforced_before_gets_the_policy_as_it_upgrades(
             f" {s}.sk_allowed(agent_id, 2) AND agent_id <> chr(1) || 'sk-audit/log'"
             f" AND (NOT {s}.sk_tombstones(agent_id) OR {s}.sk_log_admin()))"
         )
-        conn.execute(f"DELETE FROM {s}.sk_migrations WHERE version = 22")
+        conn.execute(f"DELETE FROM {s}.sk_migrations WHERE version >= 22")  # (a store at 21)
     owner = PostgresBackend(POSTGRES_DSN, schema=schema)
     await owner.open()  # (migrates)
     await owner.close()
@@ -159,3 +161,43 @@ async def test_a_store_enforced_before_gets_the_policy_as_it_upgrades(
         assert TOMB not in _heads(schema)
     finally:
         await backend.close()
+
+
+async def test_a_tenant_deletes_no_tombstone_row_a_creation_took_over_meanwhile(
+    tenant: tuple[str, str],
+) -> None:
+    """The tenant's delete of its tombstone stream's head row while at 0 (a claim left),
+    waiting on a creation taking that row over: the creation commits (head 1), and the
+    delete, its policy checked again on the row as committed (a head past 0), deletes
+    nothing - the stream and its notice stay. Nor may it delete another namespace's row
+    at 0."""
+    schema, role = tenant
+    s = f'"{schema}"'
+    other_ns = feed_deletes.stream_of_namespace("tenant-b")
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as conn:  # (claims left, at 0)
+        for agent in (TOMB, other_ns):
+            conn.execute(
+                f"INSERT INTO {s}.sk_agents (agent_id, head_seq, created_at, updated_at)"
+                " VALUES (%s, 0, 0, 0)",
+                (agent,),
+            )
+    async with (
+        await psycopg.AsyncConnection.connect(POSTGRES_DSN, autocommit=True) as watch,
+        await psycopg.AsyncConnection.connect(POSTGRES_DSN) as creation,  # (the owner's)
+        await psycopg.AsyncConnection.connect(_as(role), autocommit=True) as own,
+    ):
+        cur = await own.execute(f"DELETE FROM {s}.sk_agents WHERE agent_id = %s", (other_ns,))
+        assert cur.rowcount == 0  # (not its namespace: not even seen)
+        await creation.execute(
+            f"UPDATE {s}.sk_agents SET head_seq = 1 WHERE agent_id = %s AND head_seq = 0",
+            (TOMB,),
+        )
+        deleting = asyncio.ensure_future(
+            own.execute(f"DELETE FROM {s}.sk_agents WHERE agent_id = %s", (TOMB,))
+        )
+        await _waiting_on(watch, creation.info.backend_pid)
+        await creation.commit()
+        cur = await asyncio.wait_for(deleting, timeout=60)
+        assert cur.rowcount == 0
+    assert _heads(schema)[TOMB] == 1
+    assert _heads(schema)[other_ns] == 0

@@ -117,6 +117,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "under row security a role deletes the head rows at 0 (claims) it may write",
         read_script(PACKAGE, "sql/claim_delete.sql"),
     ),
+    (
+        23,
+        "a creation whose head row at 0 is deleted meanwhile inserts it again",
+        read_script(PACKAGE, "sql/claim_gone.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
