@@ -459,24 +459,33 @@ async def test_a_stream_compacted_to_the_replaced_row_meanwhile_keeps_it(
             await _chat(store, "a", 0, 14)
             assert await store.settle("a") == 14
             await _chat(store, "a", 14, 16)
-            real = store.backend.head_tag
-            calls = 0
-
-            async def compacted(*args: Any, **kwargs: Any) -> Any:
-                nonlocal calls
-                out = await real(*args, **kwargs)
-                calls += 1
-                if calls == 1:  # (settle's last look before its commit)
-                    await apply_retention(other, RetentionPolicy.parse("* keep_last=2\n"))
-                    assert await other.backend.stream_bases(["a"]) == [14]
-                return out
-
+            policy = store._writes.snapshots
+            real = policy.prepare
+            drops: list[Any] = []
             if engine.endswith("-together"):
                 store.backend.replaces_snapshots = False  # (through append_together)
-            store.backend.head_tag = compacted  # type: ignore[method-assign]
+            together = not store.backend.replaces_snapshots  # (PostgreSQL too)
+            commit = "append_together" if together else "replace_snapshot"
+            real_commit = getattr(store.backend, commit)
+
+            async def compacted(record: Any) -> None:
+                # (after settle's last look at the head and its choice of the row to
+                # remove, the one at 14. Was: hooked at that look, before the choice —
+                # the row then not chosen, so no commit met it as the base)
+                await apply_retention(other, RetentionPolicy.parse("* keep_last=2\n"))
+                assert await other.backend.stream_bases(["a"]) == [14]
+                await real(record)
+
+            async def committed(*args: Any) -> Any:
+                drops.append(args[1][0].drop_snapshots if together else args[2])
+                return await real_commit(*args)
+
+            policy.prepare = compacted  # type: ignore[method-assign]
+            setattr(store.backend, commit, committed)
             assert await store.settle("a") == 16
-            del store.backend.head_tag
-            assert calls == 1
+            policy.prepare = real  # type: ignore[method-assign]
+            delattr(store.backend, commit)
+            assert drops[0] in (14, (14,))  # (the row at 14 to go, in the commit)
         async with StateStore(url, cache_size=0) as fresh:
             assert await fresh.backend.stream_bases(["a"]) == [14]
             assert (await fresh.backend.latest_snapshot("a", 14)) is not None

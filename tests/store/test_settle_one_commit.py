@@ -1,7 +1,8 @@
 """A settle in one commit where the engine can (``Backend.replace_snapshot``, SQLite):
 the whole row and the removal of the row it replaces committed together, at the head's
 identity. Was: two commits (``save_snapshot``, then ``prune``: ~60 % of a settle's time,
-docs/benchmarks.md "settle11"); the engines without it keep those two (their races:
+docs/benchmarks.md "settle11"); the engines without it commit one ``append_together``
+change instead (:mod:`statekeeper.backends.settle_row`; their races:
 tests/store/test_settle*.py with ``replaces_snapshots = False``)."""
 
 from __future__ import annotations

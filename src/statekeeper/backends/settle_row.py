@@ -49,8 +49,14 @@ async def store_at_head(
         return drop is not None
     except ConfigurationError:
         # (the prune's precondition: a drop naming the stream's base is refused, the
-        # commit rolled back whole — the row too)
-        if drop is None or (await backend.stream_bases([agent_id]))[0] != drop:
+        # commit rolled back whole — the row too). No look at the base before the row
+        # alone: its commit is checked at the head itself, and the stream may have moved
+        # on since this refusal (deleted, made again, compacted further). Was: the row
+        # stored only while the base read was still ``drop``, else this refusal raised
+        # out of the settle — a drop the caller never asked for, for a stream moved
+        # meanwhile (tests/store/test_settle_base_fallback_race.py). A refusal with
+        # another cause refuses the row alone too.
+        if drop is None:
             raise
     await backend.append_together((), [_at_head(agent_id, raw, head, checksum, None)])
     return False

@@ -472,8 +472,10 @@ class StateStore:
         it (:mod:`statekeeper.store.settle`). The seq stored, or None: the head is a
         whole snapshot already, the store does not settle (a governed store, deltas
         by ``full_snapshot_every``, an engine without ``PRUNE``), or another process
-        wrote the agent (or deleted it and made it again) meanwhile. Observed as
-        ``snapshot``."""
+        wrote the agent (or deleted it and made it again) meanwhile. On an engine that
+        cannot store the row only at the head it read (S3),
+        :class:`~statekeeper.errors.CapabilityUnsupported`, nothing written. Observed
+        as ``snapshot``."""
         return await self._after_flush("snapshot", agent_id, self._settle, write=True)
 
     async def _settle(self, agent_id: str) -> int | None:
