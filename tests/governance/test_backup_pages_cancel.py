@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import pages as sqlite_pages
-from statekeeper.governance.backup import BackupKey, backup, restore
+from statekeeper.governance.backup import BackupKey, backup, filecopy, restore
 from statekeeper.governance.backup import writer as backup_writer
+from statekeeper.governance.backup.pagedelta import write_page_delta
 
 from ._point_in_time import keyring
 
@@ -46,9 +48,11 @@ class _Held:
         real_apply = sqlite_pages.PageSnapshot._apply
         real_close = sqlite_pages.PageSnapshot.close
         real_cancel = getattr(sqlite_pages.PageSnapshot, "cancel", None)
-        workers = {"write_pages": backup_writer.write_pages}
-        if hasattr(backup_writer, "write_page_delta"):
-            workers["write_page_delta"] = backup_writer.write_page_delta
+        # (the two workers, as the backup's writer calls them)
+        workers: dict[str, Callable[..., Any]] = {
+            "write_pages": filecopy.write_pages,
+            "write_page_delta": write_page_delta,
+        }
 
         def held_apply(snapshot: Any, chunk: bytearray, first: int, count: int) -> None:
             with self.lock:

@@ -42,6 +42,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
+from ...errors import StatekeeperError
 from . import fds as sqlite_fds
 from . import wal as sqlite_wal
 from .export import COPIED_TABLES
@@ -81,9 +82,8 @@ _LOCK_BYTE = 0x40000000  # the page holding this offset is never used (file lock
 _LEAF_TYPES = (0x0A, 0x0D)  # an index and a table b-tree leaf's first byte
 
 
-class SnapshotStopped(Exception):
-    """:meth:`PageSnapshot.chunks` after :meth:`PageSnapshot.cancel`: the reading
-    thread ends (its caller was cancelled and re-raises that)."""
+class SnapshotStopped(StatekeeperError):
+    """:meth:`PageSnapshot.chunks` after :meth:`PageSnapshot.cancel` (its caller cancelled)."""
 
 
 class PageSnapshot:
