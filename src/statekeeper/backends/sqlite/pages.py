@@ -37,10 +37,12 @@ import array
 import os
 import sqlite3
 import sys
+import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
+from ...errors import StatekeeperError
 from . import fds as sqlite_fds
 from . import wal as sqlite_wal
 from .export import COPIED_TABLES
@@ -60,7 +62,7 @@ from .pagepass import (
 )
 from .prefetch import Prefetch, can_read_ahead
 
-__all__ = ["PageSnapshot", "open_snapshot"]
+__all__ = ["PageSnapshot", "SnapshotStopped", "open_snapshot"]
 
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
@@ -80,10 +82,15 @@ _LOCK_BYTE = 0x40000000  # the page holding this offset is never used (file lock
 _LEAF_TYPES = (0x0A, 0x0D)  # an index and a table b-tree leaf's first byte
 
 
+class SnapshotStopped(StatekeeperError):
+    """:meth:`PageSnapshot.chunks` after :meth:`PageSnapshot.cancel` (its caller cancelled)."""
+
+
 class PageSnapshot:
     """An open snapshot of the store at ``path`` (see the module documentation):
     :attr:`conn` reads it with SQL (while :meth:`plan` reads it on a connection of its
-    own), :meth:`chunks` yields its image. Close it."""
+    own), :meth:`chunks` yields its image. Close it, once no thread reads it any more:
+    a thread reading it is stopped by :meth:`cancel` (after the chunk in hand)."""
 
     def __init__(
         self,
@@ -115,6 +122,7 @@ class PageSnapshot:
         #: the dropped trees' leaves the plan listed without reading them (sorted):
         #: each checked to read as a leaf as its chunk is read (:meth:`_apply`)
         self._leaves: array.array[int] = array.array("I")
+        self._cancelled = threading.Event()
         # (given back, not closed, while other connections of this process hold it;
         # given back if what follows fails)
         self._db = sqlite_fds.take(path)
@@ -139,6 +147,15 @@ class PageSnapshot:
     def size(self) -> int:
         """The image's size in bytes."""
         return self.pages * self.page_size
+
+    def cancel(self) -> None:
+        """Ask the thread reading the image to stop: :meth:`chunks` raises
+        :class:`SnapshotStopped` before its next piece, the plan's (and the heads')
+        wait for the read-ahead ends. Safe from any thread; nothing is closed: the
+        caller waits for the reading thread to end, then closes (closing under it
+        would give back descriptors it reads: ``fds.py``)."""
+        self._cancelled.set()
+        self._prefetch.halt()
 
     def close(self) -> None:
         try:
@@ -404,6 +421,8 @@ class PageSnapshot:
         size = self.page_size
         step = max(1, chunk_bytes // size)
         for first in range(1, self.pages + 1, step):
+            if self._cancelled.is_set():
+                raise SnapshotStopped(f"{self.path}: the backup reading it was cancelled")
             count = min(step, self.pages + 1 - first)
             buf = spare(count * size) if spare is not None else None
             if buf is None:

@@ -217,11 +217,17 @@ class Prefetch:
                 self._over = True
                 self._moved.notify_all()
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop reading at the next window and wake every waiter, without waiting for
+        the thread (a cancelled backup, from the event loop: :meth:`stop` joins it)."""
         with self._lock:
             self._stopped.set()
             self._over = True
             self._moved.notify_all()
+
+    def stop(self) -> None:
+        self.halt()
+        with self._lock:
             thread = self._thread
         if thread is not None:
             thread.join()

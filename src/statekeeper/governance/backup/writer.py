@@ -63,6 +63,7 @@ from .fileformat import (
     FrameWriter,
     Header,
 )
+from .joined import run_joined
 from .leasetokens import sealed_leases, sealing_leases
 from .location import Location, named_as_given
 from .nsholds import namespace_holds, sealed_holds, sealing_holds
@@ -492,11 +493,12 @@ async def _write_pages(
             writer = FrameWriter(out, header, key)
             if parent is None:
                 local = location.s3 is None  # zero runs left out, nothing compressed
-                body = await asyncio.to_thread(
-                    write_pages, writer, snapshot, chunk_bytes, progress, local, ahead
-                )
+                # (cancelled: the thread stopped and ended before the snapshot closes)
+                args = (writer, snapshot, chunk_bytes, progress, local, ahead)
+                body = await run_joined(snapshot.cancel, write_pages, *args)
             else:
-                body = await asyncio.to_thread(
+                body = await run_joined(
+                    snapshot.cancel,
                     write_page_delta,
                     writer,
                     snapshot,
