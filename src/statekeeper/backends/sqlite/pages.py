@@ -372,10 +372,8 @@ class PageSnapshot:
         files and frames, the table's root page, the page size, the pages' usable
         bytes and the page count; or None: the table's record is not the one the C
         scan reads. Through :attr:`conn`."""
-        # the table's pages are all over the file: read from the page cache once the
-        # file's one reader from the disk is done, never before it. Started here too
-        # (once: whichever of the plan and this comes first starts it): a scan waiting
-        # for a plan that is never made (heads read alone) waited forever
+        # the table's pages are all over the file: read once the file's one reader is
+        # done; started here too (once), or a scan with no plan waited forever
         self._prefetch.start()
         self._prefetch.wait(self._prefetch.size)
         conn = self.conn
