@@ -153,6 +153,9 @@ class Portal(SharedLoop):
     """
 
     _closed_message = "the sync facade has been closed"
+    #: the store arms its own timers (a write-behind flush, ``settle_after``, a
+    #: heartbeat's sleep) during calls: the call wakes the background thread for them
+    _nudges = True
 
     def __init__(self, name: str = "statekeeper-portal") -> None:
         self._remains = remains = Remains()  # (before the thread is made: see _thread_target)
