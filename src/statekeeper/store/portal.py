@@ -44,6 +44,8 @@ __all__ = ["Handoff", "Portal", "iterate_with", "next_item"]
 
 logger = logging.getLogger("statekeeper.store.portal")
 
+_get_running_loop = asyncio._get_running_loop
+
 T = TypeVar("T")
 P = ParamSpec("P")
 
@@ -153,6 +155,9 @@ class Portal(SharedLoop):
     """
 
     _closed_message = "the sync facade has been closed"
+    #: the store arms its own timers (a write-behind flush, ``settle_after``, a
+    #: heartbeat's sleep) during calls: the call wakes the background thread for them
+    _nudges = True
 
     def __init__(self, name: str = "statekeeper-portal") -> None:
         self._remains = remains = Remains()  # (before the thread is made: see _thread_target)
@@ -250,6 +255,9 @@ class Portal(SharedLoop):
             raise
         inner = coro
         try:
+            if _get_running_loop() is not None and self._driver != call.thread:
+                coro = _cancellable(call, coro)
+                return self._from_another_loop(call, coro)
             if interruptible:
                 coro = _cancellable(call, coro)
             return super().call(coro, bare=bare)
@@ -259,6 +267,19 @@ class Portal(SharedLoop):
             if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
                 inner.close()  # (its wrapper never ran)
             self._end(call)
+
+    def _from_another_loop(self, call: _Call, coro: Coroutine[Any, Any, T]) -> T:
+        """(A thread running another event loop, a notebook's cell: it cannot run this
+        one.) ``coro`` handed to the background thread; an interrupt cancels it, waits
+        for its end and is raised (it went on unseen: a save interrupted still landed)."""
+        future = self._handed(coro)
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                self._cancel(call)
+                concurrent.futures.wait((future,))  # (a second interrupt: at once)
+            raise
 
     def serve(self, make: Callable[[Handoff], Coroutine[Any, Any, T]]) -> T:
         """Run ``make(handoff)`` on the loop, like :meth:`call`, and meanwhile run here,

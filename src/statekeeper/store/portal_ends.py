@@ -53,7 +53,7 @@ def weak_background(ref: weakref.ref[Portal], kick: threading.Event, remains: Re
         portal = ref()
         if portal is None:
             break
-        wait = portal._wait()
+        wait = portal._plan()
         del portal
         kick.wait(wait)
         portal = ref()

@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import heapq
 import inspect
+import math
 import sys
 import threading
 import time
@@ -172,6 +173,9 @@ class SharedLoop(Faces):
         #: resolves it, so closing never waits out the grace period
         self._grace: asyncio.Future[None] | None = None
         self._closed = False
+        #: (loop time) when the background thread means to look at the loop again:
+        #: ``inf`` while it plans its sleep, ``-inf`` while it runs a pass (:meth:`_plan`)
+        self._sleep_until = -math.inf
         self._thread = threading.Thread(target=self._thread_target(), name=name, daemon=True)
         #: the background thread is started by the first work it has to do (see
         #: _wanted): a saver that only reads never starts it (a new saver's open
@@ -266,7 +270,11 @@ class SharedLoop(Faces):
                     if self._take():
                         if until is None:
                             return
-                        self._loop.run_until_complete(until())
+                        try:
+                            self._loop.run_until_complete(until())
+                        finally:
+                            if self._nudges and self._started:
+                                self._nudge()
                         continue
                 finally:
                     if self._driver == me:  # (also after an interrupt inside _take)
@@ -321,7 +329,11 @@ class SharedLoop(Faces):
     def _call(self, coro: Coroutine[Any, Any, T], sigint: Sigint | None, bare: bool, me: int) -> T:
         try:
             if self._take():
-                return self._step(coro, sigint, bare)
+                try:
+                    return self._step(coro, sigint, bare)
+                finally:
+                    if self._nudges and self._started:
+                        self._nudge()
         finally:
             if self._driver == me:  # (also after an interrupt inside _take)
                 self._driver = None
@@ -499,6 +511,25 @@ class SharedLoop(Faces):
                 wait = min(wait, max(self._due[0].when() - self._loop.time(), 0.0))
         return wait
 
+    #: whether a caller leaving the loop wakes the background thread for a timer it
+    #: armed (:meth:`_nudge`); the saver's loop wakes only for :meth:`later`'s timers
+    _nudges = False
+
+    def _nudge(self) -> None:
+        """(Holding the loop, leaving it.) Wake the background thread for a timer due
+        before it means to look (:meth:`_plan`): one a call armed ran up to ``_IDLE`` late."""
+        timers = live_timers(self._loop)
+        if timers and timers[0].when() < self._sleep_until:
+            self._kick.set()
+
+    def _plan(self) -> float:
+        """(The background thread.) :meth:`_wait`, noting when it looks again (:meth:`_nudge`)."""
+        self._sleep_until = math.inf
+        now = self._loop.time()  # (before _wait's: a timer it sleeps till is not before)
+        wait = self._wait()
+        self._sleep_until = now + wait
+        return wait
+
     def _thread_target(self) -> Callable[[], None]:
         """What the background thread runs (it holds this loop: see :class:`.portal.Portal`
         for one that does not)."""
@@ -506,13 +537,14 @@ class SharedLoop(Faces):
 
     def _background(self) -> None:
         while True:
-            self._kick.wait(self._wait())
+            self._kick.wait(self._plan())
             if not self._background_pass():
                 return
 
     def _background_pass(self) -> bool:
         """(The background thread, woken.) One pass of the loop; False once stopped."""
         self._kick.clear()
+        self._sleep_until = -math.inf  # (it looks at the loop once this pass is done)
         if self._closed:
             return False
         now = self._loop.time()
