@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from ..backends.sqlite.loop import live_timers
 from ..errors import StatekeeperError, StoreClosed
 from . import forks
+from .handing import Handed
 from .interrupts import MAIN_THREAD, Sigint
 from .iterating import iterate_with, next_item
 from .loop_steps import Rest, end_interrupted, nothing, run_ready, run_rounds, working
@@ -340,12 +341,7 @@ class SharedLoop(Faces):
                 self._release(me)
             if not self._started:
                 self._wanted()
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        if sigint is not None:
-            sigint.aim(future.cancel)
-        event = threading.Event()
-        future.add_done_callback(lambda _: event.set())
-        self._drive(future.done, lambda: asyncio.wrap_future(future, loop=self._loop), event)
+        future = Handed(self._loop, coro).wait(self._drive, sigint)
         if not self._started:
             self._wanted()
         return future.result()
