@@ -108,6 +108,7 @@ from statekeeper.errors.schema import (
 from statekeeper.errors.storage import (
     AgentNotFound,
     AgentReplaced,
+    AuditLogLocked,
     BackendError,
     BackendRejected,
     BackendUnavailable,
@@ -144,6 +145,7 @@ __all__ = [
     "AgentOnHold",
     "AgentReplaced",
     "AsyncRequired",
+    "AuditLogLocked",
     "BackendError",
     "BackendRejected",
     "BackendUnavailable",

@@ -72,6 +72,18 @@ class BackendRejected(BackendError):
         super().__init__(message, maybe_applied=maybe_applied)
 
 
+class AuditLogLocked(BackendError):
+    """A write's audit entry waited for the audit log's head longer than the backend's
+    ``audit_lock_timeout`` (PostgreSQL): another transaction holds the head row locked
+    (a role's ``SELECT ... FOR UPDATE`` of it, or a governed write left uncommitted) and
+    every governed write of the store waits on it. Nothing was written
+    (``maybe_applied`` is False): the same write may be made again; the transaction
+    holding the lock is the one to end."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
 class ConflictError(StorageError):
     """An append expected a different head: someone else wrote first.
 

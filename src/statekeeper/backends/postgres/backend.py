@@ -114,7 +114,7 @@ from .lifecycle import Lifecycle
 from .loop_end import POOL_PREFIX, LoopEnd
 from .markers import Markers
 from .reads import Reads
-from .refusals import denied, label, read_only
+from .refusals import audit_locked, denied, label, read_only
 from .removals import Removals
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
@@ -181,6 +181,12 @@ class PostgresBackend(
             (``idle_in_transaction_session_timeout``; 0 keeps the server's setting). A
             client frozen inside one otherwise held the change feed's lock — every
             subscriber stalled — and its agents' rows until its connection died.
+        audit_lock_timeout: seconds a write waits for the audit log's head row (0: no
+            bound). Any role that may write can hold it locked (``SELECT ... FOR
+            UPDATE`` of it under row-level security, a governed write left
+            uncommitted), and every governed write of the store waits on it; past this
+            the write raises :class:`~statekeeper.errors.AuditLogLocked`, nothing
+            written.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
         partitions: create a new schema hash-partitioned by agent id into this many
@@ -242,6 +248,7 @@ class PostgresBackend(
         connect_timeout: float = 10.0,
         socket_timeout: float = 60.0,
         idle_transaction_timeout: float = 30.0,
+        audit_lock_timeout: float = 10.0,
         readonly: bool = False,
         partitions: int | None = None,
         replica_url: str | None = None,
@@ -255,6 +262,8 @@ class PostgresBackend(
             raise ConfigurationError("socket_timeout must be > 0 seconds")
         if not idle_transaction_timeout >= 0:
             raise ConfigurationError("idle_transaction_timeout must be >= 0 seconds")
+        if not audit_lock_timeout >= 0:
+            raise ConfigurationError("audit_lock_timeout must be >= 0 seconds")
         _schema.check_partitions(partitions)
         self.dsn = dsn
         self.schema = schema
@@ -275,7 +284,8 @@ class PostgresBackend(
             "client_encoding": "UTF8",
         }
         #: each new connection's settings (read only, the idle transaction timeout)
-        self._configure = session_setup(readonly, idle_transaction_timeout)
+        self._configure = session_setup(readonly, idle_transaction_timeout, audit_lock_timeout)
+        self.audit_lock_timeout = audit_lock_timeout
         # one wait for a connection never outlasts the retry budget
         self._wait = min(pool_timeout, max(retry_timeout, 0.5))
         ident = sql.Identifier(schema)
@@ -356,6 +366,8 @@ class PostgresBackend(
         what = label(what, exc, self.schema, self.readonly)
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
+        if (locked := audit_locked(what, exc, self.audit_lock_timeout)) is not None:
+            return locked
         if (refused := denied(what, exc, self.dsn) or read_only(what, exc)) is not None:
             return refused
         return BackendRejected(

@@ -40,6 +40,7 @@ _OWN_OPTIONS = (
     "connect_timeout",
     "socket_timeout",
     "idle_transaction_timeout",
+    "audit_lock_timeout",
     "partitions",
     "replica_url",
 )
@@ -114,7 +115,7 @@ async def read_only_session(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 def session_setup(
-    readonly: bool, idle_transaction_timeout: float
+    readonly: bool, idle_transaction_timeout: float, audit_lock_timeout: float = 10.0
 ) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
     """The pool's ``configure`` hook: run once per new connection, in one round trip.
 
@@ -133,12 +134,19 @@ def session_setup(
     ``extra_float_digits = 3``: floats read as text (a lease's expiry) carry every
     digit, whatever the role's or database's setting (a negative one rounded a lease's
     expiry, epoch seconds, to as little as one significant digit).
+    ``audit_lock_timeout`` (seconds, 0: no bound) becomes the session's
+    ``statekeeper.audit_lock_timeout`` (milliseconds): the longest a write waits for
+    the audit log's head row (``sk_audit_head_lock``, migration 24), which any role
+    that may write can hold locked.
     """
-    statements = ["SET extra_float_digits = 3"]
+    statements = [
+        "SET extra_float_digits = 3",
+        f"SET statekeeper.audit_lock_timeout = '{_milliseconds(audit_lock_timeout)}'",
+    ]
     if readonly:
         statements.append("SET default_transaction_read_only = on")
     if idle_transaction_timeout > 0:
-        ms = max(1, round(idle_transaction_timeout * 1000))
+        ms = _milliseconds(idle_transaction_timeout)
         statements.append(f"SET idle_in_transaction_session_timeout = {ms}")
     query = "; ".join(statements).encode()
 
@@ -146,6 +154,11 @@ def session_setup(
         await conn.execute(query)
 
     return configure
+
+
+def _milliseconds(seconds: float) -> int:
+    """A timeout in whole milliseconds (0 stays 0: no bound; any other at least 1)."""
+    return max(1, round(seconds * 1000)) if seconds > 0 else 0
 
 
 def transient(exc: BaseException) -> bool:

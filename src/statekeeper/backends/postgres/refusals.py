@@ -15,12 +15,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import AccessDenied, BackendRejected
+from ...errors import AccessDenied, AuditLogLocked, BackendRejected
 
 if TYPE_CHECKING:
     from ...records import AppendRequest, StreamChange
 
 __all__ = [
+    "audit_locked",
     "denied",
     "filtered_at_head",
     "label",
@@ -32,6 +33,7 @@ __all__ = [
 
 INSUFFICIENT_PRIVILEGE = "42501"
 READ_ONLY_SQL_TRANSACTION = "25006"
+LOCK_NOT_AVAILABLE = "55P03"
 #: set on a driver error met while the store opens (creates or upgrades its schema)
 _OPENING = "_statekeeper_opening"
 #: ``append to 'acme/x'``, ``lease_acquire of 'acme/x'``: the agent as its repr
@@ -104,6 +106,23 @@ def read_only(what: str, exc: BaseException) -> BackendRejected | None:
         "was written: connect to the primary with a writable session, or open the store "
         "read-only",
         sqlstate=READ_ONLY_SQL_TRANSACTION,
+    )
+
+
+def audit_locked(what: str, exc: BaseException, timeout: float) -> AuditLogLocked | None:
+    """``what`` waited for the audit log's head row past ``timeout`` seconds (SQLSTATE
+    55P03 raised in ``sk_audit_head_lock``, migration 24), or None."""
+    if getattr(exc, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+        return None
+    diag = getattr(exc, "diag", None)
+    if "sk_audit_head_lock" not in (getattr(diag, "context", None) or ""):
+        return None
+    return AuditLogLocked(
+        f"{what}: the store's audit log is locked by another transaction (its head row"
+        " locked by a role, SELECT ... FOR UPDATE, or a governed write left uncommitted)"
+        f" for longer than audit_lock_timeout ({timeout:g}s); every governed write waits"
+        " on it. Nothing was written: write again; the transaction holding it (see"
+        " pg_blocking_pids) is the one to end"
     )
 
 

@@ -122,6 +122,11 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "a creation whose head row at 0 is deleted meanwhile inserts it again",
         read_script(PACKAGE, "sql/claim_gone.sql"),
     ),
+    (
+        24,
+        "a write waits for the audit log's head a bounded time; claims left before 22 removed",
+        read_script(PACKAGE, "sql/audit_head_lock.sql"),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

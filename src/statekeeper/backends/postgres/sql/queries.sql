@@ -78,9 +78,9 @@ UPDATE {s}.sk_agents SET head_tag = %s WHERE agent_id = %s
 -- in ITS snapshot: taken after these locks, it sees every prune of the page's agents
 -- committed before (a prune holds the head row), and none can commit until the end.
 -- The audit log's head last (a batch's order too, migration 20): a governed change
--- (together_locks.py) waiting on another agent's head holds nothing of the log meanwhile
-SELECT 1 FROM {s}.sk_agents WHERE agent_id = ANY(%(agents)s::text[])
-ORDER BY agent_id = chr(1) || 'sk-audit/log', agent_id FOR UPDATE
+-- (together_locks.py) waiting on another agent's head holds nothing of the log meanwhile;
+-- and the log's head waited for at most audit_lock_timeout (sk_lock_heads, migration 24)
+SELECT {s}.sk_lock_heads(%(agents)s::text[])
 
 -- name: together_leases
 -- append_together with changes, first: the lease rows of its lease changes and fenced
