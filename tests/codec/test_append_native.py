@@ -65,6 +65,7 @@ def _pure(monkeypatch: pytest.MonkeyPatch, events: Any, link: Any) -> Any:
 
 def _both(monkeypatch: pytest.MonkeyPatch, events: Any, link: Any = ZERO_LINK) -> Any:
     pure = _pure(monkeypatch, events, link)
+    native: tuple[str, Any]
     try:
         native = ("ok", appends.appends_checked(AGENT, events, link))
     except Exception as exc:
