@@ -72,7 +72,8 @@ def _both(monkeypatch: pytest.MonkeyPatch, events: Any, link: Any = ZERO_LINK) -
         native = ("raised", type(exc))
     assert native == pure
     if pure[0] == "ok" and pure[1] is not None:
-        assert type(native[1][0]) is str and type(native[1][1]) is list
+        got: Any = native[1]
+        assert type(got[0]) is str and type(got[1]) is list
     return native[1] if native[0] == "ok" else native
 
 
