@@ -201,8 +201,9 @@ def appends_checked(
     native = _APPEND_NATIVE
     if native is not None and type(events) is list and type(link) is bytes:
         first = events[0]
-        if type(first) is tuple and len(first) == 5 and type(kind := first[1]) is str:
-            got = native(_link_prefix(agent_id, kind), kind, events, link, _orjson_loads)
+        if type(first) is tuple and len(first) == 5 and type(record_type := first[1]) is str:
+            prefix = _link_prefix(agent_id, record_type)
+            got = native(prefix, record_type, events, link, _orjson_loads)
             if got is not NotImplemented:
                 return cast("tuple[str, list[Any], bytes] | None", got)
     n = len(events)
