@@ -1,13 +1,16 @@
-"""The project's compiled parts, both optional: a page backup's per-page pass
+"""The project's compiled parts, all optional: a page backup's per-page pass
 (``statekeeper.backends._pagepass`` from ``native/pagepass.c``; why native:
-``statekeeper/backends/sqlite/pagepass.py``) and, on x86-64, BLAKE3 at the SIMD unit's
+``statekeeper/backends/sqlite/pagepass.py``), a replayed run of plain appends checked
+and parsed in one call (``statekeeper.codec._appendrun`` from ``native/appendrun.c``,
+linked with OpenSSL's libcrypto; why: ``statekeeper/codec/appends.py``) and, on x86-64, BLAKE3 at the SIMD unit's
 full width (``statekeeper.codec._widehash`` from ``native/widehash.c`` and the BLAKE3
 team's C and assembly in ``native/blake3``; why: ``statekeeper/codec/widehash.py``).
 Everything else is in pyproject.toml.
 
 Where an extension cannot be compiled (no compiler, no Python headers) setuptools warns
 and the install goes on; the package then runs the same pass in Python
-(``sqlite_pagepass.python_pass``) and hashes with the ``blake3`` package, as it does
+(``sqlite_pagepass.python_pass``), checks appends record by record in Python and
+hashes with the ``blake3`` package, as it does
 with ``STATEKEEPER_PURE=1``.
 """
 
@@ -43,6 +46,12 @@ setup(
         Extension(
             "statekeeper.backends._fileid",
             sources=["native/fileid.c"],
+            optional=True,
+        ),
+        Extension(
+            "statekeeper.codec._appendrun",
+            sources=["native/appendrun.c"],
+            libraries=["crypto"],
             optional=True,
         ),
         *(

@@ -1,14 +1,22 @@
 """The fast path of a replay of plain appends (a chat's saves): a run of stored
 events that each append one value to a list, verified and decoded in one pass
 (:meth:`Codec.decode_chain`, :meth:`Codec.decode_appends`).
+
+Where the C module ``statekeeper.codec._appendrun`` is built (``native/appendrun.c``,
+setup.py; not with ``STATEKEEPER_PURE=1``) a run is checked by it in one call
+(:func:`appends_checked`): the same checks as :func:`_append_few`, record by record,
+without the Python loop around each SHA-256 and parse (docs/benchmarks.md,
+"coldchain"); rows it does not take as they are go the Python way.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, cast
@@ -158,6 +166,57 @@ def _append_few(
         return pointer.decode(), values, link
     except (TypeError, ValueError, AttributeError, struct.error):  # (record by record)
         return None
+
+
+def _native_run() -> Callable[..., Any] | None:
+    if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from . import _appendrun
+    except ImportError:  # installed without a compiler or OpenSSL's headers: Python's loop
+        return None
+    return _appendrun.append_run
+
+
+#: ``append_run(prefix, record_type, events, link, loads)``: the C check of a run of
+#: plain appends (:func:`appends_checked`), None where it is not built
+_APPEND_NATIVE = _native_run()
+
+
+@functools.lru_cache(maxsize=4096)
+def _link_prefix(agent_id: str, record_type: str) -> bytes:
+    return b"sk-link/1" + _names(agent_id, record_type)
+
+
+def appends_checked(
+    agent_id: str, events: Sequence[EventRow], link: bytes
+) -> tuple[str, list[Any], bytes] | None:
+    """The pointer, the values and the last link of a run of stored events (at least
+    one) that are all plain SHA-256 appends to the same list following ``link``, else
+    None: :meth:`Codec.decode_appends`'s check. By the C module where it is built (the
+    checks of :func:`_append_few` for a run of any length, one call); rows it does not
+    take as they are (not a list of 5-tuples of int, str, float, bytes, bytes; more than
+    one event type; a seq past 64 bits) and a store without it: :func:`_append_one`,
+    :func:`_append_few` or :func:`_append_run` by the run's length, as before."""
+    native = _APPEND_NATIVE
+    if native is not None and type(events) is list and type(link) is bytes:
+        first = events[0]
+        if type(first) is tuple and len(first) == 5 and type(record_type := first[1]) is str:
+            prefix = _link_prefix(agent_id, record_type)
+            got = native(prefix, record_type, events, link, _orjson_loads)
+            if got is not NotImplemented:
+                return cast("tuple[str, list[Any], bytes] | None", got)
+    n = len(events)
+    run = (
+        _append_one(agent_id, events[0], link)
+        if n == 1
+        else _append_few(agent_id, events, link)
+        if n <= FEW_APPENDS
+        else _append_run(agent_id, events, link)
+    )
+    if run is None or type(run[0]) is not str:
+        return None
+    return run[0], run[1], run[2]
 
 
 def _append_one(agent_id: str, row: EventRow, link: bytes) -> tuple[str, list[Any], bytes] | None:

@@ -14,10 +14,8 @@ from ..errors import (
 from . import layout, links
 from .appends import (
     _APPEND_HEAD,
-    FEW_APPENDS,
-    _append_few,
-    _append_one,
     _append_run,
+    appends_checked,
 )
 from .formats import JSON, MSGPACK, has_marker
 from .layout import (
@@ -355,17 +353,8 @@ class Decoding(Opening):
         snapshot) is checked by :func:`_append_one`, a short run (a load past a tail
         snapshot: at most 7) by :func:`_append_few`: the same checks, record by record,
         without the passes over a run (docs/benchmarks.md, "cold11", 2026-12-05
-        afternoon; "cold3")."""
+        afternoon; "cold3"); any run by the C module where it is built
+        (:func:`appends_checked`, "coldchain")."""
         if self.keyring is not None or prev is None or not events:
             return None
-        n = len(events)
-        run = (
-            _append_one(agent_id, events[0], prev)
-            if n == 1
-            else _append_few(agent_id, events, prev)
-            if n <= FEW_APPENDS
-            else _append_run(agent_id, events, prev)
-        )
-        if run is None or type(run[0]) is not str:
-            return None
-        return run[0], run[1], run[2]
+        return appends_checked(agent_id, events, prev)
