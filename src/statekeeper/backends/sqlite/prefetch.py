@@ -47,7 +47,16 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["WINDOW", "Prefetch", "available_memory", "cached", "can_read_ahead"]
+__all__ = [
+    "SCARCE",
+    "WINDOW",
+    "Prefetch",
+    "available_memory",
+    "cached",
+    "can_read_ahead",
+    "clear",
+    "resident",
+]
 
 #: bytes read per request (``dd bs=8M``; the kernel's read-ahead here is 8 MiB)
 WINDOW = 8 << 20
@@ -131,13 +140,82 @@ _LOW_BIT = bytes(i & 1 for i in range(256))
 _stat: list[Callable[[int, int, int], int]] = []
 
 
+def resident(fd: int, offset: int, length: int) -> int:
+    """How many pages of ``length`` bytes at ``offset`` of the file open at ``fd`` are
+    in the page cache (-1 where the kernel cannot say: not Linux)."""
+    if not _stat:
+        _stat.append(_cachestat())
+    return _stat[0](fd, offset, length)
+
+
 def cached(fd: int, offset: int, length: int) -> bool:
     """Whether every page of ``length`` bytes at ``offset`` of the file open at ``fd``
     is in the page cache (False where the kernel cannot say: not Linux). A page still being read
     counts as in it: ask before reading, not while."""
-    if not _stat:
-        _stat.append(_cachestat())
-    return _stat[0](fd, offset, length) >= -(-length // _PAGE)
+    return resident(fd, offset, length) >= -(-length // _PAGE)
+
+
+#: a file past its first window with less than this share of its pages cached has
+#: them dropped before it is read (:func:`clear`)
+SCARCE = 1 / 16
+
+
+def clear(fd: int, size: int) -> bool:
+    """Drop the pages of the file open at ``fd`` past its first :data:`WINDOW` from the
+    page cache where fewer than :data:`SCARCE` of them are in it (a cold file: what a
+    plan read, a live store's few hot pages), so its reader's requests are not broken
+    by them (docs/benchmarks.md, "backupfeed": 121-127 requests after a plan's 24
+    pages against 60-76): it reads them back within its read. Dirty pages stay (the
+    kernel drops only clean ones); the first window is left (the snapshot's open read
+    it whole). Whether it dropped."""
+    length = size - WINDOW
+    if length <= 0 or not hasattr(os, "posix_fadvise"):
+        return False
+    count = resident(fd, WINDOW, length)
+    if count < 0 or count * _PAGE >= length * SCARCE:
+        return False
+    try:
+        os.posix_fadvise(fd, WINDOW, length, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        return False
+    return True
+
+
+#: where the reader sends each window on Linux (``sendfile``: read into the page cache
+#: in the kernel's large requests, never copied out of it: ~5 against ~50 ms of CPU
+#: for the 188 MB bench store, docs/benchmarks.md "backupfeed"); None: read into a
+#: buffer (``preadv``), as everywhere else
+SINK: str | None = "/dev/null" if sys.platform.startswith("linux") else None
+
+
+def _sink() -> int:
+    """A descriptor of :data:`SINK` open for writing, or -1 (none: ``preadv``)."""
+    if SINK is None or not hasattr(os, "sendfile"):
+        return -1
+    try:
+        return os.open(SINK, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return -1
+
+
+def _sent(sink: int, fd: int, at: int, length: int) -> bool:
+    """``length`` bytes of ``fd`` from ``at`` sent to ``sink`` (read into the page
+    cache; a file shorter than that: up to its end); False where the kernel refused
+    the first send (the caller reads the window with ``preadv``)."""
+    first = True
+    while length > 0:
+        try:
+            got = os.sendfile(sink, fd, at, length)
+        except OSError:
+            if first:
+                return False
+            raise
+        if not got:  # (the file's end)
+            return True
+        first = False
+        at += got
+        length -= got
+    return True
 
 
 class Prefetch:
@@ -177,6 +255,7 @@ class Prefetch:
                 self._over = True
                 self._moved.notify_all()
                 return
+            clear(self._fd, size)  # (a cold file: the pages read before it, dropped)
             thread = threading.Thread(
                 target=self._run, args=(self._fd, size), name="statekeeper-prefetch", daemon=True
             )
@@ -199,20 +278,29 @@ class Prefetch:
             self._moved.wait_for(lambda: self._over or self._done >= min(upto, self.size))
 
     def _run(self, fd: int, size: int) -> None:
-        scratch = memoryview(bytearray(min(WINDOW, size)))
+        scratch: memoryview | None = None
+        sink = _sink()
         try:
             for at in range(0, size, WINDOW):
                 if self._stopped.is_set():
                     return
                 length = min(WINDOW, size - at)
-                # (a view of the one buffer's start: a slice of a bytearray is a copy)
-                os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
+                if sink >= 0 and not _sent(sink, fd, at, length):
+                    os.close(sink)
+                    sink = -1
+                if sink < 0:
+                    if scratch is None:
+                        scratch = memoryview(bytearray(min(WINDOW, size)))
+                    # (a view of the one buffer's start: a slice of a bytearray is a copy)
+                    os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
                 with self._lock:
                     self._done = at + length
                     self._moved.notify_all()
         except OSError:  # only a read ahead: the readers read the file either way
             return
         finally:
+            if sink >= 0:
+                os.close(sink)
             with self._lock:
                 self._over = True
                 self._moved.notify_all()
