@@ -303,3 +303,55 @@ def test_a_cold_files_few_cached_pages_are_dropped_before_it_is_read(
             assert sqlite_prefetch.resident(fd, window, 2 * window) == 0
         finally:
             os.close(fd)
+
+
+def test_a_heads_scan_started_before_a_plan_it_was_told_of_waits_for_its_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``will_plan`` and the heads' scan started first (as a backup starts its heads'
+    thread): the plan's pages are read before the reader's first request (the scan
+    did not start it), and the scan reads after the reader's last."""
+    db = tmp_path / "s.db"
+    _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", WINDOW)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    gate = _Gate(monkeypatch, hold_from=1 << 62)
+    real_pread = os.pread
+
+    def pread(fd: int, size: int, offset: int) -> bytes:
+        if gate.fd >= 0:
+            gate.said.append(("page", offset, offset + size))
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    with snapshot(db) as snap:
+        gate.fd = snap._prefetch._fd
+        conn = snap.conn
+        asked = threading.Event()
+
+        class Noted:
+            def execute(self, *args: Any) -> Any:
+                gate.said.append(("heads", 0, 0))
+                return conn.execute(*args)
+
+        snap.conn = Noted()  # type: ignore[assignment]
+        snap.will_plan()
+        real_wait = snap._no_plan_ahead.wait
+
+        def waiting() -> bool:
+            asked.set()
+            return real_wait()
+
+        monkeypatch.setattr(snap._no_plan_ahead, "wait", waiting)
+        heads = threading.Thread(target=snap.heads)
+        heads.start()
+        assert asked.wait(DEADLINE)  # (the scan waits for the plan)
+        snap.plan()
+        heads.join(DEADLINE)
+        assert not heads.is_alive()
+        snap.conn = conn
+    kinds = [s[0] for s in gate.said]
+    first_read = kinds.index("read")
+    last_read = len(kinds) - 1 - kinds[::-1].index("read")
+    assert "page" in kinds[:first_read]
+    assert kinds.index("heads") > last_read

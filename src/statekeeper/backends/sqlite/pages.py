@@ -118,6 +118,9 @@ class PageSnapshot:
         #: each checked to read as a leaf as its chunk is read (:meth:`_apply`)
         self._leaves: array.array[int] = array.array("I")
         self._cancelled = threading.Event()
+        #: clear while a plan is to come (:meth:`will_plan`): the heads' scan waits
+        self._no_plan_ahead = threading.Event()
+        self._no_plan_ahead.set()
         # (given back, not closed, while other connections of this process hold it;
         # given back if what follows fails)
         self._db = sqlite_fds.take(path)
@@ -151,8 +154,10 @@ class PageSnapshot:
         would give back descriptors it reads: ``fds.py``)."""
         self._cancelled.set()
         self._prefetch.halt()
+        self._no_plan_ahead.set()
 
     def close(self) -> None:
+        self._no_plan_ahead.set()
         try:
             self._prefetch.stop()  # (it reads through self._ahead)
             self.conn.close()
@@ -200,6 +205,16 @@ class PageSnapshot:
         except BaseException:
             self._prefetch.stop()
             raise
+        finally:
+            self._no_plan_ahead.set()
+
+    def will_plan(self) -> None:
+        """Say :meth:`plan` is to be called, on another thread: the heads' scan (which
+        reads pages all over the file) then waits for it to start the file's reader
+        once its own pages are read, rather than start it first (the plan's reads
+        would queue behind the reader's)."""
+        if self._plan is None and not self._cancelled.is_set():
+            self._no_plan_ahead.clear()
 
     def _read_in(self) -> None:
         """The whole file read in by its one reader (started here if not yet) before
@@ -379,7 +394,9 @@ class PageSnapshot:
         bytes and the page count; or None: the table's record is not the one the C
         scan reads. Through :attr:`conn`."""
         # the table's pages are all over the file: read once the file's one reader is
-        # done; started here too (once), or a scan with no plan waited forever
+        # done; started here too (once: a plan to come starts it), or a scan with no
+        # plan waited forever
+        self._no_plan_ahead.wait()
         self._read_in()
         conn = self.conn
         root = conn.execute(_HEADS_ROOT).fetchone()

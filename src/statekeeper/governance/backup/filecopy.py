@@ -184,6 +184,7 @@ def write_pages(
     digests = bytearray()
 
     def ship() -> int:
+        snapshot.plan()  # while the heads are read (another connection, same snapshot)
         # the pipeline: this thread reads, filters and digests the pages (one pass, in
         # C where built: backends/sqlite/pagepass.py) while the sealing threads seal the
         # chunk before and the writing thread writes the one before that
@@ -203,10 +204,7 @@ def write_pages(
         if heads_ahead is not None and isinstance(writer.out, DirectFile):
             heads_ahead.frames = zero_run_frames  # its heads framed by the heads' thread
     tags = writer.header.version in HEAD_TAGS
-    # its pages read before the file's reader starts, the heads' thread after (their
-    # pages all over the file read once the reader is done: docs/benchmarks.md,
-    # "backupfeed"); the chunks fed while it reads
-    snapshot.plan()
+    snapshot.will_plan()  # (the heads' scan waits for the plan's pages: see there)
     # the heads from the snapshot's pages (C, where built: else SQL, as a copy's)
     body = shipped(
         writer,

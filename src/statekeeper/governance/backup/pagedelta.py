@@ -170,6 +170,7 @@ def write_page_delta(
         return held.pop() if held and len(held[-1]) == n else None
 
     def ship() -> int:
+        snapshot.plan()
         pageno = 1
         with writer.sealer(chunk_bytes, THREADS, LEVEL) as sealer:
             at = 0  # where this piece starts in every kind (16 bytes a page)
@@ -193,7 +194,7 @@ def write_page_delta(
     from .fileformat import HEAD_TAGS
 
     tags = writer.header.version in HEAD_TAGS
-    snapshot.plan()  # (before the heads' thread: see filecopy.write_pages)
+    snapshot.will_plan()  # (ship() plans: see filecopy.write_pages)
     body = shipped(writer, snapshot.conn, progress, ship, tags, None, snapshot.heads)
     body["layout"] = "sqlite-page-delta"
     body.update(
