@@ -433,7 +433,9 @@ class PageSnapshot:
         buffer of ``n`` bytes the caller is done with: every byte is overwritten), else
         a new one. With a ``seed``, every page's digest (XXH3-128 under it,
         :func:`~statekeeper.governance.backup.pagedelta.page_digests`) is in
-        :attr:`digests` once its piece is yielded, taken in the same pass."""
+        :attr:`digests` once its piece is yielded, taken in the same pass. Each piece
+        is read once the file's reader is past it (a page-cache hit, the reader reading
+        on while it is sealed and written: docs/benchmarks.md, "backupfeed")."""
         if self._plan is None:
             self.plan()
         self._seed = seed

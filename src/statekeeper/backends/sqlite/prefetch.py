@@ -1,5 +1,5 @@
-"""The store file read from the disk once, in file order, in large requests, before a
-page backup reads any page of it.
+"""The store file read from the disk once, in file order, in large requests, while a
+page backup's chunks are read behind the reader.
 
 A page backup reads the store file three ways: the plan walks the change feed's
 b-trees (``tree_outline``, a few pages), the heads' thread walks the heads table
@@ -13,28 +13,34 @@ that, but reached the disk as ~0.6 MB requests, broken smaller still by the othe
 readers: the disk busy, moving 0.55-0.70x the bytes a second of a plain copy
 (docs/benchmarks.md, "backupcold").
 
-So :class:`Prefetch` is the file's one reader from the disk, and reads it first: a
-thread reads it from byte 0 to its end in :data:`WINDOW` requests (``preadv`` into one
+So :class:`Prefetch` is the file's one reader from the disk: a thread reads it from
+byte 0 to its end in :data:`WINDOW` requests (on Linux sent to ``/dev/null`` by
+``sendfile``: read into the page cache by the kernel's sequential read-ahead, never
+copied out, ~5 against ~50 ms of CPU for the bench store; elsewhere ``preadv`` into one
 scratch buffer, as ``dd bs=8M`` reads), on a descriptor of its own (its read-ahead
-state its own), and the plan waits for it (:meth:`Prefetch.wait`) before it reads a
-page; the heads' scan waits too. Every page they and the chunks read is then a
-page-cache hit. Read before it, even a few dozen scattered pages in the page cache
+state its own). The plan reads its few pages first, then starts it; each chunk waits
+(:meth:`Prefetch.wait`) until the reader is past its last byte, so the chunks are
+filtered, sealed and written while it reads on (docs/benchmarks.md, "backupfeed"; the
+plan waited for the whole read before, "backupread"); the heads' scan, whose pages are
+all over the file, waits for its end. Every page they and the chunks read is then a
+page-cache hit. Read ahead of it, even a few dozen scattered pages in the page cache
 break the kernel's read-ahead of each window they fall in into single pages: the
 100,000-agent store read in 0.20 s and 983 requests after 1,000 random pages, in
-0.09 s and 61 requests without (docs/benchmarks.md, "backupread"). A file whose
-pages are all in the page cache (``cachestat``, Linux 6.5 and later; ``mincore`` of a
-mapping touching none of them before) is not read: nothing waits. Memory: one buffer
-of at most :data:`WINDOW` bytes; the file's pages are the page cache's, as a ``cp``'s
-are. A file larger than half the memory the kernel reports available is not read
-ahead (it would push its own first pages out before the backup reads them): its
-readers read as before, without waiting.
+0.09 s and 61 requests without (docs/benchmarks.md, "backupread"); so the few the plan
+read are dropped from the page cache before the reader starts, where the file is cold
+(:func:`clear`). A file whose pages are all in the page cache (``cachestat``, Linux 6.5
+and later; ``mincore`` of a mapping touching none of them before) is not read: nothing
+waits. Memory: at most one buffer of :data:`WINDOW` bytes (none with ``sendfile``); the
+file's pages are the page cache's, as a ``cp``'s are. A file larger than half the
+memory the kernel reports available is not read ahead (it would push its own first
+pages out before the backup reads them): its readers read as before, without waiting.
 
 What the backup reads, and the snapshot it comes from, are what they were: the reader
 only brings the file's pages into the page cache; the plan, the heads and the chunks
 read them as before (``pages.py``).
 
 Until :meth:`Prefetch.start` (the plan) or :meth:`Prefetch.stop` (the plan's failure,
-the snapshot's close) a waiter waits. The thread reads through a descriptor from
+the snapshot's close) or :meth:`Prefetch.halt` (a cancel) a waiter waits. The thread reads through a descriptor from
 ``fds.take`` (never a plain ``open``/``close``: closing a descriptor of a SQLite file
 drops the locks of every connection of the process on it); the caller calls
 :meth:`Prefetch.stop` before it gives that descriptor back.
