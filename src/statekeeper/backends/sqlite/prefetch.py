@@ -40,9 +40,10 @@ only brings the file's pages into the page cache; the plan, the heads and the ch
 read them as before (``pages.py``).
 
 Until :meth:`Prefetch.start` (the plan) or :meth:`Prefetch.stop` (the plan's failure,
-the snapshot's close) or :meth:`Prefetch.halt` (a cancel) a waiter waits. The thread reads through a descriptor from
-``fds.take`` (never a plain ``open``/``close``: closing a descriptor of a SQLite file
-drops the locks of every connection of the process on it); the caller calls
+the snapshot's close) or :meth:`Prefetch.halt` (a cancel) a waiter waits. The thread
+reads through a descriptor from ``fds.take`` (never a plain ``open``/``close``: closing
+a descriptor of a SQLite file drops the locks of every connection of the process on
+it); the caller calls
 :meth:`Prefetch.stop` before it gives that descriptor back.
 """
 
