@@ -1,12 +1,12 @@
-"""A page backup's snapshot reads the store file in from the disk first, in file order,
-in large requests, before it reads any page of it (``sqlite_prefetch.Prefetch``,
-docs/benchmarks.md "backupread"): one reader, on a descriptor of its own (from
-``fds.take``: never closed under SQLite's locks), ``WINDOW`` bytes a request into one
-scratch buffer (its memory); the plan and the heads' scan wait for it; a file
-already in the page cache is not read; a file dropped from it is in it once the plan
-returns; a file larger than half the available memory is not read ahead and nothing
-waits; a close or a failed plan stops it and wakes its waiters; a backup of a store
-read so restores."""
+"""A page backup's snapshot reads the store file in from the disk, in file order, in
+large requests (``sqlite_prefetch.Prefetch``, docs/benchmarks.md "backupread"): one
+reader, on a descriptor of its own (from ``fds.take``: never closed under SQLite's
+locks), ``WINDOW`` bytes a request into one scratch buffer (its memory), started by the
+plan once its own few pages are read; the chunks wait for it to pass them
+("backupfeed"), the heads' scan for its end; a file already in the page cache is not
+read; a file dropped from it is in it once the reader is done; a file larger than half
+the available memory is not read ahead and nothing waits; a close or a failed plan
+stops it and wakes its waiters; a backup of a store read so restores."""
 
 from __future__ import annotations
 
@@ -89,21 +89,30 @@ def _threads() -> list[threading.Thread]:
 
 
 class _Spy:
-    """``os.preadv`` and ``os.pread`` noted in order, once the snapshot is open (its
-    read-ahead descriptor known: :attr:`fd`): the reader's requests and every page
+    """``os.preadv``, ``os.sendfile`` and ``os.pread`` noted in order, once the
+    snapshot is open (its read-ahead descriptor known: :attr:`fd`): the reader's
+    requests (a window sent to ``/dev/null`` or read into its buffer) and every page
     read."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.fd = -1
         self.said: list[tuple[Any, ...]] = []
         self.buffers: list[Any] = []
-        real_preadv, real_pread = os.preadv, os.pread
+        real_preadv, real_pread, real_send = os.preadv, os.pread, os.sendfile
 
         def preadv(fd: int, buffers: list[Any], offset: int, *rest: Any) -> int:
             if fd == self.fd:
                 self.said.append(("read", offset, sum(len(b) for b in buffers)))
                 self.buffers.append(buffers)
             return real_preadv(fd, buffers, offset, *rest)
+
+        def sendfile(out: int, fd: int, offset: int, count: int) -> int:
+            got = real_send(out, fd, offset, count)
+            if fd == self.fd:
+                self.said.append(("read", offset, got))
+            return got
+
+        monkeypatch.setattr(os, "sendfile", sendfile)
 
         def pread(fd: int, size: int, offset: int) -> bytes:
             if self.fd >= 0:  # (the snapshot open)
@@ -114,30 +123,36 @@ class _Spy:
         monkeypatch.setattr(os, "pread", pread)
 
 
+@pytest.mark.parametrize("sink", ["/dev/null", None])
 def test_the_file_is_read_first_in_order_in_windows_on_its_own_descriptor(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sink: str | None
 ) -> None:
-    """Every byte of the image from 0, ``WINDOW`` bytes a request, into one buffer,
-    on a descriptor that is not the one the pages are read from; the plan reads no
-    page before the last request returned; the thread gone after close. (The file
-    is taken as not cached: a test's file is, having just been written.)"""
+    """Every byte of the image from 0, ``WINDOW`` bytes a request, sent to
+    ``/dev/null`` (Linux: never copied out of the page cache) or into one buffer, on a
+    descriptor that is not the one the pages are read from; the plan's pages
+    read before the reader's first request (docs/benchmarks.md, "backupfeed": read
+    after, ahead of it, they would break its requests); the thread gone after close.
+    (The file is taken as not cached: a test's file is, having just been written.)"""
     db = tmp_path / "s.db"
     _store(db)
     monkeypatch.setattr(sqlite_prefetch, "WINDOW", 64 << 10)
     monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    monkeypatch.setattr(sqlite_prefetch, "SINK", sink)
     spy = _Spy(monkeypatch)
     with snapshot(db) as snap:
         spy.fd = snap._prefetch._fd
         assert spy.fd != snap._db
         snap.plan()
         size = snap.size
+        assert sum(len(piece) for piece in snap.chunks(64 << 10)) == size
     assert size == db.stat().st_size > 4 * (64 << 10)
     reads = [s for s in spy.said if s[0] == "read"]
     assert reads == [("read", at, min(64 << 10, size - at)) for at in range(0, size, 64 << 10)]
-    assert spy.said[: len(reads)] == reads  # (no page read before the whole file's)
-    assert any(s[0] == "page" for s in spy.said)
+    kinds = [s[0] for s in spy.said]
+    assert "page" in kinds[: kinds.index("read")]  # (the plan's, before the reader's)
+    assert bool(spy.buffers) == (sink is None)  # (sent, nothing copied: no buffer)
     assert all(len(b) == 1 and len(b[0]) <= 64 << 10 for b in spy.buffers)
-    assert len({id(b[0]) for b in spy.buffers[:-1]}) == 1  # one buffer (a last, shorter)
+    assert len({id(b[0]) for b in spy.buffers[:-1]}) == (sink is None)  # (one: a last, shorter)
     assert not _threads()
 
 
@@ -195,10 +210,11 @@ def test_a_file_in_the_page_cache_is_not_read(
     assert not [s for s in spy.said if s[0] == "read"] and not _threads()
 
 
-def test_a_file_dropped_from_the_page_cache_is_in_it_once_the_plan_returns() -> None:
-    """With the store's pages dropped from the page cache, a snapshot's plan returns
-    with every one back in it (``mincore``), though no chunk was read. (On a disk: the
-    tests' own folder may be a tmpfs, whose pages are never dropped.)"""
+def test_a_file_dropped_from_the_page_cache_is_in_it_once_the_reader_is_done() -> None:
+    """With the store's pages dropped from the page cache, a snapshot's plan starts
+    the reader, and once it is waited for every page is back in it (``mincore``),
+    though no chunk was read. (On a disk: the tests' own folder may be a tmpfs, whose
+    pages are never dropped.)"""
     if not os.path.isdir("/var/tmp"):
         pytest.skip("no /var/tmp")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as where:
@@ -220,6 +236,7 @@ def test_a_file_dropped_from_the_page_cache_is_in_it_once_the_plan_returns() -> 
             try:
                 snap.plan()
                 assert snap._prefetch.started
+                snap._prefetch.wait(snap.size)
                 assert _cached(db) == 1
             finally:
                 snap.close()
@@ -245,19 +262,21 @@ def test_a_file_larger_than_half_the_available_memory_is_not_read_ahead(
     assert not [s for s in spy.said if s[0] == "read"] and not _threads()
 
 
+@pytest.mark.parametrize("sink", ["/dev/null", None])
 def test_stopping_the_reading_wakes_its_waiters_and_reads_no_more(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sink: str | None
 ) -> None:
     """A stop (the snapshot's close, a failed plan) while the reader is in its first
-    request: the plan waiting for it goes on, and no request follows (the descriptor
+    request: the chunks waiting for it go on, and no request follows (the descriptor
     may be given back then)."""
     db = tmp_path / "s.db"
     _store(db)
     monkeypatch.setattr(sqlite_prefetch, "WINDOW", 4096)
     monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    monkeypatch.setattr(sqlite_prefetch, "SINK", sink)
     first, go = threading.Event(), threading.Event()
     asked: list[int] = []
-    real = os.preadv
+    real, real_send = os.preadv, os.sendfile
     with snapshot(db) as snap:
         ahead = snap._prefetch._fd
 
@@ -268,8 +287,16 @@ def test_stopping_the_reading_wakes_its_waiters_and_reads_no_more(
                 go.wait(10)
             return real(fd, buffers, offset)
 
+        def slow_send(out: int, fd: int, offset: int, count: int) -> int:
+            if fd == ahead:
+                asked.append(offset)
+                first.set()
+                go.wait(10)
+            return real_send(out, fd, offset, count)
+
         monkeypatch.setattr(os, "preadv", slow)
-        planning = threading.Thread(target=snap.plan)
+        monkeypatch.setattr(os, "sendfile", slow_send)
+        planning = threading.Thread(target=lambda: next(snap.chunks(4096)))
         planning.start()
         assert first.wait(10)
         stopping = threading.Thread(target=snap._prefetch.stop)

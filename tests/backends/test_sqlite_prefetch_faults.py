@@ -86,6 +86,7 @@ def test_the_reader_holds_one_buffer_its_last_shorter_request_too(
     (was: its last request read into a copy of the buffer's start, a second buffer)."""
     window = 1 << 20
     monkeypatch.setattr(sqlite_prefetch, "WINDOW", window)
+    monkeypatch.setattr(sqlite_prefetch, "SINK", None)  # (read into a buffer, not sent)
     monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
     path = tmp_path / "f"
     path.write_bytes(os.urandom(window + window // 2))

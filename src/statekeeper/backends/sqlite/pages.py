@@ -36,7 +36,6 @@ from __future__ import annotations
 import array
 import os
 import sqlite3
-import sys
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -61,14 +60,10 @@ from .pagepass import (
     tree_pages,
 )
 from .prefetch import Prefetch, can_read_ahead
+from .walframes import NBACKFILL, snapshot_frames, wal_index
 
 __all__ = ["PageSnapshot", "SnapshotStopped", "open_snapshot"]
 
-_WAL_HEADER = 32
-_FRAME_HEADER = 24
-_SHM_HEADER = 48  # one copy of the wal-index header (two copies, then checkpoint info)
-_NBACKFILL = 96
-_ORDER = sys.byteorder  # the wal-index header is in the machine's byte order
 # what becomes of a page of the image (:mod:`.pagepass` applies it)
 _DROP = DROP
 _BTREE = BTREE
@@ -123,6 +118,9 @@ class PageSnapshot:
         #: each checked to read as a leaf as its chunk is read (:meth:`_apply`)
         self._leaves: array.array[int] = array.array("I")
         self._cancelled = threading.Event()
+        #: clear while a plan is to come (:meth:`will_plan`): the heads' scan waits
+        self._no_plan_ahead = threading.Event()
+        self._no_plan_ahead.set()
         # (given back, not closed, while other connections of this process hold it;
         # given back if what follows fails)
         self._db = sqlite_fds.take(path)
@@ -156,8 +154,10 @@ class PageSnapshot:
         would give back descriptors it reads: ``fds.py``)."""
         self._cancelled.set()
         self._prefetch.halt()
+        self._no_plan_ahead.set()
 
     def close(self) -> None:
+        self._no_plan_ahead.set()
         try:
             self._prefetch.stop()  # (it reads through self._ahead)
             self.conn.close()
@@ -190,19 +190,37 @@ class PageSnapshot:
         dropped trees' leaves are listed from their interior pages, not read
         (:meth:`_walked`).
 
-        It first reads the file in (:class:`.prefetch.Prefetch`: one reader, in file
-        order, in large requests, on a file not in the page cache) and waits for it:
-        every page it and the chunks read after is then a page-cache hit. A page read
-        before, by anyone, would break the kernel's read-ahead of its window into
-        single-page requests (docs/benchmarks.md, "backupread"). On a failure here the
-        reading is stopped (its waiters, the heads' scan, go on)."""
+        Its pages (page 1, the free-page list, the dropped trees' interior pages: a
+        few dozen) are read first, then the file's one reader started
+        (:class:`.prefetch.Prefetch`: in file order, in large requests, on a file not
+        in the page cache), and it returns: :meth:`chunks` reads each chunk once the
+        reader is past it, so the chunks are sealed and written while the reader reads
+        on (docs/benchmarks.md, "backupfeed"; the plan waited for the whole file's read
+        before, "backupread"). A plan that needs ``dbstat`` (pages all over the file)
+        waits for the reader first: read before it, they would break its requests into
+        single pages. On a failure here the reading is stopped (its waiters go on)."""
         try:
-            self._prefetch.start()
-            self._prefetch.wait(self._prefetch.size)
             self._planned()
+            self._prefetch.start()
         except BaseException:
             self._prefetch.stop()
             raise
+        finally:
+            self._no_plan_ahead.set()
+
+    def will_plan(self) -> None:
+        """Say :meth:`plan` is to be called, on another thread: the heads' scan (which
+        reads pages all over the file) then waits for it to start the file's reader
+        once its own pages are read, rather than start it first (the plan's reads
+        would queue behind the reader's)."""
+        if self._plan is None and not self._cancelled.is_set():
+            self._no_plan_ahead.clear()
+
+    def _read_in(self) -> None:
+        """The whole file read in by its one reader (started here if not yet) before
+        what follows reads pages all over it: ``dbstat``."""
+        self._prefetch.start()
+        self._prefetch.wait(self._prefetch.size)
 
     def _planned(self) -> None:
         conn = self._stat
@@ -222,6 +240,7 @@ class PageSnapshot:
         if self.pages < _FIRST_BYTE_PAGES and not int.from_bytes(first[52:56], "big"):
             free = self._free_pages(first)
         if free is None:  # read every kept tree with dbstat, as before
+            self._read_in()
             plan = bytearray(self.pages + 1)  # _DROP everywhere
             self._overflow_pages(plan)
         else:
@@ -238,6 +257,8 @@ class PageSnapshot:
                 for name, keep, root in trees
                 if not keep and not self._walked(root, plan, offsets)
             ]
+            if unwalked:
+                self._read_in()
             for name in unwalked:
                 for (pageno,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (name,)):
                     plan[self._in_file(pageno)] = _DROP
@@ -373,9 +394,10 @@ class PageSnapshot:
         bytes and the page count; or None: the table's record is not the one the C
         scan reads. Through :attr:`conn`."""
         # the table's pages are all over the file: read once the file's one reader is
-        # done; started here too (once), or a scan with no plan waited forever
-        self._prefetch.start()
-        self._prefetch.wait(self._prefetch.size)
+        # done; started here too (once: a plan to come starts it), or a scan with no
+        # plan waited forever
+        self._no_plan_ahead.wait()
+        self._read_in()
         conn = self.conn
         root = conn.execute(_HEADS_ROOT).fetchone()
         layout = conn.execute(_HEADS_LAYOUT).fetchall()
@@ -411,7 +433,9 @@ class PageSnapshot:
         buffer of ``n`` bytes the caller is done with: every byte is overwritten), else
         a new one. With a ``seed``, every page's digest (XXH3-128 under it,
         :func:`~statekeeper.governance.backup.pagedelta.page_digests`) is in
-        :attr:`digests` once its piece is yielded, taken in the same pass."""
+        :attr:`digests` once its piece is yielded, taken in the same pass. Each piece
+        is read once the file's reader is past it (a page-cache hit, the reader reading
+        on while it is sealed and written: docs/benchmarks.md, "backupfeed")."""
         if self._plan is None:
             self.plan()
         self._seed = seed
@@ -419,9 +443,11 @@ class PageSnapshot:
         size = self.page_size
         step = max(1, chunk_bytes // size)
         for first in range(1, self.pages + 1, step):
+            count = min(step, self.pages + 1 - first)
+            # (once the reader is past the chunk: a page-cache hit; a cancel wakes it)
+            self._prefetch.wait((first - 1 + count) * size)
             if self._cancelled.is_set():
                 raise SnapshotStopped(f"{self.path}: the backup reading it was cancelled")
-            count = min(step, self.pages + 1 - first)
             buf = spare(count * size) if spare is not None else None
             if buf is None:
                 buf = bytearray(count * size)
@@ -474,6 +500,7 @@ class PageSnapshot:
                     )
                     if stop < 0:
                         break
+                    self._read_in()  # (dbstat: pages all over the file)
                     self._overflow_pages(plan)  # then the pass takes its page again
                     start = stop
             finally:
@@ -545,16 +572,18 @@ def open_snapshot(path: str, timeout: float) -> PageSnapshot | None:
                 reader.execute("BEGIN")
                 reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot
             # (never an open/close of -shm: it would drop the readers' locks on it)
-            index = sqlite_wal.read_shm(path, _NBACKFILL + 4)
+            index = sqlite_wal.read_shm(path, NBACKFILL + 4)
         finally:
             hold.execute("ROLLBACK")
-        found = _wal_index(index, page_size)
+        found = wal_index(index, page_size)
         if found is None:
             return None
         frames_seen, backfilled, salt = found
         (pages,) = conn.execute("PRAGMA page_count").fetchone()  # the snapshot's
         frames = (
-            _frames(path + "-wal", page_size, frames_seen, salt) if frames_seen > backfilled else {}
+            snapshot_frames(path + "-wal", page_size, frames_seen, salt)
+            if frames_seen > backfilled
+            else {}
         )
         opened = PageSnapshot(path, conns[0], conns[1], page_size, pages, frames)
         return opened
@@ -563,38 +592,3 @@ def open_snapshot(path: str, timeout: float) -> PageSnapshot | None:
         if opened is None:
             for reader in conns:
                 reader.close()
-
-
-def _wal_index(index: bytes, page_size: int) -> tuple[int, int, bytes] | None:
-    """``(mxFrame, nBackfill, salt)`` from the wal-index's first bytes, or None
-    when the header is not initialised, its two copies differ, or it disagrees with
-    the page size."""
-    if len(index) < _NBACKFILL + 4 or index[:_SHM_HEADER] != index[_SHM_HEADER : 2 * _SHM_HEADER]:
-        return None
-    if not index[12]:  # isInit
-        return None
-    frames = int.from_bytes(index[16:20], _ORDER)
-    encoded = int.from_bytes(index[14:16], _ORDER)  # 0 while the WAL has no frame
-    if frames and (65536 if encoded == 1 else encoded) != page_size:
-        return None
-    backfilled = int.from_bytes(index[_NBACKFILL : _NBACKFILL + 4], _ORDER)
-    return frames, backfilled, bytes(index[32:40])
-
-
-def _frames(wal: str, page_size: int, count: int, salt: bytes) -> dict[int, int]:
-    """Page number -> offset of the page's latest frame among the WAL's first
-    ``count`` (all of the snapshot's, each checked to carry the WAL's salt)."""
-    out: dict[int, int] = {}
-    step = _FRAME_HEADER + page_size
-    with open(wal, "rb") as fh:
-        head = fh.read(_WAL_HEADER)
-        if head[16:24] != salt:
-            raise sqlite3.DatabaseError(f"{wal}: its salt is not the wal-index's")
-        for i in range(count):
-            at = _WAL_HEADER + i * step
-            fh.seek(at)
-            frame = fh.read(_FRAME_HEADER)
-            if len(frame) < _FRAME_HEADER or frame[8:16] != salt:
-                raise sqlite3.DatabaseError(f"{wal}: frame {i + 1} is not the snapshot's")
-            out[int.from_bytes(frame[:4], "big")] = at + _FRAME_HEADER
-    return out

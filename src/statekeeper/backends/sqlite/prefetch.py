@@ -1,5 +1,5 @@
-"""The store file read from the disk once, in file order, in large requests, before a
-page backup reads any page of it.
+"""The store file read from the disk once, in file order, in large requests, while a
+page backup's chunks are read behind the reader.
 
 A page backup reads the store file three ways: the plan walks the change feed's
 b-trees (``tree_outline``, a few pages), the heads' thread walks the heads table
@@ -13,30 +13,37 @@ that, but reached the disk as ~0.6 MB requests, broken smaller still by the othe
 readers: the disk busy, moving 0.55-0.70x the bytes a second of a plain copy
 (docs/benchmarks.md, "backupcold").
 
-So :class:`Prefetch` is the file's one reader from the disk, and reads it first: a
-thread reads it from byte 0 to its end in :data:`WINDOW` requests (``preadv`` into one
+So :class:`Prefetch` is the file's one reader from the disk: a thread reads it from
+byte 0 to its end in :data:`WINDOW` requests (on Linux sent to ``/dev/null`` by
+``sendfile``: read into the page cache by the kernel's sequential read-ahead, never
+copied out, ~5 against ~50 ms of CPU for the bench store; elsewhere ``preadv`` into one
 scratch buffer, as ``dd bs=8M`` reads), on a descriptor of its own (its read-ahead
-state its own), and the plan waits for it (:meth:`Prefetch.wait`) before it reads a
-page; the heads' scan waits too. Every page they and the chunks read is then a
-page-cache hit. Read before it, even a few dozen scattered pages in the page cache
+state its own). The plan reads its few pages first, then starts it; each chunk waits
+(:meth:`Prefetch.wait`) until the reader is past its last byte, so the chunks are
+filtered, sealed and written while it reads on (docs/benchmarks.md, "backupfeed"; the
+plan waited for the whole read before, "backupread"); the heads' scan, whose pages are
+all over the file, waits for its end. Every page they and the chunks read is then a
+page-cache hit. Read ahead of it, even a few dozen scattered pages in the page cache
 break the kernel's read-ahead of each window they fall in into single pages: the
 100,000-agent store read in 0.20 s and 983 requests after 1,000 random pages, in
-0.09 s and 61 requests without (docs/benchmarks.md, "backupread"). A file whose
-pages are all in the page cache (``cachestat``, Linux 6.5 and later; ``mincore`` of a
-mapping touching none of them before) is not read: nothing waits. Memory: one buffer
-of at most :data:`WINDOW` bytes; the file's pages are the page cache's, as a ``cp``'s
-are. A file larger than half the memory the kernel reports available is not read
-ahead (it would push its own first pages out before the backup reads them): its
-readers read as before, without waiting.
+0.09 s and 61 requests without (docs/benchmarks.md, "backupread"); so the few the plan
+read are dropped from the page cache before the reader starts, where the file is cold
+(:func:`clear`). A file whose pages are all in the page cache (``cachestat``, Linux 6.5
+and later; ``mincore`` of a mapping touching none of them before) is not read: nothing
+waits. Memory: at most one buffer of :data:`WINDOW` bytes (none with ``sendfile``); the
+file's pages are the page cache's, as a ``cp``'s are. A file larger than half the
+memory the kernel reports available is not read ahead (it would push its own first
+pages out before the backup reads them): its readers read as before, without waiting.
 
 What the backup reads, and the snapshot it comes from, are what they were: the reader
 only brings the file's pages into the page cache; the plan, the heads and the chunks
 read them as before (``pages.py``).
 
 Until :meth:`Prefetch.start` (the plan) or :meth:`Prefetch.stop` (the plan's failure,
-the snapshot's close) a waiter waits. The thread reads through a descriptor from
-``fds.take`` (never a plain ``open``/``close``: closing a descriptor of a SQLite file
-drops the locks of every connection of the process on it); the caller calls
+the snapshot's close) or :meth:`Prefetch.halt` (a cancel) a waiter waits. The thread
+reads through a descriptor from ``fds.take`` (never a plain ``open``/``close``: closing
+a descriptor of a SQLite file drops the locks of every connection of the process on
+it); the caller calls
 :meth:`Prefetch.stop` before it gives that descriptor back.
 """
 
@@ -47,7 +54,16 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["WINDOW", "Prefetch", "available_memory", "cached", "can_read_ahead"]
+__all__ = [
+    "SCARCE",
+    "WINDOW",
+    "Prefetch",
+    "available_memory",
+    "cached",
+    "can_read_ahead",
+    "clear",
+    "resident",
+]
 
 #: bytes read per request (``dd bs=8M``; the kernel's read-ahead here is 8 MiB)
 WINDOW = 8 << 20
@@ -131,13 +147,82 @@ _LOW_BIT = bytes(i & 1 for i in range(256))
 _stat: list[Callable[[int, int, int], int]] = []
 
 
+def resident(fd: int, offset: int, length: int) -> int:
+    """How many pages of ``length`` bytes at ``offset`` of the file open at ``fd`` are
+    in the page cache (-1 where the kernel cannot say: not Linux)."""
+    if not _stat:
+        _stat.append(_cachestat())
+    return _stat[0](fd, offset, length)
+
+
 def cached(fd: int, offset: int, length: int) -> bool:
     """Whether every page of ``length`` bytes at ``offset`` of the file open at ``fd``
     is in the page cache (False where the kernel cannot say: not Linux). A page still being read
     counts as in it: ask before reading, not while."""
-    if not _stat:
-        _stat.append(_cachestat())
-    return _stat[0](fd, offset, length) >= -(-length // _PAGE)
+    return resident(fd, offset, length) >= -(-length // _PAGE)
+
+
+#: a file past its first window with less than this share of its pages cached has
+#: them dropped before it is read (:func:`clear`)
+SCARCE = 1 / 16
+
+
+def clear(fd: int, size: int) -> bool:
+    """Drop the pages of the file open at ``fd`` past its first :data:`WINDOW` from the
+    page cache where fewer than :data:`SCARCE` of them are in it (a cold file: what a
+    plan read, a live store's few hot pages), so its reader's requests are not broken
+    by them (docs/benchmarks.md, "backupfeed": 121-127 requests after a plan's 24
+    pages against 60-76): it reads them back within its read. Dirty pages stay (the
+    kernel drops only clean ones); the first window is left (the snapshot's open read
+    it whole). Whether it dropped."""
+    length = size - WINDOW
+    if length <= 0 or not hasattr(os, "posix_fadvise"):
+        return False
+    count = resident(fd, WINDOW, length)
+    if count < 0 or count * _PAGE >= length * SCARCE:
+        return False
+    try:
+        os.posix_fadvise(fd, WINDOW, length, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        return False
+    return True
+
+
+#: where the reader sends each window on Linux (``sendfile``: read into the page cache
+#: in the kernel's large requests, never copied out of it: ~5 against ~50 ms of CPU
+#: for the 188 MB bench store, docs/benchmarks.md "backupfeed"); None: read into a
+#: buffer (``preadv``), as everywhere else
+SINK: str | None = "/dev/null" if sys.platform.startswith("linux") else None
+
+
+def _sink() -> int:
+    """A descriptor of :data:`SINK` open for writing, or -1 (none: ``preadv``)."""
+    if SINK is None or not hasattr(os, "sendfile"):
+        return -1
+    try:
+        return os.open(SINK, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return -1
+
+
+def _sent(sink: int, fd: int, at: int, length: int) -> bool:
+    """``length`` bytes of ``fd`` from ``at`` sent to ``sink`` (read into the page
+    cache; a file shorter than that: up to its end); False where the kernel refused
+    the first send (the caller reads the window with ``preadv``)."""
+    first = True
+    while length > 0:
+        try:
+            got = os.sendfile(sink, fd, at, length)
+        except OSError:
+            if first:
+                return False
+            raise
+        if not got:  # (the file's end)
+            return True
+        first = False
+        at += got
+        length -= got
+    return True
 
 
 class Prefetch:
@@ -177,6 +262,7 @@ class Prefetch:
                 self._over = True
                 self._moved.notify_all()
                 return
+            clear(self._fd, size)  # (a cold file: the pages read before it, dropped)
             thread = threading.Thread(
                 target=self._run, args=(self._fd, size), name="statekeeper-prefetch", daemon=True
             )
@@ -199,20 +285,29 @@ class Prefetch:
             self._moved.wait_for(lambda: self._over or self._done >= min(upto, self.size))
 
     def _run(self, fd: int, size: int) -> None:
-        scratch = memoryview(bytearray(min(WINDOW, size)))
+        scratch: memoryview | None = None
+        sink = _sink()
         try:
             for at in range(0, size, WINDOW):
                 if self._stopped.is_set():
                     return
                 length = min(WINDOW, size - at)
-                # (a view of the one buffer's start: a slice of a bytearray is a copy)
-                os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
+                if sink >= 0 and not _sent(sink, fd, at, length):
+                    os.close(sink)
+                    sink = -1
+                if sink < 0:
+                    if scratch is None:
+                        scratch = memoryview(bytearray(min(WINDOW, size)))
+                    # (a view of the one buffer's start: a slice of a bytearray is a copy)
+                    os.preadv(fd, [scratch if length == len(scratch) else scratch[:length]], at)
                 with self._lock:
                     self._done = at + length
                     self._moved.notify_all()
         except OSError:  # only a read ahead: the readers read the file either way
             return
         finally:
+            if sink >= 0:
+                os.close(sink)
             with self._lock:
                 self._over = True
                 self._moved.notify_all()

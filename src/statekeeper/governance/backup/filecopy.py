@@ -204,6 +204,7 @@ def write_pages(
         if heads_ahead is not None and isinstance(writer.out, DirectFile):
             heads_ahead.frames = zero_run_frames  # its heads framed by the heads' thread
     tags = writer.header.version in HEAD_TAGS
+    snapshot.will_plan()  # (the heads' scan waits for the plan's pages: see there)
     # the heads from the snapshot's pages (C, where built: else SQL, as a copy's)
     body = shipped(
         writer,

@@ -194,6 +194,7 @@ def write_page_delta(
     from .fileformat import HEAD_TAGS
 
     tags = writer.header.version in HEAD_TAGS
+    snapshot.will_plan()  # (ship() plans: see filecopy.write_pages)
     body = shipped(writer, snapshot.conn, progress, ship, tags, None, snapshot.heads)
     body["layout"] = "sqlite-page-delta"
     body.update(
