@@ -125,9 +125,12 @@ async def test_a_deleted_agent_re_made_is_never_served_its_old_data(
     except BackendError:
         hot.failing = False
         assert await _delete(writer, how)  # (refused: deleted once the hot tier answers)
-    hot.failing = True  # (the re-make's own drop of a copy in its way fails too)
-    await remaker.append(_remade("a", 4))  # (the same head, no head tag)
+    hot.failing = True  # (the re-make's own drop of a copy in its way fails too: an
+    with pytest.raises(BackendError, match="the create"):  # untagged create refused,
+        await remaker.append(_remade("a", 4))  # nothing written: test_tiered_create_over_copy)
+    assert await remaker.durable.head("a") == 0
     hot.failing = False
+    await remaker.append(_remade("a", 4))  # (the same head, no head tag)
     reader = await opened()  # (a process started later: it saw no failure)
     assert await _payloads(reader) == [b"new-1", b"new-2", b"new-3", b"new-4"]
     assert await _payloads(remaker) == await _payloads(reader)
@@ -145,8 +148,10 @@ async def test_a_tagged_stream_is_deleted_while_the_hot_tier_fails(opened: Opene
     hot.failing = True
     assert await writer.delete_agent("a")  # (the copy left: tagged)
     assert await writer.durable.head("a") == 0
-    await remaker.append(_remade("a", 4))  # (the same head, no head tag)
+    with pytest.raises(BackendError, match="the create"):  # (an untagged create while
+        await remaker.append(_remade("a", 4))  # the hot tier fails: test_tiered_create_over_copy)
     hot.failing = False
+    await remaker.append(_remade("a", 4))  # (the same head, no head tag)
     assert await _payloads(await opened()) == [b"new-1", b"new-2", b"new-3", b"new-4"]
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
-from ..records import AppendRequest, RawEvent, RawSnapshot
+from ..records import AppendRequest, RawEvent, RawSnapshot, RewriteRequest
 from .base import Backend, Capability
 from .tiered_base import PAGE, TieredPart
 from .tiered_copy import append_copy, base_of, snapshots
@@ -31,6 +32,18 @@ class Miss:
 
 
 MISS = Miss()
+
+#: the head tag a checked hot copy of an untagged stream carries (a fill writes its copy
+#: under a pending tag, which a rewrite cannot turn back into none): read as none
+UNTAGGED = b"statekeeper/untagged-hot-copy"
+
+#: the start of a fill's pending head tag (:meth:`TieredHot._fill`)
+PENDING = b"statekeeper/pending-hot-copy/"
+
+
+def _as_durable(hot: tuple[int, bytes | None]) -> tuple[int, bytes | None]:
+    """A hot copy's head and tag as the durable tier's would read (``UNTAGGED``: none)."""
+    return (hot[0], None) if hot[1] == UNTAGGED else hot
 
 
 class TieredHot(TieredPart):
@@ -146,7 +159,7 @@ class TieredHot(TieredPart):
         )
         if durable[0] == 0 or isinstance(hot, Miss) or isinstance(answer, Miss):
             return None
-        if hot == durable:
+        if _as_durable(hot) == durable:
             return durable[0], answer
         if hot[0] > 0:  # stale, or moved/rewritten by someone else: refill it
             await self._drop_hot(agent_id)
@@ -191,11 +204,19 @@ class TieredHot(TieredPart):
             if head == 0 or head > self.fill_limit:
                 return
             current = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
-            if isinstance(current, Miss) or current == (head, tag):
+            if isinstance(current, Miss) or _as_durable(current) == (head, tag):
                 return
+            # the copy under a pending tag of its own, made the durable one only once
+            # its check passed: one whose check failed (or was cancelled), its drop
+            # failing too, is never served — every read's check compares head tags.
+            # Was: written under the durable tag, such a copy (dirty in this process
+            # alone) was served by every other store sharing the hot tier
+            pending = (
+                PENDING + secrets.token_bytes(16) if hot.supports(Capability.REWRITE) else None
+            )
             try:
                 result = await self._hot_call(
-                    lambda h: self._copy_to_hot(h, agent_id, head),
+                    lambda h: self._copy_to_hot(h, agent_id, head, pending),
                     [agent_id],
                     write=True,
                     budget=self.hot_timeout * (2 + head / PAGE),
@@ -218,7 +239,24 @@ class TieredHot(TieredPart):
             if not same:
                 await self._drop_hot(agent_id)
                 return
+            if pending is not None and not await self._promote(agent_id, head, pending, tag):
+                return
             self.stats["fills"] += 1
+
+    async def _promote(self, agent_id: str, head: int, pending: bytes, tag: bytes | None) -> bool:
+        """A fill's checked copy, written under ``pending``, given the durable head tag
+        (``UNTAGGED`` for none): served from now on. False when it was not: a drop or
+        another store's fill since (its copy not this one's to drop; never served under
+        a pending tag), or the hot tier failing (dropped, else dirty)."""
+        promote = RewriteRequest(agent_id, head, pending, head_tag=UNTAGGED if tag is None else tag)
+        try:
+            done = await self._hot_call(lambda h: h.rewrite(promote), [agent_id], write=True)
+        except ConflictError:
+            return False
+        if isinstance(done, Miss):
+            await self._drop_hot(agent_id)
+            return False
+        return True
 
     async def _still_copied(
         self,
@@ -251,9 +289,10 @@ class TieredHot(TieredPart):
         return at == len(events)
 
     async def _copy_to_hot(
-        self, hot: Backend, agent_id: str, head: int
+        self, hot: Backend, agent_id: str, head: int, pending: bytes | None = None
     ) -> tuple[list[RawEvent], list[RawSnapshot]]:
-        """The copy made; the events (from the stream's base) and snapshots it copied."""
+        """The copy made (its head under the tag ``pending``, when given, else the durable
+        one); the events (from the stream's base) and snapshots it copied."""
         await hot.delete_agent(agent_id)
         tag_head, tag = await self.durable.head_tag(agent_id)
         if tag_head != head:
@@ -270,7 +309,9 @@ class TieredHot(TieredPart):
             last = events[-1].seq == head
             await append_copy(
                 hot,
-                AppendRequest(agent_id, seq, tuple(events), head_tag=tag if last else None),
+                AppendRequest(
+                    agent_id, seq, tuple(events), head_tag=(pending or tag) if last else None
+                ),
                 base,
                 (),  # (the hot copy holds no idempotency keys: the durable tier's are asked)
             )

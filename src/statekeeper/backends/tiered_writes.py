@@ -96,6 +96,21 @@ class TieredWrites(TieredRehydrate, TieredHot):
         self._dirty.add(agent_id)
         return False
 
+    async def _create_refused(self, request: AppendRequest) -> BackendError | None:
+        """(Under the agent's lock.) Before a create without a head tag: a hot copy left
+        of an agent of that id (a delete whose drop after it failed, told to its caller
+        alone) matches the new stream at its head — dropped first, else the refusal
+        (nothing written; None: go on). Was: the create made, the copy left dirty in this
+        process alone, served by every other store sharing the hot tier once the new
+        stream reached its head. A tagged create goes (a tag commits to the chain), as
+        does one a durable stream makes a conflict anyway."""
+        if request.expected_seq != 0 or request.head_tag is not None or self.hot is None:
+            return None
+        agent_id = request.agent_id
+        if await self._drop_hot_now(agent_id) or await self.durable.head(agent_id):
+            return None
+        return hot_copy_kept(agent_id, "the create")
+
     async def _drop_hot_after(self, agent_id: str, tagged: bool) -> None:
         """After a delete (``tagged``: what :meth:`_drop_hot_first` returned): the hot
         copy dropped again — one another store filled between that drop and the
@@ -135,6 +150,9 @@ class TieredWrites(TieredRehydrate, TieredHot):
         self._touch(agent_id)
         await self._check_hot(agent_id)
         async with self._locks.hold(agent_id):
+            kept = await self._create_refused(request)
+            if kept is not None:
+                raise kept
             result = await self._durable_append(request)
             if not result.duplicate:
                 await self._hot_apply([request])
@@ -198,7 +216,7 @@ class TieredWrites(TieredRehydrate, TieredHot):
                     await self._rehydrate(agent_id, locked=True)
                 for agent_id in sorted({r.agent_id for r in requests} - self._settled.keys()):
                     await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
-            results = await self.durable.append_batch(requests)
+            results = await self._batch_creates_checked(requests)
             if self.cold is not None:
                 for i, (req, res) in enumerate(zip(requests, results, strict=True)):
                     if (
@@ -223,6 +241,18 @@ class TieredWrites(TieredRehydrate, TieredHot):
             for agent_id in held:
                 self._locks.release(agent_id)
         return results
+
+    async def _batch_creates_checked(
+        self, requests: Sequence[AppendRequest]
+    ) -> list[AppendResult | BaseException]:
+        """(Under the agents' locks.) The durable batch, each untagged create first
+        checked by :meth:`_create_refused` (one refused alone, the others made)."""
+        refused = [await self._create_refused(r) for r in requests]
+        if not any(refused):
+            return await self.durable.append_batch(requests)
+        rest = [r for r, n in zip(requests, refused, strict=True) if n is None]
+        made = iter(await self.durable.append_batch(rest) if rest else [])
+        return [n or next(made) for n in refused]
 
     async def save_snapshot(self, agent_id: str, snapshot: RawSnapshot) -> None:
         self._check_can_write()
@@ -260,7 +290,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
         at the head there (:func:`~.settle_row.store_at_head`; a demoted agent brought
         back first); then the hot copy: the same change at the same identity where the
         hot tier checks it so, else its row alone — a copy refusing it (another stream
-        there, or behind) is dropped, refilled on the next read."""
+        there, or behind: a conflict; a ``ConfigurationError``) is dropped, refilled on
+        the next read, and the durable commit's answer returned."""
         self._check_can_write()
         if not self.replaces_snapshots:
             return await super().replace_snapshot(agent_id, snapshot, drop_seq, head, checksum)
@@ -286,7 +317,11 @@ class TieredWrites(TieredRehydrate, TieredHot):
 
             try:
                 await self._hot_call(mirror, [agent_id], write=True)
-            except ConflictError:
+            except (ConflictError, ConfigurationError):
+                # (a hot copy refusing the row, after the durable commit: the row stands
+                # there, the truth — dropped, refilled on the next read. Was: the hot
+                # tier's ConfigurationError raised out of a settle whose row stood, the
+                # copy left as it was)
                 await self._drop_hot(agent_id)
         return removed
 

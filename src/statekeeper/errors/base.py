@@ -38,7 +38,10 @@ class RewriteBelowPrunedBase(ConfigurationError):
     (``record`` ``"event"``) or a snapshot the prune removed (``"snapshot"``). Raised by
     every engine inside the rewrite's atomic step, nothing of the rewrite written: the
     rewrite was planned before a retention prune, and planned again on a fresh read it
-    applies (``statekeeper rekey`` and ``migrate`` do, a bounded number of times)."""
+    applies (``statekeeper rekey`` and ``migrate`` do, a bounded number of times).
+    S3 alone (no atomic step over its objects) may find it after some of the rewrite's
+    writes landed (a prune under it): it then says "part-way" and sets
+    ``maybe_applied`` (an attribute only then)."""
 
     #: a rekey that gave up on the stream after this many walks, each refused so
     #: (``statekeeper rekey`` says it); None: raised by one rewrite

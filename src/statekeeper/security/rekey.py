@@ -39,7 +39,6 @@ from ..codec.datakeys import uses_data_key
 from ..codec.pipeline import CHAIN_BROKEN
 from ..errors import (
     AgentForgotten,
-    ConfigurationError,
     ConflictError,
     IntegrityError,
     RewriteBelowPrunedBase,
@@ -49,14 +48,15 @@ from ..records import RawEvent, RawSnapshot, RewriteRequest, StreamChange
 from .held import usable_witness
 from .keyusage import key_usage
 from .rekey_checks import (
+    check_rekeyable,
     forgotten,
     legacy_fingerprint,
-    refuse_namespace,
     remake_marks,
     rewrap_unwalked,
     sealed_now,
 )
 from .rekey_keys import rekey_keys
+from .rekey_landed import Ours
 from .rekey_progress import RekeyProgress, RekeyStats, refuse_another_run
 from .rekey_retry import TRIES as _TRIES
 from .rekey_retry import backoff as _backoff
@@ -88,16 +88,6 @@ PROGRESS_EVERY = 200
 PROGRESS_SECONDS = 0.5
 
 
-def _check(store: StateStore) -> Codec:
-    codec = store.codec
-    if codec.keyring is None:
-        raise ConfigurationError(
-            "rekey needs a keyring whose active key is the key to re-encrypt with"
-        )
-    refuse_namespace(store)
-    return codec
-
-
 class _Restart(StatekeeperError):
     """The stream was deleted or re-created under rekey: walk it again from seq 1."""
 
@@ -108,7 +98,7 @@ async def rekey_agent(store: StateStore, agent_id: str, *, batch: int = _PAGE) -
     Raises :class:`~statekeeper.errors.IntegrityError` (writing nothing more) when a
     record, the chain or the head does not verify.
     """
-    _check(store)
+    check_rekeyable(store)
     from ..store.governed import governance_of  # (the store imports this package)
 
     governance = governance_of(store)
@@ -242,7 +232,7 @@ async def _rekey_walking_again(
     written: :class:`RewriteBelowPrunedBase`) is planned again so, after a pause; the
     last of :data:`.rekey_retry.REPLANS` such refusals is raised."""
     walks = pruned = 0
-    ours: set[int] = set()  # the seqs it re-encrypted: a walk again finds them done
+    ours = Ours()  # the seqs it re-encrypted: a walk again finds them done
     while True:
         skipped = stats.skipped  # (a walk walked again: its records are counted again)
         try:
@@ -262,7 +252,7 @@ async def _rekey_stream(
     agent_id: str,
     batch: int,
     stats: RekeyStats,
-    ours: set[int],
+    ours: Ours,
     codec: Codec | None = None,
     commit: Callable[[RewriteRequest], Awaitable[None]] | None = None,
 ) -> None:
@@ -303,8 +293,9 @@ async def _rekey_stream(
             if not rows or rows[0].checksum not in (last_read.checksum, last_new.checksum):
                 raise _Restart
             try:
-                await backend.rewrite(
-                    RewriteRequest(agent_id, head, tag, tuple(new for _, new in pending))
+                await ours.rewriting(
+                    backend.rewrite,
+                    RewriteRequest(agent_id, head, tag, tuple(new for _, new in pending)),
                 )
             except ConflictError as exc:  # a writer appended meanwhile: try again
                 refused = exc
@@ -371,6 +362,7 @@ async def _rekey_stream(
                     links[raw.seq] = link
                 own = own_keys and uses_data_key(agent_id)
                 if sealed_now(opened, raw.payload, active, own, legacy):
+                    stats.events += ours.landed(raw)  # (a part-way rewrite's: ours)
                     stats.skipped += raw.seq not in ours
                     continue
                 sealed = codec.seal(
@@ -397,6 +389,7 @@ async def _rekey_stream(
         # the whole stream up to ``head`` verified: its head too, before re-authenticating
         reader.check_head(agent_id, head, link, tag)
         new_snaps: list[RawSnapshot] = []
+        landed = 0  # (found as a part-way rewrite of this rekey's wrote them: ours)
         for raw_snap in snaps:
             opened = reader.open(
                 agent_id,
@@ -422,7 +415,8 @@ async def _rekey_stream(
             if sealed_now(
                 opened, raw_snap.payload, active, own_keys and uses_data_key(agent_id), legacy
             ):
-                stats.skipped += 1
+                found = ours.snapshot_landed(raw_snap)
+                landed, stats.skipped = landed + found, stats.skipped + (not found)
                 continue
             sealed = codec.seal(agent_id, raw_snap.seq, _SNAPSHOT, raw_snap.timestamp,
                                 opened.body, at, fmt=opened.format,
@@ -431,18 +425,20 @@ async def _rekey_stream(
                 RawSnapshot(raw_snap.seq, raw_snap.timestamp, sealed.payload, sealed.checksum)
             )
         new_tag = codec.head_tag(agent_id, head, link) if codec.head_key_id(tag) != active else None
+        landed_head = new_tag is None and ours.head_landed(tag)
         if not pending and not new_snaps and new_tag is None:
+            stats.snapshots, stats.heads = stats.snapshots + landed, stats.heads + landed_head
             return
         final = RewriteRequest(
             agent_id, head, tag, tuple(new for _, new in pending), tuple(new_snaps), new_tag
         )
         try:
-            await (commit(final) if commit is not None else backend.rewrite(final))
+            await ours.rewriting(commit or backend.rewrite, final)
         except ConflictError as exc:
             if exc.agent_id != agent_id:
                 raise
             refused = exc
-            stats.skipped -= len(snaps) - len(new_snaps)  # (counted again by the next try)
+            stats.skipped -= len(snaps) - len(new_snaps) - landed  # (counted by the next try)
             # appended meanwhile: walk the new records too, then finish at the new head;
             # but a head rewritten in place (a migration, its rollback or finalize: the
             # same seq, another link) is walked again, from the start — its records
@@ -455,8 +451,8 @@ async def _rekey_stream(
             await _backoff(attempt)
             continue
         stats.events += len(pending)
-        stats.snapshots += len(new_snaps)
-        stats.heads += new_tag is not None
+        stats.snapshots += len(new_snaps) + landed
+        stats.heads += new_tag is not None or landed_head
         return
     raise await given_up(backend, agent_id, head, refused)
 
@@ -482,7 +478,7 @@ async def rekey(
     :class:`~statekeeper.errors.ProgressOfAnotherRun` before anything is done: resuming
     would skip this store's agents up to it. Returns the totals of this run.
     """
-    codec = _check(store)
+    codec = check_rekeyable(store)
     active = codec.keyring.active_id if codec.keyring is not None else ""
     await store.flush()
     path = Path(progress_file) if progress_file is not None else None

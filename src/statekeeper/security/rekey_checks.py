@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .highwater import HighWater
 
 __all__ = [
+    "check_rekeyable",
     "data_key_sealed",
     "forgotten",
     "legacy_fingerprint",
@@ -100,6 +101,18 @@ async def rewrap_unwalked(store: StateStore) -> int:
         return 0
     family = await key_family(store.backend, store.codec)
     return await asyncio.to_thread(keyring.rewrap_family, family)
+
+
+def check_rekeyable(store: StateStore) -> Codec:
+    """The store's codec, when a rekey can run on the store (a keyring; not a
+    namespace's view: :func:`refuse_namespace`), else the refusal."""
+    codec = store.codec
+    if codec.keyring is None:
+        raise ConfigurationError(
+            "rekey needs a keyring whose active key is the key to re-encrypt with"
+        )
+    refuse_namespace(store)
+    return codec
 
 
 def refuse_namespace(store: StateStore) -> None:

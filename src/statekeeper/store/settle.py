@@ -40,7 +40,8 @@ row (an upsert): its compacted base replaced, its history unloadable
 conditional write spans the head's object and the snapshot's, so the check and the
 write cannot be one step) is refused an explicit settle with
 :class:`~statekeeper.errors.CapabilityUnsupported`, nothing written; an idle settle
-(``settle_after``) is skipped there.
+(``settle_after``) is skipped there, and switched off at the first, as a governed
+store's (was: queued by every save, then skipped).
 
 Settled only where it is one whole row and its removal is a plain engine op: a store
 with ``full_snapshot_every=1`` on an engine with ``PRUNE``, not governed (a governed

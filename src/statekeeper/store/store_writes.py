@@ -20,7 +20,7 @@ from ..errors import SerializationError
 from ..records import AppendResult, EventType
 from .holds import refuse_if_held
 from .observing import FOLD_AT
-from .settle import settles
+from .settle import settles, settles_checked
 from .writes import (
     Leased,
     append_changes,
@@ -304,7 +304,9 @@ async def snapshot(self: StateStore, agent_id: str) -> int:
 async def _idle_settle(self: StateStore, agent_id: str) -> int | None:
     """An idle settle of ``agent_id`` (a stored id): :meth:`settle`'s, not a
     subclass's (a namespaced store's maps ids; a governed one checks a caller)."""
-    if not settles(self._writes):  # (a governed store, known once built)
+    if not settles(self._writes) or not settles_checked(self._writes.backend):
+        # (a governed store, known once built; an engine that stores no settle's row,
+        # S3: was skipped after each save, queued by every one of them)
         self._writes.idle = None
         return None
     if agent_id in self._writes.reads.pinned:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from ...errors import ConflictError
+from ...errors import ConflictError, RewriteBelowPrunedBase
 from ...records import RawEvent, RewriteRequest
 from ..base import unstored_rewrite, validate_rewrite
 from ..pruned_snapshots import lowest_pruned_snapshot, pruned_snapshot_rewrite
@@ -20,7 +20,7 @@ from .pruned_snapshots import drop_pruned_snapshots
 __all__ = ["S3Rewrites"]
 
 
-def _part_made(exc: ConflictError) -> None:
+def _part_made(exc: ConflictError | RewriteBelowPrunedBase) -> None:
     """A conflict (a commit changed under the rewrite: a 412, or its claim taken over)
     after some of its writes landed: records of the agent are rewritten and others
     not, so the rewrite may partly stand. Still a ``ConflictError`` (its callers
@@ -31,7 +31,10 @@ def _part_made(exc: ConflictError) -> None:
     change that partly stands as not made. ``exc`` itself, told so: its type and
     fields kept (a take-over's :class:`~statekeeper.errors.StreamClaimed`, its claim's
     age and the timeout: what a rekey gives up with — was: made again as a plain
-    ``ConflictError``), its "nothing changed" dropped."""
+    ``ConflictError``), its "nothing changed" dropped. The same of a
+    :class:`~statekeeper.errors.RewriteBelowPrunedBase` found by a pass over the
+    commits listed again after one whose writes landed (a prune moved the base under
+    it): still that error (rekey and migrate plan it again), ``maybe_applied``."""
     said = str(exc)
     for nothing in _NOTHING:
         said = said.replace(nothing, "")
@@ -40,7 +43,7 @@ def _part_made(exc: ConflictError) -> None:
         " stand, each valid — and others not; run it again on the stream as it is now"
         " to finish it)",
     )
-    exc.maybe_applied = True  # type: ignore[attr-defined]
+    exc.maybe_applied = True  # type: ignore[union-attr]
 
 
 #: what a conflict's message says of a write refused whole (:mod:`statekeeper.errors`),
@@ -73,7 +76,10 @@ class S3Rewrites(S3Engine):
                     raise ConflictError(
                         request.agent_id, request.expected_seq, self._head_sync(request.agent_id)
                     )
-            except ConflictError as exc:
+            except (ConflictError, RewriteBelowPrunedBase) as exc:
+                # (a refusal of a record below a base a prune moved meanwhile, found by
+                # a pass after one whose writes landed: part-made too. Was: it said, as
+                # every engine's, that nothing of the rewrite was written)
                 if self._landed.writes() > claimed:
                     _part_made(exc)  # (itself, told so: raised on)
                 raise
