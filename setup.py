@@ -45,6 +45,11 @@ setup(
             sources=["native/fileid.c"],
             optional=True,
         ),
+        Extension(
+            "statekeeper.store._stamps",
+            sources=["native/stamps.c"],
+            optional=True,
+        ),
         *(
             [
                 Extension(
