@@ -2,15 +2,16 @@
 (``statekeeper.backends._pagepass`` from ``native/pagepass.c``; why native:
 ``statekeeper/backends/sqlite/pagepass.py``), a replayed run of plain appends checked
 and parsed in one call (``statekeeper.codec._appendrun`` from ``native/appendrun.c``,
-linked with OpenSSL's libcrypto; why: ``statekeeper/codec/appends.py``) and, on x86-64, BLAKE3 at the SIMD unit's
-full width (``statekeeper.codec._widehash`` from ``native/widehash.c`` and the BLAKE3
+linked with OpenSSL's libcrypto; why: ``statekeeper/codec/appends.py``), a save's proof
+that the old messages are unchanged (``statekeeper.store._stamps`` from ``native/stamps.c``,
+CPython 3.11-3.13 with the GIL) and, on x86-64, BLAKE3 at the SIMD unit's full width (``statekeeper.codec._widehash`` from ``native/widehash.c`` and the BLAKE3
 team's C and assembly in ``native/blake3``; why: ``statekeeper/codec/widehash.py``).
 Everything else is in pyproject.toml.
 
 Where an extension cannot be compiled (no compiler, no Python headers) setuptools warns
 and the install goes on; the package then runs the same pass in Python
-(``sqlite_pagepass.python_pass``), checks appends record by record in Python and
-hashes with the ``blake3`` package, as it does
+(``sqlite_pagepass.python_pass``), checks appends record by record in Python, packs the messages it cannot prove
+unchanged in Python and hashes with the ``blake3`` package, as it does
 with ``STATEKEEPER_PURE=1``.
 """
 
@@ -52,6 +53,11 @@ setup(
             "statekeeper.codec._appendrun",
             sources=["native/appendrun.c"],
             libraries=["crypto"],
+            optional=True,
+        ),
+        Extension(
+            "statekeeper.store._stamps",
+            sources=["native/stamps.c"],
             optional=True,
         ),
         *(

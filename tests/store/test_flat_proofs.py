@@ -130,3 +130,80 @@ def test_in_place_mutations_with_proofs_on_sqlite(
 ) -> None:
     path: Path = tmp_path_factory.mktemp("proofs") / "s.db"
     asyncio.run(check_sequence(f"sqlite:///{path}?synchronous=OFF", steps, first))
+
+
+SMALL = 300  # characters of a chat message: below the pure proof's PROOF_FROM packed
+
+
+def _small(i: int) -> dict[str, Any]:
+    return {"role": "user" if i % 2 else "ai", "content": f"{i:05d}" + "y" * SMALL}
+
+
+async def test_a_steady_save_of_small_messages_packs_only_the_new_one(
+    tmp_path: Path, packed: list[int]
+) -> None:
+    """With the version tags (``store/_stamps``, native/stamps.c) a chat of
+    300-character messages is proven too: before, every save packed its whole history
+    (the pure proof costs more than the pack below kilobyte items)."""
+    pytest.importorskip("statekeeper.store._stamps")
+    url = f"sqlite:///{tmp_path / 'p.db'}?synchronous=NORMAL"
+    msgs = [_small(i) for i in range(5)]
+    async with StateStore(url) as store:
+        await store.save("a", {"messages": msgs})
+        for i in range(5, 25):
+            msgs.append(_small(i))
+            await store.save("a", {"messages": msgs})
+        assert strict((await store.load("a")).data, {"messages": msgs})
+    assert packed[-19:] == [1] * 19, packed
+    async with StateStore(url) as fresh:
+        assert strict((await fresh.load("a")).data, {"messages": msgs})
+
+
+@pytest.fixture(params=["native", "pure"])
+def either(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Proofs made for every list, by version tags (when built) or by the pure proof."""
+    monkeypatch.setattr(proofs, "PROOF_FROM", 0)
+    if request.param == "pure":
+        for name in ("make", "holds", "grown", "extend"):
+            monkeypatch.setattr(proofs, name, getattr(proofs, f"pure_{name}"))
+    elif not proofs.NATIVE:
+        pytest.skip("the version tags' extension is not built here (or STATEKEEPER_PURE)")
+    return str(request.param)
+
+
+@pytest.mark.parametrize("edit", EDITS)
+async def test_an_old_small_message_changed_in_place_is_saved(
+    tmp_path: Path, edit: Any, either: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}?synchronous=NORMAL"
+    msgs = [_small(i) for i in range(4)]
+    for i, msg in enumerate(msgs):
+        msg["n"] = i
+    async with StateStore(url) as store:
+        for i in range(4, 8):  # proven from the second update on
+            msgs.append(_small(i))
+            await store.save("a", {"messages": msgs})
+        edit(msgs)
+        msgs.append(_small(99))
+        await store.save("a", {"messages": msgs})
+        assert strict((await store.load("a")).data, {"messages": msgs})
+        msgs.append(_small(100))
+        await store.save("a", {"messages": msgs})
+        assert strict((await store.load("a")).data, {"messages": msgs})
+    async with StateStore(url) as fresh:
+        assert strict((await fresh.load("a")).data, {"messages": msgs})
+
+
+@SETTINGS
+@given(first=st.lists(ITEM, max_size=4), steps=st.lists(MUTATION, min_size=1, max_size=20))
+def test_in_place_mutations_with_pure_proofs_on_sqlite(
+    tmp_path_factory: pytest.TempPathFactory,
+    first: list[Any],
+    steps: list[tuple[Any, ...]],
+) -> None:
+    path: Path = tmp_path_factory.mktemp("pure") / "s.db"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(proofs, "PROOF_FROM", 0)
+        for name in ("make", "holds", "grown", "extend"):
+            mp.setattr(proofs, name, getattr(proofs, f"pure_{name}"))
+        asyncio.run(check_sequence(f"sqlite:///{path}?synchronous=OFF", steps, first))

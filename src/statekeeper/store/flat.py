@@ -55,7 +55,6 @@ from ..records import (
 )
 from . import proofs as _proofs
 from .change import _grew, _packer, _packers, fast_packer, kept_bytes, plain
-from .proofs import Proof, array_head, head_size, holds
 from .state import HELD_AS_BYTES, AgentRecord
 from .tails import TAIL_EVERY, tail_now, tail_stored
 
@@ -124,7 +123,9 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     # cold)
     paths: dict[str, tuple[str, str]] = {}
     prefixes: dict[str, bytes] = {}
-    proof_from = _proofs.PROOF_FROM  # (store/proofs.py: lists of large items only)
+    proof_from = _proofs.PROOF_FROM  # (store/proofs.py: 0 with its version tags)
+    holds, extend = _proofs.holds, _proofs.extend
+    make_proof, grow_proof = _proofs.make, _proofs.grown
     blank = object.__new__  # (an instance, its slots unset)
     set_agent_id, set_first_seq = _set_agent_id, _set_first_seq
     set_last_seq, set_duplicate = _set_last_seq, _set_duplicate
@@ -153,41 +154,36 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         dumped: dict[str, bytes] = {}
         ops: list[dict[str, Any]] = []
         carried: list[bytes] = []  # the packed bytes of every value the ops carry
-        # the lists of large flat messages proven unchanged without packing them
-        # (store/proofs.py): the proofs kept from the last save, those for the next one
+        # the lists of flat messages proven unchanged without packing them (store/proofs.py:
+        # all sizes with its version tags): the proofs kept from the last save, the next ones
         kept = record.proofs  # (only made with ormsgpack: pack is None then)
-        made: dict[str, Proof] | None = None
+        made: dict[str, tuple[Any, ...]] | None = None
         try:
             for key, value in new.items():
                 before = before_all.get(key)
                 if (
                     kept is not None
                     and (proof := kept.get(key)) is not None
-                    and proof.packed is before
+                    and proof[0] is before  # (its packed bytes: proofs.py)
                     and value.__class__ is list
                     and holds(proof, value)
                 ):
                     if made is None:
                         made = {}
-                    if (length := len(proof.items)) == len(value):
+                    if (length := len(proof[1])) == len(value):
                         dumped[key] = before  # unchanged: its bytes, its proof
                         made[key] = proof
                         continue
                     added = value[length:]  # only the new items packed
-                    tail = packb(added, None, strict)
-                    tail = tail[head_size(tail) :]
-                    # (one allocation, the old items' bytes copied once: no slice of
-                    # them made first)
-                    after = dumped[key] = b"".join(
-                        (array_head(len(value)), memoryview(before)[head_size(before) :], tail)
-                    )
+                    after, tail = extend(before, packb(added, None, strict), len(value))
+                    dumped[key] = after
                     if (both := paths.get(key)) is None:
                         both = _paths(key, paths)
                     path = both[1]
                     for item in added:
                         ops.append({"op": "add", "path": path, "value": item})
                     carried.append(tail)
-                    if (longer := _proofs.grown(proof, after, added)) is not None:
+                    if (longer := grow_proof(proof, after, added)) is not None:
                         made[key] = longer
                     continue
                 after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
@@ -234,7 +230,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     if (
                         len(after) >= proof_from * len(value)
                         and pack is None
-                        and (proof := _proofs.make(after, value)) is not None
+                        and (proof := make_proof(after, value)) is not None
                     ):  # large flat messages: proven without packing them from the next save
                         if made is None:
                             made = {}
@@ -368,7 +364,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
         now: float,
         link: bytes,
         tag: bytes,
-        made: dict[str, Proof] | None,
+        made: dict[str, tuple[Any, ...]] | None,
     ) -> AppendResult | None:
         """The flat save's append when the engine declined to commit it at once: the
         same row through the group's next commit (``GroupCommitter.join_next``) or

@@ -18,18 +18,32 @@ is tied to the packed bytes of the list it was made with (``proof.packed``): the
 cached bytes for that key must be that very object, so any save that went another way
 (new bytes) leaves it unused. Written with C builtins (``map``, ``operator.is_``,
 ``itertools.chain``): no Python loop over the history.
+
+**With the version tags (``statekeeper.store._stamps``, from ``native/stamps.c``).**
+Where that extension is built (CPython 3.11-3.13) and ``STATEKEEPER_PURE`` is not set,
+the proof is the items' identities and each dict's version tag (PEP 509: a new tag at
+every change of a dict's contents), compared in one C pass: each old item the very
+dict seen then, its tag unchanged — so its keys and values are the very objects seen
+then, all immutable scalars when the proof was made. That costs ~1 % of packing the
+list, so proofs are made for lists of items of any size (:data:`PROOF_FROM` 0): the
+steady save of a chat of 300-character messages packs only its new message
+(docs/benchmarks.md, "normal13"). Without it, the pure proof above, for large items only.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from itertools import chain
 from operator import is_
 from typing import Any, NamedTuple
 
 __all__ = [
+    "NATIVE",
     "PROOF_FROM",
     "Proof",
     "array_head",
+    "extend",
     "flat_scalars",
     "grown",
     "head_size",
@@ -37,22 +51,18 @@ __all__ = [
     "make",
 ]
 
-#: the smallest average packed size of an item (bytes) for which a proof is made: below
-#: it packing the list is as cheap as proving it (bench_change_proofs.py)
-PROOF_FROM = 2048
-
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 _values = dict.values
 
 
 class Proof(NamedTuple):
-    """What a list held when ``packed`` was made of it (private lists: never mutated)."""
+    """What a list held when ``packed`` was made of it (private lists: never mutated).
+    ``marks``: the items' version tags (``bytes``, :mod:`._stamps`), or the pure
+    proof's ``(lengths, keys, values)``."""
 
     packed: bytes
     items: list[dict[str, Any]]
-    lengths: list[int]
-    keys: list[str]
-    values: list[Any]
+    marks: Any
 
 
 def flat_scalars(items: list[Any]) -> bool:
@@ -66,7 +76,7 @@ def flat_scalars(items: list[Any]) -> bool:
         return False
 
 
-def make(packed: bytes, items: list[Any]) -> Proof | None:
+def pure_make(packed: bytes, items: list[Any]) -> Proof | None:
     """The proof of ``items`` (packed as ``packed``), None when they are not all flat
     dicts of scalars."""
     if not flat_scalars(items):
@@ -75,36 +85,88 @@ def make(packed: bytes, items: list[Any]) -> Proof | None:
     return Proof(
         packed,
         own,
-        list(map(len, own)),
-        list(chain.from_iterable(own)),
-        list(chain.from_iterable(map(_values, own))),
+        (
+            list(map(len, own)),
+            list(chain.from_iterable(own)),
+            list(chain.from_iterable(map(_values, own))),
+        ),
     )
 
 
-def holds(proof: Proof, value: list[Any]) -> bool:
+def pure_holds(proof: Proof, value: list[Any]) -> bool:
     """``value`` starts with the proof's items, each unchanged since the proof."""
     items = proof.items
+    lengths, keys, values = proof.marks
     return (
         len(items) <= len(value)
         and all(map(is_, value, items))
-        and list(map(len, items)) == proof.lengths
-        and all(map(is_, chain.from_iterable(items), proof.keys))
-        and all(map(is_, chain.from_iterable(map(_values, items)), proof.values))
+        and list(map(len, items)) == lengths
+        and all(map(is_, chain.from_iterable(items), keys))
+        and all(map(is_, chain.from_iterable(map(_values, items)), values))
     )
 
 
-def grown(proof: Proof, packed: bytes, added: list[Any]) -> Proof | None:
+def pure_grown(proof: Proof, packed: bytes, added: list[Any]) -> Proof | None:
     """The proof after ``added`` were appended (``packed``: the bytes of the whole new
     list); None when they are not flat dicts of scalars."""
     if not flat_scalars(added):
         return None
+    lengths, keys, values = proof.marks
     return Proof(
         packed,
         proof.items + added,
-        proof.lengths + list(map(len, added)),
-        proof.keys + list(chain.from_iterable(added)),
-        proof.values + list(chain.from_iterable(map(_values, added))),
+        (
+            lengths + list(map(len, added)),
+            keys + list(chain.from_iterable(added)),
+            values + list(chain.from_iterable(map(_values, added))),
+        ),
     )
+
+
+def _load() -> Any:
+    if os.environ.get("STATEKEEPER_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from . import _stamps  # type: ignore[attr-defined]
+    except ImportError:  # not built (no compiler, another Python): the pure proof
+        return None
+    return _stamps
+
+
+_native = _load()
+#: whether proofs are the items' version tags (:mod:`._stamps`)
+NATIVE = _native is not None
+
+
+def pure_extend(before: bytes, packed: bytes, length: int) -> tuple[bytes, bytes]:
+    """``before`` and ``packed`` (msgpack arrays) joined: the array of ``length`` items
+    whose first ones are ``before``'s and the rest ``packed``'s; and ``packed``'s
+    items' bytes (without its header)."""
+    tail = packed[head_size(packed) :]
+    # (one allocation, the old items' bytes copied once: no slice of them made first)
+    return b"".join((array_head(length), memoryview(before)[head_size(before) :], tail)), tail
+
+
+#: ``make(packed, items)``: the proof of the list ``items`` packed as ``packed`` (None:
+#: not all flat dicts of scalars); ``holds(proof, value)``: ``value`` starts with the
+#: proof's items, each unchanged since; ``grown(proof, packed, added)``: the proof
+#: after ``added`` were appended (None: not flat); ``extend(before, packed, length)``:
+#: the bytes of the grown list and of its new items. Each proof is a 3-tuple
+#: ``(packed, items, marks)``; by version tags (C, no Python frame) when
+#: :data:`NATIVE`, else pure
+make: Callable[[bytes, list[Any]], tuple[Any, ...] | None]
+holds: Callable[[tuple[Any, ...], list[Any]], bool]
+grown: Callable[[tuple[Any, ...], bytes, list[Any]], tuple[Any, ...] | None]
+extend: Callable[[bytes, bytes, int], tuple[bytes, bytes]]
+if _native is None:
+    make, holds, grown, extend = pure_make, pure_holds, pure_grown, pure_extend  # type: ignore[assignment]
+else:
+    make, holds, grown, extend = _native.make, _native.holds, _native.grown, _native.extend
+
+#: the smallest average packed size of an item (bytes) for which a proof is made: below
+#: it packing the list is as cheap as proving it (bench_change_proofs.py); by version
+#: tags a proof is cheaper than the pack at any size
+PROOF_FROM = 0 if NATIVE else 2048
 
 
 def array_head(length: int) -> bytes:

@@ -1,0 +1,92 @@
+"""``statekeeper.store._stamps`` (native/stamps.c): a proof by identity and version tag
+holds exactly while no old item changed — every way a dict's contents change breaks it —
+and ``extend`` joins msgpack arrays as packing the whole list does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ormsgpack
+import pytest
+
+from statekeeper.store import proofs
+
+stamps = pytest.importorskip("statekeeper.store._stamps")
+
+CHANGES: list[Callable[[dict[str, Any]], Any]] = [
+    lambda d: d.__setitem__("content", "other"),
+    lambda d: d.__setitem__("content", d["content"] + ""),  # (an equal str, maybe another)
+    lambda d: d.__setitem__("new", None),
+    lambda d: d.__delitem__("role"),
+    lambda d: d.pop("role"),
+    lambda d: d.popitem(),
+    lambda d: d.clear(),
+    lambda d: d.update(role="x"),
+    lambda d: d.setdefault("other", 1),
+    lambda d: d.__ior__({"role": "y"}),
+    lambda d: d.__setitem__("role", d.pop("role")),  # the same values, another order
+]
+
+
+def _items(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"message {i}", "n": i, "x": 1.5} for i in range(n)]
+
+
+@pytest.mark.parametrize("change", CHANGES)
+@pytest.mark.parametrize("at", [0, 2])
+def test_any_change_of_an_old_item_breaks_the_proof(change: Any, at: int) -> None:
+    items = _items(3)
+    proof = stamps.make(b"packed", items)
+    assert proof is not None and stamps.holds(proof, items)
+    before = dict(items[at])
+    change(items[at])
+    if items[at] == before and list(items[at]) == list(before):
+        return  # (an equal str was the same object: nothing changed)
+    assert not stamps.holds(proof, items)
+
+
+def test_a_replaced_reordered_or_shorter_list_breaks_the_proof() -> None:
+    items = _items(3)
+    proof = stamps.make(b"p", items)
+    assert stamps.holds(proof, [*items, {"role": "new"}])
+    assert not stamps.holds(proof, [dict(items[0]), *items[1:]])  # an equal copy
+    assert not stamps.holds(proof, items[::-1])
+    assert not stamps.holds(proof, items[:2])
+    grown = stamps.grown(proof, b"q", [{"role": "more"}])
+    assert grown[0] == b"q" and stamps.holds(grown, [*items, grown[1][3]])
+    assert stamps.grown(proof, b"q", [{"role": ["not", "flat"]}]) is None
+
+
+@pytest.mark.parametrize(
+    "items",
+    [[1], ["s"], [{"a": [1]}], [{"a": {"b": 1}}], [{"a": b"bytes"}], [{"a": (1,)}]],
+)
+def test_only_dicts_of_immutable_scalars_are_proven(items: list[Any]) -> None:
+    assert stamps.make(b"p", items) is None
+    assert proofs.pure_make(b"p", items) is None
+
+
+class Sub(str):
+    pass
+
+
+def test_a_str_subclass_value_is_not_proven() -> None:
+    assert stamps.make(b"p", [{"a": Sub("x")}]) is None
+
+
+@pytest.mark.parametrize("old", [0, 1, 14, 15, 16, 65534, 65535, 65536])
+@pytest.mark.parametrize("new", [1, 2])
+def test_extend_packs_as_the_whole_list(old: int, new: int) -> None:
+    before = list(range(old))
+    added = [{"k": "v"}] * new
+    packed_before, packed_added = ormsgpack.packb(before), ormsgpack.packb(added)
+    for extend in (stamps.extend, proofs.pure_extend):
+        after, tail = extend(packed_before, packed_added, old + new)
+        assert after == ormsgpack.packb(before + added)
+        assert tail == ormsgpack.packb(added)[1:]
+
+
+def test_extend_refuses_what_is_not_an_array() -> None:
+    with pytest.raises(ValueError):
+        stamps.extend(b"\x80", b"\x91\x01", 2)
