@@ -14,16 +14,18 @@ reader is :mod:`statekeeper.governance.backup.pgcopy`.
 
 from __future__ import annotations
 
-import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from ..._joined import run_joined
+from ...errors import BackendError
 from .part import PostgresPart
 
-__all__ = ["COPIED", "Export"]
+__all__ = ["COPIED", "CopyStopped", "Export"]
 
 #: each section: its table and the columns copied, in order (the same as the SQLite
 #: copy's rows: a restore reads both the same way)
@@ -59,6 +61,10 @@ ORDER BY a.agent_id
 """
 
 
+class CopyStopped(BackendError):
+    """A backup's ``COPY`` out was cancelled: its thread stopped before the next piece."""
+
+
 def _range(prefix: str, column: str) -> tuple[sql.Composable, list[str]]:
     """The ``AND`` clause keeping ids that start with ``prefix`` (none if empty)."""
     if not prefix:
@@ -78,14 +84,23 @@ class Export(PostgresPart):
         driven synchronously in a thread: libpq hands ``COPY`` data over one row per
         message, and psycopg's async wait per message cost 3x the CPU of its
         synchronous one (0.35 against 0.11 CPU-s for 150,000 event rows, 69 MB;
-        docs/benchmarks.md, fourth pass); the pool's connections stay free."""
+        docs/benchmarks.md, fourth pass); the pool's connections stay free.
+
+        Cancelled, the thread is told to stop (:class:`CopyStopped` before its next
+        piece: the ``COPY`` is cut off, its connection closed by the thread) and waited
+        for before the cancellation goes on: it never feeds ``write`` after this
+        returns (the caller closes what ``write`` writes to)."""
         self._check_open()
+        stopping = threading.Event()
         try:
-            return await asyncio.to_thread(self._copy_out, prefix, write)
+            return await run_joined(stopping.set, self._copy_out, prefix, write, stopping)
         except psycopg.Error as exc:
             raise self._failure("backup copy", exc) from None
 
-    def _copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any]:
+    def _copy_out(
+        self, prefix: str, write: Callable[[bytes], None], stopping: threading.Event
+    ) -> dict[str, Any]:
+        stopped = stopping.is_set
         s = sql.Identifier(self.schema)
         plain, params = _range(prefix, "agent_id")
         on_a, a_params = _range(prefix, "a.agent_id")
@@ -114,6 +129,10 @@ class Export(PostgresPart):
                 size = 0
                 with cur.copy(statement, params) as copy:
                     for piece in copy:
+                        if stopped():
+                            raise CopyStopped(
+                                f"the backup copy of schema {self.schema} was cancelled"
+                            )
                         size += len(piece)
                         write(bytes(piece))
                 sizes.append([table, size])
