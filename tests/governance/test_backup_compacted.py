@@ -27,6 +27,7 @@ from statekeeper.errors import BackupCorrupt, BackupError, HistoryCompacted
 from statekeeper.governance.backup import BackupKey, backup, restore
 from statekeeper.governance.backup.filecopy import opened_copy
 from statekeeper.governance.backup.fileformat import FrameReader, FrameWriter
+from statekeeper.governance.backup.sealer import seal_file
 from statekeeper.governance.backup.writer import pack_entry, stream_digest
 from statekeeper.governance.retention import RetentionPolicy, apply_retention
 from statekeeper.records import AppendRequest, RawEvent
@@ -302,7 +303,7 @@ async def rewrite_file_copy(
             manifest.pop("chunks")
             with out.open("wb") as fh:
                 writer = FrameWriter(fh, header, key)
-                manifest["file_bytes"] = writer.chunks_of_file(copy, 1 << 16, threads=1)
+                manifest["file_bytes"] = seal_file(writer, copy, 1 << 16, threads=1)
                 writer.finish(manifest)
     finally:
         reader.close()

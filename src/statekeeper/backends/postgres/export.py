@@ -14,16 +14,19 @@ reader is :mod:`statekeeper.governance.backup.pgcopy`.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from ..._joined import run_joined
+from ...errors import BackendError
 from .part import PostgresPart
 
-__all__ = ["COPIED", "Export"]
+__all__ = ["COPIED", "CopyStopped", "Export"]
 
 #: each section: its table and the columns copied, in order (the same as the SQLite
 #: copy's rows: a restore reads both the same way)
@@ -59,6 +62,40 @@ ORDER BY a.agent_id
 """
 
 
+class CopyStopped(BackendError):
+    """A backup's ``COPY`` out was cancelled: its thread stopped before the next piece."""
+
+
+class _Stop:
+    """A backup copy's stop, from another thread: the statement its thread runs is
+    cancelled by the server (``PQcancel``: a ``COPY`` cut off mid-stream, a sort
+    before its first row as well) and :meth:`check` raises :class:`CopyStopped`
+    before the next one."""
+
+    def __init__(self, schema: str) -> None:
+        self._schema = schema
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._cancel: Any = None  # (made by the copy's thread: libpq's rule)
+
+    def started(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            self._cancel = conn.pgconn.get_cancel()
+        self.check()
+
+    def check(self) -> None:
+        if self._stopped:
+            raise CopyStopped(f"the backup copy of schema {self._schema} was cancelled")
+
+    def __call__(self) -> None:
+        with self._lock:
+            self._stopped = True
+            cancel = self._cancel
+        if cancel is not None:
+            with contextlib.suppress(psycopg.Error):  # (ended meanwhile: nothing to cancel)
+                cancel.cancel()
+
+
 def _range(prefix: str, column: str) -> tuple[sql.Composable, list[str]]:
     """The ``AND`` clause keeping ids that start with ``prefix`` (none if empty)."""
     if not prefix:
@@ -78,19 +115,26 @@ class Export(PostgresPart):
         driven synchronously in a thread: libpq hands ``COPY`` data over one row per
         message, and psycopg's async wait per message cost 3x the CPU of its
         synchronous one (0.35 against 0.11 CPU-s for 150,000 event rows, 69 MB;
-        docs/benchmarks.md, fourth pass); the pool's connections stay free."""
+        docs/benchmarks.md, fourth pass); the pool's connections stay free.
+
+        Cancelled, the thread is stopped (:class:`_Stop`: the statement running is
+        cancelled by the server, none started after) and waited for before the
+        cancellation goes on: it never feeds ``write`` after this returns (the caller
+        closes what ``write`` writes to), and its connection is closed by then."""
         self._check_open()
+        stop = _Stop(self.schema)
         try:
-            return await asyncio.to_thread(self._copy_out, prefix, write)
+            return await run_joined(stop, self._copy_out, prefix, write, stop)
         except psycopg.Error as exc:
             raise self._failure("backup copy", exc) from None
 
-    def _copy_out(self, prefix: str, write: Callable[[bytes], None]) -> dict[str, Any]:
+    def _copy_out(self, prefix: str, write: Callable[[bytes], None], stop: _Stop) -> dict[str, Any]:
         s = sql.Identifier(self.schema)
         plain, params = _range(prefix, "agent_id")
         on_a, a_params = _range(prefix, "a.agent_id")
         sizes: list[list[Any]] = []
         with psycopg.connect(self.dsn, **self._connect_kwargs) as conn, conn.transaction():
+            stop.started(conn)
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cur = conn.cursor(binary=True)
             # the first query fixes the snapshot: every section and the heads below
@@ -112,11 +156,13 @@ class Export(PostgresPart):
                     order=sql.SQL(order),
                 )
                 size = 0
+                stop.check()  # (per statement: no cost per row)
                 with cur.copy(statement, params) as copy:
                     for piece in copy:
                         size += len(piece)
                         write(bytes(piece))
                 sizes.append([table, size])
+            stop.check()
             cur.execute(sql.SQL(_HEADS).format(s=s, a_range=on_a), a_params)
             heads = [(a, int(h), bytes(c)) for a, h, c in cur.fetchall()]
             compacted: list[tuple[str, int, int, bytes | None, int]] = []

@@ -246,11 +246,14 @@ class SQLiteBackend(
         # work handed to it (a write, a checkpoint): a store that only reads starts
         # none (a new LangGraph saver's cold read: the thread's start was ~14 ms of
         # wall time at open on a loaded machine, its pool ~0.3 M instructions).
+        # (where descriptors cannot be listed, the file then counts as held: fds.py)
+        sqlite_fds.attach(path)
         if readonly:
             return
         try:
             self._open_writer()
         except BaseException:
+            sqlite_fds.detach(path)
             self._writer_pool.shutdown(wait=False)
             self._commit_pool.shutdown(wait=False)
             raise
@@ -302,4 +305,4 @@ class SQLiteBackend(
         # a page backup's descriptors kept while this store's connections held the
         # file: closed now if no other store of this process holds it (only this
         # store's file looked at: a close costs no /proc/self/fd look otherwise)
-        sqlite_fds.sweep(self.path)
+        sqlite_fds.detach(self.path)

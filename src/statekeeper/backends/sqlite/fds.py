@@ -24,7 +24,15 @@ descriptor open), it is closed. So a process keeps at most two descriptors per
 page backup running at once of a file still open (its pages' and its read-ahead's,
 ``prefetch.py``), and none for a file no store of
 it holds any more (a deleted file's is never reused: its inode is not the path's).
-Without ``/proc/self/fd`` (not Linux) files are opened and closed as before.
+
+Without ``/proc/self/fd`` (macOS, the BSDs) nothing lists the descriptors: the files
+of the SQLite stores open in this process (:func:`attach`, :func:`detach`: the
+backend's open and close) and their ``-shm`` files count as held, so a descriptor
+taken of one is kept until the last such store closes, and a head read of one goes
+through a kept descriptor (was: every page backup, every ``-shm`` read and every
+second store's opening closed a descriptor of the file: the process's locks dropped).
+A file no store of this process has open is opened and closed (a connection of the
+process not a store's, a user's own ``sqlite3``, is not seen there).
 
 (A connection that opens the file on another thread between :func:`sweep`'s look at
 ``/proc/self/fd`` and its ``close`` would lose its locks: the sweep runs as the
@@ -37,7 +45,7 @@ import contextlib
 import os
 import threading
 
-__all__ = ["held_fd", "read_head", "release", "sweep", "take"]
+__all__ = ["attach", "detach", "held_fd", "read_head", "release", "sweep", "take"]
 
 #: descriptors :func:`release` kept (not in use), by their file's (device, inode)
 _kept: dict[tuple[int, int], list[int]] = {}
@@ -46,19 +54,56 @@ _out: set[int] = set()
 #: (taken for every change of the two, and around each close of ours: a descriptor
 #: number is never ours and another's at once in what :func:`_others_hold` reads)
 _kept_lock = threading.Lock()
+#: the SQLite stores open in this process, by their file's absolute path: how many
+#: (what counts as held where descriptors cannot be listed; see the module's doc)
+_attached: dict[str, int] = {}
 
 
 def _key(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
-def _held_keys(ours: set[int]) -> set[tuple[int, int]] | None:
-    """The files (device, inode) this process holds open through a descriptor not in
-    ``ours``; None without ``/proc/self/fd``."""
+def _listed() -> list[str] | None:
+    """This process's open descriptors (their numbers), or None: no ``/proc/self/fd``."""
     try:
-        names = os.listdir("/proc/self/fd")
+        return os.listdir("/proc/self/fd")
     except OSError:
         return None
+
+
+def attach(path: str) -> None:
+    """A SQLite store of this process opens ``path`` (its connections will hold it)."""
+    with _kept_lock:
+        where = os.path.abspath(path)
+        _attached[where] = _attached.get(where, 0) + 1
+
+
+def detach(path: str) -> None:
+    """A store of :func:`attach` closed: then :func:`sweep` of its file."""
+    with _kept_lock:
+        where = os.path.abspath(path)
+        left = _attached.pop(where, 0) - 1
+        if left > 0:
+            _attached[where] = left
+    sweep(path)
+
+
+def _attached_keys() -> set[tuple[int, int]]:
+    """The files (device, inode) of the stores open in this process and their ``-shm``."""
+    keys = set()
+    for where in list(_attached):
+        for name in (where, where + "-shm"):
+            with contextlib.suppress(OSError):
+                keys.add(_key(os.stat(name)))
+    return keys
+
+
+def _held_keys(ours: set[int]) -> set[tuple[int, int]]:
+    """The files (device, inode) this process holds open through a descriptor not in
+    ``ours``; without ``/proc/self/fd``, those of the stores open (:func:`attach`)."""
+    names = _listed()
+    if names is None:
+        return _attached_keys()
     held = set()
     for name in names:
         fd = int(name)
@@ -77,33 +122,49 @@ def _ours() -> set[int]:
 
 def held_fd(path: str, skip: int = -1) -> int | None:
     """A descriptor this process holds open on ``path``'s file (not ``skip``), or None."""
+    return _held_fd(path, skip)[0]
+
+
+def _held_fd(path: str, skip: int = -1) -> tuple[int | None, bool]:
+    """:func:`held_fd`, and whether this process's descriptors could be listed."""
     try:
         target = _key(os.stat(path))
-        names = os.listdir("/proc/self/fd")
     except OSError:
-        return None
+        return None, True
+    names = _listed()
+    if names is None:
+        return None, False
     for name in names:
         fd = int(name)
         if fd == skip:
             continue
         try:
             if _key(os.fstat(fd)) == target:
-                return fd
+                return fd, True
         except OSError:
             continue
-    return None
+    return None, True
 
 
 def read_head(path: str, size: int) -> bytes:
     """The first ``size`` bytes of ``path``, read without closing a descriptor of a
     file this process's connections hold open (see the module documentation).
     Raises :class:`OSError` as ``open`` would."""
-    fd = held_fd(path)
+    fd, listed = _held_fd(path)
     if fd is not None:
         try:
             return os.pread(fd, size, 0)
         except OSError:
             pass
+    elif not listed:  # (nothing listed: the file of a store open here counts as held)
+        with _kept_lock:
+            held = _key(os.stat(path)) in _attached_keys()
+        if held:  # (kept until the last store of it closes: :func:`detach`)
+            fd = take(path)
+            try:
+                return os.pread(fd, size, 0)
+            finally:
+                release(fd)
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.pread(fd, size, 0)
@@ -156,8 +217,9 @@ def sweep(path: str | None = None) -> None:
             _sweep_locked()
             return
         keys = _gone_keys()
-        with contextlib.suppress(OSError):
-            keys.add(_key(os.stat(path)))
+        for name in (path, path + "-shm"):  # (a -shm head read keeps one: unlisted)
+            with contextlib.suppress(OSError):
+                keys.add(_key(os.stat(name)))
         if not keys.isdisjoint(_kept):
             _sweep_locked(keys)
 
@@ -179,8 +241,6 @@ def _sweep_locked(only: set[tuple[int, int]] | None = None) -> None:
     if not _kept:
         return
     held = _held_keys(_ours())
-    if held is None:  # (not Linux: nothing tells whether others hold the file)
-        held = set()
     for key in [key for key in _kept if key not in held and (only is None or key in only)]:
         for fd in _kept.pop(key):
             os.close(fd)

@@ -67,6 +67,7 @@ from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .framepack import Ahead, ahead, packb
 from .pagedelta import PAGE_HASH
 from .placedframe import HEAD_BYTES
+from .sealer import seal_file
 from .tagheads import (
     COUNTS,
     PackedHeads,
@@ -131,7 +132,7 @@ def write_copy(
             writer,
             conn,
             progress,
-            lambda: writer.chunks_of_file(copy, chunk_bytes, THREADS, LEVEL),
+            lambda: seal_file(writer, copy, chunk_bytes, THREADS, LEVEL),
         )
     finally:
         conn.close()

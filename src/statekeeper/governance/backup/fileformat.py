@@ -80,6 +80,7 @@ from ..._files import warn_if_open_to_others
 from ...errors import BackupCorrupt, BackupError, BackupKeyMismatch, ConfigurationError
 from .framepack import TAG as _TAG
 from .framepack import Ahead, last, named_by, packb
+from .joined import BackupStopped
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -311,10 +312,18 @@ class FrameWriter:
         self.offset = 0
         self.chunks: list[dict[str, Any]] = []
         self.plain_bytes = 0
+        self.stopped = False  # (:meth:`stop`)
         magic = MAGIC[:-1] + bytes([header.version])
         self._write(magic + _u32.pack(len(header.raw)) + header.raw)
 
+    def stop(self) -> None:
+        """Every write from now on raises :class:`.joined.BackupStopped` (a backup
+        cancelled: its thread stops, the file is removed once it has). Any thread."""
+        self.stopped = True
+
     def _write(self, data: bytes | memoryview) -> None:
+        if self.stopped:
+            raise BackupStopped("the backup was cancelled")
         try:
             self.out.write(data)
         except OSError as exc:  # the disk is full, the device failed: a typed error
@@ -354,20 +363,6 @@ class FrameWriter:
             }
         )
         return index
-
-    def chunks_of_file(
-        self, path: str, chunk_bytes: int, threads: int, level: int | dict[str, int] = -1
-    ) -> int:
-        """Write the file at ``path`` as consecutive raw chunks of ``chunk_bytes``,
-        compressed (zstd ``level``) and encrypted by ``threads`` threads (zstd and
-        AES-GCM release the GIL), written in order. Returns the file's size."""
-        with self.sealer(chunk_bytes, threads, level) as sealer, open(path, "rb") as source:
-            while True:
-                plain = source.read(chunk_bytes)
-                if not plain:
-                    break
-                sealer.feed(plain)
-            return sealer.close()
 
     def sealer(
         self, chunk_bytes: int, threads: int, level: Level = -1, page_size: int = 0

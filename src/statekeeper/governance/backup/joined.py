@@ -8,36 +8,21 @@ locks of every connection of the process on the file: ``backends/sqlite/fds.py``
 closed its WAL descriptor (the thread could read a reused number: another file's bytes
 in a chunk) and its SQLite connections, and the backup's file was closed and removed
 under the thread writing it. :func:`run_joined` asks the thread to stop and waits for
-it before the cancellation goes on.
+it before the cancellation goes on: every thread of a backup runs through it (the
+pages, a namespace's copy, a row chunk's sealing, the manifest, PostgreSQL's sealer),
+its stop :meth:`.fileformat.FrameWriter.stop` where nothing else stops it (every
+write from then on raises :class:`BackupStopped`). A backup's file is removed by its
+:meth:`~.location.Location.writing` only once nothing writes it any more.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import Any, TypeVar
+from ..._joined import run_joined
+from ...errors import BackupError
 
-__all__ = ["run_joined"]
-
-T = TypeVar("T")
+__all__ = ["BackupStopped", "run_joined"]
 
 
-async def run_joined(stop: Callable[[], None], fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in a thread, as ``asyncio.to_thread``; cancelled, ``stop()`` is
-    called (it makes ``fn`` return or raise soon: a page backup's after the chunk in
-    hand) and the thread is waited for, then the cancellation raised. A further
-    cancellation meanwhile does not cut that wait short (it is raised with the first);
-    what the stopped thread raised is dropped."""
-    running = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        stop()
-        while not running.done():
-            try:
-                await asyncio.wait((running,))
-            except asyncio.CancelledError:
-                continue  # (the thread still runs: closing under it is the bug)
-        if not running.cancelled():
-            running.exception()  # (retrieved: never logged as unhandled)
-        raise
+class BackupStopped(BackupError):
+    """The backup was cancelled: its thread stops at its next write (what it wrote
+    is removed, nothing is published)."""

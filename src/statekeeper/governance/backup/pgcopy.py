@@ -24,7 +24,6 @@ engine then verifies and writes them as it does any backup. Nothing here needs P
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import mmap
 import os
@@ -37,6 +36,7 @@ from ...backends.sqlite.importing import stray_reason
 from ...errors import BackupCorrupt
 from .filecopy import checked_entries, compacted_columns, opened_copy
 from .fileformat import FrameReader, FrameWriter
+from .joined import run_joined
 
 if TYPE_CHECKING:
     from ...backends.base import Backend
@@ -71,9 +71,10 @@ async def write_copy_out(
     try:
         got = await backend.copy_out(prefix, sealer.feed)
     except BaseException:
-        await asyncio.to_thread(sealer.abort)  # its threads joined, nothing more written
+        # its threads joined, nothing more written (cancelled again meanwhile: still)
+        await run_joined(writer.stop, sealer.abort)
         raise
-    size = await asyncio.to_thread(sealer.close)
+    size = await run_joined(writer.stop, sealer.close)
     if got is None:
         return None
     names = [name for name, _ in SECTIONS]

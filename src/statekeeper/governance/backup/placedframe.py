@@ -98,6 +98,8 @@ def finish_placed(writer: FrameWriter, manifest: dict[str, Any], packed: Ahead |
     zero-run frame, no blocks made ahead, or a manifest not holding the values packed
     ahead): then ``finish``."""
     out = writer.out
+    if writer.stopped:  # (cancelled: nothing more written, ``finish`` raises it)
+        return False
     if (
         packed is None
         or packed.blocks is None

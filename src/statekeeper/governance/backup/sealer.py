@@ -15,6 +15,7 @@ from ...errors import BackupError
 from .directfile import ALIGN, DirectFile
 from .fileformat import _NONCE, CHUNK, _aad, _u64
 from .framepack import TAG as _TAG
+from .joined import BackupStopped
 from .pagedelta import page_digests
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ Buffer = bytes | bytearray | memoryview
 #: next call)
 Level = int | dict[str, int] | Callable[[], Any]
 
-__all__ = ["ChunkSealer", "Level"]
+__all__ = ["ChunkSealer", "Level", "seal_file"]
 
 
 class _Placed:
@@ -247,6 +248,8 @@ class ChunkSealer:
             head, sealed, tag, out, plain, digests = sealing.result()
             if self._failed is not None:  # stopped while this chunk was sealed
                 raise self._failed
+            if self._writer.stopped:  # (a placed frame is not written by ``_write``)
+                raise BackupStopped("the backup was cancelled")
             writer = self._writer
             self.digests += digests
             writer.chunks.append(
@@ -285,6 +288,8 @@ class ChunkSealer:
         writer.offset += len(placed)
 
     def _check(self) -> None:
+        if self._writer.stopped:  # (the backup cancelled: the feeding thread stops here)
+            raise BackupStopped("the backup was cancelled")
         if self._closed:
             raise BackupError("the backup's chunks are closed already")
         if self._failed is not None:
@@ -332,3 +337,20 @@ class ChunkSealer:
         # the sealing first: a chunk's writing waits for its sealing (done or dropped)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._writing.shutdown(wait=True, cancel_futures=True)
+
+
+def seal_file(
+    writer: FrameWriter, path: str, chunk_bytes: int, threads: int, level: Level = -1
+) -> int:
+    """Write the file at ``path`` into ``writer`` as consecutive raw chunks of
+    ``chunk_bytes``, compressed (zstd ``level``) and encrypted by ``threads`` threads
+    (zstd and AES-GCM release the GIL), written in order. Returns the file's size.
+    :meth:`~.fileformat.FrameWriter.stop` ends it at the next chunk (its threads
+    joined: :meth:`ChunkSealer.abort`)."""
+    with writer.sealer(chunk_bytes, threads, level) as sealer, open(path, "rb") as source:
+        while True:
+            plain = source.read(chunk_bytes)
+            if not plain:
+                break
+            sealer.feed(plain)
+        return sealer.close()

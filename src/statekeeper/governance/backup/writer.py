@@ -327,7 +327,8 @@ async def _backup(
             chunk, ids = pending, pending_ids
             pending, pending_bytes, pending_ids = [], 0, []
             await settle()
-            sealing = (asyncio.ensure_future(asyncio.to_thread(writer.chunk_packed, chunk)), ids)
+            sealed = run_joined(writer.stop, writer.chunk_packed, chunk)
+            sealing = (asyncio.ensure_future(sealed), ids)
 
         ids = sorted(heads)
         done = 0
@@ -397,7 +398,7 @@ async def _backup(
             **sealed_holds(),
             **(await sealed_leases()),
         }
-        await asyncio.to_thread(writer.finish, manifest)
+        await run_joined(writer.stop, writer.finish, manifest)
         written = writer.offset
     inner = _internal(streams)
     result = BackupResult(
@@ -463,7 +464,8 @@ async def _write_file(
     """A version-2 backup of the store file copied at ``copy`` (see :mod:`.filecopy`)."""
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
-        body = await asyncio.to_thread(write_copy, writer, copy, chunk_bytes, progress)
+        # (cancelled: the thread stopped and ended before the file and the copy go)
+        body = await run_joined(writer.stop, write_copy, writer, copy, chunk_bytes, progress)
         await _finish_whole(writer, header, source, namespace, body)
     return _whole_result(location, header, body, writer.offset, started)
 
@@ -535,7 +537,8 @@ async def _finish_whole(
         **(await sealed_leases()),
     }
     # (a local page backup's: sealed into its place, its heads framed ahead)
-    await asyncio.to_thread(finish_manifest, writer, manifest, ahead.packed if ahead else None)
+    packed = ahead.packed if ahead else None
+    await run_joined(writer.stop, finish_manifest, writer, manifest, packed)
 
 
 def _whole_result(
