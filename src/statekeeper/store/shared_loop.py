@@ -507,10 +507,10 @@ class SharedLoop(Faces):
                 heapq.heappop(self._due)
             if self._due:
                 wait = min(wait, max(self._due[0].when() - self._loop.time(), 0.0))
-        # (read off the loop: at worst a cancelled timer wakes it for a pass)
-        if scheduled := getattr(self._loop, "_scheduled", None):
-            with contextlib.suppress(IndexError):  # (emptied meanwhile)
-                wait = min(wait, max(scheduled[0].when() - self._loop.time(), 0.0))
+        timers = list(getattr(self._loop, "_scheduled", ()))  # (read off the loop: one armed
+        live = [h.when() for h in timers if not h.cancelled()]  # meanwhile is its _nudge's)
+        if live:
+            wait = min(wait, max(min(live) - self._loop.time(), 0.0))
         return wait
 
     def _nudge(self) -> None:
