@@ -55,7 +55,7 @@ class _Flushes:
 
 def _idle_sleeps_seen(saver: StatekeeperSaver) -> threading.Event:
     """Set once the loop's background thread sleeps its idle sleep (a wait for ever)."""
-    kick: Any = saver._portal._kick  # type: ignore[attr-defined]
+    kick: Any = saver._portal._kick  # type: ignore[union-attr]
     wait = kick.wait
     idle = threading.Event()
 
