@@ -155,9 +155,6 @@ class Portal(SharedLoop):
     """
 
     _closed_message = "the sync facade has been closed"
-    #: the store arms its own timers (a write-behind flush, ``settle_after``, a
-    #: heartbeat's sleep) during calls: the call wakes the background thread for them
-    _nudges = True
 
     def __init__(self, name: str = "statekeeper-portal") -> None:
         self._remains = remains = Remains()  # (before the thread is made: see _thread_target)
@@ -177,17 +174,6 @@ class Portal(SharedLoop):
 
     def _thread_target(self) -> Callable[[], None]:
         return functools.partial(weak_background, weakref.ref(self), self._kick, self._remains)
-
-    def _wait(self) -> float:
-        """As the saver's loop, and no later than the loop's next timer: the store sets
-        its own (a write-behind flush, ``settle_after``), which the saver's loop would
-        run up to a second late."""
-        wait = super()._wait()
-        scheduled: list[Any] | None = getattr(self._loop, "_scheduled", None)
-        if scheduled:
-            with contextlib.suppress(IndexError):  # (emptied meanwhile)
-                wait = min(wait, max(scheduled[0].when() - self._loop.time(), 0.0))
-        return wait
 
     def _reentered(self) -> BaseException:
         return _on_own_loop("a blocking call of a sync store")

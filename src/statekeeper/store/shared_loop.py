@@ -145,8 +145,8 @@ class SharedLoop(Faces):
       takes the loop like any caller and runs it until that work is done.
     * The background thread also runs the loop every ``_POLL`` seconds while it holds
       tasks (a ``group`` durability flush, a claim's renewal in progress), and when a
-      timer set with :meth:`later` is due (claim renewal): background work never waits
-      for the next call, and a timer alone does not wake it every ``_POLL``.
+      timer of the loop is due (:meth:`later`'s, a write-behind flush's): background
+      work never waits for the next call, and a timer alone does not wake it every ``_POLL``.
     """
 
     def __init__(self, name: str = "statekeeper-langgraph", *, instead: str = "saver") -> None:
@@ -274,7 +274,7 @@ class SharedLoop(Faces):
                         try:
                             self._loop.run_until_complete(until())
                         finally:
-                            if self._nudges and self._started:
+                            if self._started and getattr(self._loop, "_scheduled", None):
                                 self._nudge()
                         continue
                 finally:
@@ -333,8 +333,8 @@ class SharedLoop(Faces):
                 try:
                     return self._step(coro, sigint, bare)
                 finally:
-                    if self._nudges and self._started:
-                        self._nudge()
+                    if self._started and getattr(self._loop, "_scheduled", None):
+                        self._nudge()  # (no timer at all, the usual put: not called)
         finally:
             if self._driver == me:  # (also after an interrupt inside _take)
                 self._driver = None
@@ -497,7 +497,9 @@ class SharedLoop(Faces):
         return handle
 
     def _wait(self) -> float:
-        """How long the background thread may sleep before its next pass."""
+        """How long the background thread may sleep before its next pass: no later than
+        the loop's next timer, :meth:`later`'s or one the store set itself (a
+        write-behind flush, ``settle_after``: the saver's loop ran those up to ``_IDLE`` late)."""
         idle = not working(self._loop) and not self._pending()
         wait = _IDLE if idle else _POLL
         with self._handed_lock:
@@ -505,21 +507,24 @@ class SharedLoop(Faces):
                 heapq.heappop(self._due)
             if self._due:
                 wait = min(wait, max(self._due[0].when() - self._loop.time(), 0.0))
+        timers = list(getattr(self._loop, "_scheduled", ()))  # (read off the loop: one armed
+        live = [h.when() for h in timers if not h.cancelled()]  # meanwhile is its _nudge's)
+        if live:
+            wait = min(wait, max(min(live) - self._loop.time(), 0.0))
         return wait
 
-    #: whether a caller leaving the loop wakes the background thread for a timer it
-    #: armed (:meth:`_nudge`); the saver's loop wakes only for :meth:`later`'s timers
-    _nudges = False
-
     def _nudge(self) -> None:
-        """(Holding the loop, leaving it.) Wake the background thread for a timer due
-        before it means to look (:meth:`_plan`): one a call armed ran up to ``_IDLE`` late."""
+        """(Holding the loop, leaving it, a timer in its heap.) Wake the background thread
+        for a timer due before it means to look (:meth:`_plan`): one a call armed ran late."""
         timers = live_timers(self._loop)
         if timers and timers[0].when() < self._sleep_until:
             self._kick.set()
 
     def _plan(self) -> float:
-        """(The background thread.) :meth:`_wait`, noting when it looks again (:meth:`_nudge`)."""
+        """(The background thread.) :meth:`_wait`, noting when it looks again (:meth:`_nudge`);
+        0 once stopped (stop()'s kick may have woken a pass's wait for the loop instead)."""
+        if self._closed:
+            return 0.0
         self._sleep_until = math.inf
         now = self._loop.time()  # (before _wait's: a timer it sleeps till is not before)
         wait = self._wait()

@@ -76,6 +76,7 @@ async def _get(self: StateStore, agent_id: str, shared: bool) -> Snapshot | None
         if record is not None and (seen := SEEN.get()) is not None:  # a DurableAgent's
             seen.adopted = record.link
             seen.adopted_tag = record.tag if record.tag_known else None
+            seen.adopted_replay = (record.replay_bytes, record.snapshot_bytes)
     except BaseException as exc:
         if obs is not None:
             obs.failed("load", mark, exc)
@@ -134,6 +135,7 @@ async def load(
                 if seen is not None:
                     seen.adopted = record.link
                     seen.adopted_tag = record.tag if record.tag_known else None
+                    seen.adopted_replay = (record.replay_bytes, record.snapshot_bytes)
         else:
             if at_seq is not None and at_time is not None:
                 raise ConfigurationError("give at_seq or at_time, not both")

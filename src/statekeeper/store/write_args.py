@@ -62,9 +62,20 @@ class Seen:
     record (``cache_size=0``, or evicted) — without it, its writes were made at the
     seq alone. ``adopted_checksum``, set by a write with ``adopted``: the stored
     checksum of the event it wrote at the head (what a delete conditional on that
-    record compares: the compaction's cut-over deletes the fenced generation at it)."""
+    record compares: the compaction's cut-over deletes the fenced generation at it).
+    ``adopted_replay``, set by a read with ``adopted``: (stored bytes of the events after
+    the state's latest snapshot, stored bytes of that snapshot, 0: none or not known),
+    what the LangGraph saver counts towards the thread's next snapshot."""
 
-    __slots__ = ("adopted", "adopted_checksum", "adopted_tag", "link", "seq", "tag")
+    __slots__ = (
+        "adopted",
+        "adopted_checksum",
+        "adopted_replay",
+        "adopted_tag",
+        "link",
+        "seq",
+        "tag",
+    )
 
     def __init__(self, seq: int, link: bytes | None, tag: bytes | None = None) -> None:
         self.seq = seq
@@ -73,6 +84,7 @@ class Seen:
         self.adopted: bytes | None = None
         self.adopted_tag: bytes | None = None
         self.adopted_checksum: bytes | None = None
+        self.adopted_replay: tuple[int, int] | None = None
 
 
 #: a :class:`Seen`, set by a :class:`~.agent.DurableAgent` around the ``StateStore``

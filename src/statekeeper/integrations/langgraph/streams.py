@@ -39,13 +39,16 @@ class _SaverStreams(_SaverState):
     def _lock(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(thread_id)
 
-    def _remember(self, st: _Stream) -> None:
-        if self._counts:
+    def _remember(self, st: _Stream, *, new: bool = True) -> None:
+        """Cache ``st``; ``new``: a view just read or made (it takes a count handed on)."""
+        if new and self._counts:
             self._carry_count(st)
         self._streams[st.thread_id] = st
         self._streams.move_to_end(st.thread_id)
         while len(self._streams) > max(self.cache_size, 1):
-            self._streams.popitem(last=False)
+            evicted = self._streams.popitem(last=False)[1]
+            if evicted.snap_retry:  # (a failed snapshot's retry: not known to the store)
+                self._hand_count(evicted)
 
     def _hand_count(self, dropped: _Stream) -> None:
         """Keep the snapshot count of ``dropped`` for its thread's next view (see
@@ -66,18 +69,18 @@ class _SaverStreams(_SaverState):
     def _carry_count(self, st: _Stream) -> None:
         """Give ``st``, a new view of its thread, the snapshot count of the view a
         write answered "duplicate" dropped (see ``_SaverCommits._append``): the bytes
-        appended since the thread's last snapshot, which a view read from storage does
-        not know (it counts from zero). Not to a view of another stream under the
-        same id (the thread deleted and made again: at or below the dropped seq)."""
+        appended since the thread's last snapshot as this saver counted them (a view
+        read from storage has the store's count, :meth:`_load`), and a failed
+        snapshot's retry. Not to a view of another stream under the same id (the
+        thread deleted and made again: at or below the dropped seq)."""
         dropped = self._counts.pop(st.thread_id, None)
         if dropped is None or dropped.agent_id != st.agent_id or st.seq <= dropped.seq:
             return
-        if st.bytes_since == 0 and st.snap_retry == 0:
-            st.bytes_since = dropped.bytes_since
-            st.snap_retry = dropped.snap_retry
-            st.snap_bytes = st.snap_bytes or dropped.snap_bytes
-            for kind, ratio in dropped.ratios.items():
-                st.ratios.setdefault(kind, ratio)
+        st.bytes_since = dropped.bytes_since
+        st.snap_retry = dropped.snap_retry
+        st.snap_bytes = dropped.snap_bytes or st.snap_bytes
+        for kind, ratio in dropped.ratios.items():
+            st.ratios.setdefault(kind, ratio)
 
     def _deleted(self, thread_id: str) -> None:
         """The thread is being deleted: no view of it, nor a count for the next (a
@@ -125,7 +128,7 @@ class _SaverStreams(_SaverState):
         replaced or evicted it during the commit, and loads in flight are older."""
         self._outdate(st.thread_id)
         if self._streams.get(st.thread_id) is not st:
-            self._remember(st)
+            self._remember(st, new=False)
 
     async def _require(self, permission: str, operation: str, thread_id: str | None) -> None:
         """On a store opened as a principal: raise
@@ -191,9 +194,15 @@ class _SaverStreams(_SaverState):
         if wrong is not None:
             raise wrong
         # (the record the read just used, no await since: the tag of this very state)
-        return _Stream(
+        st = _Stream(
             thread_id, agent, doc, snap.seq, _heads(doc), _tag_of(store, agent, snap.seq, seen)
         )
+        # the thread's snapshot count goes on from what the store stored since its last
+        # snapshot: a view read again (evicted, dropped on a conflict, another process)
+        # counted from zero, and a thread read again every few turns was never snapshotted
+        if (replay := seen.adopted_replay) is not None:
+            st.bytes_since, st.snap_bytes = replay
+        return st
 
     def _foreign(self, thread_id: str, agent: str, doc: Any) -> ConfigurationError | None:
         """The refusal of a stream that holds another saver's thread: one whose prefix
