@@ -142,9 +142,7 @@ async def test_a_batch_meets_the_locked_log_once(url: str) -> None:
         await store.save("acme/support/t0", {"n": 0})
         log = AuditLog(store.backend, KEYRING)
         agents = [f"acme/support/b{i}" for i in range(4)]
-        requests = [
-            AppendRequest(a, 0, [RawEvent(1, "k", 1.0, b"x", bytes(32))]) for a in agents
-        ]
+        requests = [AppendRequest(a, 0, [RawEvent(1, "k", 1.0, b"x", bytes(32))]) for a in agents]
         marks = [[AuditMark("save", "ops", a, 1, 1)] for a in agents]
         calls: list[str] = []
         _counting(store, calls)
