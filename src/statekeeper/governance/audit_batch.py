@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ConflictError, RetriesExhausted, StoreClosed
+from ..errors import AuditLogLocked, ConflictError, RetriesExhausted, StoreClosed
 from ..records import AppendRequest, AppendResult
 from ..records import AuditMark as Mark
 from .audit_chain import _AuditChain
@@ -49,7 +49,7 @@ class _AuditBatch(_AuditChain):
         results: list[AppendResult | BaseException | None] = [None] * len(requests)
         waves = _waves(requests)
         retries = 0
-        async with self._lock:
+        async with self._turn():
             while waves:
                 wave = waves.pop(0)
                 while wave:
@@ -73,6 +73,14 @@ class _AuditBatch(_AuditChain):
                                 raise RetriesExhausted(AUDIT_ID, _RETRIES, exc) from None
                             self._head = None  # another writer recorded: read its head
                             continue
+                        if isinstance(exc, AuditLogLocked):
+                            # the log's lock, no request's fault: every request not
+                            # written fails with it (was: each sent again alone, each
+                            # waiting audit_lock_timeout for the log again)
+                            self._locked_out += 1
+                            for k, i in enumerate(i for w in (wave, *waves) for i in w):
+                                results[i] = exc if k == 0 else AuditLogLocked(str(exc))
+                            return [r if r is not None else _lost() for r in results]
                         culprit = _culprit(wave, requests, exc)
                         if culprit is None:
                             if len(wave) > 1:  # which one? each on its own, then

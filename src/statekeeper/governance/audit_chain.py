@@ -5,13 +5,20 @@ the one retry loop of every entry write, and reading the authenticated head back
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ..codec import Codec
-from ..errors import ConfigurationError, ConflictError, IntegrityError, RetriesExhausted
+from ..errors import (
+    AuditLogLocked,
+    ConfigurationError,
+    ConflictError,
+    IntegrityError,
+    RetriesExhausted,
+)
 from ..records import AppendRequest, RawEvent, RawSnapshot
 from .audit_records import (
     _KIND,
@@ -49,6 +56,8 @@ class _AuditChain:
         self.reads = reads
         self.clock = clock
         self._lock = asyncio.Lock()
+        # the writes that met the log's head locked (AuditLogLocked): see _turn
+        self._locked_out = 0
         # the head this process last wrote or read: (seq, link, tag); None: unknown
         self._head: tuple[int, bytes, bytes | None] | None = None
         # the store is known to carry KEPT_MARKER (set, or the engine keeps no markers)
@@ -56,6 +65,28 @@ class _AuditChain:
 
     def __repr__(self) -> str:
         return f"AuditLog({self.backend!r})"
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """This process's turn to write the log (``self._lock``). A write that waited
+        for its turn while another met the log's head locked (``AuditLogLocked``: it
+        waited ``audit_lock_timeout`` for it) fails at once, nothing written, rather
+        than wait that long again in its turn: n calls queued behind a locked log
+        waited n times the bound before their error (was)."""
+        seen = self._locked_out
+        async with self._lock:
+            if self._locked_out != seen:
+                raise AuditLogLocked(
+                    "the store's audit log is locked by another transaction: a write of"
+                    " this process waited for it longer than audit_lock_timeout while this"
+                    " one waited its turn. Nothing was written: write again; the"
+                    " transaction holding it (see pg_blocking_pids) is the one to end"
+                )
+            try:
+                yield
+            except AuditLogLocked:
+                self._locked_out += 1
+                raise
 
     async def _wrote(self, head: tuple[int, bytes, bytes | None]) -> None:
         """After entries were committed: keep the head, and (once per process) see that
@@ -139,7 +170,7 @@ class _AuditChain:
     async def _append_entries(self, bodies: Sequence[bytes]) -> int:
         """Append the entries ``bodies`` on their own (retried over other writers'
         entries); the seq of the first."""
-        async with self._lock:
+        async with self._turn():
             _, _, head = await self._on_the_log(bodies, self.backend.append)
             await self._wrote(head)
             return head[0] - len(bodies) + 1

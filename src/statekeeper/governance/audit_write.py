@@ -34,7 +34,7 @@ class _AuditWriter(_AuditChain):
     ) -> int:
         """Append one entry; returns its seq in the log."""
         data = _body(operation, principal, agent_id, first_seq, last_seq, outcome, detail)
-        async with self._lock:
+        async with self._turn():
             _, _, head = await self._on_the_log((data,), self.backend.append)
             await self._wrote(head)
             return head[0]
@@ -71,7 +71,7 @@ class _AuditWriter(_AuditChain):
             "ok",
             detail,
         )
-        async with self._lock:
+        async with self._turn():
             results, _, head = await self._on_the_log(
                 (data,), lambda entry: self.backend.append_together([request, entry])
             )
@@ -117,7 +117,7 @@ class _AuditWriter(_AuditChain):
         data = _body(operation, principal, change.agent_id, first_seq, last_seq, outcome, detail)
         bodies.append(data)
         check_together_at(self.backend, [change])  # (an engine that would ignore prune_head)
-        async with self._lock:
+        async with self._turn():
             _, _, head = await self._on_the_log(
                 bodies, lambda entry: self.backend.append_together([entry, *appends], [change])
             )
@@ -134,7 +134,7 @@ class _AuditWriter(_AuditChain):
         with its entry, and the others committed without it)."""
         done = [False] * len(requests)
         pending = list(range(len(requests)))
-        async with self._lock:
+        async with self._turn():
             while pending:
                 bodies = [_mark_body(marks[i], None) for i in pending]
                 changes = [StreamChange(requests[i].agent_id, rewrite=requests[i]) for i in pending]

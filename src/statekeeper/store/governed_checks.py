@@ -10,11 +10,11 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..errors import AccessDenied
+from ..errors import AccessDenied, AuditLogLocked
 from ..records import AppendResult
 from .governed_protocols import AccessPolicy, AuditSink
 
-__all__ = ["Governance", "governance_of", "noting_failure"]
+__all__ = ["Governance", "governance_of", "log_locked", "noting_failure"]
 
 # voids of cancelled mutations still being written (see Governance.voided)
 _VOIDING: set[asyncio.Future[Any]] = set()
@@ -165,9 +165,22 @@ class Governance:
 
     async def failed(self, operation: str, agent_id: str | None, exc: BaseException) -> None:
         """Audit a mutation that raised (nothing, or not all of it, was written)."""
-        if self.audit is not None and isinstance(exc, Exception):
+        if self.audit is not None and isinstance(exc, Exception) and not log_locked(exc):
             recording = self.record(operation, agent_id, outcome=f"error:{type(exc).__name__}")
             await noting_failure(exc, recording)
+
+
+def log_locked(exc: BaseException) -> bool:
+    """True when ``exc`` is the audit log's head found locked (``AuditLogLocked``):
+    its failure is not recorded in that log, whose record would wait
+    ``audit_lock_timeout`` for the same lock again (was: twice the bound, and once
+    more for each failed write of a flush); a note on ``exc`` says so."""
+    if not isinstance(exc, AuditLogLocked):
+        return False
+    note = "not recorded in the audit log: its head is locked (AuditLogLocked)"
+    if note not in getattr(exc, "__notes__", ()):  # (a batch's callers share one)
+        exc.add_note(note)
+    return True
 
 
 async def noting_failure(exc: BaseException, recording: Awaitable[Any]) -> None:

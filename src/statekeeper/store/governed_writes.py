@@ -13,7 +13,7 @@ from ..errors import AccessDenied
 from ..namespaces import namespace_of
 from ..records import AppendRequest, AppendResult
 from .governed_base import GovernedBase
-from .governed_checks import Governance, noting_failure
+from .governed_checks import Governance, log_locked, noting_failure
 from .governed_pending import PENDING, Pending, audit_mark
 
 __all__ = ["GovernedWrites"]
@@ -126,6 +126,8 @@ class GovernedWrites(GovernedBase):
             # (one whose record fails too: the write's error stays the one reported,
             # the audit failure noted on it, and the other failures are still recorded)
             for mark, exc in failed:
+                if log_locked(exc):
+                    continue
                 recording = self._governance.record(
                     mark.operation, mark.agent_id, outcome=f"error:{type(exc).__name__}",
                     detail={"seqs": [mark.first_seq, mark.last_seq], "write_behind": True},
