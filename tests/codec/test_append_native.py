@@ -252,3 +252,14 @@ def test_a_run_changed_while_it_is_checked_does_not_crash() -> None:
         [sys.executable, "-c", _MUTATED], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr)
+
+
+def test_statekeeper_pure_checks_runs_in_python() -> None:
+    """``STATEKEEPER_PURE=1`` (read at import) leaves the C check out: every run is
+    checked by the Python checks."""
+    code = "from statekeeper.codec import appends as a\nprint(a._APPEND_NATIVE)\n"
+    env = {**os.environ, "STATEKEEPER_PURE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["None"]
