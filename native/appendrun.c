@@ -73,15 +73,24 @@ static PyObject *append_run(PyObject *self, PyObject *args) {
         return NULL;
     if (PyBytes_GET_SIZE(link) != DIGEST || !PyList_CheckExact(events))
         Py_RETURN_NOTIMPLEMENTED;
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    if (n == 0)
+    if (PyList_GET_SIZE(events) == 0)
         Py_RETURN_NONE;
-    PyObject *values = PyList_New(0);
-    if (values == NULL)
+    /* the rows as they are now, held: ``loads`` is a call out (any callable; a finalizer
+     * run by a collection in it can run another thread), after which neither a row nor
+     * ``pointer``, inside the first row's payload, may be one the list let go of */
+    PyObject *rows = PyList_AsTuple(events);
+    if (rows == NULL)
         return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(rows);
+    PyObject *values = PyList_New(0);
+    if (values == NULL) {
+        Py_DECREF(rows);
+        return NULL;
+    }
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (ctx == NULL) {
         Py_DECREF(values);
+        Py_DECREF(rows);
         return PyErr_NoMemory();
     }
     unsigned char prev[DIGEST], digest[DIGEST];
@@ -90,7 +99,7 @@ static PyObject *append_run(PyObject *self, PyObject *args) {
     Py_ssize_t pointer_len = 0;
     int outcome = OK;
     for (Py_ssize_t i = 0; i < n && outcome == OK; i++) {
-        PyObject *row = PyList_GET_ITEM(events, i);
+        PyObject *row = PyTuple_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 5) {
             outcome = UNTAKEN;
             break;
@@ -204,6 +213,7 @@ static PyObject *append_run(PyObject *self, PyObject *args) {
         }
     }
     Py_DECREF(values);
+    Py_DECREF(rows);
     switch (outcome) {
     case OK:
         return result;

@@ -6,6 +6,9 @@ a record, and the same answer as the Python checks for every run, valid or not
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -197,3 +200,66 @@ def test_a_link_that_is_not_bytes_answers_as_python(monkeypatch: pytest.MonkeyPa
     events = _run(_bodies(2))
     _both(monkeypatch, events, bytearray(ZERO_LINK))
     _both(monkeypatch, events, ZERO_LINK[:31])
+
+
+_MUTATED = """
+import gc, hashlib
+import orjson
+from statekeeper.codec import appends, pipeline
+
+native = appends._APPEND_NATIVE
+prefix = appends._link_prefix("chat", "save")
+pointer = b"/" + b"m" * 200 + b"/-"
+
+
+def rows():
+    link, out = bytes(32), []
+    for i in range(3):
+        body = b'{"ops":[{"op":"add","path":"' + pointer + b'","value":%d}]}' % i
+        payload = pipeline._SHA_JSON + link + body
+        link = hashlib.sha256(prefix + pipeline._seq_ts.pack(i + 1, 1.0) + payload).digest()
+        out.append((i + 1, "save", 1.0, payload, link))
+    return out, link
+
+
+for how in ("clear", "replace"):
+    events, last = rows()  # (the list holds the only references to its rows)
+
+    def loads(text, events=events, how=how):
+        if how == "clear":
+            events.clear()
+        else:
+            events[0] = (1, "save", 1.0, b"x" * 300, bytes(32))
+        gc.collect()
+        junk = [bytes([7]) * 300 for _ in range(200)]
+        return orjson.loads(text)
+
+    got = native(prefix, "save", events, bytes(32), loads)
+    assert got == (pointer.decode(), [0, 1, 2], last), (how, got)
+print("ok")
+"""
+
+
+def test_a_run_changed_while_it_is_checked_does_not_crash() -> None:
+    """The rows are the ones the call was given, whatever ``loads`` (any callable; a
+    finalizer run by a collection in it can run another thread) does to the list: the
+    C check reads its own copy, not freed rows or past a shortened list (before: a
+    segfault, list items read from a cleared list). In a child process: a crash there
+    fails this test instead of the run."""
+    _native()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _MUTATED], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr)
+
+
+def test_statekeeper_pure_checks_runs_in_python() -> None:
+    """``STATEKEEPER_PURE=1`` (read at import) leaves the C check out: every run is
+    checked by the Python checks."""
+    code = "from statekeeper.codec import appends as a\nprint(a._APPEND_NATIVE)\n"
+    env = {**os.environ, "STATEKEEPER_PURE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["None"]
