@@ -289,3 +289,34 @@ def test_a_one_page_store_is_read_behind_its_reader(
         finally:
             plain.close()
             fed.close()
+
+
+def test_a_sink_that_is_a_fifo_does_not_hold_the_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SINK`` a FIFO no one reads: the reader reads the file into its buffer, and a
+    waiter wakes (was: its open of the sink waited for a reader of the FIFO forever,
+    and every chunk with it)."""
+    data = tmp_path / "f"
+    data.write_bytes(os.urandom(2 * WINDOW))
+    sink = tmp_path / "fifo"
+    os.mkfifo(sink)
+    monkeypatch.setattr(sqlite_prefetch, "SINK", str(sink))
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", WINDOW)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    fd = os.open(data, os.O_RDONLY)
+    ahead = sqlite_prefetch.Prefetch(fd, data.stat().st_size)
+    done = threading.Event()
+    try:
+        ahead.start()
+        waiter = threading.Thread(target=lambda: (ahead.wait(ahead.size), done.set()))
+        waiter.start()
+        woke = done.wait(30.0)
+        if not woke:  # (the code before: its open let go by a reader of the FIFO)
+            os.close(os.open(sink, os.O_RDONLY | os.O_NONBLOCK))
+        ahead.stop()
+        waiter.join(30.0)
+    finally:
+        os.close(fd)
+    assert woke
+    assert ahead._done == ahead.size

@@ -50,10 +50,10 @@ it); the caller calls
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import threading
 from collections.abc import Callable
+from stat import S_ISCHR
 
 __all__ = [
     "SCARCE",
@@ -208,14 +208,13 @@ def _sink() -> int:
     if SINK is None or not hasattr(os, "sendfile"):
         return -1
     try:
-        sink = os.open(SINK, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        # (never blocking: a FIFO there would hold the reader, and every chunk, forever)
+        sink = os.open(SINK, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return -1
     try:
         st = os.fstat(sink)
-        if stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (
-            _NULL_DEVICE
-        ):
+        if S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == _NULL_DEVICE:
             return sink
     except OSError:
         pass
