@@ -6,7 +6,8 @@ store; the reader failing part-way (both ``sendfile`` and ``preadv`` refused on 
 descriptor, or an error it does not expect) wakes every waiting chunk and the backup
 reads the file itself: its image byte for byte a snapshot's read without a reader; a
 store with overflow pages (the ``dbstat`` fallback part-way through the chunks) while a
-writer writes and checkpoints: the same."""
+writer writes and checkpoints: the same; the disk failing under the reader and the
+chunks: a typed error (BackendError naming the file), no backup file."""
 
 from __future__ import annotations
 
@@ -320,3 +321,53 @@ def test_a_sink_that_is_a_fifo_does_not_hold_the_reader(
         os.close(fd)
     assert woke
     assert ahead._done == ahead.size
+
+
+async def test_a_disk_failing_under_the_reader_and_the_chunks_fails_the_backup_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fails past the reader's first window for the reader (``sendfile`` and
+    ``preadv``) and for the chunk reading there: the backup raises a BackendError
+    naming the store file (was: the bare OSError), and leaves no backup file."""
+    from statekeeper import StateStore
+    from statekeeper.errors import BackendError
+    from statekeeper.governance.backup import BackupKey, backup
+
+    from ..governance._point_in_time import keyring
+
+    monkeypatch.setattr(sqlite_prefetch, "WINDOW", WINDOW)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    failing: list[int] = []
+    real_init = PageSnapshot.__init__
+
+    def noted(self: PageSnapshot, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        failing.extend([self._prefetch._fd, self._db])
+
+    real_send, real_read = os.sendfile, os.preadv
+
+    def sendfile(out: int, fd: int, offset: int, count: int) -> int:
+        if fd in failing and offset + count > WINDOW:
+            raise OSError(errno.EIO, "injected")
+        return real_send(out, fd, offset, count)
+
+    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
+        if fd in failing and offset + sum(len(b) for b in buffers) > WINDOW:
+            raise OSError(errno.EIO, "injected")
+        return real_read(fd, buffers, offset)
+
+    db = tmp_path / "s.db"
+    async with StateStore(f"sqlite:///{db}", keyring=keyring()) as src:
+        for i in range(400):
+            await src.save(f"t{i % 3}/agent-{i:03d}", {"i": i, "pad": "x" * 200})
+        await src.flush()
+        with closing(sqlite3.connect(db)) as other:
+            other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert db.stat().st_size > 2 * WINDOW
+        monkeypatch.setattr(PageSnapshot, "__init__", noted)
+        monkeypatch.setattr(os, "sendfile", sendfile)
+        monkeypatch.setattr(os, "preadv", preadv)
+        with pytest.raises(BackendError, match=r"s\.db: cannot read the store file"):
+            await backup(src, tmp_path / "b.skb", BackupKey(os.urandom(32)))
+    assert failing
+    assert not (tmp_path / "b.skb").exists()
