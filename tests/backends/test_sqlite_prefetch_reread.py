@@ -371,3 +371,28 @@ async def test_a_disk_failing_under_the_reader_and_the_chunks_fails_the_backup_t
             await backup(src, tmp_path / "b.skb", BackupKey(os.urandom(32)))
     assert failing
     assert not (tmp_path / "b.skb").exists()
+
+
+def test_a_disk_failing_under_the_plan_fails_it_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan's read of page 1 refused (EIO): a BackendError naming the store file
+    (was: the bare OSError), no reader started."""
+    from statekeeper.errors import BackendError
+
+    db = tmp_path / "s.db"
+    _store(db)
+    monkeypatch.setattr(sqlite_prefetch, "cached", lambda fd, offset, length: False)
+    with _snapshot(db) as snap:
+        real = os.pread
+
+        def pread(fd: int, size: int, offset: int) -> bytes:
+            if fd == snap._db:
+                raise OSError(errno.EIO, "injected")
+            return real(fd, size, offset)
+
+        monkeypatch.setattr(os, "pread", pread)
+        with pytest.raises(BackendError, match=r"s\.db: cannot read the store file"):
+            snap.plan()
+        monkeypatch.setattr(os, "pread", real)
+        assert not snap._prefetch.started

@@ -44,7 +44,7 @@ import msgpack  # type: ignore[import-untyped]
 
 from ...arguments import INTERNAL_PREFIX
 from ...backends.sqlite.base import translated
-from ...errors import BackendError, BackupError, StatekeeperError
+from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, require_namespace
 from .audited import audit_backup
@@ -491,26 +491,23 @@ async def _write_pages(
         # (SQLite's refusals of a damaged file, and the plan's: typed, naming the file)
         with translated(snapshot.path), location.writing() as out:
             writer = FrameWriter(out, header, key)
-            try:
-                if parent is None:
-                    local = location.s3 is None  # zero runs left out, nothing compressed
-                    # (cancelled: the thread stopped and ended before the snapshot closes)
-                    args = (writer, snapshot, chunk_bytes, progress, local, ahead)
-                    body = await run_joined(snapshot.cancel, write_pages, *args)
-                else:
-                    body = await run_joined(
-                        snapshot.cancel,
-                        write_page_delta,
-                        writer,
-                        snapshot,
-                        parent[1][2],
-                        chunk_bytes,
-                        progress,
-                        parent[1][3],
-                    )
-                    own = since_parent(body, parent[0].head_marks())
-            except OSError as exc:  # (a read of the store's files: a write's is BackupError)
-                raise BackendError(f"{snapshot.path}: cannot read the store file: {exc}") from exc
+            if parent is None:
+                local = location.s3 is None  # zero runs left out, nothing compressed
+                # (cancelled: the thread stopped and ended before the snapshot closes)
+                args = (writer, snapshot, chunk_bytes, progress, local, ahead)
+                body = await run_joined(snapshot.cancel, write_pages, *args)
+            else:
+                body = await run_joined(
+                    snapshot.cancel,
+                    write_page_delta,
+                    writer,
+                    snapshot,
+                    parent[1][2],
+                    chunk_bytes,
+                    progress,
+                    parent[1][3],
+                )
+                own = since_parent(body, parent[0].head_marks())
             await _finish_whole(writer, header, source, namespace, body, ahead)
     finally:
         snapshot.close()
