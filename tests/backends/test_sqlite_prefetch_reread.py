@@ -310,7 +310,12 @@ def test_a_sink_that_is_a_fifo_does_not_hold_the_reader(
     done = threading.Event()
     try:
         ahead.start()
-        waiter = threading.Thread(target=lambda: (ahead.wait(ahead.size), done.set()))
+
+        def waits() -> None:
+            ahead.wait(ahead.size)
+            done.set()
+
+        waiter = threading.Thread(target=waits)
         waiter.start()
         woke = done.wait(30.0)
         if not woke:  # (the code before: its open let go by a reader of the FIFO)
