@@ -41,7 +41,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
-from ...errors import StatekeeperError
+from ...errors import BackendError, StatekeeperError
 from . import fds as sqlite_fds
 from . import wal as sqlite_wal
 from .export import COPIED_TABLES
@@ -202,8 +202,10 @@ class PageSnapshot:
         try:
             self._planned()
             self._prefetch.start()
-        except BaseException:
+        except BaseException as exc:
             self._prefetch.stop()
+            if isinstance(exc, OSError):  # (as :meth:`chunks`)
+                raise BackendError(f"{self.path}: cannot read the store file: {exc}") from exc
             raise
         finally:
             self._no_plan_ahead.set()
@@ -451,10 +453,13 @@ class PageSnapshot:
             buf = spare(count * size) if spare is not None else None
             if buf is None:
                 buf = bytearray(count * size)
-            got = os.preadv(self._db, [buf], (first - 1) * size)
-            if got < len(buf):  # zeros past the file's end: pages only the WAL holds
-                buf[got:] = bytes(len(buf) - got)
-            self._apply(buf, first, count)
+            try:  # (the disk failing: a typed error naming the file, was the bare OSError)
+                got = os.preadv(self._db, [buf], (first - 1) * size)
+                if got < len(buf):  # zeros past the file's end: pages only the WAL holds
+                    buf[got:] = bytes(len(buf) - got)
+                self._apply(buf, first, count)
+            except OSError as exc:
+                raise BackendError(f"{self.path}: cannot read the store file: {exc}") from exc
             yield buf
 
     def _apply(self, chunk: bytearray, first: int, count: int) -> None:

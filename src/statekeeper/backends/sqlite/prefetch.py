@@ -53,6 +53,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from stat import S_ISCHR
 
 __all__ = [
     "SCARCE",
@@ -195,14 +196,30 @@ def clear(fd: int, size: int) -> bool:
 SINK: str | None = "/dev/null" if sys.platform.startswith("linux") else None
 
 
+#: Linux's null device (``/dev/null``: character device 1, 3)
+_NULL_DEVICE = (1, 3)
+
+
 def _sink() -> int:
-    """A descriptor of :data:`SINK` open for writing, or -1 (none: ``preadv``)."""
+    """A descriptor of :data:`SINK` open for writing, or -1 (none: ``preadv``); -1 too
+    where it is not the null device (a ``/dev/null`` re-created as a regular file, in a
+    broken container: ``sendfile`` wrote the whole store file into it, for anyone to
+    read)."""
     if SINK is None or not hasattr(os, "sendfile"):
         return -1
     try:
-        return os.open(SINK, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        # (never blocking: a FIFO there would hold the reader, and every chunk, forever)
+        sink = os.open(SINK, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return -1
+    try:
+        st = os.fstat(sink)
+        if S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == _NULL_DEVICE:
+            return sink
+    except OSError:
+        pass
+    os.close(sink)
+    return -1
 
 
 def _sent(sink: int, fd: int, at: int, length: int) -> bool:
