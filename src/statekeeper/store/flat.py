@@ -251,8 +251,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                         ops.append({"op": "add", "path": path, "value": item})
                     carried.append(after[offset:])
                     if (
-                        made_before is not None
-                        and (proof := seal(made_before, after)) is not None
+                        made_before is not None and (proof := seal(made_before, after)) is not None
                     ):  # large flat messages: proven without packing them from the next save
                         if made is None:
                             made = {}
