@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from statekeeper import StateStore
-from statekeeper.store import flat, proofs
+from statekeeper.store import proofs
 from statekeeper.store.change import fast_packer
 
 
@@ -139,8 +139,3 @@ async def test_a_message_appended_after_the_whole_list_was_packed_is_saved(
         msgs.append(_msg(5))
         await store.save("a", {"messages": msgs})
         await _check(url, store, msgs)
-
-
-def test_the_flat_save_binds_the_proofs_of_its_module() -> None:
-    """(the fixtures above swap ``proofs``' functions: ``bind_flat`` reads them there)"""
-    assert flat._proofs is proofs
