@@ -262,12 +262,51 @@ extend(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     return pair;
 }
 
+/* the item count of the msgpack array ``p`` starts with; -1: not an array's header */
+static Py_ssize_t
+array_count(const unsigned char *p, Py_ssize_t size)
+{
+    Py_ssize_t head = head_size(p, size);
+    if (head == 1)
+        return p[0] & 0x0F;
+    if (head == 3)
+        return ((Py_ssize_t)p[1] << 8) | p[2];
+    if (head == 5)
+        return (Py_ssize_t)(((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16)
+                            | ((uint32_t)p[3] << 8) | p[4]);
+    return -1;
+}
+
+PyDoc_STRVAR(seal_doc,
+"seal(proof, packed, /) -> tuple[bytes, list, bytes] | None\n\n"
+"The proof, made (stamped) before its list was packed, tied to the bytes ``packed``:\n"
+"``(packed, items, tags)``; None when ``packed`` is not an array of as many items as\n"
+"the proof's (the list grew or shrank between the stamp and the pack). An item\n"
+"changed between them has another version tag by now: the proof will not hold.");
+
+static PyObject *
+seal(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *items, *tags;
+    if (nargs != 2 || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "seal(proof, packed: bytes)");
+        return NULL;
+    }
+    if (parts(args[0], &items, &tags) < 0)
+        return NULL;
+    if (array_count((const unsigned char *)PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]))
+        != PyList_GET_SIZE(items))
+        Py_RETURN_NONE;
+    return PyTuple_Pack(3, args[1], items, tags);
+}
+
 static PyMethodDef methods[] = {
     {"stamp", (PyCFunction)stamp, METH_O, stamp_doc},
     {"make", (PyCFunction)(void (*)(void))make, METH_FASTCALL, make_doc},
     {"holds", (PyCFunction)(void (*)(void))holds, METH_FASTCALL, holds_doc},
     {"grown", (PyCFunction)(void (*)(void))grown, METH_FASTCALL, grown_doc},
     {"extend", (PyCFunction)(void (*)(void))extend, METH_FASTCALL, extend_doc},
+    {"seal", (PyCFunction)(void (*)(void))seal, METH_FASTCALL, seal_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -90,3 +90,26 @@ def test_extend_packs_as_the_whole_list(old: int, new: int) -> None:
 def test_extend_refuses_what_is_not_an_array() -> None:
     with pytest.raises(ValueError):
         stamps.extend(b"\x80", b"\x91\x01", 2)
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 65535, 65536])
+def test_seal_ties_a_proof_to_the_bytes_of_as_many_items(count: int) -> None:
+    items = [{"n": 1}] * count
+    packed = ormsgpack.packb(items)
+    for make, seal in ((stamps.make, stamps.seal), (proofs.pure_make, proofs.pure_seal)):
+        proof = make(b"", items)
+        assert proof is not None
+        sealed = seal(proof, packed)
+        assert sealed is not None and sealed[0] is packed and sealed[1] is proof[1]
+        assert tuple(sealed[1:]) == tuple(proof[1:])
+        # bytes of one item more or fewer (the list changed between stamp and pack)
+        assert seal(proof, ormsgpack.packb([*items, {"n": 1}])) is None
+        if count:
+            assert seal(proof, ormsgpack.packb(items[1:])) is None
+
+
+@pytest.mark.parametrize("packed", [b"", b"\x80", b"\xdc\x00", b"\xdd\x00\x00\x00", b"\xc0"])
+def test_seal_refuses_what_is_not_an_array(packed: bytes) -> None:
+    for make, seal in ((stamps.make, stamps.seal), (proofs.pure_make, proofs.pure_seal)):
+        proof = make(b"", [])
+        assert seal(proof, packed) is None

@@ -125,7 +125,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
     prefixes: dict[str, bytes] = {}
     proof_from = _proofs.PROOF_FROM  # (store/proofs.py: 0 with its version tags)
     holds, extend = _proofs.holds, _proofs.extend
-    make_proof, grow_proof = _proofs.make, _proofs.grown
+    make_proof, grow_proof, seal = _proofs.make, _proofs.grown, _proofs.seal
     blank = object.__new__  # (an instance, its slots unset)
     set_agent_id, set_first_seq = _set_agent_id, _set_first_seq
     set_last_seq, set_duplicate = _set_last_seq, _set_duplicate
@@ -175,7 +175,12 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                         made[key] = proof
                         continue
                     added = value[length:]  # only the new items packed
-                    after, tail = extend(before, packb(added, None, strict), len(value))
+                    # (their proof made before their pack, then sealed with the bytes:
+                    # an edit between the two, by another thread, breaks it; proofs.py)
+                    longer = grow_proof(proof, before, added)
+                    after, tail = extend(
+                        before, packb(added, None, strict), length + len(added)
+                    )  # (the count packed, not len(value): another thread may append)
                     dumped[key] = after
                     if (both := paths.get(key)) is None:
                         both = _paths(key, paths)
@@ -183,9 +188,18 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     for item in added:
                         ops.append({"op": "add", "path": path, "value": item})
                     carried.append(tail)
-                    if (longer := grow_proof(proof, after, added)) is not None:
+                    if longer is not None and (longer := seal(longer, after)) is not None:
                         made[key] = longer
                     continue
+                # a list's proof made before its pack (None: not proven), sealed after
+                made_before = (
+                    make_proof(before, value)
+                    if value.__class__ is list
+                    and pack is None
+                    and before is not None
+                    and len(before) >= proof_from * len(value)
+                    else None
+                )
                 after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
                 if before == after:
                     continue  # unchanged (the common case)
@@ -224,13 +238,20 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                             return None  # not a growth: the general diff
                         length, offset = grown
                     path = both[1]
-                    for item in value[length:]:
+                    # the items packed, not len(value): another thread may append after
+                    # the pack (the GIL passed on its return); the next save adds those
+                    count = (
+                        after[1] * 256 + after[2]
+                        if (head := after[0]) == 0xDC
+                        else head - 0x90
+                        if head <= 0x9F
+                        else int.from_bytes(after[1:5], "big")
+                    )
+                    for item in value[length:count]:
                         ops.append({"op": "add", "path": path, "value": item})
                     carried.append(after[offset:])
                     if (
-                        len(after) >= proof_from * len(value)
-                        and pack is None
-                        and (proof := make_proof(after, value)) is not None
+                        made_before is not None and (proof := seal(made_before, after)) is not None
                     ):  # large flat messages: proven without packing them from the next save
                         if made is None:
                             made = {}

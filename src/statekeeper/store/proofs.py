@@ -49,6 +49,7 @@ __all__ = [
     "head_size",
     "holds",
     "make",
+    "seal",
 ]
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -130,6 +131,8 @@ def _load() -> Any:
         from . import _stamps  # type: ignore[attr-defined]
     except ImportError:  # not built (no compiler, another Python): the pure proof
         return None
+    if not hasattr(_stamps, "seal"):  # (a stale build, from before seal: the pure proof)
+        return None
     return _stamps
 
 
@@ -147,21 +150,44 @@ def pure_extend(before: bytes, packed: bytes, length: int) -> tuple[bytes, bytes
     return b"".join((array_head(length), memoryview(before)[head_size(before) :], tail)), tail
 
 
+def pure_seal(proof: Proof, packed: bytes) -> Proof | None:
+    """The proof, made before its list was packed, tied to the bytes ``packed``; None
+    when they are not an array of as many items as the proof's (the list grew or shrank
+    between the proof and the pack)."""
+    if not packed or (first := packed[0]) < 0x90 or 0x9F < first < 0xDC or first > 0xDD:
+        return None
+    size = head_size(packed)
+    count = first & 0x0F if size == 1 else int.from_bytes(packed[1:size], "big")
+    if count != len(proof.items) or len(packed) < size:
+        return None
+    return proof._replace(packed=packed)
+
+
 #: ``make(packed, items)``: the proof of the list ``items`` packed as ``packed`` (None:
 #: not all flat dicts of scalars); ``holds(proof, value)``: ``value`` starts with the
 #: proof's items, each unchanged since; ``grown(proof, packed, added)``: the proof
 #: after ``added`` were appended (None: not flat); ``extend(before, packed, length)``:
-#: the bytes of the grown list and of its new items. Each proof is a 3-tuple
-#: ``(packed, items, marks)``; by version tags (C, no Python frame) when
-#: :data:`NATIVE`, else pure
+#: the bytes of the grown list and of its new items; ``seal(proof, packed)``: the proof
+#: tied to other bytes of its items (None: not an array of as many). Each proof is a
+#: 3-tuple ``(packed, items, marks)``; by version tags (C, no Python frame) when
+#: :data:`NATIVE`, else pure.
+#:
+#: A proof describes its items as they were when it was made: made (or grown) BEFORE
+#: the list is packed, then sealed with the bytes, so that an edit between the two (by
+#: another thread: the GIL can pass after the pack returns) leaves a proof that no
+#: longer holds, never one that holds for the edited items with the bytes of the
+#: unedited ones (tests/store/test_proof_races.py)
 make: Callable[[bytes, list[Any]], tuple[Any, ...] | None]
 holds: Callable[[tuple[Any, ...], list[Any]], bool]
 grown: Callable[[tuple[Any, ...], bytes, list[Any]], tuple[Any, ...] | None]
 extend: Callable[[bytes, bytes, int], tuple[bytes, bytes]]
+seal: Callable[[tuple[Any, ...], bytes], tuple[Any, ...] | None]
 if _native is None:
     make, holds, grown, extend = pure_make, pure_holds, pure_grown, pure_extend  # type: ignore[assignment]
+    seal = pure_seal  # type: ignore[assignment]
 else:
     make, holds, grown, extend = _native.make, _native.holds, _native.grown, _native.extend
+    seal = _native.seal
 
 #: the smallest average packed size of an item (bytes) for which a proof is made: below
 #: it packing the list is as cheap as proving it (bench_change_proofs.py); by version
