@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
-from ..records import AppendRequest, RawEvent, RawSnapshot, RewriteRequest
+from ..records import AppendRequest, AppendResult, RawEvent, RawSnapshot, RewriteRequest
 from .base import Backend, Capability
 from .tiered_base import PAGE, TieredPart
 from .tiered_copy import append_copy, base_of, snapshots
@@ -178,10 +178,10 @@ class TieredHot(TieredPart):
         agents = sorted({r.agent_id for r in requests})
         # the durable tier checked the fences; the copy carries none
         plain = [dataclasses.replace(r, fence=None) if r.fence is not None else r for r in requests]
-        results = await self._hot_call(lambda h: h.append_batch(plain), agents, write=True)
+        stale: set[str] = set()
+        results = await self._hot_call(lambda h: self._mirror(h, plain, stale), agents, write=True)
         if isinstance(results, Miss):
             return
-        stale: set[str] = set()
         for request, result in zip(requests, results, strict=True):
             if isinstance(result, ConflictError):
                 if result.current_seq != 0:  # present but not at our base: stale
@@ -190,6 +190,49 @@ class TieredHot(TieredPart):
                 stale.add(request.agent_id)
         for agent_id in sorted(stale):
             await self._drop_hot(agent_id)
+
+    async def _mirror(
+        self, hot: Backend, requests: list[AppendRequest], stale: set[str]
+    ) -> list[AppendResult | BaseException]:
+        """The hot append of ``requests``. One not comparing a known tag (no
+        ``check_tag``; ``expected_tag`` None) is made to compare the copy's tag, read
+        first (one hot call more, these appends alone): a copy under a fill's pending
+        tag is not appended to (``stale``: dropped, the fill's promotion then
+        refused), and the stand-in ``UNTAGGED`` of a filled untagged stream counts as
+        none. Was: an unchecked append made a pending copy the durable head and tag
+        (served unchecked: the old bytes of a rewrite that came between the fill's read
+        and its write); a checked untagged one was refused by every filled copy
+        (dropped by each write, refilled by each read)."""
+        if not (hot.compares_head_tag and hot.supports(Capability.REWRITE)):
+            return await hot.append_batch(requests)
+        first = {r.agent_id: i for i, r in reversed(list(enumerate(requests)))}
+        asked = [
+            i
+            for i, r in enumerate(requests)
+            if first[r.agent_id] == i  # (a later one of its agent chains on it)
+            and r.expected_seq > 0
+            and (not r.check_tag or r.expected_tag is None)
+        ]
+        tags = await asyncio.gather(*(hot.head_tag(requests[i].agent_id) for i in asked))
+        sent = list(requests)
+        for i, (seq, tag) in zip(asked, tags, strict=True):
+            request = requests[i]
+            if seq == request.expected_seq and tag is not None and tag.startswith(PENDING):
+                stale.add(request.agent_id)
+                continue
+            if request.check_tag and tag != UNTAGGED:
+                continue  # (None compared as sent)
+            # (the tag read, compared: a fill's copy written since is not appended to)
+            sent[i] = dataclasses.replace(request, expected_tag=tag, check_tag=True)
+        # (a pending copy's agent is left out: appended to, it would be served)
+        kept = [i for i, r in enumerate(sent) if r.agent_id not in stale]
+        made = await hot.append_batch([sent[i] for i in kept]) if kept else []
+        results: list[AppendResult | BaseException] = [
+            ConflictError(r.agent_id, r.expected_seq, r.expected_seq) for r in requests
+        ]
+        for i, result in zip(kept, made, strict=True):
+            results[i] = result
+        return results
 
     def _hit(self) -> None:
         self.stats["hot_hits"] += 1

@@ -81,11 +81,17 @@ def gave_up_pruned(refused: RewriteBelowPrunedBase) -> str:
     walks, each refused because a retention prune landed under it (``refused``: the last
     refusal, raised by :func:`walk_again`)."""
     agent = repr(refused.agent_id)
+    written = (
+        # (S3's, found after some of the rewrite's writes landed: it says part-way.
+        # Was: "a refused rewrite writes nothing" said beside it)
+        "Some records of the last rewrite were written before it was refused; "
+        if getattr(refused, "maybe_applied", False)
+        else f"Nothing of {agent} was half-written: a refused rewrite writes nothing, and "
+    )
     return (
         f"rekey gave up on agent {agent} after {refused.walks} walks because retention "
         f"kept pruning it (each walk's rewrite was refused; the last: {refused}). "
-        f"Nothing of {agent} was half-written: a refused rewrite writes nothing, and "
-        "each of its records is whole under the old key or the new one. Run "
+        f"{written}each of its records is whole under the old key or the new one. Run "
         "'statekeeper rekey' again to resume (records already under the active key "
         "are skipped)"
     )
