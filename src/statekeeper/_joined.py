@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["run_joined"]
+__all__ = ["run_joined", "run_owned"]
 
 T = TypeVar("T")
 
@@ -30,11 +30,31 @@ async def run_joined(stop: Callable[[], None], fn: Callable[..., T], *args: Any)
         return await asyncio.shield(running)
     except asyncio.CancelledError:
         stop()
-        while not running.done():
-            try:
-                await asyncio.wait((running,))
-            except asyncio.CancelledError:
-                continue  # (the thread still runs: closing under it is the bug)
+        await _ended(running)
         if not running.cancelled():
             running.exception()  # (retrieved: never logged as unhandled)
         raise
+
+
+async def run_owned(fn: Callable[..., T], release: Callable[[T], None], *args: Any) -> T:
+    """``fn(*args)`` in a thread that opens what the caller then owns (a page snapshot:
+    read transactions of the store); cancelled, the thread is waited for (as
+    :func:`run_joined`) and what it returned meanwhile given to ``release`` (was: left
+    open, never closed), then the cancellation raised."""
+    running = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await _ended(running)
+        if not running.cancelled() and running.exception() is None:
+            release(running.result())
+        raise
+
+
+async def _ended(running: asyncio.Future[Any]) -> None:
+    """Wait for ``running``; a further cancellation meanwhile does not cut it short."""
+    while not running.done():
+        try:
+            await asyncio.wait((running,))
+        except asyncio.CancelledError:
+            continue  # (the thread still runs: closing under it is the bug)

@@ -101,3 +101,20 @@ async def test_stores_opened_and_closed_keep_no_descriptor(tmp_path: Path, unlis
             await store.save("a", {"n": i})
             await backup(store, str(tmp_path / f"b{i}.skb"), key)
     assert _open_under(tmp_path) == []
+
+
+async def test_a_store_opened_by_a_relative_path_detaches_after_a_chdir(
+    tmp_path: Path, unlisted: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store counted by the path it was opened with: a ``chdir`` before its close
+    (was: the count looked up under another absolute path, never dropped: the
+    descriptors kept for the file stayed open for the process's life)."""
+    key = BackupKey(os.urandom(32))
+    monkeypatch.chdir(tmp_path)
+    async with StateStore("sqlite:///s.db") as store:
+        await store.save("a", {"n": 1})
+        await backup(store, str(tmp_path / "b.skb"), key)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+    assert _open_under(tmp_path) == []

@@ -447,7 +447,7 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
     import asyncio
 
     from statekeeper.backends import sqlite as sqlite_module
-    from statekeeper.backends.sqlite import admin as sqlite_admin
+    from statekeeper.backends.sqlite import copyjoin as sqlite_copyjoin
     from statekeeper.governance.backup import filecopy
 
     bkey = BackupKey(os.urandom(32))
@@ -465,8 +465,8 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
 
         original = sqlite_export.copy_file
 
-        def copy_file(source: str, dest: str, prefix: str, timeout: float) -> None:
-            original(source, dest, prefix, timeout, copied=during)
+        def copy_file(source: str, dest: str, prefix: str, timeout: float, **kw: Any) -> None:
+            original(source, dest, prefix, timeout, copied=during, **kw)
 
         heads_of = filecopy._heads_of
 
@@ -479,7 +479,8 @@ async def test_writes_committed_during_the_copy_are_not_in_the_backup(
             return None
 
         monkeypatch.setattr(sqlite_module.SQLiteBackend, "page_snapshot", no_image)
-        monkeypatch.setattr(sqlite_admin, "copy_file", copy_file)  # (SQLiteBackend.copy_to_file)
+        # (SQLiteBackend.copy_to_file, through copyjoin.copied)
+        monkeypatch.setattr(sqlite_copyjoin, "copy_file", copy_file)
         monkeypatch.setattr(filecopy, "_heads_of", between)
         result = await backup(src, file, bkey)
         assert committed == ["sk_agents", "heads"]

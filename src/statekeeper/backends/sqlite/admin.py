@@ -12,7 +12,6 @@ read, a lease or an append.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import sqlite3
 from collections.abc import Sequence
@@ -39,10 +38,11 @@ from ..base import (
 )
 from . import feed as sqlite_feed
 from .base import LENGTH_LIMITS, Executes, SQLitePart, translated
-from .export import copy_file, export_slices, export_whole
+from .copyjoin import copied, snapshot_opened
+from .export import export_slices, export_whole
 from .files import read_only_uri
 from .importing import Counts, import_image
-from .pages import PageSnapshot, open_snapshot
+from .pages import PageSnapshot
 from .reads import blob
 from .rewrite_base import check_snapshots_stored
 
@@ -507,12 +507,7 @@ class SQLiteAdmin(SQLitePart):
         transaction: writers keep committing): :func:`~.export.copy_file`."""
         if self._closed:
             raise StoreClosed(f"sqlite backend {self.path} is closed")
-
-        def copy() -> None:
-            with translated(self.path):
-                copy_file(self.path, dest, prefix, self.busy_timeout)
-
-        await asyncio.to_thread(copy)
+        await copied(self.path, dest, prefix, self.busy_timeout)  # (joined: copyjoin.py)
         return True
 
     def _import_image_sync(self, image: str, expected: Counts, raise_floor: bool) -> bool:
@@ -550,12 +545,7 @@ class SQLiteAdmin(SQLitePart):
             raise StoreClosed(f"sqlite backend {self.path} is closed")
         if prefix or self.readonly:
             return None
-
-        def take() -> PageSnapshot | None:
-            with translated(self.path):
-                return open_snapshot(self.path, self.busy_timeout)
-
-        return await asyncio.to_thread(take)
+        return await snapshot_opened(self.path, self.busy_timeout)  # (closed if cancelled)
 
     async def export_rows(self, ranges: Sequence[tuple[str, int, int]]) -> list[StreamRows]:
         """Four statements per page of agents (events, snapshots, heads, keys). Whole

@@ -247,13 +247,13 @@ class SQLiteBackend(
         # none (a new LangGraph saver's cold read: the thread's start was ~14 ms of
         # wall time at open on a loaded machine, its pool ~0.3 M instructions).
         # (where descriptors cannot be listed, the file then counts as held: fds.py)
-        sqlite_fds.attach(path)
+        self._counted_as = sqlite_fds.attach(path)  # (absolute: a chdir meanwhile)
         if readonly:
             return
         try:
             self._open_writer()
         except BaseException:
-            sqlite_fds.detach(path)
+            sqlite_fds.detach(self._counted_as)
             self._writer_pool.shutdown(wait=False)
             self._commit_pool.shutdown(wait=False)
             raise
@@ -305,4 +305,4 @@ class SQLiteBackend(
         # a page backup's descriptors kept while this store's connections held the
         # file: closed now if no other store of this process holds it (only this
         # store's file looked at: a close costs no /proc/self/fd look otherwise)
-        sqlite_fds.detach(self.path)
+        sqlite_fds.detach(self._counted_as)

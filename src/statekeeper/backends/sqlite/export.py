@@ -13,15 +13,20 @@ restore reads such a copy back with :func:`iter_streams`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from ...errors import BackendError
 from ...records import EventRow, SnapshotRow, StreamRows
 
 __all__ = [
+    "FileCopyStop",
+    "FileCopyStopped",
     "Stray",
     "compacted_streams",
     "copy_file",
@@ -229,12 +234,50 @@ ORDER BY a.agent_id
 COPIED_TABLES = ("sk_meta", "sk_agents", "sk_events", "sk_snapshots", "sk_idempotency")
 
 
+class FileCopyStopped(BackendError):
+    """A namespace's copy (:func:`copy_file`) was cancelled: its thread stopped."""
+
+
+class FileCopyStop:
+    """A :func:`copy_file`'s stop, from another thread: the statement running is
+    interrupted (``sqlite3_interrupt``) and :meth:`check` raises
+    :class:`FileCopyStopped` before the next one. The connection is interrupted only
+    under the lock its close takes (:meth:`ended`): never once it is closed."""
+
+    def __init__(self, dest: str) -> None:
+        self._dest = dest
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._conn: sqlite3.Connection | None = None
+
+    def started(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            self._conn = conn
+        self.check()
+
+    def ended(self) -> None:
+        with self._lock:
+            self._conn = None
+
+    def check(self) -> None:
+        if self._stopped:
+            raise FileCopyStopped(f"the copy into {self._dest} was cancelled")
+
+    def __call__(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.interrupt()
+
+
 def copy_file(
     source: str,
     dest: str,
     prefix: str = "",
     timeout: float = 30.0,
     copied: Callable[[str], None] | None = None,
+    stop: FileCopyStop | None = None,
 ) -> None:
     """A consistent point-in-time copy of the streams of the store at ``source``
     (those whose id starts with ``prefix``, every one if empty) into the new file
@@ -248,9 +291,12 @@ def copy_file(
     for 170 MB) and the online backup API (``Connection.backup``, 0.33 CPU-s): 0.47
     CPU-s, and it alone leaves out other namespaces.
     ``copied`` is called with each table's name once it is copied, inside the
-    transaction (tests commit writes there)."""
+    transaction (tests commit writes there). ``stop`` (:class:`FileCopyStop`) ends it
+    early from another thread."""
     conn = sqlite3.connect(dest, timeout=timeout, isolation_level=None)
     try:
+        if stop is not None:
+            stop.started(conn)
         conn.execute("PRAGMA journal_mode = OFF")  # a private new file: no journal
         conn.execute("PRAGMA synchronous = OFF")  # the backup file is synced, not this
         conn.execute("ATTACH ? AS store", ("file:" + quote(os.path.abspath(source)) + "?mode=ro",))
@@ -268,6 +314,8 @@ def copy_file(
         upper = prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else ""
         conn.execute("BEGIN")
         for table in COPIED_TABLES:
+            if stop is not None:
+                stop.check()  # (per table: the statement running is interrupted)
             if table == "sk_meta" or not prefix:
                 conn.execute(f"INSERT INTO main.{table} SELECT * FROM store.{table}")
             else:
@@ -281,6 +329,8 @@ def copy_file(
         conn.execute("COMMIT")
         conn.execute("DETACH store")
     finally:
+        if stop is not None:
+            stop.ended()
         conn.close()
 
 

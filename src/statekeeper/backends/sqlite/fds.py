@@ -71,15 +71,19 @@ def _listed() -> list[str] | None:
         return None
 
 
-def attach(path: str) -> None:
-    """A SQLite store of this process opens ``path`` (its connections will hold it)."""
+def attach(path: str) -> str:
+    """A SQLite store of this process opens ``path`` (its connections will hold it);
+    returns the absolute path it is counted by, for its :func:`detach` (a ``chdir``
+    meanwhile: still the same file)."""
     with _kept_lock:
         where = os.path.abspath(path)
         _attached[where] = _attached.get(where, 0) + 1
+    return where
 
 
 def detach(path: str) -> None:
-    """A store of :func:`attach` closed: then :func:`sweep` of its file."""
+    """A store of :func:`attach` closed (``path``: what :func:`attach` returned):
+    then :func:`sweep` of its file."""
     with _kept_lock:
         where = os.path.abspath(path)
         left = _attached.pop(where, 0) - 1
