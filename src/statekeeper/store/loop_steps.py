@@ -1,11 +1,12 @@
 """How :class:`.shared_loop.SharedLoop` steps its loop on a calling thread: rounds of what is
 ready (no poll for I/O), the rest of a coroutine sent into bare handed to a task
-(:class:`Rest`), the end of a call interrupted mid-step; and whether tasks left on the
-loop need it run (:func:`working`)."""
+(:class:`Rest`), the end of a call interrupted mid-step; whether tasks left on the
+loop need it run (:func:`working`), and when its next timer is due (:func:`next_due`)."""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Coroutine
 from typing import Any
 
@@ -13,7 +14,7 @@ from ..security.highwater import WAITING as WITNESS_WAITING
 from .durability import GUARD
 from .interrupts import Sigint
 
-__all__ = ["Rest", "end_interrupted", "nothing", "run_ready", "run_rounds", "working"]
+__all__ = ["Rest", "end_interrupted", "next_due", "nothing", "run_ready", "run_rounds", "working"]
 
 #: how many rounds of what is ready on the loop :meth:`.shared_loop.SharedLoop._step` runs before it
 #: leaves a call not done yet to ``run_until_complete``
@@ -122,3 +123,42 @@ def working(loop: asyncio.AbstractEventLoop) -> bool:
 
 #: the names of the tasks that only wait (see :func:`working`)
 _WAITING = frozenset((GUARD, WITNESS_WAITING))
+
+
+#: how many cancelled timers :func:`next_due` looks past before it settles for a bound
+_LOOK_PAST = 64
+
+
+def next_due(loop: asyncio.AbstractEventLoop) -> float | None:
+    """(Any thread.) When the earliest live timer of ``loop`` is due (loop time); None:
+    no timer (or a loop without asyncio's heap). Its heap's first timer is its earliest:
+    only the cancelled ones before the earliest live one are looked at, best first, and
+    past ``_LOOK_PAST`` of them the earliest not looked at is the answer (early: the
+    pass it wakes drops them). It listed and looked at every timer: milliseconds of
+    the GIL per sleep planned with thousands. Another thread may hold the loop and
+    change its heap meanwhile: a timer it arms, its leaving wakes the background
+    thread for (``SharedLoop._nudge``); a heap read mid-change only errs then."""
+    timers: list[Any] | None = getattr(loop, "_scheduled", None)
+    if not timers:
+        return None
+    try:
+        head = timers[0]
+        if not head.cancelled():
+            return float(head.when())
+        frontier = [(head.when(), 0)]
+        for _ in range(_LOOK_PAST):
+            if not frontier:
+                return None  # (all cancelled)
+            _, at = heapq.heappop(frontier)
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(timers):
+                    timer = timers[child]
+                    if not timer.cancelled():
+                        heapq.heappush(frontier, (timer.when(), -1))  # (-1: live)
+                    else:
+                        heapq.heappush(frontier, (timer.when(), child))
+            if frontier and frontier[0][1] == -1:
+                return float(frontier[0][0])
+        return float(frontier[0][0]) if frontier else None
+    except IndexError:  # (emptied meanwhile: a pass ran them)
+        return None

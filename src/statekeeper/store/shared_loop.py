@@ -35,7 +35,7 @@ from . import forks
 from .handing import Handed
 from .interrupts import MAIN_THREAD, Sigint
 from .iterating import iterate_with, next_item
-from .loop_steps import Rest, end_interrupted, nothing, run_ready, run_rounds, working
+from .loop_steps import Rest, end_interrupted, next_due, nothing, run_ready, run_rounds, working
 
 __all__ = ["Faces", "SharedLoop"]
 
@@ -507,10 +507,8 @@ class SharedLoop(Faces):
                 heapq.heappop(self._due)
             if self._due:
                 wait = min(wait, max(self._due[0].when() - self._loop.time(), 0.0))
-        timers = list(getattr(self._loop, "_scheduled", ()))  # (read off the loop: one armed
-        live = [h.when() for h in timers if not h.cancelled()]  # meanwhile is its _nudge's)
-        if live:
-            wait = min(wait, max(min(live) - self._loop.time(), 0.0))
+        if (due := next_due(self._loop)) is not None:  # (read off the loop: see there)
+            wait = min(wait, max(due - self._loop.time(), 0.0))
         return wait
 
     def _nudge(self) -> None:
