@@ -228,7 +228,16 @@ def _packed(packed: bytes) -> Any:
     """The value ``packed`` holds: the ops carry what was packed and cached, not the
     caller's containers as they are now (another thread may have edited or appended to
     them right after the pack: ops and cached bytes then apart for good)."""
-    return unpack_document({"": packed})[""]
+    global _unpackb
+    unpackb = _unpackb
+    if unpackb is None:
+        import msgpack  # type: ignore[import-untyped]
+
+        unpackb = _unpackb = msgpack.unpackb
+    return unpackb(packed)
+
+
+_unpackb: Any = None  # (msgpack.unpackb, imported at the first use)
 
 
 def _count(packed: bytes) -> int:
