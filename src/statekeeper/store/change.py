@@ -231,7 +231,7 @@ def _packed(packed: bytes) -> Any:
     global _unpackb
     unpackb = _unpackb
     if unpackb is None:
-        import msgpack  # type: ignore[import-untyped]
+        import msgpack
 
         unpackb = _unpackb = msgpack.unpackb
     return unpackb(packed)
