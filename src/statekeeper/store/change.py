@@ -172,13 +172,14 @@ def _diff_by_key(
             old = unpack_document(cached)
         if carried is not None:
             carried.extend(dumped.values() if dumped is not None else (UNKNOWN,))
-        return patch.diff(old, new), dumped
+        # (the ops of what was packed, not of ``new`` as it is now: see _packed)
+        return patch.diff(old, new if dumped is None else unpack_document(dumped)), dumped
     ops: list[Op] = []
     # the top-level keys in another order than those of ``cached`` (the order stored):
     # the keys out of place removed and added again (patch.diff's ops for it)
     moved = patch.moved_keys(cached if held else old, dumped)
     for key in cached if held else old:
-        if key not in new:
+        if key not in dumped:  # (what was packed: not ``new``, which may change meanwhile)
             ops.append({"op": "remove", "path": "/" + patch.escape(key)})
             continue
         if moved and key in moved:
@@ -186,18 +187,23 @@ def _diff_by_key(
         before, after = cached.get(key), dumped[key]
         if before == after:  # unchanged (the common case: no path made)
             continue
-        nval = new[key]
+        nval = new.get(key)
         path = "/" + (patch.escape(key) if "~" in key or "/" in key else key)
         if before is not None and type(nval) is list and (held or type(old[key]) is list):
             grown = _grew(before, after)
             if grown is not None:
-                for item in nval[grown[0] :]:
+                # the items packed, not the list as it is now (another thread may have
+                # appended since): the count in ``after``'s header
+                count = _count(after)
+                if len(nval) < count:  # (shrunk since: the new items from their bytes)
+                    nval = _packed(after)
+                for item in nval[grown[0] : count]:
                     ops.append({"op": "add", "path": path + "/-", "value": item})
                 if carried is not None:  # the new items: the bytes after the old ones
                     carried.append(after[grown[1] :])
                 continue
         oval = unpack_document({key: before})[key] if held and before is not None else old[key]
-        ops.extend(patch.diff(oval, nval, path))
+        ops.extend(patch.diff(oval, _packed(after), path))
         if carried is not None:
             carried.append(after)
     if moved:
@@ -205,16 +211,42 @@ def _diff_by_key(
             path = "/" + patch.escape(key)
             if key in cached:
                 ops.append({"op": "remove", "path": path})
-            ops.append({"op": "add", "path": path, "value": new[key]})
+            ops.append({"op": "add", "path": path, "value": _packed(dumped[key])})
             if carried is not None:
                 carried.append(dumped[key])
         return ops, dumped
-    for key, nval in new.items():
+    for key, packed in dumped.items():
         if key not in cached if held else key not in old:
-            ops.append({"op": "add", "path": "/" + patch.escape(key), "value": nval})
+            value = _packed(packed)
+            ops.append({"op": "add", "path": "/" + patch.escape(key), "value": value})
             if carried is not None:
-                carried.append(dumped[key])
+                carried.append(packed)
     return ops, dumped
+
+
+def _packed(packed: bytes) -> Any:
+    """The value ``packed`` holds: the ops carry what was packed and cached, not the
+    caller's containers as they are now (another thread may have edited or appended to
+    them right after the pack: ops and cached bytes then apart for good)."""
+    global _unpackb
+    unpackb = _unpackb
+    if unpackb is None:
+        import msgpack
+
+        unpackb = _unpackb = msgpack.unpackb
+    return unpackb(packed)
+
+
+_unpackb: Any = None  # (msgpack.unpackb, imported at the first use)
+
+
+def _count(packed: bytes) -> int:
+    """The length of the msgpack array ``packed`` (the items it was packed with)."""
+    if packed[0] == 0xDC:
+        return packed[1] << 8 | packed[2]
+    found = _array(packed)
+    assert found is not None  # (an array: _grew found it one)
+    return found[0]
 
 
 #: in ``carried``: values whose bytes are not known (they were never packed)

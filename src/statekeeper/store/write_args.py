@@ -27,7 +27,7 @@ from ..records import Fence, LeaseInfo
 from . import feed_deletes
 from .body import RESERVED, SNAPSHOT_TYPE
 from .change import diff_by_key, dump_keys, plain
-from .state import AgentRecord, document
+from .state import AgentRecord, document, unpack_document
 
 __all__ = [
     "SAVE_CARRY",
@@ -245,8 +245,12 @@ def save_changes(new: Mapping[str, Any], fsm_state: str | None) -> tuple[Make, P
     def make(rec: AgentRecord | None) -> tuple[list[dict[str, Any]], str | None]:
         if rec is None:  # created by this save
             out.packed = dump_keys(new) if type(new) is dict else None
-            out.plain = out.packed is not None and plain(list(out.packed.values()))
-            return [{"op": "replace", "path": "", "value": new}], fsm_state
+            packed = out.packed
+            out.plain = packed is not None and plain(list(packed.values()))
+            # (what was packed and is cached, not ``new`` as another thread may have
+            # changed it since the pack)
+            value = new if packed is None else unpack_document(packed)
+            return [{"op": "replace", "path": "", "value": value}], fsm_state
         fsm = fsm_state if fsm_state != rec.fsm_state else None
         doc = new if carry is None else carry(lambda: document(rec), rec.schema_version)
         if rec.rich:  # typed values: the plain diff (their JSON bytes are not them)
