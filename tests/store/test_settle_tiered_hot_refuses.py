@@ -20,7 +20,9 @@ from statekeeper.errors import ConfigurationError
 
 async def test_a_settle_whose_hot_mirror_is_refused_reports_its_row(tmp_path: Path) -> None:
     hot = SQLiteBackend(tmp_path / "h.db")
-    backend = TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=hot)
+    # (hot_timeout: a hot call slower than the default 0.5 s on a loaded machine would mark
+    # the tier down and skip the mirror this test is about)
+    backend = TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=hot, hot_timeout=60)
     async with StateStore(backend, snapshot_every=100, settle_after=None) as store:
         for n in range(1, 6):
             await store.save("a", {"n": n})
@@ -37,6 +39,8 @@ async def test_a_settle_whose_hot_mirror_is_refused_reports_its_row(tmp_path: Pa
         durable = await backend.durable.latest_snapshot("a")
         assert durable is not None and durable.seq == 5  # (the durable row: the truth)
         assert await hot.head("a") == 0  # (the hot copy dropped, not left stale)
-    reopened = TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=SQLiteBackend(tmp_path / "h.db"))
+    reopened = TieredBackend(
+        SQLiteBackend(tmp_path / "d.db"), hot=SQLiteBackend(tmp_path / "h.db"), hot_timeout=60
+    )
     async with StateStore(reopened, cache_size=0, settle_after=None) as fresh:
         assert (await fresh.load("a")).data == {"n": 5}
