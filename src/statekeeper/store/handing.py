@@ -26,13 +26,13 @@ class Handed(Generic[T]):
     """``coro`` run as a task of ``loop`` (by whichever thread runs it); :attr:`future`
     gets its outcome once the task has ended (cancelled: cancelled)."""
 
-    __slots__ = ("_loop", "_task", "future")
+    __slots__ = ("_coro", "_loop", "_task", "future")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> None:
         self._loop = loop
+        self._coro = coro  # (handed to the loop by :meth:`wait`, inside its interrupt guard)
         self._task: asyncio.Task[T] | None = None
         self.future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        loop.call_soon_threadsafe(self._start, coro)
 
     def _start(self, coro: Coroutine[Any, Any, T]) -> None:
         try:
@@ -65,9 +65,14 @@ class Handed(Generic[T]):
             return asyncio.wrap_future(future, loop=self._loop)
 
         try:
+            future.add_done_callback(lambda _: event.set())
+            # scheduled here, not at construction: ``call_soon_threadsafe`` releases the
+            # GIL in its write to the loop's self-pipe, and the other thread may run the
+            # task and its Ctrl-C reach this thread right then — an interrupt raised
+            # there must cancel the task too (it did not: the save landed after it)
+            self._loop.call_soon_threadsafe(self._start, self._coro)
             if sigint is not None:
                 sigint.aim(self.cancel)
-            future.add_done_callback(lambda _: event.set())
             drive(future.done, until, event)
         except BaseException:
             self.cancel()
@@ -85,3 +90,6 @@ class Handed(Generic[T]):
     def _cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        elif not self.future.done():  # never handed (interrupted before it was scheduled:
+            self._coro.close()  # ``_start`` would have run first, the loop's FIFO order)
+            self.future.cancel()
