@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .. import patch
 from ..codec.serializer import find_unserializable
 from ..errors import SerializationError
-from .state import HELD_AS_BYTES, document, unpack_document
+from .state import HELD_AS_BYTES, document, unpack_document, unpack_value
 
 if TYPE_CHECKING:
     from .state import AgentRecord
@@ -228,16 +228,7 @@ def _packed(packed: bytes) -> Any:
     """The value ``packed`` holds: the ops carry what was packed and cached, not the
     caller's containers as they are now (another thread may have edited or appended to
     them right after the pack: ops and cached bytes then apart for good)."""
-    global _unpackb
-    unpackb = _unpackb
-    if unpackb is None:
-        import msgpack
-
-        unpackb = _unpackb = msgpack.unpackb
-    return unpackb(packed)
-
-
-_unpackb: Any = None  # (msgpack.unpackb, imported at the first use)
+    return unpack_value(packed)
 
 
 def _count(packed: bytes) -> int:

@@ -51,13 +51,20 @@ _payload = itemgetter(3)  # (an EventRow's stored payload)
 _unpack: Any = None  # msgpack.unpackb (imported on first use)
 
 
-def unpack_document(dumped: dict[str, bytes]) -> dict[str, Any]:
-    """A fresh document from the packed bytes of its top-level values."""
+def unpack_value(packed: bytes) -> Any:
+    """The value one packed top-level value holds (msgpack imported at the first use)."""
     global _unpack
     if _unpack is None:
         import msgpack  # type: ignore[import-untyped]
 
         _unpack = msgpack.unpackb
+    return _unpack(packed)
+
+
+def unpack_document(dumped: dict[str, bytes]) -> dict[str, Any]:
+    """A fresh document from the packed bytes of its top-level values."""
+    if _unpack is None:
+        unpack_value(b"\xc0")  # (msgpack imported once)
     unpack = _unpack
     return {key: unpack(value) for key, value in dumped.items()}
 
