@@ -24,6 +24,11 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from statekeeper.governance.backup.pagedelta import page_digests, sha256_page_digests
 
+try:
+    from statekeeper.backends._pagepass import zero_run_frame_into
+except ImportError:  # (no C page pass built)
+    zero_run_frame_into = None
+
 
 def main() -> None:
     path = sys.argv[1]
@@ -31,6 +36,11 @@ def main() -> None:
         data = fh.read(64 << 20)
     pieces = [data[i : i + (8 << 20)] for i in range(0, len(data), 8 << 20)]
     aes = AESGCM(os.urandom(32))
+    out = bytearray((8 << 20) + (8 << 20) // 8 + 64)  # (room for the tag, or a frame's blocks)
+
+    def tagged(piece: bytes) -> memoryview:
+        return memoryview(out)[: len(piece) + 16]  # (encrypt_into: the exact length)
+
     zstd = zstandard.ZstdCompressor(level=-20)
     stop = threading.Event()
     sys.setswitchinterval(5.0)
@@ -63,7 +73,12 @@ def main() -> None:
         "page digests (2 KiB pages)": lambda p: page_digests(p, 2048, 1),
         "SHA-256/16 page digests": lambda p: sha256_page_digests(p, 2048),
         "one SHA-256 per piece": lambda p: hashlib.sha256(p).digest(),
+        # what a local page backup's sealing threads run (h/bkwarm): AES-GCM into the
+        # frame's place, and the zero-run frame in place of zstd
+        "AES-GCM encrypt_into": lambda p: aes.encrypt_into(b"0" * 12, p, b"aad", tagged(p)),
     }
+    if zero_run_frame_into is not None:
+        calls["zero_run_frame_into"] = lambda p: zero_run_frame_into(p, out)
     try:
         for _ in range(2):
             for name, call in calls.items():
