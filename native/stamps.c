@@ -349,5 +349,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__stamps(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the proofs' layout: 2 = (packed, count, stamps of 16 bytes an item); store/proofs.py
+       takes the pure proof from a build of another layout (a stale .so) */
+    if (m != NULL && PyModule_AddIntConstant(m, "LAYOUT", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -170,11 +170,18 @@ def test_a_dict_made_at_a_freed_items_address_is_never_taken_for_it(same_values:
 def test_another_kind_of_object_at_a_freed_items_address_is_never_taken_for_it() -> None:
     """What lives at a freed dict's address may be no dict at all (its type is read
     before its tag): a list, of the same block size, in its place."""
-    filler = [{} for _ in range(200)]  # (the dict free list filled: freed dicts go back
-    items = [{"role": "user", "content": "m"}]  # to the allocator)
+    # the dict free list filled first: the item, freed after it, goes to the allocator
+    filler: list[dict[str, Any]] = [{} for _ in range(200)]
+    items = [{"role": "user", "content": "m"}]
     proof = stamps.make(b"p", items)
     address = id(items[0])
     del filler
     items.clear()
     reused, _ = _at(address, lambda: [None, None])
     assert not stamps.holds(proof, [reused])
+
+
+def test_the_build_says_the_layout_of_its_proofs() -> None:
+    """A stale build (proofs that held their items: no ``LAYOUT``) is not used: the
+    pure proof is taken instead of a native one that flat.py would misread."""
+    assert stamps.LAYOUT == 2

@@ -60,12 +60,12 @@ _values = dict.values
 
 
 class Proof(NamedTuple):
-    """What a list of ``count`` items held when ``packed`` was made of it. ``marks``:
+    """What a list of ``length`` items held when ``packed`` was made of it. ``marks``:
     the items' addresses and version tags (``bytes``, 16 an item, :mod:`._stamps`), or
     the pure proof's ``(items, lengths, keys, values)`` (private lists: never mutated)."""
 
     packed: bytes
-    count: int
+    length: int
     marks: Any
 
 
@@ -118,7 +118,7 @@ def pure_grown(proof: Proof, packed: bytes, added: list[Any]) -> Proof | None:
     items, lengths, keys, values = proof.marks
     return Proof(
         packed,
-        proof.count + len(added),
+        proof.length + len(added),
         (
             items + added,
             lengths + list(map(len, added)),
@@ -135,8 +135,8 @@ def _load() -> Any:
         from . import _stamps  # type: ignore[attr-defined]
     except ImportError:  # not built (no compiler, another Python): the pure proof
         return None
-    if not hasattr(_stamps, "seal"):  # (a stale build, from before seal: the pure proof)
-        return None
+    if getattr(_stamps, "LAYOUT", 1) != 2:  # (a stale build, of proofs that held their
+        return None  # items, or from before seal: the pure proof)
     return _stamps
 
 
@@ -162,7 +162,7 @@ def pure_seal(proof: Proof, packed: bytes) -> Proof | None:
         return None
     size = head_size(packed)
     count = first & 0x0F if size == 1 else int.from_bytes(packed[1:size], "big")
-    if count != proof.count or len(packed) < size:
+    if count != proof.length or len(packed) < size:
         return None
     return proof._replace(packed=packed)
 
@@ -173,7 +173,7 @@ def pure_seal(proof: Proof, packed: bytes) -> Proof | None:
 #: after ``added`` were appended (None: not flat); ``extend(before, packed, length)``:
 #: the bytes of the grown list and of its new items; ``seal(proof, packed)``: the proof
 #: tied to other bytes of its items (None: not an array of as many). Each proof is a
-#: 3-tuple ``(packed, count, marks)``; by addresses and version tags (C, no Python
+#: 3-tuple ``(packed, length, marks)``; by addresses and version tags (C, no Python
 #: frame, no reference to the items) when :data:`NATIVE`, else pure.
 #:
 #: A proof describes its items as they were when it was made: made (or grown) BEFORE
