@@ -15,6 +15,18 @@
  * ``int``, ``float``, ``bool``, None: :func:`stamp` refuses anything else), so its
  * contents, and their packed bytes, are those of then.
  *
+ * A proof keeps no reference to the items (a store caches proofs for up to
+ * ``cache_size`` agents: references kept every cached agent's message objects alive
+ * after its caller dropped them, ~1.6x the cached bytes; docs/benchmarks.md,
+ * "memproof"). It keeps each item's address and version tag. An address can be reused
+ * once its dict is freed, but a tag cannot: CPython gives every dict it makes, and
+ * every change of a dict's contents, the next value of one 64-bit counter
+ * (``DICT_NEXT_VERSION``; 3.11's dictobject.c and ceval.c assign the tag nowhere else),
+ * so a dict made at a reused address carries a tag never stamped before. An item is
+ * taken for the stamped one only when it is exactly a dict (read before the tag: what
+ * lives at a reused address may be anything), at the stamped address, with the stamped
+ * tag.
+ *
  * Built for CPython 3.11-3.13 with the GIL (where ``ma_version_tag`` exists and
  * changes on every mutation); elsewhere the module does not build and the store uses
  * store/proofs.py's pure proof (the extension is optional).
@@ -33,6 +45,9 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
 
+/* the bytes of one item's stamp: its address and its version tag */
+#define STAMP ((Py_ssize_t)(2 * sizeof(uint64_t)))
+
 static inline int
 flat_scalar(PyObject *value)
 {
@@ -43,9 +58,9 @@ flat_scalar(PyObject *value)
 
 PyDoc_STRVAR(stamp_doc,
 "stamp(items, /) -> bytes | None\n\n"
-"The version tags of the dicts in the list ``items`` (8 bytes each, in order); None\n"
-"when an item is not exactly a dict or a value of one is not exactly a str, int,\n"
-"float, bool or None.");
+"The stamps of the dicts in the list ``items``, in order: 16 bytes each, its address\n"
+"and its version tag; None when an item is not exactly a dict or a value of one is not\n"
+"exactly a str, int, float, bool or None. No reference to an item is kept.");
 
 static PyObject *
 stamp(PyObject *Py_UNUSED(self), PyObject *items)
@@ -55,10 +70,10 @@ stamp(PyObject *Py_UNUSED(self), PyObject *items)
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(items);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint64_t));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * STAMP);
     if (out == NULL)
         return NULL;
-    uint64_t *tags = (uint64_t *)PyBytes_AS_STRING(out);
+    uint64_t *stamps = (uint64_t *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
         if (!PyDict_CheckExact(item))
@@ -69,7 +84,8 @@ stamp(PyObject *Py_UNUSED(self), PyObject *items)
             if (!flat_scalar(value))
                 goto refused;
         }
-        tags[i] = ((PyDictObject *)item)->ma_version_tag;
+        stamps[2 * i] = (uint64_t)(uintptr_t)item;
+        stamps[2 * i + 1] = ((PyDictObject *)item)->ma_version_tag;
     }
     return out;
 refused:
@@ -78,8 +94,8 @@ refused:
 }
 
 PyDoc_STRVAR(make_doc,
-"make(packed, items, /) -> tuple[bytes, list, bytes] | None\n\n"
-"The proof of the list ``items`` packed as ``packed``: ``(packed, a copy of items,\n"
+"make(packed, items, /) -> tuple[bytes, int, bytes] | None\n\n"
+"The proof of the list ``items`` packed as ``packed``: ``(packed, len(items),\n"
 "stamp(items))``; None when stamp() refuses them.");
 
 static PyObject *
@@ -89,100 +105,113 @@ make(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "make(packed: bytes, items: list)");
         return NULL;
     }
-    PyObject *tags = stamp(NULL, args[1]);
-    if (tags == NULL || tags == Py_None)
-        return tags;
-    PyObject *own = PyList_GetSlice(args[1], 0, PyList_GET_SIZE(args[1]));
-    if (own == NULL) {
-        Py_DECREF(tags);
+    PyObject *stamps = stamp(NULL, args[1]);
+    if (stamps == NULL || stamps == Py_None)
+        return stamps;
+    PyObject *count = PyLong_FromSsize_t(PyBytes_GET_SIZE(stamps) / STAMP);
+    if (count == NULL) {
+        Py_DECREF(stamps);
         return NULL;
     }
-    PyObject *out = PyTuple_Pack(3, args[0], own, tags);
-    Py_DECREF(own);
-    Py_DECREF(tags);
+    PyObject *out = PyTuple_Pack(3, args[0], count, stamps);
+    Py_DECREF(count);
+    Py_DECREF(stamps);
     return out;
 }
 
-/* the proof's items and tags (a tuple made by make() or grown(), or its like) */
-static int
-parts(PyObject *proof, PyObject **items, PyObject **tags)
+/* the proof's item count and stamps (a tuple made by make() or grown(), or its like);
+   -1 with TypeError when it is not one */
+static Py_ssize_t
+parts(PyObject *proof, PyObject **stamps)
 {
+    PyObject *count;
     if (!PyTuple_Check(proof) || PyTuple_GET_SIZE(proof) != 3
-        || !PyList_CheckExact(*items = PyTuple_GET_ITEM(proof, 1))
-        || !PyBytes_CheckExact(*tags = PyTuple_GET_ITEM(proof, 2))) {
-        PyErr_SetString(PyExc_TypeError, "a proof is (packed, items: list, tags: bytes)");
+        || !PyLong_CheckExact(count = PyTuple_GET_ITEM(proof, 1))
+        || !PyBytes_CheckExact(*stamps = PyTuple_GET_ITEM(proof, 2))) {
+        PyErr_SetString(PyExc_TypeError, "a proof is (packed, count: int, stamps: bytes)");
         return -1;
     }
-    return 0;
+    Py_ssize_t n = PyLong_AsSsize_t(count);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    if (n < 0 || PyBytes_GET_SIZE(*stamps) != n * STAMP) {
+        PyErr_SetString(PyExc_TypeError, "a proof's stamps are 16 bytes an item");
+        return -1;
+    }
+    return n;
 }
 
 PyDoc_STRVAR(holds_doc,
 "holds(proof, value, /) -> bool\n\n"
 "``value`` (a list) starts with the proof's dicts, each the very object and with the\n"
-"version tag it had when the proof was made.");
+"version tag it had when the proof was made.\n\n"
+"The proof keeps no reference to them: an item of ``value`` is taken for the one\n"
+"stamped when it is a dict at the stamped address with the stamped version tag.\n"
+"CPython gives every dict made and every change of a dict's contents the next value\n"
+"of one counter (``DICT_NEXT_VERSION``, never reused), so a dict made since at a\n"
+"reused address never carries the tag stamped: the address alone is never trusted.");
 
 static PyObject *
 holds(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *items, *tagged;
+    PyObject *stamped;
     if (nargs != 2 || !PyList_CheckExact(args[1])) {
         PyErr_SetString(PyExc_TypeError, "holds(proof, value: list)");
         return NULL;
     }
-    if (parts(args[0], &items, &tagged) < 0)
+    Py_ssize_t n = parts(args[0], &stamped);
+    if (n < 0)
         return NULL;
     PyObject *value = args[1];
-    Py_ssize_t n = PyList_GET_SIZE(items);
-    if (PyBytes_GET_SIZE(tagged) != n * (Py_ssize_t)sizeof(uint64_t)
-        || PyList_GET_SIZE(value) < n)
+    if (PyList_GET_SIZE(value) < n)
         Py_RETURN_FALSE;
-    const uint64_t *tags = (const uint64_t *)PyBytes_AS_STRING(tagged);
+    const uint64_t *stamps = (const uint64_t *)PyBytes_AS_STRING(stamped);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(items, i);
-        /* (items holds only dicts: stamp() made tags for nothing else) */
-        if (PyList_GET_ITEM(value, i) != item
-            || ((PyDictObject *)item)->ma_version_tag != tags[i])
+        PyObject *item = PyList_GET_ITEM(value, i);
+        /* (the type before the tag: what lives at a reused address may not be a dict) */
+        if ((uint64_t)(uintptr_t)item != stamps[2 * i] || !PyDict_CheckExact(item)
+            || ((PyDictObject *)item)->ma_version_tag != stamps[2 * i + 1])
             Py_RETURN_FALSE;
     }
     Py_RETURN_TRUE;
 }
 
 PyDoc_STRVAR(grown_doc,
-"grown(proof, packed, added, /) -> tuple[bytes, list, bytes] | None\n\n"
+"grown(proof, packed, added, /) -> tuple[bytes, int, bytes] | None\n\n"
 "The proof after the list ``added`` was appended to the proof's items (``packed``: the\n"
 "bytes of the whole new list); None when stamp() refuses ``added``.");
 
 static PyObject *
 grown(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *items, *tagged;
+    PyObject *stamped;
     if (nargs != 3 || !PyBytes_CheckExact(args[1]) || !PyList_CheckExact(args[2])) {
         PyErr_SetString(PyExc_TypeError, "grown(proof, packed: bytes, added: list)");
         return NULL;
     }
-    if (parts(args[0], &items, &tagged) < 0)
+    Py_ssize_t n = parts(args[0], &stamped);
+    if (n < 0)
         return NULL;
     PyObject *more = stamp(NULL, args[2]);
     if (more == NULL || more == Py_None)
         return more;
-    PyObject *all = PySequence_Concat(items, args[2]);
-    if (all == NULL) {
+    Py_ssize_t old = PyBytes_GET_SIZE(stamped), new = PyBytes_GET_SIZE(more);
+    PyObject *stamps = PyBytes_FromStringAndSize(NULL, old + new);
+    if (stamps == NULL) {
         Py_DECREF(more);
         return NULL;
     }
-    PyObject *tags = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(tagged) + PyBytes_GET_SIZE(more));
-    if (tags == NULL) {
-        Py_DECREF(all);
-        Py_DECREF(more);
-        return NULL;
-    }
-    memcpy(PyBytes_AS_STRING(tags), PyBytes_AS_STRING(tagged), PyBytes_GET_SIZE(tagged));
-    memcpy(PyBytes_AS_STRING(tags) + PyBytes_GET_SIZE(tagged), PyBytes_AS_STRING(more),
-           PyBytes_GET_SIZE(more));
+    memcpy(PyBytes_AS_STRING(stamps), PyBytes_AS_STRING(stamped), old);
+    memcpy(PyBytes_AS_STRING(stamps) + old, PyBytes_AS_STRING(more), new);
     Py_DECREF(more);
-    PyObject *out = PyTuple_Pack(3, args[1], all, tags);
-    Py_DECREF(all);
-    Py_DECREF(tags);
+    PyObject *count = PyLong_FromSsize_t((old + new) / STAMP);
+    if (count == NULL) {
+        Py_DECREF(stamps);
+        return NULL;
+    }
+    PyObject *out = PyTuple_Pack(3, args[1], count, stamps);
+    Py_DECREF(count);
+    Py_DECREF(stamps);
     return out;
 }
 
@@ -278,26 +307,27 @@ array_count(const unsigned char *p, Py_ssize_t size)
 }
 
 PyDoc_STRVAR(seal_doc,
-"seal(proof, packed, /) -> tuple[bytes, list, bytes] | None\n\n"
+"seal(proof, packed, /) -> tuple[bytes, int, bytes] | None\n\n"
 "The proof, made (stamped) before its list was packed, tied to the bytes ``packed``:\n"
-"``(packed, items, tags)``; None when ``packed`` is not an array of as many items as\n"
+"``(packed, count, stamps)``; None when ``packed`` is not an array of as many items as\n"
 "the proof's (the list grew or shrank between the stamp and the pack). An item\n"
 "changed between them has another version tag by now: the proof will not hold.");
 
 static PyObject *
 seal(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *items, *tags;
+    PyObject *stamps;
     if (nargs != 2 || !PyBytes_CheckExact(args[1])) {
         PyErr_SetString(PyExc_TypeError, "seal(proof, packed: bytes)");
         return NULL;
     }
-    if (parts(args[0], &items, &tags) < 0)
+    Py_ssize_t n = parts(args[0], &stamps);
+    if (n < 0)
         return NULL;
     if (array_count((const unsigned char *)PyBytes_AS_STRING(args[1]), PyBytes_GET_SIZE(args[1]))
-        != PyList_GET_SIZE(items))
+        != n)
         Py_RETURN_NONE;
-    return PyTuple_Pack(3, args[1], items, tags);
+    return PyTuple_Pack(3, args[1], PyTuple_GET_ITEM(args[0], 1), stamps);
 }
 
 static PyMethodDef methods[] = {
@@ -319,5 +349,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__stamps(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the proofs' layout: 2 = (packed, count, stamps of 16 bytes an item); store/proofs.py
+       takes the pure proof from a build of another layout (a stale .so) */
+    if (m != NULL && PyModule_AddIntConstant(m, "LAYOUT", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -170,7 +170,7 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                 ):
                     if made is None:
                         made = {}
-                    if (length := len(proof[1])) == len(value):
+                    if (length := proof[1]) == len(value):  # (its count)
                         dumped[key] = before  # unchanged: its bytes, its proof
                         made[key] = proof
                         continue
@@ -201,8 +201,14 @@ def bind_flat(pipeline: WritePipeline) -> FlatSave | None:
                     else None
                 )
                 after = dumped[key] = packb(value, None, strict) if pack is None else pack(value)
-                if before == after:
-                    continue  # unchanged (the common case)
+                if before == after:  # unchanged (the common case)
+                    if made_before is not None and (proof := seal(made_before, after)):
+                        # its proof kept: from the next save on it is not packed (was:
+                        # made, dropped, and made again before every pack)
+                        if made is None:
+                            made = {}
+                        made[key] = proof
+                    continue
                 if before is None:
                     return None  # a key added: the general diff
                 if (both := paths.get(key)) is None:

@@ -12,7 +12,7 @@ bench_change_proofs.py``: 0.07x the pack at 300 messages of 4,000 characters; 2.
 - every key and every value is the very object seen then.
 
 It is exact for dicts whose values are all ``str``, ``int``, ``float``, ``bool`` or
-``None`` (immutable: an edit puts another object in the slot; the proof holds a
+``None`` (immutable: an edit puts another object in the slot; the pure proof holds a
 reference to each object it saw, so no identity is reused while it is kept). A proof
 is tied to the packed bytes of the list it was made with (``proof.packed``): the record's
 cached bytes for that key must be that very object, so any save that went another way
@@ -21,10 +21,13 @@ cached bytes for that key must be that very object, so any save that went anothe
 
 **With the version tags (``statekeeper.store._stamps``, from ``native/stamps.c``).**
 Where that extension is built (CPython 3.11-3.13) and ``STATEKEEPER_PURE`` is not set,
-the proof is the items' identities and each dict's version tag (PEP 509: a new tag at
+the proof is the items' addresses and each dict's version tag (PEP 509: a new tag at
 every change of a dict's contents), compared in one C pass: each old item the very
 dict seen then, its tag unchanged — so its keys and values are the very objects seen
-then, all immutable scalars when the proof was made. That costs ~1 % of packing the
+then, all immutable scalars when the proof was made. It holds no reference to the
+items (16 bytes an item: a cached agent's proof does not keep the caller's messages
+alive); a tag is never given twice, so a dict made later at a freed one's address is
+never taken for it (native/stamps.c). That costs ~1 % of packing the
 list, so proofs are made for lists of items of any size (:data:`PROOF_FROM` 0): the
 steady save of a chat of 300-character messages packs only its new message
 (docs/benchmarks.md, "normal13"). Without it, the pure proof above, for large items only.
@@ -57,12 +60,12 @@ _values = dict.values
 
 
 class Proof(NamedTuple):
-    """What a list held when ``packed`` was made of it (private lists: never mutated).
-    ``marks``: the items' version tags (``bytes``, :mod:`._stamps`), or the pure
-    proof's ``(lengths, keys, values)``."""
+    """What a list of ``length`` items held when ``packed`` was made of it. ``marks``:
+    the items' addresses and version tags (``bytes``, 16 an item, :mod:`._stamps`), or
+    the pure proof's ``(items, lengths, keys, values)`` (private lists: never mutated)."""
 
     packed: bytes
-    items: list[dict[str, Any]]
+    length: int
     marks: Any
 
 
@@ -85,8 +88,9 @@ def pure_make(packed: bytes, items: list[Any]) -> Proof | None:
     own = list(items)
     return Proof(
         packed,
-        own,
+        len(own),
         (
+            own,
             list(map(len, own)),
             list(chain.from_iterable(own)),
             list(chain.from_iterable(map(_values, own))),
@@ -96,8 +100,7 @@ def pure_make(packed: bytes, items: list[Any]) -> Proof | None:
 
 def pure_holds(proof: Proof, value: list[Any]) -> bool:
     """``value`` starts with the proof's items, each unchanged since the proof."""
-    items = proof.items
-    lengths, keys, values = proof.marks
+    items, lengths, keys, values = proof.marks
     return (
         len(items) <= len(value)
         and all(map(is_, value, items))
@@ -112,11 +115,12 @@ def pure_grown(proof: Proof, packed: bytes, added: list[Any]) -> Proof | None:
     list); None when they are not flat dicts of scalars."""
     if not flat_scalars(added):
         return None
-    lengths, keys, values = proof.marks
+    items, lengths, keys, values = proof.marks
     return Proof(
         packed,
-        proof.items + added,
+        proof.length + len(added),
         (
+            items + added,
             lengths + list(map(len, added)),
             keys + list(chain.from_iterable(added)),
             values + list(chain.from_iterable(map(_values, added))),
@@ -131,8 +135,8 @@ def _load() -> Any:
         from . import _stamps  # type: ignore[attr-defined]
     except ImportError:  # not built (no compiler, another Python): the pure proof
         return None
-    if not hasattr(_stamps, "seal"):  # (a stale build, from before seal: the pure proof)
-        return None
+    if getattr(_stamps, "LAYOUT", 1) != 2:  # (a stale build, of proofs that held their
+        return None  # items, or from before seal: the pure proof)
     return _stamps
 
 
@@ -158,7 +162,7 @@ def pure_seal(proof: Proof, packed: bytes) -> Proof | None:
         return None
     size = head_size(packed)
     count = first & 0x0F if size == 1 else int.from_bytes(packed[1:size], "big")
-    if count != len(proof.items) or len(packed) < size:
+    if count != proof.length or len(packed) < size:
         return None
     return proof._replace(packed=packed)
 
@@ -169,8 +173,8 @@ def pure_seal(proof: Proof, packed: bytes) -> Proof | None:
 #: after ``added`` were appended (None: not flat); ``extend(before, packed, length)``:
 #: the bytes of the grown list and of its new items; ``seal(proof, packed)``: the proof
 #: tied to other bytes of its items (None: not an array of as many). Each proof is a
-#: 3-tuple ``(packed, items, marks)``; by version tags (C, no Python frame) when
-#: :data:`NATIVE`, else pure.
+#: 3-tuple ``(packed, length, marks)``; by addresses and version tags (C, no Python
+#: frame, no reference to the items) when :data:`NATIVE`, else pure.
 #:
 #: A proof describes its items as they were when it was made: made (or grown) BEFORE
 #: the list is packed, then sealed with the bytes, so that an edit between the two (by
