@@ -11,7 +11,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from statekeeper.backends.postgres import PostgresBackend
+from statekeeper.backends.postgres import SCHEMA_VERSION, PostgresBackend
 
 from ._services import POSTGRES_DSN
 
@@ -62,7 +62,7 @@ async def test_the_claims_left_before_migration_22_are_removed(
         upgraded = PostgresBackend(POSTGRES_DSN, schema=schema, partitions=partitions)
         await upgraded.open()  # (migrates: does not wait on the held claim)
         try:
-            assert await upgraded.schema_version() == 24
+            assert await upgraded.schema_version() == SCHEMA_VERSION  # (24 and after)
         finally:
             await upgraded.close()
         holder.rollback()

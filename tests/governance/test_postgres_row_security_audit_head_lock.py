@@ -130,7 +130,9 @@ def test_the_audit_lock_timeout_option() -> None:
     dsn, options = parse_postgres_url("postgresql://u@h/db?audit_lock_timeout=0.25&x=1")
     assert options == {"audit_lock_timeout": 0.25} and "audit_lock_timeout" not in dsn
     assert PostgresBackend("postgresql://u@h/db").audit_lock_timeout == 10.0
-    assert PostgresBackend("postgresql://u@h/db", audit_lock_timeout=0).audit_lock_timeout == 0
-    for wrong in (-1.0, float("nan")):
+    # (below socket_timeout: at or past it the watchdog ends the wait first, as a lost
+    # connection; 0 was "no bound", which is that)
+    assert PostgresBackend("postgresql://u@h/db", socket_timeout=1).audit_lock_timeout == 0.5
+    for wrong in (-1.0, float("nan"), 0, 60.0):
         with pytest.raises(ConfigurationError, match="audit_lock_timeout"):
             PostgresBackend("postgresql://u@h/db", audit_lock_timeout=wrong)

@@ -159,16 +159,22 @@ async def test_a_tenant_role_appends_to_the_log_and_reads_no_other_tenants_entry
             assert report.ok, report.problems
             assert saves == expected
         # the log's rows stay unchangeable by a tenant role: entries and links alike
+        # (a tenant role deletes through the delete functions only: migration 25)
         s = sql.Identifier(schema)
         with psycopg.connect(_as(role_of["a"]), autocommit=True) as conn:
-            for table in ("sk_events", "sk_snapshots"):
+            for table, delete in (
+                ("sk_events", "SELECT 1 FROM {s}.sk_del_events(current_user, %s, NULL)"),
+                ("sk_snapshots", "SELECT 1 FROM {s}.sk_del_snaps(current_user, %s, NULL, NULL)"),
+            ):
                 t = sql.Identifier(table)
-                for statement in (
-                    "UPDATE {s}.{t} SET payload = 'x' WHERE agent_id = %s",
-                    "DELETE FROM {s}.{t} WHERE agent_id = %s",
-                ):
+                for statement in ("UPDATE {s}.{t} SET payload = 'x' WHERE agent_id = %s", delete):
                     done = conn.execute(sql.SQL(statement).format(s=s, t=t), (AUDIT_STREAM,))  # type: ignore[arg-type]
                     assert done.rowcount == 0, (statement, table)
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(
+                        sql.SQL("DELETE FROM {s}.{t} WHERE agent_id = %s").format(s=s, t=t),
+                        (AUDIT_STREAM,),
+                    )
         async with StateStore(owner_url, keyring=KEYRING) as owner:
             assert (await AuditLog(owner.backend, KEYRING).verify()).ok
         links = _pg_rows(

@@ -186,15 +186,15 @@ async def test_a_tenant_deletes_no_tombstone_row_a_creation_took_over_meanwhile(
         await psycopg.AsyncConnection.connect(POSTGRES_DSN) as creation,  # (the owner's)
         await psycopg.AsyncConnection.connect(_as(role), autocommit=True) as own,
     ):
-        cur = await own.execute(f"DELETE FROM {s}.sk_agents WHERE agent_id = %s", (other_ns,))
+        # (a tenant role deletes through the delete function: migration 25)
+        delete = f"SELECT 1 FROM {s}.sk_del_agents(current_user, ARRAY[%s], NULL, NULL)"
+        cur = await own.execute(delete, (other_ns,))
         assert cur.rowcount == 0  # (not its namespace: not even seen)
         await creation.execute(
             f"UPDATE {s}.sk_agents SET head_seq = 1 WHERE agent_id = %s AND head_seq = 0",
             (TOMB,),
         )
-        deleting = asyncio.ensure_future(
-            own.execute(f"DELETE FROM {s}.sk_agents WHERE agent_id = %s", (TOMB,))
-        )
+        deleting = asyncio.ensure_future(own.execute(delete, (TOMB,)))
         await _waiting_on(watch, creation.info.backend_pid)
         await creation.commit()
         cur = await asyncio.wait_for(deleting, timeout=60)

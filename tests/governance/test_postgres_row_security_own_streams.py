@@ -73,7 +73,7 @@ async def test_a_one_segment_grant_reaches_no_audit_entry_and_no_hold(
         assert [i for i in ids if i[0] != "\x01"] == ["acme/a", "globex/g"]  # its grant
         read = conn.execute(f"SELECT count(*) FROM {s}.sk_events WHERE agent_id = {log}")
         assert read.fetchone() == (0,)  # not one entry of the audit log
-        gone = conn.execute(f"DELETE FROM {s}.sk_events WHERE agent_id = {holds}")
+        gone = conn.execute(f"SELECT 1 FROM {s}.sk_del_events(current_user, {holds}, NULL)")
         assert gone.rowcount == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(

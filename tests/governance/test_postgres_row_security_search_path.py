@@ -93,7 +93,11 @@ async def test_a_tenant_role_cannot_reach_other_rows_through_its_own_operators(
         assert seen == [("globex/eu/g1",)]
         events = conn.execute(f"SELECT DISTINCT agent_id FROM {s}.sk_events").fetchall()
         assert events == [("globex/eu/g1",)]
-        conn.execute(f"DELETE FROM {s}.sk_events WHERE agent_id = 'acme/support/t1'")
+        # (its deletes go through the delete functions, their search_path pinned)
+        conn.execute(f"SELECT {s}.sk_del_events(current_user, 'acme/support/t1', NULL)")
+        conn.execute(
+            f"SELECT {s}.sk_del_agents(current_user, ARRAY['acme/support/t1'], NULL, NULL)"
+        )
         conn.execute(f"UPDATE {s}.sk_agents SET head_seq = 0 WHERE agent_id = 'acme/support/t1'")
     async with StateStore(f"{POSTGRES_DSN}?schema={schema}", keyring=KEYRING) as owner:
         # (its own "=" matched its own rows too: those it may change, its business)

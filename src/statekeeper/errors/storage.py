@@ -84,6 +84,19 @@ class AuditLogLocked(BackendError):
         super().__init__(message)
 
 
+class FeedLocked(BackendError):
+    """A write's events waited for the change feed's lock longer than the backend's
+    ``audit_lock_timeout`` (PostgreSQL under row-level security): another transaction
+    holds the feed's advisory lock exclusively (``pg_advisory_xact_lock(23117, ...)``,
+    which every database role may call: only a superuser could revoke it), and every
+    write of the store waits on it. Nothing was written (``maybe_applied`` is False):
+    the same write may be made again; the transaction holding the lock (see
+    ``pg_locks``) is the one to end."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
 class ConflictError(StorageError):
     """An append expected a different head: someone else wrote first.
 

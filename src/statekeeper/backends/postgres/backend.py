@@ -114,7 +114,7 @@ from .lifecycle import Lifecycle
 from .loop_end import POOL_PREFIX, LoopEnd
 from .markers import Markers
 from .reads import Reads
-from .refusals import audit_locked, denied, label, read_only
+from .refusals import audit_locked, denied, feed_locked, label, read_only
 from .removals import Removals
 from .replica import REPLICA_QUERIES, ReplicaReads
 from .rewrites import Rewrites
@@ -181,12 +181,18 @@ class PostgresBackend(
             (``idle_in_transaction_session_timeout``; 0 keeps the server's setting). A
             client frozen inside one otherwise held the change feed's lock — every
             subscriber stalled — and its agents' rows until its connection died.
-        audit_lock_timeout: seconds a write waits for the audit log's head row (0: no
-            bound). Any role that may write can hold it locked (``SELECT ... FOR
-            UPDATE`` of it under row-level security, a governed write left
-            uncommitted), and every governed write of the store waits on it; past this
-            the write raises :class:`~statekeeper.errors.AuditLogLocked`, nothing
-            written.
+        audit_lock_timeout: seconds a write waits for the audit log's head row, and
+            under row-level security for the change feed's lock. Any role that may
+            write can hold the row locked (``SELECT ... FOR UPDATE`` of it under
+            row-level security, a governed write left uncommitted) and any role can
+            take the feed's advisory lock, and every governed write (every write of
+            events) of the store waits on them; past this the write raises
+            :class:`~statekeeper.errors.AuditLogLocked`
+            (:class:`~statekeeper.errors.FeedLocked`), nothing written. Must be below
+            ``socket_timeout`` (else the watchdog ends the wait first, as a lost
+            connection whose write may have been applied: a
+            :class:`~statekeeper.errors.ConfigurationError` names both); by default
+            10 s, or half of a ``socket_timeout`` under 20 s.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
         partitions: create a new schema hash-partitioned by agent id into this many
@@ -248,7 +254,7 @@ class PostgresBackend(
         connect_timeout: float = 10.0,
         socket_timeout: float = 60.0,
         idle_transaction_timeout: float = 30.0,
-        audit_lock_timeout: float = 10.0,
+        audit_lock_timeout: float | None = None,
         readonly: bool = False,
         partitions: int | None = None,
         replica_url: str | None = None,
@@ -262,8 +268,15 @@ class PostgresBackend(
             raise ConfigurationError("socket_timeout must be > 0 seconds")
         if not idle_transaction_timeout >= 0:
             raise ConfigurationError("idle_transaction_timeout must be >= 0 seconds")
-        if not audit_lock_timeout >= 0:
-            raise ConfigurationError("audit_lock_timeout must be >= 0 seconds")
+        if audit_lock_timeout is None:
+            audit_lock_timeout = min(10.0, socket_timeout / 2)
+        elif not 0 < audit_lock_timeout < socket_timeout:
+            raise ConfigurationError(
+                f"audit_lock_timeout ({audit_lock_timeout!r} s) must be above 0 and below"
+                f" socket_timeout ({socket_timeout!r} s): a wait for a lock another role"
+                " holds would otherwise end at socket_timeout, as a lost connection whose"
+                " write may have been applied"
+            )
         _schema.check_partitions(partitions)
         self.dsn = dsn
         self.schema = schema
@@ -366,7 +379,10 @@ class PostgresBackend(
         what = label(what, exc, self.schema, self.readonly)
         if transient(exc):
             return BackendError(f"{what}: {self._reason(exc)}")
-        if (locked := audit_locked(what, exc, self.audit_lock_timeout)) is not None:
+        locked = audit_locked(what, exc, self.audit_lock_timeout) or feed_locked(
+            what, exc, self.audit_lock_timeout
+        )
+        if locked is not None:
             return locked
         if (refused := denied(what, exc, self.dsn) or read_only(what, exc)) is not None:
             return refused

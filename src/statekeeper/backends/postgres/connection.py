@@ -22,6 +22,7 @@ __all__ = [
     "check_connection",
     "check_schema",
     "kept_cursor",
+    "milliseconds",
     "parse_postgres_url",
     "read_only_session",
     "regrow_while_waited",
@@ -141,12 +142,12 @@ def session_setup(
     """
     statements = [
         "SET extra_float_digits = 3",
-        f"SET statekeeper.audit_lock_timeout = '{_milliseconds(audit_lock_timeout)}'",
+        f"SET statekeeper.audit_lock_timeout = '{milliseconds(audit_lock_timeout)}'",
     ]
     if readonly:
         statements.append("SET default_transaction_read_only = on")
     if idle_transaction_timeout > 0:
-        ms = _milliseconds(idle_transaction_timeout)
+        ms = milliseconds(idle_transaction_timeout)
         statements.append(f"SET idle_in_transaction_session_timeout = {ms}")
     query = "; ".join(statements).encode()
 
@@ -156,7 +157,7 @@ def session_setup(
     return configure
 
 
-def _milliseconds(seconds: float) -> int:
+def milliseconds(seconds: float) -> int:
     """A timeout in whole milliseconds (0 stays 0: no bound; any other at least 1)."""
     return max(1, round(seconds * 1000)) if seconds > 0 else 0
 

@@ -41,6 +41,7 @@ class PostgresPart(Backend):
         readonly: bool
         connect_timeout: float
         tombstones_by_namespace: bool
+        audit_lock_timeout: float
         intents_by_namespace: bool
         _pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
         _end: LoopEnd

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...errors import AccessDenied, AuditLogLocked, BackendRejected
+from ...errors import AccessDenied, AuditLogLocked, BackendRejected, FeedLocked
 
 if TYPE_CHECKING:
     from ...records import AppendRequest, StreamChange
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "audit_locked",
     "denied",
+    "feed_locked",
     "filtered_at_head",
     "label",
     "mark_opening",
@@ -123,6 +124,24 @@ def audit_locked(what: str, exc: BaseException, timeout: float) -> AuditLogLocke
         f" for longer than audit_lock_timeout ({timeout:g}s); every governed write waits"
         " on it. Nothing was written: write again; the transaction holding it (see"
         " pg_blocking_pids) is the one to end"
+    )
+
+
+def feed_locked(what: str, exc: BaseException, timeout: float) -> FeedLocked | None:
+    """``what`` waited for the change feed's advisory lock past ``timeout`` seconds
+    (SQLSTATE 55P03 raised in the bounded ``sk_feed_mark`` of a store under row
+    security, migration 25), or None."""
+    if getattr(exc, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+        return None
+    diag = getattr(exc, "diag", None)
+    if "sk_feed_mark" not in (getattr(diag, "context", None) or ""):
+        return None
+    return FeedLocked(
+        f"{what}: the store's change feed is locked by another transaction (its advisory"
+        " lock taken exclusively, pg_advisory_xact_lock(23117, ...), which every database"
+        f" role may call) for longer than audit_lock_timeout ({timeout:g}s); every write"
+        " of events waits on it. Nothing was written: write again; the transaction"
+        " holding it (see pg_locks) is the one to end"
     )
 
 

@@ -20,7 +20,10 @@ log. The store-level markers
 readable by every role, cleared by none, and set only by the roles whose work sets
 them (sql/row_security.sql, "markers": "encrypted" and the store's first id by a
 writer; a renewed id, "legal-holds" and any other name by the admins of every
-namespace alone: a marker is every tenant's).
+namespace alone: a marker is every tenant's). A role holds no table-level UPDATE,
+DELETE or TRUNCATE, which would let it LOCK a table against every other tenant: UPDATE
+of the columns statekeeper's writes update, deletes through the owner's functions
+that apply the delete policies for the calling role (:mod:`.table_locks`).
 
 Run it as the owner of the schema (the role that created the store), after the store
 exists; run it again after a policy change (it replaces the grants) or after an upgrade
@@ -35,6 +38,7 @@ from typing import Any
 
 from ...errors import ConfigurationError, NotAStore
 from ..scripts import named_blocks, read_script
+from . import table_locks
 from .connection import check_schema
 
 __all__ = ["TABLES", "install_row_security", "remove_row_security"]
@@ -193,13 +197,18 @@ async def install_row_security(
                 list(grants),
             )
         await conn.execute(sql.SQL(blocks["markers"]).format(s=s))
+        await conn.execute(sql.SQL(table_locks.deletes_sql()).format(s=s))
+        await conn.execute(sql.SQL(table_locks.appends_sql()).format(s=s))
         own = await _own_objects(conn, schema)
         for role in roles:
-            await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=sql.Identifier(role), **own))
-            await conn.execute(sql.SQL(blocks["marker_role"]).format(s=s, r=sql.Identifier(role)))
+            r = sql.Identifier(role)
+            await conn.execute(sql.SQL(blocks["role"]).format(s=s, r=r, **own))
+            await conn.execute(sql.SQL(blocks["marker_role"]).format(s=s, r=r))
+            await conn.execute(sql.SQL(table_locks.role_sql()).format(s=s, r=r, **own))
         feed = named_blocks(
             read_script("statekeeper.backends.postgres", "sql/row_security_feed.sql")
         )
+        await conn.execute(sql.SQL(feed["mark"]).format(s=s))
         await conn.execute(sql.SQL(feed["setup"]).format(s=s))
         admins = set(trimmers)
         for role in roles:

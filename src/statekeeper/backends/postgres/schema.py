@@ -27,6 +27,8 @@ from psycopg import sql
 
 from ...errors import ConfigurationError, NotAStore, StoreSchemaOutdated
 from ..scripts import named_blocks, read_script
+from . import table_locks
+from .connection import milliseconds
 from .drop import drop_store, mark_created
 
 if TYPE_CHECKING:
@@ -127,6 +129,12 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         "a write waits for the audit log's head a bounded time; claims left before 22 removed",
         read_script(PACKAGE, "sql/audit_head_lock.sql"),
     ),
+    (
+        25,
+        "under row security a role updates some columns and deletes through functions:"
+        " it cannot LOCK a table",
+        table_locks.migration_sql(),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -172,7 +180,10 @@ async def opened(backend: PostgresPart) -> None:
     when the policy installed knows them (``tombstones_by_namespace``: see
     :mod:`statekeeper.store.feed_deletes`), a forget's intent to one stream per
     namespace too when it knows those (``intents_by_namespace``: see
-    :mod:`statekeeper.store.feed_intents`)."""
+    :mod:`statekeeper.store.feed_intents`). A role bound by it deletes through the
+    delete functions (:func:`.table_locks.bind_deletes`: it holds no DELETE), and under
+    it the statements that wait on a lock any role may hold set their bound themselves
+    (:func:`.table_locks.bind_lock_bounds`)."""
     await check_layout(backend)
     async with backend._connection() as conn:  # (while opening: not _query)
         schema = _quoted(backend.schema)
@@ -180,9 +191,14 @@ async def opened(backend: PostgresPart) -> None:
         cur = await conn.execute(
             backend._sql["row_security"],
             (f"{schema}.sk_tombstones(text)", f"{schema}.sk_agents", f"{schema}.sk_feed_floor",
-             f"{schema}.sk_feed_intents(text)", f"{schema}.sk_events"),
+             f"{schema}.sk_feed_intents(text)", f"{schema}.sk_agents",
+             f"{schema}.sk_del_agents(name,text[],bigint,bytea)", f"{schema}.sk_events"),
         )  # fmt: skip
         row = await cur.fetchone()
+    if row and row[4]:  # (bound by row security: no DELETE privilege, migration 25)
+        table_locks.bind_deletes(backend._sql, schema)
+    if row and row[0]:  # (locks any tenant may hold: each transaction sets its bound)
+        table_locks.bind_lock_bounds(backend._sql, milliseconds(backend.audit_lock_timeout))
     backend.audit_links = bool(row and row[0])
     backend.tombstones_by_namespace = bool(row and row[0] and row[1])
     backend.intents_by_namespace = bool(row and row[0] and row[1] and row[3])

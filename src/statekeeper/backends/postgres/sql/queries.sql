@@ -362,11 +362,14 @@ SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)
 -- (and whether its policy knows the namespaces' feed tombstone streams: installed by a
 -- statekeeper that writes them, sql/row_security.sql; and whether this role reads the
 -- audit log's entries: one row security does not bind, or an admin's of every
--- namespace, sk_log_admin's test; and whether it knows the namespaces' forget intents)
+-- namespace, sk_log_admin's test; and whether it knows the namespaces' forget intents;
+-- and whether the role deletes through the delete functions: bound by row security,
+-- which installed them, migration 25)
 SELECT relrowsecurity, to_regprocedure(%s) IS NOT NULL,
        NOT row_security_active(to_regclass(%s))
        OR has_table_privilege(current_user, to_regclass(%s), 'UPDATE'),
-       to_regprocedure(%s) IS NOT NULL
+       to_regprocedure(%s) IS NOT NULL,
+       row_security_active(to_regclass(%s)) AND to_regprocedure(%s) IS NOT NULL
   FROM pg_class WHERE oid = to_regclass(%s)
 
 -- name: feed_frontier_lsn

@@ -140,7 +140,10 @@ CREATE POLICY sk_delete ON {s}.{t} FOR DELETE
 -- ... IN SCHEMA: another application's tables in the schema (a store in public) are not
 -- the role's to write, nor to lose its privileges on when they are revoked
 GRANT USAGE ON SCHEMA {s} TO {r};
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE {tables} TO {r};
+-- (UPDATE of some columns only, DELETE through functions: sql/row_security_deletes.sql,
+-- whose block "role" follows this one; a table-level UPDATE or DELETE lets a role LOCK
+-- the table in any mode)
+GRANT SELECT, INSERT ON TABLE {tables} TO {r};
 REVOKE INSERT, UPDATE, DELETE ON {s}.sk_grants, {s}.sk_migrations FROM {r};
 -- an event's feed position is the sequence's (the column's default), never a role's:
 -- one event of its own moved far ahead would carry every subscriber past the events
