@@ -174,8 +174,14 @@ async def run_owned(
 
 async def _ended(worker: Worker[Any]) -> None:
     """Wait for ``worker``'s thread, its outcome retrieved (never logged as unhandled);
-    cancelled meanwhile while it still runs: :class:`ThreadStillRunning`."""
+    cancelled meanwhile while it still runs: :class:`ThreadStillRunning`. So too when
+    the task was cancelled twice before it ran (two quick Ctrl-C: the second ends
+    ``asyncio.run``, whose clean-up cancels the task again before the first reached
+    it; the task meets one ``CancelledError`` for both)."""
     running = worker.future
+    task = asyncio.current_task()
+    if task is not None and task.cancelling() > 1 and not worker.ended():
+        raise worker.left()
     try:
         await worker.outcome()
     except asyncio.CancelledError:

@@ -126,3 +126,29 @@ async def test_a_first_cancel_still_waits_for_a_thread_that_stops(
             await task
         assert ended.is_set()
         assert sorted(out.iterdir()) == []
+
+
+async def test_two_cancels_before_the_task_runs_walk_away_too() -> None:
+    """Two quick Ctrl-C: the second ends ``asyncio.run``, whose clean-up cancels the
+    task again before the first cancellation reached it; the task meets ONE
+    ``CancelledError`` for both (``Task.cancelling()`` counts 2): it is the second
+    cancel, not a first one to wait on."""
+    from statekeeper._joined import run_joined
+
+    inside, release = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        inside.set()
+        assert release.wait(_WAIT)
+
+    task = asyncio.ensure_future(run_joined(lambda: None, stuck, holds="a stuck write"))
+    try:
+        assert await asyncio.to_thread(inside.wait, _WAIT)
+        task.cancel()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=_ESCAPE)
+        assert done, "two cancels before the task ran were waited on as one"
+        raised = task.exception()
+        assert isinstance(raised, errors.ThreadStillRunning) and raised.holds == "a stuck write"
+    finally:
+        release.set()

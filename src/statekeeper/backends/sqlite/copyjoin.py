@@ -18,7 +18,7 @@ from .export import FileCopyStop, FileCopyStopped, copy_file
 from .pages import PageSnapshot
 from .snapopen import OpeningStop, open_snapshot
 
-__all__ = ["FileCopyStop", "FileCopyStopped", "copied", "snapshot_opened"]
+__all__ = ["FileCopyStop", "FileCopyStopped", "copied", "open_snapshot", "snapshot_opened"]
 
 
 async def copied(path: str, dest: str, prefix: str, busy_timeout: float) -> None:
