@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
-from statekeeper.backends.sqlite.pages import PageSnapshot, open_snapshot
+from statekeeper.backends.sqlite.pages import PageSnapshot
+from statekeeper.backends.sqlite.snapopen import open_snapshot
 from statekeeper.governance.backup import BackupKey, backup, restore, tagheads
 
 from ..governance._point_in_time import keyring

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 from statekeeper.backends.sqlite import pages as sqlite_pages
+from statekeeper.backends.sqlite import snapopen as sqlite_snapopen
 from statekeeper.backends.sqlite.pagepass import python_pass
 from statekeeper.errors import BackupCorrupt
 from statekeeper.governance.backup import BackupKey, backup, restore
@@ -266,7 +267,7 @@ async def test_a_store_image_is_the_same_by_either_pass(
             await src.delete(f"a{i:02d}")
         for run in (python_pass, native()):
             monkeypatch.setattr(sqlite_pages, "page_pass", run)
-            snapshot = sqlite_pages.open_snapshot(str(db), 5.0)
+            snapshot = sqlite_snapopen.open_snapshot(str(db), 5.0)
             assert snapshot is not None
             try:
                 assert snapshot.frames  # the WAL holds pages of the snapshot

@@ -21,7 +21,7 @@ import pytest
 
 from statekeeper.backends.sqlite import fds as sqlite_fds
 from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
-from statekeeper.backends.sqlite.pages import open_snapshot
+from statekeeper.backends.sqlite.snapopen import open_snapshot
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "preadv") or not os.path.exists("/proc/meminfo"),

@@ -22,7 +22,8 @@ import pytest
 
 from statekeeper import StateStore
 from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
-from statekeeper.backends.sqlite.pages import PageSnapshot, SnapshotStopped, open_snapshot
+from statekeeper.backends.sqlite.pages import PageSnapshot, SnapshotStopped
+from statekeeper.backends.sqlite.snapopen import open_snapshot
 from statekeeper.governance.backup import BackupKey, backup, restore
 
 from ..governance._point_in_time import keyring

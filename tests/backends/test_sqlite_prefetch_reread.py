@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
-from statekeeper.backends.sqlite.pages import PageSnapshot, open_snapshot
+from statekeeper.backends.sqlite.pages import PageSnapshot
+from statekeeper.backends.sqlite.snapopen import open_snapshot
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "preadv") or not os.path.exists("/proc/meminfo"),

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 from statekeeper.backends.sqlite import pages as sqlite_pages
 from statekeeper.backends.sqlite import prefetch as sqlite_prefetch
-from statekeeper.backends.sqlite.pages import PageSnapshot, open_snapshot
+from statekeeper.backends.sqlite.pages import PageSnapshot
+from statekeeper.backends.sqlite.snapopen import open_snapshot
 
 from .test_sqlite_headscan import BUILD, PURE, _store, _trees, damaged_tree
 from .test_sqlite_headscan import snapshot as heads_snapshot

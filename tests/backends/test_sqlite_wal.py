@@ -335,7 +335,7 @@ def test_a_page_snapshot_keeps_the_processs_locks_on_the_wal_index(tmp_path: Pat
     would): without its read lock a reader's pages can be checkpointed over by
     another process, and without the open lock the file can be truncated under the
     connection's map."""
-    from statekeeper.backends.sqlite.pages import open_snapshot
+    from statekeeper.backends.sqlite.snapopen import open_snapshot
 
     db = tmp_path / "pages.db"
     conn = sqlite3.connect(db, isolation_level=None)

@@ -21,6 +21,7 @@ from statekeeper import StateStore
 from statekeeper.backends.sqlite import export as sqlite_export
 from statekeeper.backends.sqlite import pagepass as sqlite_pagepass
 from statekeeper.backends.sqlite import pages as sqlite_pages
+from statekeeper.backends.sqlite import snapopen as sqlite_snapopen
 from statekeeper.governance.backup import BackupKey, backup, filecopy, restore
 from statekeeper.governance.backup.fileformat import FrameReader
 
@@ -207,13 +208,13 @@ async def test_a_namespace_or_a_store_not_in_wal_mode_copies_its_tables(tmp_path
         whole.close()
     plain = tmp_path / "plain.db"
     sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.close()
-    assert sqlite_pages.open_snapshot(str(plain), 1.0) is None
+    assert sqlite_snapopen.open_snapshot(str(plain), 1.0) is None
 
 
 def snapshot_image(db: Path, traced: list[str] | None = None) -> bytes:
     """The page image of ``db`` as a backup takes it; ``traced``: the statements the
     plan runs (SQL with its parameters)."""
-    snapshot = sqlite_pages.open_snapshot(str(db), 5.0)
+    snapshot = sqlite_snapopen.open_snapshot(str(db), 5.0)
     assert snapshot is not None
     try:
         if traced is not None:
@@ -315,7 +316,7 @@ async def test_the_image_is_the_same_whatever_the_chunks(tmp_path: Path) -> None
             raw.close()
         images = []
         for chunk in (size, 3 * size, pages * size):
-            snapshot = sqlite_pages.open_snapshot(str(db), 5.0)
+            snapshot = sqlite_snapopen.open_snapshot(str(db), 5.0)
             assert snapshot is not None
             try:
                 assert snapshot.frames  # pages the WAL holds

@@ -7,13 +7,14 @@ keys come from ``--key-file`` / the environment as for every command.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import ConfigurationError, InvalidArgument, RestoredPartWay
+from ..errors import ConfigurationError, InvalidArgument, RestoredPartWay, ThreadStillRunning
 from . import render
 from ._markup import escape
 from .app import (
@@ -22,6 +23,7 @@ from .app import (
     app,
     handled,
     ignore_stops,
+    masked,
     out_console,
     resolve_url,
     run,
@@ -176,7 +178,13 @@ def backup_cmd(
     got: list[BackupResult] = []
 
     async def kept() -> BackupResult:
-        got.append(await go())
+        try:
+            got.append(await go())
+        except ThreadStillRunning as exc:  # Ctrl-C twice: one line, not asyncio's traceback
+            from .exits import print_warning
+
+            print_warning(masked(str(exc)))
+            raise asyncio.CancelledError from None
         return got[0]
 
     try:

@@ -30,6 +30,7 @@ from statekeeper.errors.base import (
     NonNormalAgentId,
     RewriteBelowPrunedBase,
     StatekeeperError,
+    ThreadStillRunning,
     _label,
     _rebuild,
 )
@@ -226,6 +227,7 @@ __all__ = [
     "StoreSchemaOutdated",
     "StoredStateInvalid",
     "StreamClaimed",
+    "ThreadStillRunning",
     "TransitionInProgress",
     "UndeclaredKeysDropped",
     "UnflushedWritesWarning",

@@ -5,6 +5,7 @@ Part of :mod:`statekeeper.errors` (import every name from there).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -201,3 +202,28 @@ class NonNormalAgentId(InvalidAgentId):
 
 def _label(value: Any) -> str:
     return str(getattr(value, "value", value))
+
+
+class ThreadStillRunning(StatekeeperError):
+    """Cancelled a second time while waiting for a thread that was asked to stop and
+    has not (a write the kernel does not give back: a stalled network file system, a
+    device): the wait is given up, the thread still runs. ``holds`` names what it
+    holds; nothing of it was closed under the thread: it is closed (a temporary file
+    removed) when the thread ends, or by the process's exit."""
+
+    def __init__(
+        self, holds: str, handed: Callable[[Callable[[], None]], None] | None = None
+    ) -> None:
+        self.holds = holds
+        self._handed = handed
+        super().__init__(
+            f"cancelled again: not waiting any more for the thread of {holds}, which was"
+            " asked to stop and still runs; what it holds is released when it ends"
+        )
+
+    def after(self, release: Callable[[], None]) -> None:
+        """``release()`` once the thread has ended (by the thread), or now if it has."""
+        if self._handed is None:
+            release()
+        else:
+            self._handed(release)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -66,22 +66,41 @@ class CopyStopped(BackendError):
     """A backup's ``COPY`` out was cancelled: its thread stopped before the next piece."""
 
 
+#: the longest a cancel request waits for the server (its own thread: never the loop)
+CANCEL_WAIT = 30.0
+
+
 class _Stop:
     """A backup copy's stop, from another thread: the statement its thread runs is
-    cancelled by the server (``PQcancel``: a ``COPY`` cut off mid-stream, a sort
-    before its first row as well) and :meth:`check` raises :class:`CopyStopped`
-    before the next one."""
+    cancelled by the server (a ``COPY`` cut off mid-stream, a sort before its first
+    row as well) and :meth:`check` raises :class:`CopyStopped` before the next one.
+
+    The cancel request is a network round trip of its own (a new connection to the
+    server, which answers when it has acted): made on the event loop it stopped every
+    other task for as long (forever, with a server that accepts and never answers).
+    It is sent from a thread of its own, bounded by :data:`CANCEL_WAIT`
+    (``cancel_safe``: libpq's non-blocking cancel); the stop returns at once."""
 
     def __init__(self, schema: str) -> None:
         self._schema = schema
         self._lock = threading.Lock()
         self._stopped = False
-        self._cancel: Any = None  # (made by the copy's thread: libpq's rule)
+        self._conn: psycopg.Connection[Any] | None = None
+        #: the thread sending the cancel request, once one is sent (tests join it)
+        self.sending: threading.Thread | None = None
 
-    def started(self, conn: psycopg.Connection[Any]) -> None:
+    @contextlib.contextmanager
+    def running(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """Within (the copy's thread): a stop cancels what ``conn`` runs; never once
+        the block is left (the connection is closed after it)."""
         with self._lock:
-            self._cancel = conn.pgconn.get_cancel()
-        self.check()
+            self._conn = conn
+        try:
+            self.check()
+            yield
+        finally:
+            with self._lock:
+                self._conn = None
 
     def check(self) -> None:
         if self._stopped:
@@ -90,10 +109,21 @@ class _Stop:
     def __call__(self) -> None:
         with self._lock:
             self._stopped = True
-            cancel = self._cancel
-        if cancel is not None:
-            with contextlib.suppress(psycopg.Error):  # (ended meanwhile: nothing to cancel)
-                cancel.cancel()
+            conn = self._conn
+            if conn is None or self.sending is not None:
+                return
+            self.sending = threading.Thread(
+                target=_cancel, args=(conn,), name="sk-pg-cancel", daemon=True
+            )
+        self.sending.start()
+
+
+def _cancel(conn: psycopg.Connection[Any]) -> None:
+    """Ask the server to cancel what ``conn`` runs (its own thread); a connection closed
+    meanwhile, a server that does not answer in time: nothing more to do (the copy's
+    thread meets the stop before its next statement)."""
+    with contextlib.suppress(psycopg.Error):
+        conn.cancel_safe(timeout=CANCEL_WAIT)
 
 
 def _range(prefix: str, column: str) -> tuple[sql.Composable, list[str]]:
@@ -133,8 +163,11 @@ class Export(PostgresPart):
         plain, params = _range(prefix, "agent_id")
         on_a, a_params = _range(prefix, "a.agent_id")
         sizes: list[list[Any]] = []
-        with psycopg.connect(self.dsn, **self._connect_kwargs) as conn, conn.transaction():
-            stop.started(conn)
+        with (
+            psycopg.connect(self.dsn, **self._connect_kwargs) as conn,
+            stop.running(conn),
+            conn.transaction(),
+        ):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cur = conn.cursor(binary=True)
             # the first query fixes the snapshot: every section and the heads below

@@ -3,7 +3,8 @@
 
 ``await asyncio.to_thread(...)`` cancelled raised at once while the thread went on:
 the page snapshot it then opened (two read transactions of the store: no checkpoint
-could reset the WAL behind them) was never closed, and a namespace's copy went on
+could reset the WAL behind them) was never closed (and its opening waited for the
+store's write lock up to the busy timeout: now stopped at once), and a namespace's copy went on
 being written by SQLite in the folder the backup removed on its way out. Now the
 snapshot opened meanwhile is closed, and the copy is stopped (:class:`.FileCopyStop`)
 and waited for, before the cancellation goes on.
@@ -14,9 +15,10 @@ from __future__ import annotations
 from ..._joined import run_joined, run_owned
 from .base import translated
 from .export import FileCopyStop, FileCopyStopped, copy_file
-from .pages import PageSnapshot, open_snapshot
+from .pages import PageSnapshot
+from .snapopen import OpeningStop, open_snapshot
 
-__all__ = ["FileCopyStop", "FileCopyStopped", "copied", "snapshot_opened"]
+__all__ = ["FileCopyStop", "FileCopyStopped", "copied", "open_snapshot", "snapshot_opened"]
 
 
 async def copied(path: str, dest: str, prefix: str, busy_timeout: float) -> None:
@@ -32,14 +34,17 @@ async def copied(path: str, dest: str, prefix: str, busy_timeout: float) -> None
 
 
 async def snapshot_opened(path: str, busy_timeout: float) -> PageSnapshot | None:
-    """:func:`~.pages.open_snapshot`, in a thread; cancelled, the snapshot it opened
-    meanwhile closed before the cancellation goes on."""
+    """:func:`~.snapopen.open_snapshot`, in a thread; cancelled, its opening stopped
+    (a wait for the store's write lock too: :class:`.OpeningStop`, was up to the busy
+    timeout) and the snapshot it opened meanwhile closed before the cancellation
+    goes on."""
+    stop = OpeningStop()
 
     def take() -> PageSnapshot | None:
         with translated(path):
-            return open_snapshot(path, busy_timeout)
+            return open_snapshot(path, busy_timeout, stop)
 
-    return await run_owned(take, _close)
+    return await run_owned(take, _close, stop=stop, holds=f"a page snapshot of {path}")
 
 
 def _close(snapshot: PageSnapshot | None) -> None:

@@ -39,13 +39,10 @@ import sqlite3
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from urllib.parse import quote
 
 from ...errors import BackendError, StatekeeperError
 from . import fds as sqlite_fds
-from . import wal as sqlite_wal
 from .export import COPIED_TABLES
-from .files import connect_read_only
 from .pagepass import (
     BTREE,
     DROP,
@@ -60,9 +57,8 @@ from .pagepass import (
     tree_pages,
 )
 from .prefetch import Prefetch, can_read_ahead
-from .walframes import NBACKFILL, snapshot_frames, wal_index
 
-__all__ = ["PageSnapshot", "SnapshotStopped", "open_snapshot"]
+__all__ = ["PageSnapshot", "SnapshotStopped"]
 
 # what becomes of a page of the image (:mod:`.pagepass` applies it)
 _DROP = DROP
@@ -542,58 +538,3 @@ _HEADS_RECORD = [
     ("updated_at", 0, "BINARY", 0),
     ("head_tag", 0, "BINARY", 0),
 ]
-
-
-def open_snapshot(path: str, timeout: float) -> PageSnapshot | None:
-    """The store at ``path`` as a :class:`PageSnapshot`, or None: the file is not in
-    WAL mode with a readable wal-index (a backup then copies its tables instead)."""
-    shm = path + "-shm"
-    if not os.path.exists(shm):
-        return None
-    hold = sqlite3.connect(
-        "file:" + quote(os.path.abspath(path)) + "?mode=rw",
-        uri=True,
-        timeout=timeout,
-        isolation_level=None,
-    )
-    # two readers of the one snapshot: the heads (SQL) and the page plan (dbstat) are
-    # read at the same time, on two cores (a connection runs one statement at a time)
-    conns = [connect_read_only(path, timeout) for _ in range(2)]
-    opened: PageSnapshot | None = None
-    try:
-        hold.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        conn = conns[0]
-        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-            return None
-        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        for reader in conns:
-            reader.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            # the heads' scan of the events through a memory map (no read() per page);
-            # set before the read transaction opens (it applies from the next one)
-            reader.execute(f"PRAGMA mmap_size = {os.path.getsize(path) + (64 << 20)}")
-        hold.execute("BEGIN IMMEDIATE")  # no commit until the snapshot is taken
-        try:
-            for reader in conns:
-                reader.execute("BEGIN")
-                reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot
-            # (never an open/close of -shm: it would drop the readers' locks on it)
-            index = sqlite_wal.read_shm(path, NBACKFILL + 4)
-        finally:
-            hold.execute("ROLLBACK")
-        found = wal_index(index, page_size)
-        if found is None:
-            return None
-        frames_seen, backfilled, salt = found
-        (pages,) = conn.execute("PRAGMA page_count").fetchone()  # the snapshot's
-        frames = (
-            snapshot_frames(path + "-wal", page_size, frames_seen, salt)
-            if frames_seen > backfilled
-            else {}
-        )
-        opened = PageSnapshot(path, conns[0], conns[1], page_size, pages, frames)
-        return opened
-    finally:
-        hold.close()
-        if opened is None:
-            for reader in conns:
-                reader.close()

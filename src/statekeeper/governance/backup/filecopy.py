@@ -46,7 +46,6 @@ import dataclasses
 import functools
 import os
 import sqlite3
-import tempfile
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
@@ -65,6 +64,7 @@ from ...errors import BackupCorrupt, BackupError, NotAStore
 from .directfile import DirectFile
 from .fileformat import HEAD_TAGS, FrameReader, FrameWriter
 from .framepack import Ahead, ahead, packb
+from .joined import copy_folder
 from .pagedelta import PAGE_HASH
 from .placedframe import HEAD_BYTES
 from .sealer import seal_file
@@ -100,13 +100,6 @@ __all__ = [
 #: pass, written concurrently): at most this many agents or record bytes each
 GROUP_AGENTS = 256
 GROUP_BYTES = 1 << 20
-
-
-@contextlib.contextmanager
-def copy_folder() -> Iterator[str]:
-    """A private temporary folder for a copy of a store (``$TMPDIR``)."""
-    with tempfile.TemporaryDirectory(prefix="sk-backup-") as folder:
-        yield folder
 
 
 async def copy_of(backend: Backend, folder: str, namespace: str = "") -> str | None:

@@ -80,7 +80,7 @@ from ..._files import warn_if_open_to_others
 from ...errors import BackupCorrupt, BackupError, BackupKeyMismatch, ConfigurationError
 from .framepack import TAG as _TAG
 from .framepack import Ahead, last, named_by, packb
-from .joined import BackupStopped
+from .joined import BackupStopped, check_stopped
 
 if TYPE_CHECKING:
     from ...codec.keys import Keyring
@@ -456,6 +456,7 @@ class FrameReader:
     ) -> tuple[Any, bytes]:
         if offset + 9 > self.size:
             raise self._corrupt(what, "missing (the file is truncated)")
+        check_stopped()  # (a cancelled restore's thread: stopped here)
         self._fh.seek(offset)
         prefix = self._fh.read(9)
         if prefix[:1] != kind:

@@ -17,12 +17,72 @@ write from then on raises :class:`BackupStopped`). A backup's file is removed by
 
 from __future__ import annotations
 
-from ..._joined import run_joined
+import contextlib
+import contextvars
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from ..._joined import released_after, run_joined, run_owned
 from ...errors import BackupError
 
-__all__ = ["BackupStopped", "run_joined"]
+__all__ = [
+    "BackupStopped",
+    "check_stopped",
+    "copy_folder",
+    "released_after",
+    "run_joined",
+    "run_stoppable",
+]
+
+T = TypeVar("T")
 
 
 class BackupStopped(BackupError):
     """The backup was cancelled: its thread stops at its next write (what it wrote
     is removed, nothing is published)."""
+
+
+@contextlib.contextmanager
+def copy_folder() -> Iterator[str]:
+    """A private temporary folder for a copy of a store (``$TMPDIR``); removed at the
+    end, or by the thread still reading it that a second cancel walked away from."""
+    folder = tempfile.mkdtemp(prefix="sk-backup-")
+    with released_after(lambda: shutil.rmtree(folder, ignore_errors=True)):
+        yield folder
+
+
+#: the stop of the restore thread running (each thread's own: its context's copy)
+_STOPPING: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "statekeeper_backup_stopping", default=None
+)
+
+
+def check_stopped() -> None:
+    """Raise :class:`BackupStopped` in a thread of :func:`run_stoppable` asked to stop
+    (every frame read of a backup file checks: a restore's reads stop at the next)."""
+    stopping = _STOPPING.get()
+    if stopping is not None and stopping.is_set():
+        raise BackupStopped("the restore reading this backup was cancelled")
+
+
+async def run_stoppable(
+    fn: Callable[..., T],
+    *args: Any,
+    release: Callable[[T], None] | None = None,
+    holds: str = "a restore's read of its backup files",
+) -> T:
+    """``fn(*args)`` in a thread (:func:`run_joined`, or with ``release``
+    :func:`~..._joined.run_owned`); cancelled, it stops at its next frame read
+    (:func:`check_stopped`) and is waited for before the cancellation goes on."""
+    stopping = threading.Event()
+
+    def stoppable() -> T:
+        _STOPPING.set(stopping)  # (in the thread's own copy of the context)
+        return fn(*args)
+
+    if release is None:
+        return await run_joined(stopping.set, stoppable, holds=holds)
+    return await run_owned(stoppable, release, stop=stopping.set, holds=holds)

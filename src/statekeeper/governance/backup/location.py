@@ -19,7 +19,8 @@ from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
-from ...errors import BackupCorrupt, BackupError, ConfigurationError
+from ..._joined import released_after
+from ...errors import BackupCorrupt, BackupError, ConfigurationError, ThreadStillRunning
 from .directfile import direct_file
 from .writebehind import WriteBehindFile, drop_all
 
@@ -35,6 +36,17 @@ def placed_here(spec: str | os.PathLike[str]) -> bool:
     """Whether this process placed a complete backup at the local file ``spec``: a
     command stopped (Ctrl-C, SIGTERM) after it did reports the backup written."""
     return os.path.abspath(os.fspath(spec)) in _placed
+
+
+def _dropped(direct: Any, fh: IO[bytes], tmp: Path | None) -> None:
+    """A backup file given up: closed (its buffered bytes dropped) and removed."""
+    if direct is not None:
+        direct.close()
+    with contextlib.suppress(OSError):
+        fh.close()
+    if tmp is not None:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 @contextlib.contextmanager
@@ -152,6 +164,7 @@ class Location:
                 fh = os.fdopen(fd, "wb")
             except OSError as exc:
                 raise BackupError(f"cannot write backup {self.display}: {exc}") from None
+            handed = False  # (to a backup thread a second cancel walked away from)
             try:
                 written = False
                 # straight to the disk (O_DIRECT), else written behind: either way the
@@ -168,14 +181,17 @@ class Location:
                     except OSError as exc:  # the disk is full, the device failed
                         raise BackupError(f"cannot write backup {self.display}: {exc}") from None
                     written = True
+                except ThreadStillRunning as exc:  # closed and removed once it ends
+                    handed = True
+                    exc.after(lambda: _dropped(direct, fh, tmp))
+                    raise
                 finally:
-                    if direct is not None:
-                        direct.close()
                     if written:
+                        if direct is not None:
+                            direct.close()
                         fh.close()
-                    else:  # a write failed: the bytes still buffered fail again, dropped
-                        with contextlib.suppress(OSError):
-                            fh.close()
+                    elif not handed:  # a write failed: its buffered bytes fail again, dropped
+                        _dropped(direct, fh, None)
                 with _signals_held():  # placed and recorded, or neither
                     if self.overwrite:
                         os.replace(tmp, target)
@@ -190,11 +206,14 @@ class Location:
                     _placed.add(os.path.abspath(target))
                 sync_directory(target.parent)  # the name too: a backup reported done stays
             finally:
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+                if not handed:
+                    with contextlib.suppress(FileNotFoundError):
+                        tmp.unlink()
             return
         bucket, key, _ = self.s3
-        with tempfile.TemporaryFile() as spool:
+        with contextlib.ExitStack() as closing:
+            spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, or by its thread
+            closing.enter_context(released_after(spool.close))
             yield spool
             spool.flush()
             spool.seek(0)

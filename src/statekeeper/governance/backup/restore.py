@@ -98,15 +98,18 @@ from ..hooks import (
     store_sink,
 )
 from .entries import iter_entries, read_entries
-from .filecopy import copy_folder, opened_copy
-from .fileformat import FILE_IMAGES, HEAD_TAGS, VERSION, BackupKey, FrameReader
+from .filecopy import opened_copy
+from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
 from .imagecheck import check_image
 from .imagewrite import write_image
+from .joined import copy_folder, released_after, run_stoppable
 from .leasetokens import carry_leases
 from .location import local_copies
 from .pagechain import chain_image, page_runs
 from .partway import refuse_part_way
 from .restoreaudit import restore_entry
+from .restorechain import open_chain as _open_chain
+from .restorechain import owned_parts
 from .restoreholds import carry_holds, holds_of
 from .restoretarget import adopt_copied_keys, check_namespace, check_target_takes, renew_store_id
 from .restoretarget import floor_over_bases as _floor_over_bases
@@ -171,40 +174,6 @@ class RestoreResult:
     internal_streams: list[str] = field(default_factory=list)  #: their stored ids
 
 
-def _open_chain(paths: Sequence[str], key: BackupKey) -> tuple[list[str], set[str], list[int]]:
-    """The backup ids of the files (each incremental's parent the file before it),
-    every agent id their manifests list and their format versions; reads headers and
-    manifests only."""
-    ids: list[str] = []
-    agents: set[str] = set()
-    versions: list[int] = []
-    for number, path in enumerate(paths):
-        reader = FrameReader(path, key)
-        try:
-            header = reader.header
-            expected_parent = ids[-1] if ids else None
-            if header.parent != expected_parent:
-                if number == 0:
-                    raise BackupError(
-                        f"backup {path} is incremental (parent {header.parent}): give its full"
-                        " backup and every incremental before it, in order"
-                    )
-                raise BackupError(
-                    f"backup {path} does not follow {paths[number - 1]} (its parent is"
-                    f" {header.parent}, not {expected_parent})"
-                )
-            if header.version == VERSION:
-                agents.update(reader.streams)
-            else:  # its streams as columns: the ids taken from them (``streams`` makes a
-                # dict per stream, ~0.1 CPU-s for 100,000: docs/benchmarks.md "restore2")
-                agents.update(row[0] for row in reader.heads())
-            ids.append(header.backup_id)
-            versions.append(header.version)
-        finally:
-            reader.close()
-    return ids, agents, versions
-
-
 #: one file to restore from: its path, the store image rebuilt from the run of page
 #: backups it ends (:mod:`.pagechain`) or None, and its backup id
 _Part = tuple[str, "str | None", str]
@@ -237,6 +206,10 @@ def _parts(
                 reader.close()
         parts.append((paths[last], image, ids[last]))
     return parts
+
+
+def _closed(opened: tuple[Any, contextlib.ExitStack]) -> None:
+    opened[1].close()
 
 
 def _check(
@@ -477,9 +450,10 @@ async def restore(
         await require_namespace(store, "admin", "restore")
     given, audit = audit, await store_sink(store, audit)
     carried: list[str] = []
-    with contextlib.ExitStack() as stack:
+    stack = contextlib.ExitStack()  # (closed by a thread a second cancel walked away from)
+    with released_after(stack.close):
         paths = local_copies(stack, backups)  # errors name the locations given
-        ids, listed, versions = await asyncio.to_thread(_open_chain, paths, key)
+        ids, listed, versions = await run_stoppable(_open_chain, paths, key)
         check_namespace(store, listed)
         # on a store opened as a principal (a plain store allows everything, as
         # ``require`` says: no 100,000 awaits of it for nothing)
@@ -487,8 +461,10 @@ async def restore(
         for agent_id in sorted(listed) if governed else ():
             internal = agent_id[:1] == "\x01"  # the store's own streams: store admin only
             await require(store, None if internal else agent_id, "admin", "restore")
-        parts = await asyncio.to_thread(_parts, stack, paths, key, ids, versions)
-        plans = await asyncio.to_thread(_check, store, parts, key, progress, len(listed))
+        args = (_parts, paths, key, ids, versions)
+        parts, opened = await run_stoppable(owned_parts, *args, release=_closed)
+        stack.enter_context(opened)
+        plans = await run_stoppable(_check, store, parts, key, progress, len(listed))
         if progress is not None:
             progress("verify", len(listed), len(listed))
         forgotten = sorted(a for a, p in plans.items() if p.forgotten)

@@ -15,6 +15,7 @@ from ...store.feed_retention import from_base_floored
 from ..hooks import is_store_admin
 from .entries import read_entries
 from .fileformat import BackupKey, FrameReader
+from .joined import released_after, run_stoppable
 
 if TYPE_CHECKING:
     from ...store import StateStore
@@ -241,8 +242,8 @@ async def write_all(
                 progress("write", finished, len(tags))
 
     for number, (path, image, backup_id) in enumerate(parts):
-        reader = await asyncio.to_thread(FrameReader, path, key)
-        try:
+        reader = await run_stoppable(FrameReader, path, key, release=FrameReader.close)
+        with released_after(reader.close):  # (by a thread a second cancel left running)
             if reader.header.backup_id != backup_id:
                 raise BackupCorrupt(path, "header", "changed while it was being restored")
             entries = read_entries(reader, reader.streams, image)
@@ -253,12 +254,10 @@ async def write_all(
             batches = _batches(entries, keep)
             while True:
                 # a batch read in one hop to a thread, not an entry: ~100,000 hops
-                batch = await asyncio.to_thread(next, batches, None)
+                batch = await run_stoppable(next, batches, None)
                 if batch is None:
                     break
                 await flush(number, batch)
-        finally:
-            reader.close()
     if progress is not None:
         progress("write", len(tags), len(tags))
     return finished

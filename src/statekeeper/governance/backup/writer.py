@@ -48,7 +48,7 @@ from ...errors import BackupError, StatekeeperError
 from ...store.namespaced import NamespacedStateStore
 from ..hooks import AuditSink, require_namespace
 from .audited import audit_backup
-from .filecopy import HeadsAhead, copy_folder, copy_of, write_copy, write_pages
+from .filecopy import HeadsAhead, copy_of, write_copy, write_pages
 from .fileformat import (
     FILE_IMAGES,
     HEAD_TAGS,
@@ -63,7 +63,7 @@ from .fileformat import (
     FrameWriter,
     Header,
 )
-from .joined import run_joined
+from .joined import copy_folder, released_after, run_joined
 from .leasetokens import sealed_leases, sealing_leases
 from .location import Location, named_as_given
 from .nsholds import namespace_holds, sealed_holds, sealing_holds
@@ -305,6 +305,7 @@ async def _backup(
 
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
+        holds = _holds(location)
         pending: list[bytes] = []
         pending_bytes = 0
         pending_ids: list[str] = []
@@ -327,7 +328,7 @@ async def _backup(
             chunk, ids = pending, pending_ids
             pending, pending_bytes, pending_ids = [], 0, []
             await settle()
-            sealed = run_joined(writer.stop, writer.chunk_packed, chunk)
+            sealed = run_joined(writer.stop, writer.chunk_packed, chunk, holds=holds)
             sealing = (asyncio.ensure_future(sealed), ids)
 
         ids = sorted(heads)
@@ -398,7 +399,7 @@ async def _backup(
             **sealed_holds(),
             **(await sealed_leases()),
         }
-        await run_joined(writer.stop, writer.finish, manifest)
+        await run_joined(writer.stop, writer.finish, manifest, holds=holds)
         written = writer.offset
     inner = _internal(streams)
     result = BackupResult(
@@ -465,8 +466,10 @@ async def _write_file(
     with location.writing() as out:
         writer = FrameWriter(out, header, key)
         # (cancelled: the thread stopped and ended before the file and the copy go)
-        body = await run_joined(writer.stop, write_copy, writer, copy, chunk_bytes, progress)
-        await _finish_whole(writer, header, source, namespace, body)
+        holds = _holds(location, f"reading the copy {copy}")
+        args = (writer, copy, chunk_bytes, progress)
+        body = await run_joined(writer.stop, write_copy, *args, holds=holds)
+        await _finish_whole(writer, header, source, namespace, body, holds=holds)
     return _whole_result(location, header, body, writer.offset, started)
 
 
@@ -489,30 +492,30 @@ async def _write_pages(
     own: tuple[int, int] | None = None  # (an incremental's: the store's own streams' part)
     # (a whole image's: the manifest's heads packed, its own streams found meanwhile)
     ahead = HeadsAhead()
-    try:
-        # (SQLite's refusals of a damaged file, and the plan's: typed, naming the file)
-        with translated(snapshot.path), location.writing() as out:
-            writer = FrameWriter(out, header, key)
-            if parent is None:
-                local = location.s3 is None  # zero runs left out, nothing compressed
-                # (cancelled: the thread stopped and ended before the snapshot closes)
-                args = (writer, snapshot, chunk_bytes, progress, local, ahead)
-                body = await run_joined(snapshot.cancel, write_pages, *args)
-            else:
-                body = await run_joined(
-                    snapshot.cancel,
-                    write_page_delta,
-                    writer,
-                    snapshot,
-                    parent[1][2],
-                    chunk_bytes,
-                    progress,
-                    parent[1][3],
-                )
-                own = since_parent(body, parent[0].head_marks())
-            await _finish_whole(writer, header, source, namespace, body, ahead)
-    finally:
-        snapshot.close()
+    # the snapshot closed once no thread reads it (by the thread a second cancel walked
+    # away from); SQLite's refusals of a damaged file, and the plan's: typed, naming it
+    with released_after(snapshot.close), translated(snapshot.path), location.writing() as out:
+        writer = FrameWriter(out, header, key)
+        holds = _holds(location, f"reading the page snapshot of {snapshot.path}")
+        if parent is None:
+            local = location.s3 is None  # zero runs left out, nothing compressed
+            # (cancelled: the thread stopped and ended before the snapshot closes)
+            args = (writer, snapshot, chunk_bytes, progress, local, ahead)
+            body = await run_joined(snapshot.cancel, write_pages, *args, holds=holds)
+        else:
+            body = await run_joined(
+                snapshot.cancel,
+                write_page_delta,
+                writer,
+                snapshot,
+                parent[1][2],
+                chunk_bytes,
+                progress,
+                parent[1][3],
+                holds=holds,
+            )
+            own = since_parent(body, parent[0].head_marks())
+        await _finish_whole(writer, header, source, namespace, body, ahead, holds)
     return _whole_result(location, header, body, writer.offset, started, own, ahead.internal)
 
 
@@ -523,6 +526,7 @@ async def _finish_whole(
     namespace: str,
     body: dict[str, Any],
     ahead: HeadsAhead | None = None,
+    holds: str = "",
 ) -> None:
     """Seal a whole copy's manifest (or a page incremental's: ``header.parent``): its
     body plus who and when."""
@@ -538,7 +542,11 @@ async def _finish_whole(
     }
     # (a local page backup's: sealed into its place, its heads framed ahead)
     packed = ahead.packed if ahead else None
-    await run_joined(writer.stop, finish_manifest, writer, manifest, packed)
+    await run_joined(writer.stop, finish_manifest, writer, manifest, packed, holds=holds)
+
+
+def _holds(location: Location, also: str = "") -> str:  # (for ThreadStillRunning)
+    return f"backup {location.display} (writing its temporary file{', ' + also if also else ''})"
 
 
 def _whole_result(
