@@ -3,11 +3,11 @@ with each mark) costs a delete and a cold load on a SQLite store whose witness f
 full (1,024 marks), against the rule before, side by side in one process: alternate
 rounds set the old ``reset_kept`` (no ``"d"``) and strip ``"d"`` from the file, or the
 new one (``"d"`` on the marks of an incarnation begun after a deletion the file held:
-none here but those of agents deleted and made again). A delete writes the file
-(merge, fsync, rename); a load of an agent whose mark holds runs no new code (the proof of a delete is
-read only for a mark that does not hold). Prints CPU microseconds (this process: the
-SQLite and file work run in its threads) per delete and per cold load, per round, and
-the ratios new/old of the paired rounds.
+none here but those of agents deleted and made again). A delete writes the file (merge,
+fsync, rename); a load of an agent whose mark holds runs no new code (the proof of a
+delete is read only for a mark that does not hold). Prints CPU microseconds (this
+process: the SQLite and file work run in its threads) per delete and per cold load, per
+round, and the ratios new/old of the paired rounds.
 
 ``--merges N --rule old|new`` instead: N merges of one deletion into a full file (1,024
 marks), nothing else, for instruction counts::

@@ -20,19 +20,20 @@ another incarnation ``J`` (which holds), now requires one of them, made after it
   appends one, in the delete's commit where the engine commits several streams
   together; a restore or import of agents the store lacked appends one of each
   first), stamped at or after the mark — a delete made by a process without this
-  witness (the CLI on PostgreSQL, Redis, S3: ``witness=PATH`` is the application's).
+  witness (the CLI on PostgreSQL or Redis: ``witness=PATH`` is the application's).
 
 Neither found: :class:`~statekeeper.errors.RollbackDetected` naming the agent and the
 marked seq, on every read of the agent (the mark kept as lost: :mod:`.lost`), and from
 ``verify``. The store's proof is read only then (a mark that does not hold, of another
-incarnation, without the file's): the tombstone stream from its head back to the
-mark's time, so no read is added to any write, delete or load that finds its mark.
-Limits: a mark of an incarnation begun by an older version carries no ``"d"``: only
-the store's tombstone proves its delete then; an engine without a change feed (``feed=False``, Redis Cluster without
-one, PostgreSQL whose row-level security predates the namespaces' tombstone streams)
-keeps no tombstones: a delete there proves itself only through the file. Tombstones
-are never pruned by statekeeper (no retention applies to the tombstone streams), so
-the guarantee holds for marks of any age; see docs/security.md.
+incarnation, without the file's): the tombstone stream from its head back to the mark's
+time, so no read is added to any write, delete or load that finds its mark. Limits: a
+mark of an incarnation begun by an older version carries no ``"d"``: only the store's
+tombstone proves its delete then; an engine without a change feed (S3, tiered with a
+cold tier, Redis Cluster with ``feed=False``, PostgreSQL whose row-level security
+predates the namespaces' tombstone streams) keeps no tombstones: a delete there proves
+itself only through the file. Tombstones are never pruned by statekeeper (no retention
+applies to the tombstone streams), so the guarantee holds for marks of any age; see
+docs/security.md.
 """
 
 from __future__ import annotations

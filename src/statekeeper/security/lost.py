@@ -4,13 +4,14 @@ A process holding the mark of a record the store lost, whose agent another proce
 sharing the witness file wrote again at that seq (a lossy failover), learns it from the
 other process's newer mark: of the same incarnation, not reset since
 (:func:`.incarnation.same_stream`), or of another one begun without a record that the
-marked one was ended (a stream lost whole and begun again: :mod:`.ended`). That newer mark replaces the lost one in the file,
-and in this process's copy of the file at its next read of it: the next read of the
-agent served the other state and ``verify`` found nothing — the rollback reported
-once (tests/store/test_witness_incarnation.py). The lost mark is kept here, by
-witness, so that every read of the agent raises ``RollbackDetected`` again and
-``verify`` reports it, until the file says otherwise (moved away, the agent deleted or
-made again since) or this process writes the agent again.
+marked one was ended (a stream lost whole and begun again: :mod:`.ended`). That newer
+mark replaces the lost one in the file, and in this process's copy of the file at its
+next read of it: the next read of the agent served the other state and ``verify`` found
+nothing — the rollback reported once (tests/store/test_witness_incarnation.py). The lost
+mark is kept here, by witness, so that every read of the agent raises
+``RollbackDetected`` again and ``verify`` reports it, until the file says otherwise
+(moved away, the agent deleted or made again since) or this process writes the agent
+again.
 """
 
 from __future__ import annotations
