@@ -51,15 +51,6 @@ async def test_verify_after_this_process_deleted_and_made_the_agent_again(
     assert (await one.load("a")).data == {"new": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason=(
-        "a stream wholly lost (head 0) and begun again by a process sharing the file is "
-        "another incarnation, begun after the mark (r): indistinguishable in the file "
-        "from a delete and a new stream, so the holder of the lost mark serves it"
-    ),
-)
 async def test_a_stream_wholly_lost_and_begun_again_elsewhere_is_a_rollback(
     tmp_path: Path,
 ) -> None:

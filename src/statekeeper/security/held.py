@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import KeyNotFound, StatekeeperError
 from ..records import EventRow, RawEvent
 from . import lost as lost_marks
+from .ended import unexplained
 from .incarnation import same_stream
 from .witness_store import reidentified
 
@@ -90,10 +91,13 @@ def held_check(witness: HighWater, store: StateStore) -> Held:
                 lost_marks.forget(witness, agent_id)
                 return  # deleted since
             problem = await witness._check_mark(store, filed)
-            if problem is None and same_stream(mark, filed):
+            if problem is None and (
+                same_stream(mark, filed) or await unexplained(witness, store, mark, filed)
+            ):
                 # the newer mark is of the same stream, not reset since: it went back
-                # (the marked record lost) and was written again (incarnation.py); so
-                # on every read from now on, the file's mark replacing it (lost.py)
+                # (the marked record lost) and was written again (incarnation.py); or of
+                # another, begun without a record that the marked one ended (ended.py):
+                # so on every read from now on, the file's mark replacing it (lost.py)
                 problem = lost
                 lost_marks.keep(witness, agent_id, mark)
             elif problem is None:

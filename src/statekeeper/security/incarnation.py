@@ -36,7 +36,14 @@ them without a deletion in the file (was: the process holding the expired stream
 mark raised ``RollbackDetected`` on reading the stream made again elsewhere,
 tests/store/test_witness_frozen_clock.py).
 
-The file format stays ``statekeeper_witness: 1``: both fields are optional, so a file
+``"d"`` (optional) is the time of the deletion (a delete's, a rewrite's) the file held
+of the agent right before this incarnation's first mark replaced it: a newer mark of
+another incarnation explains a mark that no longer holds only with a deletion made
+after it, in the file (``"d"``) or in the store (a feed tombstone): :mod:`.ended`.
+A mark of an incarnation begun by an older version carries none: the store's
+tombstone proves its delete then.
+
+The file format stays ``statekeeper_witness: 1``: the fields are optional, so a file
 written before is read as it was (its marks checked as before: no incarnation known),
 and a process of an older version reads and merges a file that has them (it keeps the
 entries it does not replace, their fields included; its own marks have none).
@@ -46,7 +53,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dirty", "begun_kept", "begun_written", "reset_kept", "same_stream"]
+__all__ = ["Dirty", "begun_kept", "begun_written", "needs_proof", "reset_kept", "same_stream"]
 
 #: a mark noted and not yet written: (seq, chain link, when, the stream's first
 #: record's time or None); a deletion is (0, None, when, None)
@@ -58,14 +65,36 @@ def reset_kept(mark: dict[str, Any], old: dict[str, Any] | None) -> dict[str, An
     stream's last reset (``"r"``): ``old``'s when it was a deletion, or the reset
     ``old`` carried unless the two are of different incarnations (either one of none
     known, a rewrite's mark or an older version's, keeps it: a reset only ever makes
-    the check more lenient)."""
+    the check more lenient). And the time of the deletion the file held before this
+    incarnation (``"d"``: :func:`needs_proof`), carried likewise; none when it held
+    none (no key: the file's size and merge cost as before for every other agent)."""
     if old is None:
         return mark
+    same = None in (old.get("c"), mark.get("c")) or old["c"] == mark["c"]
     if int(old["seq"]) < 1:
-        mark["r"] = float(old["t"])
-    elif "r" in old and (None in (old.get("c"), mark.get("c")) or old["c"] == mark["c"]):
-        mark["r"] = float(old["r"])
+        mark["r"] = mark["d"] = float(old["t"])
+    elif same:
+        if "r" in old:
+            mark["r"] = float(old["r"])
+        if "d" in old:
+            mark["d"] = float(old["d"])
     return mark
+
+
+def needs_proof(older: dict[str, Any], newer: dict[str, Any]) -> bool:
+    """True when ``newer`` (the file's mark of ``older``'s agent, made after it) holding
+    explains ``older`` not holding only if ``older``'s incarnation was ended since
+    ``older`` was made: ``newer`` is of another incarnation, and the file held no
+    deletion of the agent made after ``older`` right before that incarnation's first
+    mark (its ``"d"``). A stream wholly lost (a lossy failover) and begun again by a
+    process whose copy of the file never held ``older`` reads the same as a stream
+    deleted and made again: only a durable record of the delete tells them apart
+    (:mod:`.ended`). False when either incarnation is not known (newest wins then, as
+    before)."""
+    created, other = older.get("c"), newer.get("c")
+    if created is None or other is None or other == created:
+        return False
+    return float(newer.get("d", float("-inf"))) < float(older["t"])
 
 
 def same_stream(older: dict[str, Any], newer: dict[str, Any]) -> bool:

@@ -3,13 +3,15 @@
 A process holding the mark of a record the store lost, whose agent another process
 sharing the witness file wrote again at that seq (a lossy failover), learns it from the
 other process's newer mark: of the same incarnation, not reset since
-(:func:`.incarnation.same_stream`). That newer mark replaces the lost one in the file,
-and in this process's copy of the file at its next read of it: the next read of the
-agent served the other state and ``verify`` found nothing — the rollback reported
-once (tests/store/test_witness_incarnation.py). The lost mark is kept here, by
-witness, so that every read of the agent raises ``RollbackDetected`` again and
-``verify`` reports it, until the file says otherwise (moved away, the agent deleted or
-made again since) or this process writes the agent again.
+(:func:`.incarnation.same_stream`), or of another one begun without a record that the
+marked one was ended (a stream lost whole and begun again: :mod:`.ended`). That newer
+mark replaces the lost one in the file, and in this process's copy of the file at its
+next read of it: the next read of the agent served the other state and ``verify`` found
+nothing — the rollback reported once (tests/store/test_witness_incarnation.py). The lost
+mark is kept here, by witness, so that every read of the agent raises
+``RollbackDetected`` again and ``verify`` reports it, until the file says otherwise
+(moved away, the agent deleted or made again since) or this process writes the agent
+again.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from .incarnation import same_stream
+from .ended import unexplained
+from .incarnation import needs_proof, same_stream
 
 if TYPE_CHECKING:
     from ..errors import RollbackDetected
@@ -83,14 +86,19 @@ async def rechecked(
 ) -> RollbackDetected | None:
     """A suspect ``mark`` checked again (``verify``, the opening check) against the
     file's mark ``now`` of its agent, read afresh: ``now``'s problem, or ``mark``'s when
-    ``now`` holds but is of the same stream, not reset since (kept then: :func:`keep`).
+    ``now`` holds but is of the same stream, not reset since, or of another incarnation
+    begun without a record that ``mark``'s ended (:mod:`.ended`; kept then: :func:`keep`).
     Was: ``now`` holding was taken for a delete and a new stream, always."""
     problem = await witness._check_mark(store, now, exact)
-    if problem is None and now is not mark and same_stream(mark, now):
+    if problem is not None or now is mark:
+        return problem
+    same = same_stream(mark, now)
+    if same or needs_proof(mark, now):  # (another incarnation, its end unproven: ended.py)
         problem = await witness._check_mark(store, mark, exact)
-        if problem is not None:
+        if problem is not None and (same or await unexplained(witness, store, mark, now)):
             keep(witness, str(mark["agent_id"]), mark)
-    return problem
+            return problem
+    return None
 
 
 async def replaced(
@@ -108,7 +116,12 @@ async def replaced(
         now = witness._known.get(agent_id)
         if now is None or int(mark["seq"]) < 1 or float(now["t"]) <= float(mark["t"]):
             continue
-        if now.get("digest") == mark.get("digest") or not same_stream(mark, now):
+        if now.get("digest") == mark.get("digest"):
             continue
-        if await witness._check_mark(store, mark, True) is not None:
+        same = same_stream(mark, now)
+        if not same and not needs_proof(mark, now):
+            continue
+        if await witness._check_mark(store, mark, True) is None:
+            continue
+        if same or await unexplained(witness, store, mark, now):  # (ended.py)
             keep(witness, agent_id, mark)

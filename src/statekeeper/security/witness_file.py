@@ -71,7 +71,7 @@ def entries_of(doc: Any) -> dict[str, dict[str, Any]]:
     """The entries, by agent id, of the automatic witness file ``doc`` (parsed JSON).
     Raises :class:`OtherFormat` for a file of another format version, ``ValueError``
     (``KeyError``, ``TypeError``) naming what is wrong for a damaged one. An entry's
-    optional ``c`` and ``r`` (:mod:`.incarnation`) are numbers when present: a file
+    optional ``c``, ``r`` and ``d`` (:mod:`.incarnation`) are numbers when present: a file
     written before they were has none, and is read as it was."""
     streams = doc.get("streams") if isinstance(doc, dict) else None
     version = doc.get("statekeeper_witness") if isinstance(doc, dict) else None
@@ -82,4 +82,5 @@ def entries_of(doc: Any) -> dict[str, dict[str, Any]]:
     entries = {str(e["agent_id"]): e for e in streams}
     for entry in entries.values():
         int(entry["seq"]), float(entry["t"]), float(entry.get("c", 0)), float(entry.get("r", 0))
+        float(entry.get("d", 0))
     return entries

@@ -17,9 +17,11 @@ from ..errors import (
     StatekeeperError,
     WitnessStoreMismatch,
 )
+from ..security.ended import provide
 from ..security.highwater import OPEN_CHECKS, SUFFIX, HighWater, default_location
 from ..security.lost import replaced
 from ..security.witness_store import adopt_renewed, describe, differs, identify
+from .deleted_since import deleted_since
 from .keyguard import KeyGuard, key_family
 from .seen import Ask
 from .verification import Problem
@@ -54,6 +56,7 @@ def open_witness(
         return await identify(backend)
 
     found.identify = identified  # the store it witnesses: recorded in the file
+    provide(found, deleted_since)  # (its tombstones prove a delete: security/ended.py)
     return found
 
 
