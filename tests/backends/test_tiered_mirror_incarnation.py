@@ -19,10 +19,13 @@ the append made as asked). SQLite and Redis hot tiers, shared by three stores.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from statekeeper.backends.memory import MemoryBackend
+from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.backends.tiered import TieredBackend
 from statekeeper.records import AppendRequest, RawEvent
 from statekeeper.testing import request as appended
@@ -174,3 +177,20 @@ async def test_a_durable_tier_comparing_no_tags_proves_by_its_head_read(
     assert await other.hot.head_tag("a") == (4, b"next-4")  # type: ignore[union-attr]
     assert await reader.read("a") == await reader.durable.read("a")
     assert reader.stats["fills"] == 1
+
+
+async def test_a_private_memory_hot_copy_of_an_earlier_incarnation_is_not_appended_to(
+    tmp_path: Path,
+) -> None:
+    """A ``memory://`` hot tier (private to its backend): the agent re-made through the
+    durable tier alone, then this backend's unchecked append, then its own read."""
+    store = TieredBackend(SQLiteBackend(tmp_path / "d.db"), hot=MemoryBackend(), hot_timeout=60)
+    await store.initialize()
+    try:
+        await _first(store, b"old-2", filled=False)
+        await store.durable.delete_agent("a")
+        await store.durable.append(AppendRequest("a", 0, _events(0, 2, b"new"), head_tag=b"new-2"))
+        stored = await _second(store, b"new-2")
+        assert await store.read("a") == stored  # was: old-1, old-2, next-3
+    finally:
+        await store.close()
