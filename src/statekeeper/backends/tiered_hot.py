@@ -235,7 +235,11 @@ class TieredHot(TieredPart):
                 sent[i] = dataclasses.replace(r, expected_tag=prev.head_tag, check_tag=True)
             else:
                 stale.add(r.agent_id)  # (proven no way: dropped)
-        tags = await asyncio.gather(*(hot.head_tag(requests[i].agent_id) for i in asked))
+        tags = (
+            await asyncio.gather(*(hot.head_tag(requests[i].agent_id) for i in asked))
+            if asked
+            else []
+        )
         for i, (seq, tag) in zip(asked, tags, strict=True):
             request = requests[i]
             if seq == request.expected_seq and tag is not None and tag.startswith(PENDING):

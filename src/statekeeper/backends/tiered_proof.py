@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from ..errors import ConflictError
 from ..records import AppendRequest, AppendResult
-from .base import Capability
+from .base import Backend, Capability
 from .tiered_hot import PENDING, Miss, TieredHot, as_durable
 
 __all__ = ["Proofs", "TieredProof"]
@@ -69,11 +69,13 @@ class TieredProof(TieredHot):
         durable = self.durable
         compares = durable.compares_head_tag
 
+        async def read(hot: Backend) -> list[tuple[int, bytes | None]]:
+            if len(agents) == 1:  # (no task: the common case, one append)
+                return [await hot.head_tag(agents[0])]
+            return list(await asyncio.gather(*(hot.head_tag(a) for a in agents)))
+
         async def tags() -> list[tuple[int, bytes | None]] | Miss:
-            got = await self._hot_call(
-                lambda h: asyncio.gather(*(h.head_tag(a) for a in agents)), agents, write=False
-            )
-            return got if isinstance(got, Miss) else list(got)
+            return await self._hot_call(read, agents, write=False)
 
         if compares:
             copies, heads = await tags(), None
@@ -132,8 +134,6 @@ class TieredProof(TieredHot):
         """(Under the agent's lock.) :meth:`_durable_append` of ``request`` with its
         proof (:meth:`_proven`); None for the proofs: the copy was proven stale
         (dropped: nothing to mirror)."""
-        if request.check_tag or request.expected_seq == 0:  # (a store's: no proof)
-            return await self._durable_append(request), {}
         sent, proofs = await self._proven([request])
         try:
             return await self._durable_append(sent[0]), proofs

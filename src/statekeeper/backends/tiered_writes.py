@@ -153,7 +153,12 @@ class TieredWrites(TieredRehydrate, TieredProof):
             kept = await self._create_refused(request)
             if kept is not None:
                 raise kept
-            result, proofs = await self._append_proven(request)
+            if request.check_tag or request.expected_seq == 0:  # (a store's: its tag)
+                result = await self._durable_append(request)
+                if not result.duplicate:
+                    await self._hot_apply([request])
+                return result
+            result, proofs = await self._append_proven(request)  # (:mod:`.tiered_proof`)
             await self._hot_apply_proven([request], [result], proofs)
         return result
 
