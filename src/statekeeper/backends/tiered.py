@@ -6,9 +6,9 @@ Writes
     An append goes to the durable tier first — compare-and-append, idempotency keys
     and conflicts are decided there, and nothing is acknowledged before it commits —
     then, best effort, to the hot tier with the same expected seq. When the hot copy
-    disagrees (its append conflicts) it is dropped, to be refilled on the next read.
-    :meth:`TieredBackend.append_batch` shares one durable commit and one pipelined hot
-    round trip.
+    disagrees (its append conflicts) it is dropped, to be refilled on the next read;
+    so is one not proven the agent's incarnation by the commit (:mod:`.tiered_proof`).
+    :meth:`TieredBackend.append_batch`: one durable commit, one pipelined hot trip.
 
 Reads — the durable tier is the authority
     ``head`` and ``head_tag`` are always answered by the durable tier (one indexed
@@ -75,14 +75,15 @@ Read-only (``readonly=True``)
 The parts
     :class:`TieredBackend` is assembled from one part per job, each a module:
     :mod:`.tiered_base` (what the parts share), :mod:`.tiered_hot` (the hot tier),
-    :mod:`.tiered_writes` (every write), :mod:`.tiered_claims` (markers and claims:
-    reading, taking over, ending, conditional clean-ups) with :mod:`.tiered_owner`
-    (a claim's owner and whether it is provably gone), :mod:`.tiered_demote`
-    (demotion), :mod:`.tiered_rehydrate` (rehydration and first uses),
-    :mod:`.tiered_in_place` (reads where the agent is), :mod:`.tiered_agents`
-    (listings, counts, calls over every agent), :mod:`.tiered_copy` (copying a stream
-    between tiers) and :mod:`.tiered_cold` (is a cold copy the demoted stream). This
-    module holds the constructor and the reads, leases and feed.
+    :mod:`.tiered_writes` (every write), :mod:`.tiered_proof` (unchecked appends'
+    hot copies), :mod:`.tiered_claims` (markers and claims: reading, taking over,
+    ending, conditional clean-ups) with :mod:`.tiered_owner` (a claim's owner and
+    whether it is provably gone), :mod:`.tiered_demote` (demotion),
+    :mod:`.tiered_rehydrate` (rehydration and first uses),
+    :mod:`.tiered_in_place` (reads where the agent is), :mod:`.tiered_agents` (listings,
+    counts, calls over every agent), :mod:`.tiered_copy` (copying a stream between
+    tiers), :mod:`.tiered_cold` (is a cold copy the demoted stream); here: the
+    constructor and the reads, leases and feed.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence, Set
 from typing import TypeVar
 
 from ..errors import ConfigurationError, ConflictError, IntegrityError, StoreClosed
@@ -20,7 +20,7 @@ from .base import Backend, Capability
 from .tiered_base import PAGE, TieredPart
 from .tiered_copy import append_copy, base_of, snapshots
 
-__all__ = ["MISS", "Miss", "TieredHot"]
+__all__ = ["MISS", "PENDING", "UNTAGGED", "Miss", "TieredHot", "as_durable"]
 
 logger = logging.getLogger("statekeeper.backends.tiered")
 
@@ -41,7 +41,7 @@ UNTAGGED = b"statekeeper/untagged-hot-copy"
 PENDING = b"statekeeper/pending-hot-copy/"
 
 
-def _as_durable(hot: tuple[int, bytes | None]) -> tuple[int, bytes | None]:
+def as_durable(hot: tuple[int, bytes | None]) -> tuple[int, bytes | None]:
     """A hot copy's head and tag as the durable tier's would read (``UNTAGGED``: none)."""
     return (hot[0], None) if hot[1] == UNTAGGED else hot
 
@@ -159,7 +159,7 @@ class TieredHot(TieredPart):
         )
         if durable[0] == 0 or isinstance(hot, Miss) or isinstance(answer, Miss):
             return None
-        if _as_durable(hot) == durable:
+        if as_durable(hot) == durable:
             return durable[0], answer
         if hot[0] > 0:  # stale, or moved/rewritten by someone else: refill it
             await self._drop_hot(agent_id)
@@ -171,15 +171,21 @@ class TieredHot(TieredPart):
         if not isinstance(hot_head, Miss) and hot_head not in (0, durable_head):
             await self._drop_hot(agent_id)
 
-    async def _hot_apply(self, requests: Sequence[AppendRequest]) -> None:
-        """Mirror appends the durable tier accepted into the hot tier, best effort."""
+    async def _hot_apply(
+        self, requests: Sequence[AppendRequest], known: Set[int] = frozenset()
+    ) -> None:
+        """Mirror appends the durable tier accepted into the hot tier, best effort
+        (``known``: the indexes of those whose ``expected_tag`` is their copy's tag,
+        proven by the durable commit: :mod:`.tiered_proof`)."""
         if self.hot is None or not requests:
             return
         agents = sorted({r.agent_id for r in requests})
         # the durable tier checked the fences; the copy carries none
         plain = [dataclasses.replace(r, fence=None) if r.fence is not None else r for r in requests]
         stale: set[str] = set()
-        results = await self._hot_call(lambda h: self._mirror(h, plain, stale), agents, write=True)
+        results = await self._hot_call(
+            lambda h: self._mirror(h, plain, stale, known), agents, write=True
+        )
         if isinstance(results, Miss):
             return
         for request, result in zip(requests, results, strict=True):
@@ -192,39 +198,55 @@ class TieredHot(TieredPart):
             await self._drop_hot(agent_id)
 
     async def _mirror(
-        self, hot: Backend, requests: list[AppendRequest], stale: set[str]
+        self,
+        hot: Backend,
+        requests: list[AppendRequest],
+        stale: set[str],
+        known: Set[int] = frozenset(),
     ) -> list[AppendResult | BaseException]:
-        """The hot append of ``requests``. One not comparing a known tag (no
-        ``check_tag``; ``expected_tag`` None) is made to compare the copy's tag, read
-        first (one hot call more, these appends alone): a copy under a fill's pending
-        tag is not appended to (``stale``: dropped, the fill's promotion then
-        refused), and the stand-in ``UNTAGGED`` of a filled untagged stream counts as
-        none. Was: an unchecked append made a pending copy the durable head and tag
-        (served unchecked: the old bytes of a rewrite that came between the fill's read
-        and its write); a checked untagged one was refused by every filled copy
-        (dropped by each write, refilled by each read)."""
+        """The hot append of ``requests``, each compared with a head tag its copy is
+        proven to carry by the durable commit: a tagged one's ``expected_tag``, the
+        copy's tag one given before the durable append (``known``:
+        :mod:`.tiered_proof`), or the head tag of the one before it of its agent here
+        (it chains on that). One with ``check_tag`` and ``expected_tag`` None reads the
+        copy's tag first (one hot call more, these appends alone): the stand-in
+        ``UNTAGGED`` of a filled untagged stream counts as none, a copy under a fill's
+        pending tag is not appended to (``stale``: dropped, the fill's promotion then
+        refused). Any other (no ``check_tag``, not proven) is not mirrored: its agent's
+        copy is dropped (``stale``). Was: the copy's tag read and compared — a copy of
+        an earlier incarnation of the agent at the same head (deleted and written again
+        past this hot tier) was appended to, given the durable head and tag, and served
+        with its old events; and an unchecked append onto a pending copy made it the
+        durable head and tag (the old bytes of a rewrite between the fill's read and
+        its write, served)."""
         if not (hot.compares_head_tag and hot.supports(Capability.REWRITE)):
             return await hot.append_batch(requests)
-        first = {r.agent_id: i for i, r in reversed(list(enumerate(requests)))}
-        asked = [
-            i
-            for i, r in enumerate(requests)
-            if first[r.agent_id] == i  # (a later one of its agent chains on it)
-            and r.expected_seq > 0
-            and (not r.check_tag or r.expected_tag is None)
-        ]
-        tags = await asyncio.gather(*(hot.head_tag(requests[i].agent_id) for i in asked))
         sent = list(requests)
+        asked: list[int] = []
+        before: dict[str, AppendRequest] = {}
+        for i, r in enumerate(requests):
+            prev, before[r.agent_id] = before.get(r.agent_id), r
+            if i in known or r.expected_seq == 0:
+                continue
+            if r.check_tag:
+                if prev is None and r.expected_tag is None:
+                    asked.append(i)  # (a later one of its agent chains on the one before)
+            elif prev is not None and r.expected_seq == prev.expected_seq + len(prev.events):
+                sent[i] = dataclasses.replace(r, expected_tag=prev.head_tag, check_tag=True)
+            else:
+                stale.add(r.agent_id)  # (proven no way: dropped)
+        tags = (
+            await asyncio.gather(*(hot.head_tag(requests[i].agent_id) for i in asked))
+            if asked
+            else []
+        )
         for i, (seq, tag) in zip(asked, tags, strict=True):
             request = requests[i]
             if seq == request.expected_seq and tag is not None and tag.startswith(PENDING):
                 stale.add(request.agent_id)
-                continue
-            if request.check_tag and tag != UNTAGGED:
-                continue  # (None compared as sent)
-            # (the tag read, compared: a fill's copy written since is not appended to)
-            sent[i] = dataclasses.replace(request, expected_tag=tag, check_tag=True)
-        # (a pending copy's agent is left out: appended to, it would be served)
+            elif tag == UNTAGGED:  # (else None compared as sent)
+                sent[i] = dataclasses.replace(request, expected_tag=tag)
+        # (a stale copy's agent is left out: appended to, it would be served)
         kept = [i for i, r in enumerate(sent) if r.agent_id not in stale]
         made = await hot.append_batch([sent[i] for i in kept]) if kept else []
         results: list[AppendResult | BaseException] = [
@@ -247,7 +269,7 @@ class TieredHot(TieredPart):
             if head == 0 or head > self.fill_limit:
                 return
             current = await self._hot_call(lambda h: h.head_tag(agent_id), [agent_id], write=False)
-            if isinstance(current, Miss) or _as_durable(current) == (head, tag):
+            if isinstance(current, Miss) or as_durable(current) == (head, tag):
                 return
             # the copy under a pending tag of its own, made the durable one only once
             # its check passed: one whose check failed (or was cancelled), its drop

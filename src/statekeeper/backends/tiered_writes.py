@@ -27,7 +27,7 @@ from .base import (
 )
 from .settle_row import settles_at_head, store_at_head
 from .tiered_claims import COLD_MARKER
-from .tiered_hot import TieredHot
+from .tiered_proof import TieredProof
 from .tiered_refusals import ABSENT, DEMOTED, deleted_hot_copy_left, hot_copy_kept, hot_copy_left
 from .tiered_rehydrate import TieredRehydrate
 from .tiered_unfenced import copy_not_pruned, prune_copy
@@ -37,7 +37,7 @@ __all__ = ["TieredWrites"]
 _T = TypeVar("_T")
 
 
-class TieredWrites(TieredRehydrate, TieredHot):
+class TieredWrites(TieredRehydrate, TieredProof):
     """The write part of :class:`~statekeeper.backends.tiered.TieredBackend`."""
 
     async def _drop_hot_first(self, agent_id: str, change: str, *, by_tag: bool = False) -> bool:
@@ -153,9 +153,13 @@ class TieredWrites(TieredRehydrate, TieredHot):
             kept = await self._create_refused(request)
             if kept is not None:
                 raise kept
-            result = await self._durable_append(request)
-            if not result.duplicate:
-                await self._hot_apply([request])
+            if request.check_tag or request.expected_seq == 0:  # (a store's: its tag)
+                result = await self._durable_append(request)
+                if not result.duplicate:
+                    await self._hot_apply([request])
+                return result
+            result, proofs = await self._append_proven(request)  # (:mod:`.tiered_proof`)
+            await self._hot_apply_proven([request], [result], proofs)
         return result
 
     async def _durable_append(self, request: AppendRequest) -> AppendResult:
@@ -216,9 +220,10 @@ class TieredWrites(TieredRehydrate, TieredHot):
                     await self._rehydrate(agent_id, locked=True)
                 for agent_id in sorted({r.agent_id for r in requests} - self._settled.keys()):
                     await self._first_use(agent_id, await self.durable.head(agent_id), locked=True)
-            results = await self._batch_creates_checked(requests)
+            sent, proofs = await self._proven(requests)  # (an unchecked append's copy)
+            results = await self._batch_creates_checked(sent)
             if self.cold is not None:
-                for i, (req, res) in enumerate(zip(requests, results, strict=True)):
+                for i, (req, res) in enumerate(zip(sent, results, strict=True)):
                     if (
                         isinstance(res, ConflictError)
                         and res.current_seq == 0
@@ -228,12 +233,8 @@ class TieredWrites(TieredRehydrate, TieredHot):
                             results[i] = await self.durable.append(req)
                         except Exception as exc:
                             results[i] = exc
-            accepted = [
-                req
-                for req, res in zip(requests, results, strict=True)
-                if isinstance(res, AppendResult) and not res.duplicate
-            ]
-            await self._hot_apply(accepted)
+            await self._refused_proofs(requests, sent, results, proofs)
+            await self._hot_apply_proven(requests, results, proofs)
             for req, res in zip(requests, results, strict=True):
                 if isinstance(res, ConflictError):
                     await self._check_hot_head(req.agent_id, res.current_seq)

@@ -136,7 +136,9 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
     one (:func:`applied`). Returns those not applied: their head moved meanwhile, or an
     engine refused one planned before a retention prune (``RewriteBelowPrunedBase``:
     where the page is one commit, nothing of it was written, so every rewrite of it is
-    returned), for the caller to read and plan again."""
+    returned; an engine rewriting one agent at a time refuses that agent's alone, and
+    S3 may refuse one part-way, some of its records written: ``maybe_applied``), for
+    the caller to read and plan again."""
     await asyncio.sleep(0)  # let the live system run between pages (memory never waits)
     if not batch:
         return []
@@ -147,7 +149,7 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
         # the page's rewrites and their entries: one commit
         try:
             done = await log.rewrite_with([r.request for r in batch], _marks(store, batch))
-        except RewriteBelowPrunedBase:  # (none of the page written, nor its entries)
+        except RewriteBelowPrunedBase:  # (one commit: none of the page, nor its entries)
             return list(batch)
         for rewrite, ok in zip(batch, done, strict=True):
             if ok:
@@ -159,13 +161,23 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
     # not applied (head moved) are voided after, together
     announced = await _announce(store, batch)
     index = {id(rewrite): i for i, rewrite in enumerate(batch)}
+    refusals: dict[int, BaseException] = {}
     if not backend.rewrites_many:  # one call per agent (Redis, S3): concurrently
 
         async def one(rewrite: Rewrite) -> None:
             try:
                 await backend.rewrite(rewrite.request)
-            except (ConflictError, RewriteBelowPrunedBase):  # (nothing of it written)
+            except (ConflictError, RewriteBelowPrunedBase) as exc:
+                # refused: nothing of it written — but by S3 part-way (``maybe_applied``:
+                # some of its records rewritten, each valid, the head's last): planned
+                # again all the same (the retry finishes it), its entry voided naming
+                # that refusal (a void: "nothing, or not all of it, done"), and the
+                # cached state dropped (folded again from what stands). Was: said to
+                # write nothing, voided as a plain conflict
                 moved.append(rewrite)
+                refusals[id(rewrite)] = exc
+                if getattr(exc, "maybe_applied", False):
+                    _forget(store, rewrite.request.agent_id)
             else:
                 applied(store, rewrite)
 
@@ -187,8 +199,20 @@ async def apply_page(store: StateStore, batch: list[Rewrite]) -> list[Rewrite]:
                 moved.append(rewrite)
     if moved:
         conflict = ConflictError(moved[0].request.agent_id, moved[0].request.expected_seq, -1)
-        await _void(store, announced, sorted(index[id(r)] for r in moved), conflict)
+        kinds: dict[type[BaseException], tuple[BaseException, list[int]]] = {}
+        for rewrite in moved:  # (each voided naming its refusal: one append per kind)
+            why = refusals.get(id(rewrite), conflict)
+            kinds.setdefault(type(why), (why, []))[1].append(index[id(rewrite)])
+        for why, indexes in kinds.values():
+            await _void(store, announced, sorted(indexes), why)
     return moved
+
+
+def _forget(store: StateStore, agent_id: str) -> None:
+    """Drop this process's cached state of ``agent_id`` (a rewrite may partly stand)."""
+    reads = getattr(store, "_reads", None)
+    if reads is not None:
+        reads.forget(agent_id)
 
 
 def applied(store: StateStore, rewrite: Rewrite) -> None:

@@ -297,7 +297,8 @@ async def migrate(
         """Migrate one agent (a retry reads it again: the first attempt uses the
         page's batched reads, and ``planned``, its step when it was planned already).
         A write refused (its head moved; a rewrite planned before a retention prune:
-        ``RewriteBelowPrunedBase``, nothing written) is planned again on a fresh read,
+        ``RewriteBelowPrunedBase``, nothing written — but by S3 part-way,
+        ``maybe_applied``: the retry finishes it) is planned again on a fresh read,
         after a :func:`.report.pause`; refused :data:`.report.RETRIES` times, the agent
         is reported failed, with the prune's refusal when that was the last one."""
         pruned: RewriteBelowPrunedBase | None = None

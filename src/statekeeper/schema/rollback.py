@@ -378,7 +378,7 @@ async def _strip(store: StateStore, run_id: str, report: MigrationReport) -> Non
             seq = head.seq if head is not None else None
             try:
                 await apply(store, request)
-            except (ConflictError, RewriteBelowPrunedBase) as exc:  # (nothing written)
+            except (ConflictError, RewriteBelowPrunedBase) as exc:  # (none, or S3 part-way)
                 report.retries += 1
                 refused = exc
                 continue  # appended (or pruned) meanwhile: read the head again
