@@ -25,16 +25,15 @@ import math
 import sys
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..backends.sqlite.loop import live_timers
-from ..errors import StatekeeperError, StoreClosed
+from ..errors import StoreClosed
 from . import forks
 from .handing import Handed
 from .interrupts import MAIN_THREAD, Sigint
-from .iterating import iterate_with, next_item
+from .loop_faces import _CLOSED, Faces
 from .loop_steps import Rest, end_interrupted, next_due, nothing, run_ready, run_rounds, working
 
 __all__ = ["Faces", "SharedLoop"]
@@ -45,7 +44,6 @@ _get_ident = threading.get_ident
 _get_hooks, _set_hooks = sys.get_asyncgen_hooks, sys.set_asyncgen_hooks
 _get_running_loop, _set_running_loop = asyncio._get_running_loop, asyncio._set_running_loop
 
-_CLOSED = "the saver has been closed"
 
 #: how often the background thread runs the loop for timers and background tasks
 #: (claim renewal, a flush of the store's ``group`` durability) while no call runs it
@@ -72,63 +70,6 @@ class _Waiter:
     def __init__(self, done: Callable[[], bool], event: threading.Event) -> None:
         self.done = done
         self.event = event
-
-
-class Faces(ABC):
-    """What both kinds of saver loop offer besides a blocking :meth:`call`: sync
-    iteration, and async calls awaited in place on the loop or handed to it."""
-
-    _loop: asyncio.AbstractEventLoop
-    _closed: bool
-    #: why calls are refused once ``_closed`` (a fork's copy: :mod:`statekeeper.store.forks`)
-    _closed_why: str = _CLOSED
-    #: what a call made after :meth:`stop` is told (not a fork's copy)
-    _closed_message: str = _CLOSED
-
-    @property
-    @abstractmethod
-    def running(self) -> bool:
-        """Whether the loop runs (calls can be handed to it)."""
-
-    @abstractmethod
-    def call(self, coro: Coroutine[Any, Any, T], *, bare: bool = False) -> T:
-        """Run ``coro`` on the loop and wait for its result (blocking); ``bare``: see
-        :meth:`SharedLoop.call`."""
-
-    @abstractmethod
-    def _handed(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Hand ``coro`` to the loop from another thread."""
-
-    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
-        """Drive an async iterator from sync code, one item per :meth:`call`."""
-        return iterate_with(self.call, agen)
-
-    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the loop and await its result: in place when called there."""
-        if not self.running:
-            coro.close()
-            if self._closed_why is not _CLOSED:  # (a fork's copy)
-                raise StoreClosed(self._closed_why)
-            raise StatekeeperError(self._closed_message)
-        if asyncio.get_running_loop() is self._loop:
-            return await coro
-        return await asyncio.wrap_future(self._handed(coro))
-
-    def new_future(self) -> asyncio.Future[Any]:
-        """A future of the loop (made on any thread; settled on the loop)."""
-        return self._loop.create_future()
-
-    def later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
-        """(On the loop.) Call ``callback`` on the loop in ``delay`` seconds."""
-        return self._loop.call_later(delay, callback)
-
-    async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
-        """Drive an async iterator living on the loop from any loop."""
-        while True:
-            more, item = await self.run(next_item(agen))
-            if not more:
-                return
-            yield item  # type: ignore[misc]
 
 
 class SharedLoop(Faces):
@@ -191,6 +132,10 @@ class SharedLoop(Faces):
     def running(self) -> bool:
         """True until :meth:`stop` has been called."""
         return not self._closed and not self._loop.is_closed()
+
+    def on_loop(self) -> bool:
+        """Whether this thread runs the loop now (the calling code runs on it)."""
+        return self._driver == _get_ident()
 
     def _start(self) -> None:
         """Start the background thread (once; not after :meth:`stop`)."""
@@ -575,9 +520,12 @@ class SharedLoop(Faces):
         self._drive(lambda: passes[0] > 0 and not self._pending(), settle, self._kick)
 
     def stop(self) -> None:
-        """Stop the background thread and close the loop. Idempotent."""
+        """Stop the background thread and close the loop. Idempotent. From code running
+        on the loop: :class:`ConfigurationError` (it would wait for the loop it runs),
+        nothing changed; :meth:`stop_soon` stops it from there."""
         if self._loop.is_closed() or self._closed_why is not _CLOSED:
             return
+        self.refuse_on_loop("stopping the loop")
         self._closed = True
         self._kick.set()
         grace = self._grace
@@ -592,6 +540,17 @@ class SharedLoop(Faces):
         self._last_rites()
         with self._mutex:
             self._loop.close()
+
+    def stop_soon(self) -> None:
+        """(Code running on the loop, done with it: an ``aclose`` there.) Refuse calls
+        from now on and stop the loop on a thread of its own, once its runner has left
+        it (control is back with the loop: :meth:`stop` waits for that)."""
+        if self._loop.is_closed() or self._closed_why is not _CLOSED or self._closed:
+            return
+        self._closed = True  # (calls refused from here; the background thread ends)
+        self._kick.set()
+        name = f"{self._thread.name}-stop"
+        threading.Thread(target=self.stop, name=name, daemon=True).start()
 
     def _last_rites(self) -> None:
         """(In :meth:`stop`, before the loop closes; nobody calls any more.) Nothing
