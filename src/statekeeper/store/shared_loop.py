@@ -34,7 +34,7 @@ from . import forks
 from .handing import Handed
 from .interrupts import MAIN_THREAD, Sigint
 from .loop_faces import _CLOSED, Faces
-from .loop_steps import Rest, end_interrupted, next_due, nothing, run_ready, run_rounds, working
+from .loop_steps import LoopTasks, Rest, end_interrupted, next_due, nothing, run_ready, run_rounds
 
 __all__ = ["Faces", "SharedLoop"]
 
@@ -94,6 +94,7 @@ class SharedLoop(Faces):
         """``name``: the background thread's; ``instead``: what a fork's copy tells to
         open in the child instead (:func:`.forks.watch`)."""
         self._loop = loop = asyncio.new_event_loop()
+        self._tasks = LoopTasks(loop)  # (its tasks: whether they need it run)
         self._hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]  # (its async generator hooks: _step)
         self._mutex = threading.Lock()
         #: the thread running the loop now (None: nobody)
@@ -151,7 +152,12 @@ class SharedLoop(Faces):
         loop: Any = self._loop
         ready = getattr(loop, "_ready", None)
         # (a loop without asyncio's internals, uvloop's: it cannot tell, so start it)
-        if ready is None or ready or working(loop) or (loop._scheduled and self._timers_left()):
+        if (
+            ready is None
+            or ready
+            or self._tasks.working(loop)
+            or (loop._scheduled and self._timers_left())
+        ):
             self._start()
 
     def _timers_left(self) -> bool:
@@ -445,7 +451,7 @@ class SharedLoop(Faces):
         """How long the background thread may sleep before its next pass: no later than
         the loop's next timer, :meth:`later`'s or one the store set itself (a
         write-behind flush, ``settle_after``: the saver's loop ran those up to ``_IDLE`` late)."""
-        idle = not working(self._loop) and not self._pending()
+        idle = not self._tasks.working(self._loop) and not self._pending()
         wait = _IDLE if idle else _POLL
         with self._handed_lock:
             while self._due and self._due[0].cancelled():  # (was: woken for it even so)
