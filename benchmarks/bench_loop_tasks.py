@@ -14,6 +14,9 @@ Prints, as JSON, the least thread CPU time over ``--rounds`` calls:
 * ``call_us``: one non-bare ``SharedLoop.call`` of a coroutine that returns at once
   (a task made, stepped, done: the factory's cost per task), over 2 000 calls.
 
+``--calls N``: only N such calls, for ``valgrind --tool=callgrind`` (the difference of
+two N's, over the calls between them: instructions a call).
+
 Run it against both trees, interleaved, and compare::
 
     for i in 1 2 3; do
@@ -49,9 +52,15 @@ async def _noop() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=None)
     args = parser.parse_args()
     shared = SharedLoop("bench-loop-tasks")
     shared.call(_noop())
+    if args.calls is not None:
+        for _ in range(args.calls):
+            shared.call(_noop())
+        shared.stop()
+        return
     out: dict[str, object] = {}
     calls = 2000
 

@@ -147,6 +147,8 @@ def test_aclose_on_the_savers_loop_closes_cleanly(tmp_path: Path, runner: str) -
         async with saver:
             await saver.aput(_THREAD, _checkpoint(3), {"source": "input", "step": 3}, {"n": 4})
             seen["buffered"] = saver.store.stats().buffered
+        saver.close()  # (closed already, its loop stopping: returns)
+        saver._portal.stop()  # (stopping already: returns, the stop goes on elsewhere)
         seen["stored"] = await asyncio.to_thread(_stored, url)  # committed by the close
         with pytest.raises(StatekeeperError):  # refused from then on, on the loop too
             await saver.aget_tuple(_THREAD)

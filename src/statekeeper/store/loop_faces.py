@@ -44,8 +44,9 @@ class Faces(ABC):
 
     def refuse_on_loop(self, what: str) -> None:
         """Raise :class:`ConfigurationError` when ``what`` (a blocking close) is asked
-        for from code running on the loop; nothing is changed then."""
-        if self.on_loop():
+        for from code running on the loop; nothing is changed then. (Not once stopped,
+        nor in a fork's copy: the close is a no-op there.)"""
+        if self.running and self.on_loop():
             raise ConfigurationError(
                 f"{what} from code running on the saver's own event loop would wait for "
                 "that loop for ever: await saver.aclose() there, or close it from outside "

@@ -531,7 +531,10 @@ class SharedLoop(Faces):
         nothing changed; :meth:`stop_soon` stops it from there."""
         if self._loop.is_closed() or self._closed_why is not _CLOSED:
             return
-        self.refuse_on_loop("stopping the loop")
+        if self.on_loop():  # (it would wait for the loop this code runs on)
+            if self._closed:  # stopping already (stop_soon's thread): it ends it
+                return
+            self.refuse_on_loop("stopping the loop")
         self._closed = True
         self._kick.set()
         grace = self._grace
