@@ -178,6 +178,10 @@ class Portal(SharedLoop):
     def _reentered(self) -> BaseException:
         return _on_own_loop("a blocking call of a sync store")
 
+    def refuse_on_loop(self, what: str) -> None:
+        if self.on_loop():
+            raise _on_own_loop(what)
+
     @property
     def forked(self) -> bool:
         """True in a process forked from the one that made this portal."""
@@ -373,7 +377,10 @@ class Portal(SharedLoop):
 
     def stop(self) -> None:
         """Stop the loop (and its background thread); a call still in flight is
-        cancelled and its caller gets :class:`StoreClosed`. Idempotent."""
+        cancelled and its caller gets :class:`StoreClosed`. Idempotent. From code
+        running on the loop: :class:`ConfigurationError`, nothing changed."""
+        if not self.forked:
+            self.refuse_on_loop("closing a sync store")
         self._finalizer.detach()
         if self.forked:  # nothing of the parent's is touched from here
             self._stopped = self._closing = True

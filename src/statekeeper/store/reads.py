@@ -4,9 +4,8 @@ Every record read is decoded through the codec (authenticated, and checked again
 the chain), a state is the nearest usable snapshot plus the events after it, and the
 latest state of each agent is kept folded in an LRU cache that later reads bring up
 to date (one indexed read when nothing changed; one storage lost: :mod:`.seen`).
-:class:`ReadPath` owns it and the records pinned by write-behind appends not yet
-stored; the write pipeline (:mod:`.writes`) puts the state after each acknowledged
-append into it."""
+:class:`ReadPath` owns it and the records pinned by write-behind appends not yet stored;
+the write pipeline (:mod:`.writes`) puts the state after each acknowledged append in it."""
 
 from __future__ import annotations
 
@@ -122,9 +121,8 @@ class ReadPath:
         #: the engine ``state_now`` was taken from (``instrument()`` swaps ``backend``)
         self._state_of = backend
         self.ask: Ask | None = None  # the witness, of an agent found gone: .seen.vanished
-        #: the witness's marks, of a state read from storage (:mod:`..security.held`):
-        #: whether it holds one of the agent, and the check that raises when the state
-        #: read is not the one acknowledged (None: the store keeps no witness)
+        #: the witness's marks of a state read (:mod:`..security.held`): held for the
+        #: agent? the check raising when it is not the one acknowledged (None: no witness)
         self.marked: Callable[[str, int, Any], bool] | None = None  # (agent, head, tag)
         self.unheld: Callable[[AgentRecord], bool] | None = None  # (a check to run: .held)
         self.held: Held | None = None
@@ -173,27 +171,28 @@ class ReadPath:
         if self.tuner is not None and "tune" in body:  # "auto": what was learned before
             self.tuner.resume(body["tune"])
         # a whole snapshot (every cold load's case) without a coroutine for its data
+        bases: list[tuple[int, bool]] = []  # (a delta's bases: bytes, typed; whole last)
         data = (
             body["data"]
             if "data" in body and "base" not in body
-            else await self.snapshot_data(agent_id, raw.seq, body)
+            else await self.snapshot_data(agent_id, raw.seq, body, bases=bases)
         )
         record = snapshot_record(agent_id, raw, body, opened.prev, data)
-        record.snapshot_bytes = len(raw.payload)
+        record.snapshot_bytes, record.rich = len(raw.payload), typed or "base" in body
         if type(rb := body.get("rb")) is int and type(whole := body.get("w")) is int:
-            # a tail snapshot (.tails): its whole one's seq and the replay after it
-            record.replay_bytes, record.full_link = rb, None
+            # a tail snapshot (.tails): its whole one's seq, bytes and replay; rich as its chain
+            record.replay_bytes, record.full_link, record.snapshot_bytes = rb, None, bases[-1][0]
             record.snapshot_seq = record.full_seq = whole
-        record.rich = typed or "base" in body  # (a delta's base may be rich)
+            record.rich = typed or any(based for _, based in bases)
         if not record.rich and self.cache.max_size and opened.format == JSON:
             # (kept for a cache: a store without one hands the parsed data over)
             record.blob = plain_data(opened.body, body)
         return record
 
     async def snapshot_data(
-        self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0
+        self, agent_id: str, seq: int, body: dict[str, Any], depth: int = 0, bases: Any = None
     ) -> Any:
-        """The data document of a snapshot body, resolving a delta against its base."""
+        """The data of a snapshot body, a delta resolved (``bases``: a list they join)."""
         if "base" not in body:
             if "data" not in body:
                 raise IntegrityError(agent_id, seq, "snapshot is missing 'data'")
@@ -204,12 +203,13 @@ class ReadPath:
         raw = await self.backend.latest_snapshot(agent_id, base)
         if raw is None or raw.seq != base:
             raise BaseMissing(agent_id, seq, base)
-        base_body, opened = self.open_snapshot(agent_id, raw)
+        base_body, opened, typed = self.open_snapshot_typed(agent_id, raw)
         if opened.prev is None or opened.prev.hex() != link:
             raise IntegrityError(
                 agent_id, seq, f"delta snapshot does not match its base snapshot (seq {base})"
             )
-        data = await self.snapshot_data(agent_id, base, base_body, depth + 1)
+        (bases if bases is not None else []).append((len(raw.payload), typed))
+        data = await self.snapshot_data(agent_id, base, base_body, depth + 1, bases)
         try:
             return apply_tail_ops(data, ops)  # (patch.apply; a run of appends extends)
         except PatchError as exc:

@@ -25,17 +25,16 @@ import math
 import sys
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..backends.sqlite.loop import live_timers
-from ..errors import StatekeeperError, StoreClosed
+from ..errors import StoreClosed
 from . import forks
 from .handing import Handed
 from .interrupts import MAIN_THREAD, Sigint
-from .iterating import iterate_with, next_item
-from .loop_steps import Rest, end_interrupted, next_due, nothing, run_ready, run_rounds, working
+from .loop_faces import _CLOSED, Faces
+from .loop_steps import LoopTasks, Rest, end_interrupted, next_due, nothing, run_ready, run_rounds
 
 __all__ = ["Faces", "SharedLoop"]
 
@@ -45,7 +44,6 @@ _get_ident = threading.get_ident
 _get_hooks, _set_hooks = sys.get_asyncgen_hooks, sys.set_asyncgen_hooks
 _get_running_loop, _set_running_loop = asyncio._get_running_loop, asyncio._set_running_loop
 
-_CLOSED = "the saver has been closed"
 
 #: how often the background thread runs the loop for timers and background tasks
 #: (claim renewal, a flush of the store's ``group`` durability) while no call runs it
@@ -74,63 +72,6 @@ class _Waiter:
         self.event = event
 
 
-class Faces(ABC):
-    """What both kinds of saver loop offer besides a blocking :meth:`call`: sync
-    iteration, and async calls awaited in place on the loop or handed to it."""
-
-    _loop: asyncio.AbstractEventLoop
-    _closed: bool
-    #: why calls are refused once ``_closed`` (a fork's copy: :mod:`statekeeper.store.forks`)
-    _closed_why: str = _CLOSED
-    #: what a call made after :meth:`stop` is told (not a fork's copy)
-    _closed_message: str = _CLOSED
-
-    @property
-    @abstractmethod
-    def running(self) -> bool:
-        """Whether the loop runs (calls can be handed to it)."""
-
-    @abstractmethod
-    def call(self, coro: Coroutine[Any, Any, T], *, bare: bool = False) -> T:
-        """Run ``coro`` on the loop and wait for its result (blocking); ``bare``: see
-        :meth:`SharedLoop.call`."""
-
-    @abstractmethod
-    def _handed(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Hand ``coro`` to the loop from another thread."""
-
-    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
-        """Drive an async iterator from sync code, one item per :meth:`call`."""
-        return iterate_with(self.call, agen)
-
-    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the loop and await its result: in place when called there."""
-        if not self.running:
-            coro.close()
-            if self._closed_why is not _CLOSED:  # (a fork's copy)
-                raise StoreClosed(self._closed_why)
-            raise StatekeeperError(self._closed_message)
-        if asyncio.get_running_loop() is self._loop:
-            return await coro
-        return await asyncio.wrap_future(self._handed(coro))
-
-    def new_future(self) -> asyncio.Future[Any]:
-        """A future of the loop (made on any thread; settled on the loop)."""
-        return self._loop.create_future()
-
-    def later(self, delay: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
-        """(On the loop.) Call ``callback`` on the loop in ``delay`` seconds."""
-        return self._loop.call_later(delay, callback)
-
-    async def aiterate(self, agen: AsyncIterator[T]) -> AsyncIterator[T]:
-        """Drive an async iterator living on the loop from any loop."""
-        while True:
-            more, item = await self.run(next_item(agen))
-            if not more:
-                return
-            yield item  # type: ignore[misc]
-
-
 class SharedLoop(Faces):
     """One asyncio event loop that the threads calling the saver take turns running.
 
@@ -153,6 +94,7 @@ class SharedLoop(Faces):
         """``name``: the background thread's; ``instead``: what a fork's copy tells to
         open in the child instead (:func:`.forks.watch`)."""
         self._loop = loop = asyncio.new_event_loop()
+        self._tasks = LoopTasks(loop)  # (its tasks: whether they need it run)
         self._hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]  # (its async generator hooks: _step)
         self._mutex = threading.Lock()
         #: the thread running the loop now (None: nobody)
@@ -192,6 +134,10 @@ class SharedLoop(Faces):
         """True until :meth:`stop` has been called."""
         return not self._closed and not self._loop.is_closed()
 
+    def on_loop(self) -> bool:
+        """Whether this thread runs the loop now (the calling code runs on it)."""
+        return self._driver == _get_ident()
+
     def _start(self) -> None:
         """Start the background thread (once; not after :meth:`stop`)."""
         with self._start_lock:
@@ -206,7 +152,12 @@ class SharedLoop(Faces):
         loop: Any = self._loop
         ready = getattr(loop, "_ready", None)
         # (a loop without asyncio's internals, uvloop's: it cannot tell, so start it)
-        if ready is None or ready or working(loop) or (loop._scheduled and self._timers_left()):
+        if (
+            ready is None
+            or ready
+            or self._tasks.working(loop)
+            or (loop._scheduled and self._timers_left())
+        ):
             self._start()
 
     def _timers_left(self) -> bool:
@@ -500,7 +451,7 @@ class SharedLoop(Faces):
         """How long the background thread may sleep before its next pass: no later than
         the loop's next timer, :meth:`later`'s or one the store set itself (a
         write-behind flush, ``settle_after``: the saver's loop ran those up to ``_IDLE`` late)."""
-        idle = not working(self._loop) and not self._pending()
+        idle = not self._tasks.working(self._loop) and not self._pending()
         wait = _IDLE if idle else _POLL
         with self._handed_lock:
             while self._due and self._due[0].cancelled():  # (was: woken for it even so)
@@ -575,9 +526,15 @@ class SharedLoop(Faces):
         self._drive(lambda: passes[0] > 0 and not self._pending(), settle, self._kick)
 
     def stop(self) -> None:
-        """Stop the background thread and close the loop. Idempotent."""
+        """Stop the background thread and close the loop. Idempotent. From code running
+        on the loop: :class:`ConfigurationError` (it would wait for the loop it runs),
+        nothing changed; :meth:`stop_soon` stops it from there."""
         if self._loop.is_closed() or self._closed_why is not _CLOSED:
             return
+        if self.on_loop():  # (it would wait for the loop this code runs on)
+            if self._closed:  # stopping already (stop_soon's thread): it ends it
+                return
+            self.refuse_on_loop("stopping the loop")
         self._closed = True
         self._kick.set()
         grace = self._grace
@@ -592,6 +549,17 @@ class SharedLoop(Faces):
         self._last_rites()
         with self._mutex:
             self._loop.close()
+
+    def stop_soon(self) -> None:
+        """(Code running on the loop, done with it: an ``aclose`` there.) Refuse calls
+        from now on and stop the loop on a thread of its own, once its runner has left
+        it (control is back with the loop: :meth:`stop` waits for that)."""
+        if self._loop.is_closed() or self._closed_why is not _CLOSED or self._closed:
+            return
+        self._closed = True  # (calls refused from here; the background thread ends)
+        self._kick.set()
+        name = f"{self._thread.name}-stop"
+        threading.Thread(target=self.stop, name=name, daemon=True).start()
 
     def _last_rites(self) -> None:
         """(In :meth:`stop`, before the loop closes; nobody calls any more.) Nothing

@@ -48,11 +48,9 @@ class BoundLoop(Faces):
         """True until :meth:`stop` has been called (and while its loop is open)."""
         return not self._closed and not self._loop.is_closed()
 
-    def _on_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            return False
+    def on_loop(self) -> bool:
+        """Whether the calling code runs on the bound loop."""
+        return asyncio._get_running_loop() is self._loop
 
     def call(self, coro: Coroutine[Any, Any, T], *, bare: bool = False) -> T:
         """Run ``coro`` on the bound loop and block until it returns (or raises); as a
@@ -60,7 +58,7 @@ class BoundLoop(Faces):
         if not self.running:
             coro.close()
             raise StoreClosed(self._closed_why)
-        if self._on_loop():
+        if self.on_loop():
             coro.close()
             raise ConfigurationError(
                 "a blocking saver call from the event loop the saver is bound to would "

@@ -53,7 +53,7 @@ from langgraph.checkpoint.base import (
 from ...codec import Codec
 from ...store.store import StateStore
 from .faults import CheckpointForkError, ThreadBusyError, ThreadFormatTooNew, ThreadNotFound
-from .loop import BoundLoop
+from .loop import BoundLoop, SharedLoop
 from .pruning import RetentionReport, _SaverPruning
 from .state import _SaverPortal as _SaverPortal  # (imported by the inspector)
 from .state import check_saver_options
@@ -208,7 +208,11 @@ class StatekeeperSaver(_SaverPruning):
     def close(self) -> None:
         """Close the store (when the saver opened it) and stop the saver's loop.
 
-        A saver of :meth:`from_url` that is never closed is closed at interpreter exit."""
+        A saver of :meth:`from_url` that is never closed is closed at interpreter exit.
+        From code running on the saver's loop it would wait for that loop: it raises
+        :class:`~statekeeper.errors.ConfigurationError` there, the saver left open
+        (:meth:`aclose` closes it there)."""
+        self._portal.refuse_on_loop("closing the saver with close()")
         if self._at_exit is not None:
             atexit.unregister(self._at_exit)
         if not self._portal.running:
@@ -221,7 +225,9 @@ class StatekeeperSaver(_SaverPruning):
             self._portal.stop()
 
     async def aclose(self) -> None:
-        """Async :meth:`close`."""
+        """Async :meth:`close`. From code running on the saver's own loop (an ``async
+        with`` exited in a task of it) the store is closed there, calls are refused
+        from then on, and the loop ends once control has left it."""
         if self._at_exit is not None:
             atexit.unregister(self._at_exit)
         if not self._portal.running:
@@ -231,7 +237,11 @@ class StatekeeperSaver(_SaverPruning):
             if self._owns_store:
                 await self._portal.run(self.store.close())
         finally:
-            await asyncio.to_thread(self._portal.stop)
+            portal = self._portal
+            if isinstance(portal, SharedLoop) and portal.on_loop():
+                portal.stop_soon()  # (stop() would wait for the loop this code runs on)
+            else:
+                await asyncio.to_thread(portal.stop)
 
     def __enter__(self) -> StatekeeperSaver:
         return self
