@@ -148,3 +148,56 @@ async def test_a_backup_cancelled_while_its_frames_are_written_leaves_nothing(
     async with StateStore(f"sqlite:///{on_disk / 'r.db'}", keyring=keyring()) as dst:
         await restore(dst, [on_disk / "b.skb"], bkey)
         assert await contents(dst) == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.parametrize("size", [64 << 10, 2 << 20], ids=["small", "huge"])
+def test_frame_buffers_kept_after_a_backup_are_not_shared_with_a_forked_child(
+    on_disk: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """The buffers a backup leaves for the next (``_SPARE``) are the process's own: a
+    child forked after it (a worker, ``multiprocessing``) that runs a backup of its own
+    seals its frames into its copy, never into the parent's (was: a frame smaller than
+    :data:`.directfile.HUGE` went on in a shared mapping, each process's frames written
+    into the other's buffer while it was being written to the disk)."""
+    monkeypatch.setattr(directfile, "_SPARE", [])
+    with open(on_disk / "f", "wb") as fh:
+        out = directfile.direct_file(str(on_disk / "f"), fh.fileno())
+        assert out is not None
+        buf = out.placed_buffer(size)
+        buf[:8] = b"parent!!"
+        out.finish()
+    assert len(directfile._SPARE) == 1 and directfile._SPARE[0] is buf
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a backup of its own takes the spare buffer and fills it
+        code = 1
+        try:
+            directfile._SPARE.pop()[:8] = b"child!!!"
+            code = 0
+        finally:
+            os.write(write, b"x")
+            os._exit(code)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"x"  # (the child wrote: waited on, not timed)
+    finally:
+        os.close(read)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert buf[:8] == b"parent!!"
+
+
+def test_frame_buffers_without_private_mappings_or_huge_page_advice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where ``mmap`` has no ``MAP_PRIVATE`` (Windows) or no ``MADV_HUGEPAGE`` (macOS,
+    BSDs): a buffer of the size asked, in small pages, every byte writable."""
+    for private, advice in ((0, None), (directfile._PRIVATE, None), (0, 14)):
+        monkeypatch.setattr(directfile, "_PRIVATE", private)
+        monkeypatch.setattr(directfile, "_HUGEPAGE", advice)
+        for size in (4096, 2 << 20, (2 << 20) + 4096):
+            buf = directfile.frame_buffer(size)
+            assert len(buf) >= size
+            buf[size - 1 : size] = b"x"
+            buf.close()

@@ -139,3 +139,76 @@ async def test_a_message_appended_after_the_whole_list_was_packed_is_saved(
         msgs.append(_msg(5))
         await store.save("a", {"messages": msgs})
         await _check(url, store, msgs)
+
+
+@pytest.fixture
+def around_pack(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[Callable[[], None]]]]:
+    """``{"call": edits, "return": edits}``: each edit runs once, right before (after)
+    the flat save's packer runs on a list, as another thread would (the GIL passes
+    between the proof's stamp and the pack, and after the pack)."""
+    found = fast_packer()
+    if found is None:
+        pytest.skip("no ormsgpack: no proofs")
+    packb = found[0]
+    edits: dict[str, list[Callable[[], None]]] = {"call": [], "return": []}
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        if arg is packb and event in ("c_call", "c_return"):
+            todo = edits[event[2:]]
+            if todo:
+                todo.pop(0)()
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        yield edits
+    finally:
+        sys.setprofile(previous)
+
+
+async def test_a_message_swapped_out_before_the_pack_and_back_later_is_saved(
+    tmp_path: Path, either: str, around_pack: dict[str, list[Callable[[], None]]]
+) -> None:
+    """Another thread replaces a new message between the proof's stamp and the pack (the
+    bytes carry the replacement), then puts the stamped one back: the stamped dict, its
+    tag unchanged, must not prove the bytes of the replacement (was: every later save
+    kept them, the message put back never stored)."""
+    url = f"sqlite:///{tmp_path / 'p.db'}?synchronous=OFF"
+    msgs = [_msg(i) for i in range(3)]
+    async with StateStore(url) as store:
+        await store.save("a", {"messages": msgs})
+        stamped = _msg(3)
+        msgs.append(stamped)
+        around_pack["call"].append(lambda: msgs.__setitem__(3, _msg(30)))
+        await store.save("a", {"messages": msgs})  # stamps message 3, packs message 30
+        assert not around_pack["call"]
+        msgs[3] = stamped  # (back: the very dict, its tag unchanged)
+        await store.save("a", {"messages": msgs})
+        await _check(url, store, msgs)
+        msgs.append(_msg(5))
+        await store.save("a", {"messages": msgs})
+        await _check(url, store, msgs)
+
+
+async def test_a_message_swapped_after_the_pack_is_saved_as_packed_then_later(
+    tmp_path: Path, either: str, around_pack: dict[str, list[Callable[[], None]]]
+) -> None:
+    """Another thread replaces a new message right after the pack: the event stores what
+    the cached bytes hold (was: the event carried the replacement, re-read from the list,
+    the cache the bytes of the packed one), and the next save stores the replacement."""
+    url = f"sqlite:///{tmp_path / 'p.db'}?synchronous=OFF"
+    msgs = [_msg(i) for i in range(3)]
+    async with StateStore(url) as store:
+        await store.save("a", {"messages": msgs})
+        msgs.append(_msg(3))
+        around_pack["return"].append(lambda: msgs.__setitem__(3, _msg(30)))
+        await store.save("a", {"messages": msgs})
+        assert not around_pack["return"]
+        async with StateStore(url) as fresh:
+            stored = (await fresh.load("a")).data
+        assert (await store.load("a")).data == stored  # (the cache: what is stored)
+        await store.save("a", {"messages": msgs})
+        await _check(url, store, msgs)
+        msgs[3] = _msg(3)
+        await store.save("a", {"messages": msgs})
+        await _check(url, store, msgs)

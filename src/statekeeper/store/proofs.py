@@ -180,7 +180,9 @@ def pure_seal(proof: Proof, packed: bytes) -> Proof | None:
 #: the list is packed, then sealed with the bytes, so that an edit between the two (by
 #: another thread: the GIL can pass after the pack returns) leaves a proof that no
 #: longer holds, never one that holds for the edited items with the bytes of the
-#: unedited ones (tests/store/test_proof_races.py)
+#: unedited ones (tests/store/test_proof_races.py). Both of one private copy of the
+#: list (flat.py): an item swapped out of the caller's list between them, and back
+#: later, its tag unchanged, would prove the bytes of the one swapped in
 make: Callable[[bytes, list[Any]], tuple[Any, ...] | None]
 holds: Callable[[tuple[Any, ...], list[Any]], bool]
 grown: Callable[[tuple[Any, ...], bytes, list[Any]], tuple[Any, ...] | None]

@@ -63,8 +63,10 @@ def frame_buffer(size: int) -> mmap.mmap:
     of it), its first ``size`` bytes' whole huge pieces advised to be huge pages and the
     rest left in small pages (a 2 MiB chunk's frame and its ~40 KiB over: one huge page
     and ten small ones faulted in, not two huge ones). See the module's documentation."""
-    if not _PRIVATE or _HUGEPAGE is None or size < HUGE:
+    if not _PRIVATE:
         return mmap.mmap(-1, size)
+    if _HUGEPAGE is None or size < HUGE:  # (private all the same: a forked child's
+        return mmap.mmap(-1, size, flags=_PRIVATE)  # backup seals into its own copy)
     buf = mmap.mmap(-1, -(-size // HUGE) * HUGE, flags=_PRIVATE)
     with contextlib.suppress(OSError, ValueError):  # (advice only: small pages then)
         buf.madvise(_HUGEPAGE, 0, size - size % HUGE)
