@@ -27,7 +27,8 @@ import pytest
 from statekeeper.backends.memory import MemoryBackend
 from statekeeper.backends.sqlite import SQLiteBackend
 from statekeeper.backends.tiered import TieredBackend
-from statekeeper.records import AppendRequest, RawEvent
+from statekeeper.errors import ConflictError
+from statekeeper.records import AppendRequest, AppendResult, RawEvent
 from statekeeper.testing import request as appended
 
 from .test_tiered_fill_rewrite_race import stores
@@ -194,3 +195,28 @@ async def test_a_private_memory_hot_copy_of_an_earlier_incarnation_is_not_append
         assert await store.read("a") == stored  # was: old-1, old-2, next-3
     finally:
         await store.close()
+
+
+async def test_a_batch_of_two_appends_at_one_seq_keeps_its_order(
+    stores: list[TieredBackend],
+) -> None:
+    """Two unchecked appends of the agent at the same seq in one batch (a group commit of
+    two writers that read the same head): the first wins, as asked, the second is the
+    conflict. Was: the first, given the earlier incarnation's copy tag, refused by the
+    commit; the second (not proven) landed and was acknowledged; the first, made again
+    only after it, refused — the batch's order turned round."""
+    first, other, reader = stores
+    await _first(first, b"old-2", filled=False)
+    await other.durable.delete_agent("a")
+    await other.durable.append(AppendRequest("a", 0, _events(0, 2, b"new"), head_tag=b"new-2"))
+    results = await other.append_batch(
+        [
+            AppendRequest("a", 2, _events(2, 1, b"x"), head_tag=b"x-3"),
+            AppendRequest("a", 2, _events(2, 1, b"y"), head_tag=b"y-3"),
+        ]
+    )
+    assert isinstance(results[0], AppendResult)  # was: ConflictError (head 3)
+    assert isinstance(results[1], ConflictError) and results[1].current_seq == 3
+    stored = await other.durable.read("a")
+    assert [e.payload for e in stored] == [b"new-1", b"new-2", b"x-3"]
+    assert await reader.read("a") == stored

@@ -47,9 +47,9 @@ class TieredProof(TieredHot):
         self, requests: Sequence[AppendRequest]
     ) -> tuple[list[AppendRequest], Proofs]:
         """(Under the agents' locks, before the durable append.) The requests to send
-        the durable tier — the first of each agent without ``check_tag`` given the tag
-        of its hot copy at its base, where the durable tier compares tags — and the
-        proofs: each such request's index and its copy's tag."""
+        the durable tier — the first of each agent without ``check_tag`` (its appends
+        here a chain) given the tag of its hot copy at its base, where the durable tier
+        compares tags — and the proofs: each such request's index and its copy's tag."""
         sent, proofs = list(requests), Proofs()
         hot = self.hot
         if (
@@ -59,9 +59,21 @@ class TieredProof(TieredHot):
         ):
             return sent, proofs
         first: dict[str, int] = {}
+        last: dict[str, AppendRequest] = {}
+        forked: set[str] = set()
         for i, r in enumerate(requests):
             first.setdefault(r.agent_id, i)
-        asked = [i for i in first.values() if requests[i].expected_seq > 0]
+            prev, last[r.agent_id] = last.get(r.agent_id), r
+            if prev is not None and r.expected_seq != prev.expected_seq + len(prev.events):
+                # (not a chain: two at one seq, the first wins, as asked — proven, the
+                # first refused by the copy's tag would let the second land first and be
+                # acknowledged, the first made again only then: refused)
+                forked.add(r.agent_id)
+        asked = [
+            i
+            for i in first.values()
+            if requests[i].expected_seq > 0 and requests[i].agent_id not in forked
+        ]
         asked = [i for i in asked if not requests[i].check_tag]
         if not asked:
             return sent, proofs

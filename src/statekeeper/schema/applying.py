@@ -125,6 +125,8 @@ async def apply(store: StateStore, rewrite: Rewrite) -> None:
     try:
         await store.backend.rewrite(rewrite.request)
     except BaseException as exc:
+        if getattr(exc, "maybe_applied", False):  # (part-way: as in apply_page)
+            _forget(store, rewrite.request.agent_id)
         await _void(store, announced, [0], exc)
         raise
     applied(store, rewrite)
