@@ -165,22 +165,36 @@ def appends_sql() -> str:
     return appends
 
 
+#: a grant of the block "role" of some columns' UPDATE on one table
+_COLUMNS_GRANT = re.compile(r"GRANT UPDATE \([\w, ]+\) ON \{s\}\.(\w+) TO")
+
+
 @cache
 def migration_sql() -> str:
     """Migration 25 (``sql/table_locks.sql``), its placeholders filled: where row
     security is installed, the delete functions, the append functions releasing their
     claims through them, the feed's bounded trigger and every tenant role's new
-    privileges."""
+    privileges (of what it held: a table's columns where it could update the table,
+    the delete functions where it could delete)."""
     tables = ", ".join(f"{{s}}.{t}" for t in _MIGRATED_TABLES)
     grants = []
     for statement in role_sql().split(";"):
         if statement.strip():
             text = statement.strip().replace("{tables}", tables).replace("{r}", "%1$I")
-            grants.append(f"        EXECUTE format('{text}', r);")
+            run = f"EXECUTE format('{text}', r);"
+            if (columns := _COLUMNS_GRANT.match(text)) is not None:
+                run = f"IF '{columns.group(1)}' = ANY (updated) THEN {run} END IF;"
+            elif text.startswith("GRANT EXECUTE"):
+                run = f"IF deletes THEN {run} END IF;"
+            elif not text.startswith("REVOKE"):  # (an edit of the block must say which)
+                raise RuntimeError(f"row_security_deletes.sql: role: {text[:40]!r}")
+            grants.append(f"        {run}")
+    updated = "ARRAY[" + ", ".join(f"'{t}'" for t in _MIGRATED_TABLES) + "]"
     return (
         read_script(_PACKAGE, "sql/table_locks.sql")
         .replace("@sk_deletes@", deletes_sql())
         .replace("@sk_appends@", appends_sql())
         .replace("@sk_feed_mark@", feed_mark_sql())
+        .replace("@sk_updated@", updated)
         .replace("@sk_grants@", "\n".join(grants))
     )
