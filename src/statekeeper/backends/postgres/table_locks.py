@@ -24,6 +24,7 @@ from ..scripts import named_blocks, read_script
 
 __all__ = [
     "RLS_DELETES",
+    "audit_entries_sql",
     "bind_deletes",
     "bind_lock_bounds",
     "deletes_sql",
@@ -197,4 +198,16 @@ def migration_sql() -> str:
         .replace("@sk_feed_mark@", feed_mark_sql())
         .replace("@sk_updated@", updated)
         .replace("@sk_grants@", "\n".join(grants))
+    )
+
+
+def audit_entries_sql() -> str:
+    """Migration 26: a store under row security gets ``sql/row_security.sql``'s block
+    "audit_entries" (the log's entries inserted only at or below the head the
+    inserting transaction moved: a tenant could hold the next one, and every governed
+    write waited on it, unbounded). A store without row security is left as it is."""
+    block = named_blocks(read_script(_PACKAGE, "sql/row_security.sql"))["audit_entries"]
+    return (
+        "DO $do$\nBEGIN\n    IF to_regclass('{s}.sk_grants') IS NULL THEN\n        RETURN;\n"
+        f"    END IF;\n{block}\nEND\n$do$;\n"
     )
