@@ -15,6 +15,8 @@ Run (from a tree; ``--before`` another tree, e.g. ``git worktree add --detach
 /tmp/before 4bf1615d^1`` with the compiled modules copied into its ``src``)::
 
     .venv/bin/python benchmarks/bench_rls_save.py --before /tmp/before --after . --rounds 8
+    .venv/bin/python benchmarks/bench_rls_save.py --before /tmp/before --after . \
+        --rounds 8 --options '&options=-c%20synchronous_commit%3Doff'
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ write = ["acme/**"]
 """
 
 
-async def _child(mode: str, saves: int, warm: int) -> None:
+async def _child(mode: str, saves: int, warm: int, options: str) -> None:
     import psycopg
 
     from statekeeper import StateStore
@@ -55,7 +57,7 @@ async def _child(mode: str, saves: int, warm: int) -> None:
             await enforce_in_postgres(DSN, schema, parse_policy(POLICY), roles={"alice": role})
             scheme, rest = DSN.split("://", 1)
             url = f"{scheme}://{role}@{rest.split('@', 1)[-1]}?schema={schema}"
-        async with StateStore(url, cache_size=0) as store:
+        async with StateStore(url + options, cache_size=0) as store:
             for i in range(warm):
                 await store.save("acme/a1", {"n": i, "pad": "x" * 200})
             took = []
@@ -75,10 +77,11 @@ async def _child(mode: str, saves: int, warm: int) -> None:
             conn.execute(f'DROP ROLE "{role}"')
 
 
-def _run(tree: str, mode: str, saves: int, warm: int) -> tuple[float, str]:
+def _run(tree: str, mode: str, saves: int, warm: int, options: str) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": os.path.join(tree, "src")}
+    child = ["--child", mode, "--saves", str(saves), "--warm", str(warm)]
     out = subprocess.run(
-        [sys.executable, __file__, "--child", mode, "--saves", str(saves), "--warm", str(warm)],
+        [sys.executable, __file__, *child, "--options", options],
         env=env,
         check=True,
         capture_output=True,
@@ -95,9 +98,12 @@ def main() -> None:
     parser.add_argument("--saves", type=int, default=300)
     parser.add_argument("--warm", type=int, default=30)
     parser.add_argument("--child")
+    # e.g. "&options=-c%20synchronous_commit%3Doff": no WAL flush wait (on a loaded
+    # machine the flush's spread hides a statement's cost)
+    parser.add_argument("--options", default="")
     args = parser.parse_args()
     if args.child:
-        asyncio.run(_child(args.child, args.saves, args.warm))
+        asyncio.run(_child(args.child, args.saves, args.warm, args.options))
         return
     print(f"load: {os.getloadavg()}")
     for mode in ("plain", "rls"):
@@ -108,7 +114,7 @@ def main() -> None:
                 trees.reverse()
             got = {}
             for name, tree in trees:
-                got[name], digest = _run(tree, mode, args.saves, args.warm)
+                got[name], digest = _run(tree, mode, args.saves, args.warm, args.options)
                 digests.add((name, digest))
             pairs.append((got["before"], got["after"]))
             ratios.append(got["after"] / got["before"])
