@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import AuditLogLocked, ConflictError, RetriesExhausted, StoreClosed
+from ..errors import ConflictError, RetriesExhausted, StoreClosed
 from ..records import AppendRequest, AppendResult
 from ..records import AuditMark as Mark
+from ..store.governed_checks import LOG_LOCKS
 from .audit_chain import _AuditChain
 from .audit_records import _RETRIES, AUDIT_ID, _body, _mark_body
 
@@ -73,13 +74,14 @@ class _AuditBatch(_AuditChain):
                                 raise RetriesExhausted(AUDIT_ID, _RETRIES, exc) from None
                             self._head = None  # another writer recorded: read its head
                             continue
-                        if isinstance(exc, AuditLogLocked):
-                            # the log's lock, no request's fault: every request not
-                            # written fails with it (was: each sent again alone, each
-                            # waiting audit_lock_timeout for the log again)
-                            self._locked_out += 1
+                        if isinstance(exc, LOG_LOCKS):
+                            # the log's lock (its head's, or the feed's under row
+                            # security), no request's fault: every request not written
+                            # fails with it (was: each sent again alone, each waiting
+                            # audit_lock_timeout for the log again)
+                            self.locked_out(exc)
                             for k, i in enumerate(i for w in (wave, *waves) for i in w):
-                                results[i] = exc if k == 0 else AuditLogLocked(str(exc))
+                                results[i] = exc if k == 0 else type(exc)(str(exc))
                             return [r if r is not None else _lost() for r in results]
                         culprit = _culprit(wave, requests, exc)
                         if culprit is None:

@@ -16,10 +16,12 @@ from ..errors import (
     AuditLogLocked,
     ConfigurationError,
     ConflictError,
+    FeedLocked,
     IntegrityError,
     RetriesExhausted,
 )
 from ..records import AppendRequest, RawEvent, RawSnapshot
+from ..store.governed_checks import LOG_LOCKS
 from .audit_records import (
     _KIND,
     _LINK_BODY,
@@ -56,8 +58,10 @@ class _AuditChain:
         self.reads = reads
         self.clock = clock
         self._lock = asyncio.Lock()
-        # the writes that met the log's head locked (AuditLogLocked): see _turn
+        # the writes that met the log's head locked (AuditLogLocked), or under row
+        # security the feed's lock every write of events takes (FeedLocked): see _turn
         self._locked_out = 0
+        self._locked_by: type[AuditLogLocked | FeedLocked] = AuditLogLocked
         # the head this process last wrote or read: (seq, link, tag); None: unknown
         self._head: tuple[int, bytes, bytes | None] | None = None
         # the store is known to carry KEPT_MARKER (set, or the engine keeps no markers)
@@ -70,23 +74,33 @@ class _AuditChain:
     async def _turn(self) -> AsyncIterator[None]:
         """This process's turn to write the log (``self._lock``). A write that waited
         for its turn while another met the log's head locked (``AuditLogLocked``: it
-        waited ``audit_lock_timeout`` for it) fails at once, nothing written, rather
-        than wait that long again in its turn: n calls queued behind a locked log
-        waited n times the bound before their error (was)."""
+        waited ``audit_lock_timeout`` for it; or the change feed's lock, ``FeedLocked``,
+        which every write of events waits for under row security, the log's too) fails
+        at once, nothing written, rather than wait that long again in its turn: n
+        calls queued behind a locked log waited n times the bound before their error
+        (was; for the feed's lock until readpriv)."""
         seen = self._locked_out
         async with self._lock:
             if self._locked_out != seen:
-                raise AuditLogLocked(
-                    "the store's audit log is locked by another transaction: a write of"
+                what = "audit log" if self._locked_by is AuditLogLocked else "change feed"
+                raise self._locked_by(
+                    f"the store's {what} is locked by another transaction: a write of"
                     " this process waited for it longer than audit_lock_timeout while this"
                     " one waited its turn. Nothing was written: write again; the"
-                    " transaction holding it (see pg_blocking_pids) is the one to end"
+                    " transaction holding it (see pg_blocking_pids, pg_locks) is the one"
+                    " to end"
                 )
             try:
                 yield
-            except AuditLogLocked:
-                self._locked_out += 1
+            except LOG_LOCKS as exc:
+                self.locked_out(exc)
                 raise
+
+    def locked_out(self, exc: AuditLogLocked | FeedLocked) -> None:
+        """A write met the log's lock (``exc``): the writes queued behind it fail at
+        once (:meth:`_turn`)."""
+        self._locked_out += 1
+        self._locked_by = type(exc)
 
     async def _wrote(self, head: tuple[int, bytes, bytes | None]) -> None:
         """After entries were committed: keep the head, and (once per process) see that

@@ -10,11 +10,15 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ..errors import AccessDenied, AuditLogLocked
+from ..errors import AccessDenied, AuditLogLocked, FeedLocked
 from ..records import AppendResult
 from .governed_protocols import AccessPolicy, AuditSink
 
-__all__ = ["Governance", "governance_of", "log_locked", "noting_failure"]
+__all__ = ["LOG_LOCKS", "Governance", "governance_of", "log_locked", "noting_failure"]
+
+#: the locks every write of the audit log waits for at most ``audit_lock_timeout``:
+#: its head row, and under row security the change feed's (every write of events)
+LOG_LOCKS = (AuditLogLocked, FeedLocked)
 
 # voids of cancelled mutations still being written (see Governance.voided)
 _VOIDING: set[asyncio.Future[Any]] = set()
@@ -171,13 +175,15 @@ class Governance:
 
 
 def log_locked(exc: BaseException) -> bool:
-    """True when ``exc`` is the audit log's head found locked (``AuditLogLocked``):
-    its failure is not recorded in that log, whose record would wait
-    ``audit_lock_timeout`` for the same lock again (was: twice the bound, and once
-    more for each failed write of a flush); a note on ``exc`` says so."""
-    if not isinstance(exc, AuditLogLocked):
+    """True when ``exc`` is the audit log's head found locked (``AuditLogLocked``), or
+    under row security the change feed's lock (``FeedLocked``: every write of events
+    waits for it, the log's too): its failure is not recorded in that log, whose record
+    would wait ``audit_lock_timeout`` for the same lock again (was: twice the bound, and
+    once more for each failed write of a flush); a note on ``exc`` says so."""
+    if not isinstance(exc, LOG_LOCKS):
         return False
-    note = "not recorded in the audit log: its head is locked (AuditLogLocked)"
+    what = "its head" if type(exc) is AuditLogLocked else "the change feed"
+    note = f"not recorded in the audit log: {what} is locked ({type(exc).__name__})"
     if note not in getattr(exc, "__notes__", ()):  # (a batch's callers share one)
         exc.add_note(note)
     return True

@@ -138,6 +138,11 @@ _QUERIES: dict[str, str] = named_blocks(read_script(_PACKAGE, "sql/queries.sql")
 BATCHES_IN_FLIGHT = 4
 
 
+#: the longest audit_lock_timeout, seconds: PostgreSQL's lock_timeout (milliseconds,
+#: an int4) set to it
+_LOCK_TIMEOUT_MAX = 2147483.647
+
+
 class PostgresBackend(
     Lifecycle,
     FeedApi,
@@ -191,8 +196,9 @@ class PostgresBackend(
             (:class:`~statekeeper.errors.FeedLocked`), nothing written. Must be below
             ``socket_timeout`` (else the watchdog ends the wait first, as a lost
             connection whose write may have been applied: a
-            :class:`~statekeeper.errors.ConfigurationError` names both); by default
-            10 s, or half of a ``socket_timeout`` under 20 s.
+            :class:`~statekeeper.errors.ConfigurationError` names both), and at
+            most 2147483.647 (PostgreSQL's ``lock_timeout``); by default 10 s, or half
+            of a ``socket_timeout`` under 20 s.
         prepare_threshold: psycopg's server-side prepare threshold (None disables it,
             e.g. behind PgBouncer in transaction mode).
         partitions: create a new schema hash-partitioned by agent id into this many
@@ -276,6 +282,12 @@ class PostgresBackend(
                 f" socket_timeout ({socket_timeout!r} s): a wait for a lock another role"
                 " holds would otherwise end at socket_timeout, as a lost connection whose"
                 " write may have been applied"
+            )
+        elif audit_lock_timeout > _LOCK_TIMEOUT_MAX:  # (was: accepted, every write refused)
+            raise ConfigurationError(
+                f"audit_lock_timeout ({audit_lock_timeout!r} s) must be at most"
+                f" {_LOCK_TIMEOUT_MAX} s: PostgreSQL's lock_timeout, which it sets, is"
+                " milliseconds in an integer (a larger one refused every governed write)"
             )
         _schema.check_partitions(partitions)
         self.dsn = dsn

@@ -183,6 +183,7 @@ async def install_row_security(
         for table in TABLES:
             await conn.execute(sql.SQL(blocks["table"]).format(s=s, t=sql.Identifier(table)))
         await conn.execute(sql.SQL(blocks["audit_head"]).format(s=s))
+        await conn.execute(sql.SQL(blocks["audit_entries"]).format(s=s))
         runlock = named_blocks(
             read_script("statekeeper.backends.postgres", "sql/row_security_runlock.sql")
         )

@@ -135,6 +135,12 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         " it cannot LOCK a table",
         table_locks.migration_sql(),
     ),
+    (
+        26,
+        "under row security a role inserts the audit log's entries only up to the head it"
+        " moved: it cannot hold the next one against every write",
+        table_locks.audit_entries_sql(),
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -24,6 +24,7 @@ from ..scripts import named_blocks, read_script
 
 __all__ = [
     "RLS_DELETES",
+    "audit_entries_sql",
     "bind_deletes",
     "bind_lock_bounds",
     "deletes_sql",
@@ -165,22 +166,48 @@ def appends_sql() -> str:
     return appends
 
 
+#: a grant of the block "role" of some columns' UPDATE on one table
+_COLUMNS_GRANT = re.compile(r"GRANT UPDATE \([\w, ]+\) ON \{s\}\.(\w+) TO")
+
+
 @cache
 def migration_sql() -> str:
     """Migration 25 (``sql/table_locks.sql``), its placeholders filled: where row
     security is installed, the delete functions, the append functions releasing their
     claims through them, the feed's bounded trigger and every tenant role's new
-    privileges."""
+    privileges (of what it held: a table's columns where it could update the table,
+    the delete functions where it could delete)."""
     tables = ", ".join(f"{{s}}.{t}" for t in _MIGRATED_TABLES)
     grants = []
     for statement in role_sql().split(";"):
         if statement.strip():
             text = statement.strip().replace("{tables}", tables).replace("{r}", "%1$I")
-            grants.append(f"        EXECUTE format('{text}', r);")
+            run = f"EXECUTE format('{text}', r);"
+            if (columns := _COLUMNS_GRANT.match(text)) is not None:
+                run = f"IF '{columns.group(1)}' = ANY (updated) THEN {run} END IF;"
+            elif text.startswith("GRANT EXECUTE"):
+                run = f"IF deletes THEN {run} END IF;"
+            elif not text.startswith("REVOKE"):  # (an edit of the block must say which)
+                raise RuntimeError(f"row_security_deletes.sql: role: {text[:40]!r}")
+            grants.append(f"        {run}")
+    updated = "ARRAY[" + ", ".join(f"'{t}'" for t in _MIGRATED_TABLES) + "]"
     return (
         read_script(_PACKAGE, "sql/table_locks.sql")
         .replace("@sk_deletes@", deletes_sql())
         .replace("@sk_appends@", appends_sql())
         .replace("@sk_feed_mark@", feed_mark_sql())
+        .replace("@sk_updated@", updated)
         .replace("@sk_grants@", "\n".join(grants))
+    )
+
+
+def audit_entries_sql() -> str:
+    """Migration 26: a store under row security gets ``sql/row_security.sql``'s block
+    "audit_entries" (the log's entries inserted only at or below the head the
+    inserting transaction moved: a tenant could hold the next one, and every governed
+    write waited on it, unbounded). A store without row security is left as it is."""
+    block = named_blocks(read_script(_PACKAGE, "sql/row_security.sql"))["audit_entries"]
+    return (
+        "DO $do$\nBEGIN\n    IF to_regclass('{s}.sk_grants') IS NULL THEN\n        RETURN;\n"
+        f"    END IF;\n{block}\nEND\n$do$;\n"
     )

@@ -363,13 +363,16 @@ SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)
 -- statekeeper that writes them, sql/row_security.sql; and whether this role reads the
 -- audit log's entries: one row security does not bind, or an admin's of every
 -- namespace, sk_log_admin's test; and whether it knows the namespaces' forget intents;
--- and whether the role deletes through the delete functions: bound by row security,
--- which installed them, migration 25)
+-- and whether the role deletes through the delete functions: installed with row
+-- security, migration 25, for the roles it gave no DELETE; was: row_security_active,
+-- so a BYPASSRLS role given to install_row_security, which took its DELETE too, sent
+-- a DELETE, refused)
 SELECT relrowsecurity, to_regprocedure(%s) IS NOT NULL,
        NOT row_security_active(to_regclass(%s))
        OR has_table_privilege(current_user, to_regclass(%s), 'UPDATE'),
        to_regprocedure(%s) IS NOT NULL,
-       row_security_active(to_regclass(%s)) AND to_regprocedure(%s) IS NOT NULL
+       NOT has_table_privilege(current_user, to_regclass(%s), 'DELETE')
+       AND to_regprocedure(%s) IS NOT NULL
   FROM pg_class WHERE oid = to_regclass(%s)
 
 -- name: feed_frontier_lsn

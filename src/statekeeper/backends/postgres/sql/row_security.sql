@@ -260,6 +260,22 @@ CREATE TRIGGER sk_audit_link_kept AFTER INSERT ON {s}.sk_snapshots
     EXECUTE FUNCTION {s}.sk_audit_link_kept();
 ALTER TABLE {s}.sk_snapshots ENABLE ALWAYS TRIGGER sk_audit_link_kept;
 
+-- name: audit_entries
+-- the log's entries: a role that is not a log admin inserts one only at or below the
+-- log's head as its own transaction sees it (the append functions move the head
+-- first, under the head row's bounded lock: sql/audit_head_lock.sql). Was: any role
+-- inserted the log's next entry (head + 1) without moving the head, in a transaction
+-- it kept open, and every governed write of every tenant, inserting the same entry,
+-- waited on the unique index for it, unbounded (migration 26;
+-- tests/governance/test_postgres_row_security_audit_next_entry.py). Moving the head
+-- first locks its row: the others' wait is bounded (AuditLogLocked).
+DROP POLICY IF EXISTS sk_insert ON {s}.sk_events;
+CREATE POLICY sk_insert ON {s}.sk_events FOR INSERT WITH CHECK (
+    {s}.sk_allowed(agent_id, 2)
+    AND (agent_id <> chr(1) || 'sk-audit/log' OR {s}.sk_log_admin()
+         OR sk_events.seq <= (SELECT a.head_seq FROM {s}.sk_agents a
+                               WHERE a.agent_id = chr(1) || 'sk-audit/log')));
+
 -- name: markers
 -- the store-level markers (sk_markers: "encrypted", statekeeper.store.keyguard): every
 -- role reads them (a store without a key must see that the store is encrypted, whatever

@@ -14,11 +14,19 @@
 -- a store under row security: the delete functions, the append functions releasing
 -- their claims (head rows at 0 an append made and did not take over) through them
 -- (sql/audit_head_lock.sql's, put here by table_locks.py), the feed's bounded trigger,
--- and every role that was given the store's tables (SELECT on sk_agents) its new
--- privileges. A store without row security is left as it is.
+-- and every role row security was installed for (it gave each table-level UPDATE and
+-- DELETE on sk_agents) its new privileges: of what it held, UPDATE of the columns
+-- statekeeper's writes update on each table it could update, the delete functions if
+-- it could delete. A role the database's administrator gave SELECT alone (a reader
+-- following the feed, a backup) is left as it is (was: every role with SELECT on
+-- sk_agents was given the columns' UPDATE and the delete functions, so a read-only
+-- role could move or row-lock the audit log's head, and a BYPASSRLS one delete and
+-- rewrite every tenant's rows). A store without row security is left as it is.
 DO $do$
 DECLARE
     r name;
+    updated text[];
+    deletes boolean;
 BEGIN
     IF to_regclass('{s}.sk_grants') IS NULL THEN
         RETURN;
@@ -29,9 +37,12 @@ BEGIN
     FOR r IN
         SELECT DISTINCT ro.rolname
           FROM pg_class c, aclexplode(c.relacl) a, pg_roles ro
-         WHERE c.oid = '{s}.sk_agents'::regclass AND a.privilege_type = 'SELECT'
+         WHERE c.oid = '{s}.sk_agents'::regclass AND a.privilege_type IN ('UPDATE', 'DELETE')
            AND ro.oid = a.grantee AND a.grantee <> c.relowner
     LOOP
+        updated := ARRAY(SELECT t FROM unnest(@sk_updated@::text[]) t
+                          WHERE has_any_column_privilege(r, to_regclass('{s}.' || t), 'UPDATE'));
+        deletes := has_table_privilege(r, '{s}.sk_agents'::regclass, 'DELETE');
 @sk_grants@
     END LOOP;
 END
