@@ -2,9 +2,9 @@
 
 ``LoopTasks`` (h/loopstop) keeps a ``SharedLoop``'s tasks through the loop's task
 factory. Its factory took ``(loop, coro, context=None)`` only: the signature of 3.11
-and 3.12. From Python 3.13.3 (and in 3.14) ``loop.create_task`` hands a task factory
+and 3.12. Python 3.13.3, and 3.14 on, have ``loop.create_task`` hand a task factory
 every keyword it was given — ``name`` among them, and ``eager_start`` in 3.14 — and no
-longer names the task after it: ``create_task(coro, name=...)`` on the saver's loop
+longer name the task after it: ``create_task(coro, name=...)`` on the saver's loop
 raised ``TypeError`` there (the store's write-behind guard and the witness's waiting
 task are made with a name), and a task without its name counted as work (the
 background thread polled for as long as a guard lived). The factory now passes every
