@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from typing import Any
 
 from statekeeper.store.loop_steps import LoopTasks
 from statekeeper.store.shared_loop import SharedLoop
@@ -27,7 +28,7 @@ async def _noop() -> None:
 def test_the_factory_takes_the_keywords_a_newer_create_task_hands_it() -> None:
     shared = SharedLoop("statekeeper-test-factory")
     try:
-        factory = shared._loop.get_task_factory()
+        factory: Any = shared._loop.get_task_factory()
         assert factory is not None
         coro = _noop()
         # what Python 3.14's BaseEventLoop.create_task(coro, name=..., context=...) does
@@ -68,14 +69,14 @@ def test_a_factory_set_over_it_is_honoured() -> None:
     loop = asyncio.new_event_loop()
     try:
         tasks = LoopTasks(loop)
-        made: list[asyncio.Task[object]] = []
+        made: list[asyncio.Task[Any]] = []
 
-        def mine(lp: asyncio.AbstractEventLoop, coro: object, **kwargs: object) -> object:
-            task = asyncio.Task(coro, loop=lp, **kwargs)  # type: ignore[arg-type]
+        def mine(lp: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+            task: asyncio.Task[Any] = asyncio.Task(coro, loop=lp, **kwargs)
             made.append(task)
             return task
 
-        loop.set_task_factory(mine)  # type: ignore[arg-type]
+        loop.set_task_factory(mine)
         event = asyncio.Event()
 
         async def waiting() -> None:
