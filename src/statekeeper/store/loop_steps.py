@@ -152,8 +152,11 @@ class LoopTasks:
         loop: asyncio.AbstractEventLoop,
         coro: Any,
         context: contextvars.Context | None = None,
+        **kwargs: Any,
     ) -> asyncio.Task[Any]:
-        task = asyncio.Task(coro, loop=loop, context=context)
+        # (3.13.3+ and 3.14 hand a factory every keyword of create_task: ``name``,
+        # ``eager_start``; and no longer name the task after it)
+        task = asyncio.Task(coro, loop=loop, context=context, **kwargs)
         self._made.add(task)
         return task
 

@@ -179,7 +179,7 @@ class Portal(SharedLoop):
         return _on_own_loop("a blocking call of a sync store")
 
     def refuse_on_loop(self, what: str) -> None:
-        if self.on_loop():
+        if self.on_loop() and not self.forked:  # (a forked child's close only marks it)
             raise _on_own_loop(what)
 
     @property
@@ -379,8 +379,7 @@ class Portal(SharedLoop):
         """Stop the loop (and its background thread); a call still in flight is
         cancelled and its caller gets :class:`StoreClosed`. Idempotent. From code
         running on the loop: :class:`ConfigurationError`, nothing changed."""
-        if not self.forked:
-            self.refuse_on_loop("closing a sync store")
+        self.refuse_on_loop("closing a sync store")
         self._finalizer.detach()
         if self.forked:  # nothing of the parent's is touched from here
             self._stopped = self._closing = True

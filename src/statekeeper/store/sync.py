@@ -115,23 +115,23 @@ class SyncStateStore(SyncIntents):
     def close(self) -> None:
         """Flush, close the backend and stop the background loop.
 
-        Closing from one thread while others are inside calls of this store (or of a
-        sync face over it): new calls are refused with
-        :class:`~statekeeper.errors.StoreClosed`; the calls in flight finish first — a
-        save in flight lands and its caller gets its result, a step's or an update's
-        function (in its caller's thread) returns and is recorded — except waits
-        that may not end by themselves (a live subscription's next event), which end
-        with ``StoreClosed``. A write acknowledged before ``close`` returns is durable
-        (``close`` flushes); one whose caller got ``StoreClosed`` was never started.
-        Then the leases the sync lease managers hold are released, the store closes
-        and the loop's thread ends. In a process forked from the one that opened it,
-        ``close`` only marks it closed (the backend's connections are the parent's).
+        Closing from one thread while others are inside calls of this store (or of a sync face
+        over it): new calls are refused with :class:`~statekeeper.errors.StoreClosed`; the calls
+        in flight finish first — a save in flight lands and its caller gets its result, a step's
+        or an update's function (in its caller's thread) returns and is recorded — except waits
+        that may not end by themselves (a live subscription's next event), which end with
+        ``StoreClosed``. A write acknowledged before ``close`` returns is durable (``close``
+        flushes); one whose caller got ``StoreClosed`` was never started. Then the leases the
+        sync lease managers hold are released, the store closes and the loop's thread ends. In a
+        process forked from the one that opened it, ``close`` only marks it closed (the
+        backend's connections are the parent's).
 
-        One never closed has its store flushed, then is closed, at interpreter exit
-        (see :mod:`.sync_exit`), and closed if it (and every face over it) is collected."""
+        One never closed (or refused on its own loop: :class:`ConfigurationError`) is flushed and
+        closed at exit (:mod:`.sync_exit`), and closed once it and its faces are collected."""
+        portal = self._portal
+        portal.refuse_on_loop("closing a sync store")  # (first: then still closed at exit)
         OPEN.discard(self)
         atexit.unregister(self._at_exit)
-        portal = self._portal
         if portal.forked:
             portal.stop()
             return
