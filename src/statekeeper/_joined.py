@@ -22,6 +22,7 @@ it holds is closed under it: the caller's clean-up hands its closing to the thre
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import contextvars
 import logging
@@ -69,11 +70,20 @@ class ThreadScope:
             live = list(self._live)
         return [worker for worker in live if not worker.ended()]
 
-    def handed(self, release: Callable[[], None], leaving: BaseException | None = None) -> bool:
+    def handed(
+        self,
+        release: Callable[[], None],
+        leaving: BaseException | None = None,
+        at_exit: Callable[[], None] | None = None,
+    ) -> bool:
         """True: threads of the block still run, each asked to stop (nobody waits for
         them any more), ``release()`` left to the last of them to end (``leaving`` a
-        :class:`ThreadStillRunning`: its thread's end first); False: none does,
-        ``release`` not called (the caller's to call)."""
+        :class:`ThreadStillRunning`: its thread's end first), ``at_exit()`` run at the
+        interpreter's exit if they have not ended by then (a daemon: killed then; a
+        temporary file's removal, safe under a writer); False: none does, ``release``
+        not called (the caller's to call)."""
+        if at_exit is not None and self.running():
+            release = _at_exit_unless(release, at_exit)
         if isinstance(leaving, ThreadStillRunning):
 
             def then() -> None:  # (its thread ended: any other of the block next)
@@ -100,6 +110,40 @@ class ThreadScope:
         for worker in live:
             worker.after(one_ended)
         return True
+
+
+#: what to remove at the interpreter's exit, left by threads that have not ended
+_AT_EXIT: dict[int, Callable[[], None]] = {}
+_AT_EXIT_LOCK = threading.Lock()
+
+
+def _at_exit_unless(release: Callable[[], None], at_exit: Callable[[], None]) -> Callable[[], None]:
+    """``at_exit`` registered for the interpreter's exit; ``release`` wrapped to drop it."""
+    key = id(at_exit)
+    with _AT_EXIT_LOCK:
+        _AT_EXIT[key] = at_exit
+
+    def released() -> None:
+        with _AT_EXIT_LOCK:
+            _AT_EXIT.pop(key, None)
+        release()
+
+    return released
+
+
+@atexit.register
+def _left_at_exit() -> None:
+    """Run at the interpreter's exit, daemon threads still running (then killed): what
+    they were left to remove (a backup's temporary file, a copy's folder: was left
+    behind for ever)."""
+    with _AT_EXIT_LOCK:
+        left = list(_AT_EXIT.values())
+        _AT_EXIT.clear()
+    for remove in left:
+        try:
+            remove()
+        except Exception:
+            _log.warning("removing what a stopped thread left failed", exc_info=True)
 
 
 #: the scopes of the block running (:func:`thread_scope`), innermost last
@@ -330,17 +374,19 @@ async def _ended(worker: Worker[Any]) -> None:
 
 
 @contextlib.contextmanager
-def released_after(release: Callable[[], None]) -> Iterator[None]:
+def released_after(
+    release: Callable[[], None], at_exit: Callable[[], None] | None = None
+) -> Iterator[None]:
     """``release()`` when the block ends; a thread started within still running (a
     :class:`ThreadStillRunning` leaving it, a ``KeyboardInterrupt`` raised in the
     task's code meanwhile): handed to the threads, the last to end runs it (never
-    closed under them)."""
+    closed under them); ``at_exit()`` at the interpreter's exit if none has ended."""
     with thread_scope() as scope:
         try:
             yield
         except BaseException as exc:  # (a KeyboardInterrupt with a thread running too)
-            if not scope.handed(release, exc):
+            if not scope.handed(release, exc, at_exit):
                 release()
             raise
-        if not scope.handed(release):
+        if not scope.handed(release, None, at_exit):
             release()

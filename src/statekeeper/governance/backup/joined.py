@@ -50,7 +50,11 @@ def copy_folder() -> Iterator[str]:
     """A private temporary folder for a copy of a store (``$TMPDIR``); removed at the
     end, or by the thread still reading it that a second cancel walked away from."""
     folder = tempfile.mkdtemp(prefix="sk-backup-")
-    with released_after(lambda: shutil.rmtree(folder, ignore_errors=True)):
+
+    def remove() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    with released_after(remove, at_exit=remove):  # (the process's exit: removed too)
         yield folder
 
 

@@ -168,6 +168,10 @@ class Location:
             # Ctrl-C raised in the task's own code: closed and removed once it ends)
             handed = written = False
             direct: Any = None
+
+            def gone() -> None:  # (the process's exit, its thread still running)
+                tmp.unlink(missing_ok=True)
+
             try:
                 # straight to the disk (O_DIRECT), else written behind: either way the
                 # file does not stay in the page cache
@@ -176,10 +180,10 @@ class Location:
                     try:
                         yield cast(IO[bytes], direct or WriteBehindFile(fh))
                     except BaseException as exc:
-                        handed = threads.handed(lambda: _dropped(direct, fh, tmp), exc)
+                        handed = threads.handed(lambda: _dropped(direct, fh, tmp), exc, gone)
                         raise
                     if threads.running():  # (an escape swallowed: never placed)
-                        handed = threads.handed(lambda: _dropped(direct, fh, tmp))
+                        handed = threads.handed(lambda: _dropped(direct, fh, tmp), None, gone)
                         raise BackupError(
                             f"cannot write backup {self.display}: a thread still writes it"
                         )
