@@ -184,14 +184,20 @@ class Worker(Generic[T]):
         self._ended = False
         self._after: list[Callable[[], None]] = []
         self.result: tuple[T] | None = None  # (set in the thread, once fn returned)
-        self._scopes = _SCOPES.get()
-        for scope in self._scopes:
-            scope.add(self)
         context = contextvars.copy_context()
         self.thread = threading.Thread(
             target=self._run, args=(context, fn, args), name="sk-joined", daemon=True
         )
-        self.thread.start()
+        self._scopes = _SCOPES.get()
+        for scope in self._scopes:
+            scope.add(self)
+        try:
+            self.thread.start()
+        except BaseException:  # (no thread: nothing to hand a clean-up to, ever)
+            self._ended = True
+            for scope in self._scopes:
+                scope.discard(self)
+            raise
 
     def _run(
         self, context: contextvars.Context, fn: Callable[..., T], args: tuple[Any, ...]

@@ -218,3 +218,25 @@ async def test_a_file_a_thread_still_writes_is_never_placed(tmp_path: Path) -> N
     finally:
         release.set()
     assert await asyncio.to_thread(_gone, lambda: not any(tmp_path.iterdir()))
+
+
+async def test_a_thread_that_never_started_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Thread.start`` refused (no more threads): the block's clean-up runs at once
+    (was, with the thread counted as running: handed to a thread that never ends)."""
+    cleaned: list[bool] = []
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    with (
+        pytest.raises(RuntimeError, match="start new thread"),
+        released_after(lambda: cleaned.append(True)),
+    ):
+        monkeypatch.setattr(threading.Thread, "start", refused)
+        try:
+            await run_joined(lambda: None, lambda: None)
+        finally:
+            monkeypatch.undo()
+    assert cleaned == [True]
