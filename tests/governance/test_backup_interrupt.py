@@ -240,3 +240,41 @@ async def test_a_thread_that_never_started_is_not_waited_for(
         finally:
             monkeypatch.undo()
     assert cleaned == [True]
+
+
+@pytest.mark.slow
+async def test_an_s3_spool_a_thread_still_writes_is_never_uploaded() -> None:
+    """As for a local file: a ThreadStillRunning swallowed inside the block must not
+    upload the spool the thread still writes (before: the partial object was put)."""
+    import boto3  # type: ignore[import-untyped]
+
+    from statekeeper import errors
+    from statekeeper.governance.backup.location import Location
+
+    from ..backends._services import moto_endpoint
+    from .test_backup_no_overwrite import _s3
+
+    inside, release = threading.Event(), threading.Event()
+
+    def writing(out: Any) -> None:
+        inside.set()
+        assert release.wait(_WAIT)
+
+    query = _s3("stillwritten")
+    try:
+        with (
+            pytest.raises(errors.BackupError, match="still writes"),
+            Location(f"s3://stillwritten/b.skb{query}").writing() as out,
+        ):
+            out.write(b"partial")
+            task = asyncio.ensure_future(run_joined(lambda: None, writing, out))
+            assert await asyncio.to_thread(inside.wait, _WAIT)
+            task.cancel()
+            task.cancel()
+            with pytest.raises(errors.ThreadStillRunning):
+                await task
+    finally:
+        release.set()
+    client = boto3.client("s3", endpoint_url=moto_endpoint(), region_name="us-east-1")
+    listed = await asyncio.to_thread(client.list_objects_v2, Bucket="stillwritten")
+    assert not listed.get("Contents")

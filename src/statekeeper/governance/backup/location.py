@@ -220,7 +220,10 @@ class Location:
         with contextlib.ExitStack() as closing:
             spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, or by its thread
             closing.enter_context(released_after(spool.close))
+            threads = closing.enter_context(thread_scope())
             yield spool
+            if threads.running():  # (an escape swallowed: never uploaded, still written)
+                raise BackupError(f"cannot write backup {self.display}: a thread still writes it")
             spool.flush()
             spool.seek(0)
             self.check_free()  # one appeared while the backup ran: refused before uploading
