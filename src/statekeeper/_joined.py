@@ -35,6 +35,7 @@ from .errors import ThreadStillRunning
 __all__ = [
     "ThreadScope",
     "Worker",
+    "exited_after",
     "released_after",
     "run_joined",
     "run_owned",
@@ -396,3 +397,22 @@ def released_after(
             raise
         if not scope.handed(release, None, at_exit):
             release()
+
+
+@contextlib.contextmanager
+def exited_after(stack: contextlib.ExitStack) -> Iterator[contextlib.ExitStack]:
+    """As :func:`released_after` for an :class:`~contextlib.ExitStack` entered as a
+    ``with`` would: when no thread of the block runs, its contexts see the exception
+    leaving the block (one that renames it: ``named_as_given``; was lost, the stack only
+    closed); else the stack's closing is handed to the threads."""
+    with thread_scope() as scope:
+        try:
+            yield stack
+        except BaseException as exc:
+            if scope.handed(stack.close, exc):
+                raise
+            if not stack.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+            return
+        if not scope.handed(stack.close):
+            stack.close()

@@ -25,13 +25,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ..._joined import released_after, run_joined, run_owned
+from ..._joined import exited_after, released_after, run_joined, run_owned
 from ...errors import BackupError
 
 __all__ = [
     "BackupStopped",
     "check_stopped",
     "copy_folder",
+    "exited_after",
     "released_after",
     "run_joined",
     "run_stoppable",
