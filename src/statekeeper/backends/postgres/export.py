@@ -86,6 +86,7 @@ class _Stop:
         self._lock = threading.Lock()
         self._stopped = False
         self._conn: psycopg.Connection[Any] | None = None
+        self._request: Any = None  # (psycopg 3.1, no ``cancel_safe``: libpq's PQcancel)
         #: the thread sending the cancel request, once one is sent (tests join it)
         self.sending: threading.Thread | None = None
 
@@ -93,14 +94,18 @@ class _Stop:
     def running(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
         """Within (the copy's thread): a stop cancels what ``conn`` runs; never once
         the block is left (the connection is closed after it)."""
+        # psycopg 3.1 (pyproject allows >= 3.1.18) has no ``cancel_safe`` (3.2): its
+        # blocking cancel, sent from the thread below all the same (made here, by the
+        # copy's thread: libpq's rule); was an AttributeError there, nothing cancelled
+        request = None if hasattr(conn, "cancel_safe") else conn.pgconn.get_cancel()
         with self._lock:
-            self._conn = conn
+            self._conn, self._request = conn, request
         try:
             self.check()
             yield
         finally:
             with self._lock:
-                self._conn = None
+                self._conn = self._request = None
 
     def check(self) -> None:
         if self._stopped:
@@ -109,21 +114,24 @@ class _Stop:
     def __call__(self) -> None:
         with self._lock:
             self._stopped = True
-            conn = self._conn
+            conn, request = self._conn, self._request
             if conn is None or self.sending is not None:
                 return
             self.sending = threading.Thread(
-                target=_cancel, args=(conn,), name="sk-pg-cancel", daemon=True
+                target=_cancel, args=(conn, request), name="sk-pg-cancel", daemon=True
             )
         self.sending.start()
 
 
-def _cancel(conn: psycopg.Connection[Any]) -> None:
+def _cancel(conn: psycopg.Connection[Any], request: Any) -> None:
     """Ask the server to cancel what ``conn`` runs (its own thread); a connection closed
     meanwhile, a server that does not answer in time: nothing more to do (the copy's
-    thread meets the stop before its next statement)."""
+    thread meets the stop before its next statement). ``request``: psycopg 3.1's."""
     with contextlib.suppress(psycopg.Error):
-        conn.cancel_safe(timeout=CANCEL_WAIT)
+        if request is not None:
+            request.cancel()
+        else:
+            conn.cancel_safe(timeout=CANCEL_WAIT)
 
 
 def _range(prefix: str, column: str) -> tuple[sql.Composable, list[str]]:

@@ -25,13 +25,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from ..._joined import released_after, run_joined, run_owned
+from ..._joined import exited_after, released_after, run_joined, run_owned
 from ...errors import BackupError
 
 __all__ = [
     "BackupStopped",
     "check_stopped",
     "copy_folder",
+    "exited_after",
     "released_after",
     "run_joined",
     "run_stoppable",
@@ -50,7 +51,11 @@ def copy_folder() -> Iterator[str]:
     """A private temporary folder for a copy of a store (``$TMPDIR``); removed at the
     end, or by the thread still reading it that a second cancel walked away from."""
     folder = tempfile.mkdtemp(prefix="sk-backup-")
-    with released_after(lambda: shutil.rmtree(folder, ignore_errors=True)):
+
+    def remove() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    with released_after(remove, at_exit=remove):  # (the process's exit: removed too)
         yield folder
 
 

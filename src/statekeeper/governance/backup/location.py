@@ -19,8 +19,8 @@ from typing import IO, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..._files import new_temporary, sync_directory
-from ..._joined import released_after
-from ...errors import BackupCorrupt, BackupError, ConfigurationError, ThreadStillRunning
+from ..._joined import released_after, thread_scope
+from ...errors import BackupCorrupt, BackupError, ConfigurationError
 from .directfile import direct_file
 from .writebehind import WriteBehindFile, drop_all
 
@@ -164,34 +164,41 @@ class Location:
                 fh = os.fdopen(fd, "wb")
             except OSError as exc:
                 raise BackupError(f"cannot write backup {self.display}: {exc}") from None
-            handed = False  # (to a backup thread a second cancel walked away from)
+            # (a thread writing it still running as the block is left: a second cancel,
+            # Ctrl-C raised in the task's own code: closed and removed once it ends)
+            handed = written = False
+            direct: Any = None
+
+            def gone() -> None:  # (the process's exit, its thread still running)
+                tmp.unlink(missing_ok=True)
+
             try:
-                written = False
                 # straight to the disk (O_DIRECT), else written behind: either way the
                 # file does not stay in the page cache
                 direct = direct_file(str(tmp), fh.fileno())
-                try:
-                    yield cast(IO[bytes], direct or WriteBehindFile(fh))
+                with thread_scope() as threads:
                     try:
-                        if direct is not None:
-                            direct.finish()
-                        fh.flush()
-                        os.fsync(fh.fileno())
-                        drop_all(fh.fileno())  # clean now: out of the page cache
-                    except OSError as exc:  # the disk is full, the device failed
-                        raise BackupError(f"cannot write backup {self.display}: {exc}") from None
-                    written = True
-                except ThreadStillRunning as exc:  # closed and removed once it ends
-                    handed = True
-                    exc.after(lambda: _dropped(direct, fh, tmp))
-                    raise
-                finally:
-                    if written:
-                        if direct is not None:
-                            direct.close()
-                        fh.close()
-                    elif not handed:  # a write failed: its buffered bytes fail again, dropped
-                        _dropped(direct, fh, None)
+                        yield cast(IO[bytes], direct or WriteBehindFile(fh))
+                    except BaseException as exc:
+                        handed = threads.handed(lambda: _dropped(direct, fh, tmp), exc, gone)
+                        raise
+                    if threads.running():  # (an escape swallowed: never placed)
+                        handed = threads.handed(lambda: _dropped(direct, fh, tmp), None, gone)
+                        raise BackupError(
+                            f"cannot write backup {self.display}: a thread still writes it"
+                        )
+                try:
+                    if direct is not None:
+                        direct.finish()
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                    drop_all(fh.fileno())  # clean now: out of the page cache
+                except OSError as exc:  # the disk is full, the device failed
+                    raise BackupError(f"cannot write backup {self.display}: {exc}") from None
+                written = True
+                if direct is not None:
+                    direct.close()
+                fh.close()
                 with _signals_held():  # placed and recorded, or neither
                     if self.overwrite:
                         os.replace(tmp, target)
@@ -206,15 +213,17 @@ class Location:
                     _placed.add(os.path.abspath(target))
                 sync_directory(target.parent)  # the name too: a backup reported done stays
             finally:
-                if not handed:
-                    with contextlib.suppress(FileNotFoundError):
-                        tmp.unlink()
+                if not handed:  # a write failed: its buffered bytes fail again, dropped
+                    _dropped(None if written else direct, fh, tmp)
             return
         bucket, key, _ = self.s3
         with contextlib.ExitStack() as closing:
             spool = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, or by its thread
             closing.enter_context(released_after(spool.close))
+            threads = closing.enter_context(thread_scope())
             yield spool
+            if threads.running():  # (an escape swallowed: never uploaded, still written)
+                raise BackupError(f"cannot write backup {self.display}: a thread still writes it")
             spool.flush()
             spool.seek(0)
             self.check_free()  # one appeared while the backup ran: refused before uploading

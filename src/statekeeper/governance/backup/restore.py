@@ -102,7 +102,7 @@ from .filecopy import opened_copy
 from .fileformat import FILE_IMAGES, HEAD_TAGS, BackupKey, FrameReader
 from .imagecheck import check_image
 from .imagewrite import write_image
-from .joined import copy_folder, released_after, run_stoppable
+from .joined import copy_folder, exited_after, run_stoppable
 from .leasetokens import carry_leases
 from .location import local_copies
 from .pagechain import chain_image, page_runs
@@ -450,8 +450,9 @@ async def restore(
         await require_namespace(store, "admin", "restore")
     given, audit = audit, await store_sink(store, audit)
     carried: list[str] = []
-    stack = contextlib.ExitStack()  # (closed by a thread a second cancel walked away from)
-    with released_after(stack.close):
+    # (closed by a thread a second cancel walked away from; else as a ``with`` does:
+    # its contexts see the error, which names the locations given)
+    with exited_after(contextlib.ExitStack()) as stack:
         paths = local_copies(stack, backups)  # errors name the locations given
         ids, listed, versions = await run_stoppable(_open_chain, paths, key)
         check_namespace(store, listed)
