@@ -74,4 +74,6 @@ async def unexplained(
     proof = _PROOFS.get(witness)
     if proof is None:  # (a witness no store opened: no store's record to look in)
         return True
-    return not await proof(store, str(mark["agent_id"]), float(mark["t"]))
+    # (since the incarnation began, not since the mark: two processes' clocks, and in
+    # real time no delete between the two could end another incarnation: needs_proof)
+    return not await proof(store, str(mark["agent_id"]), float(mark["c"]))
