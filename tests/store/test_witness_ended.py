@@ -203,7 +203,7 @@ class _Clock:
         monkeypatch.setattr(time, "time", lambda: real() + self.off)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql", "redis"])
 @pytest.mark.parametrize("end", list(ENDS))
 async def test_a_delete_by_a_process_whose_clock_is_behind_is_served(
     tmp_path: Path, kind: str, end: str, monkeypatch: pytest.MonkeyPatch
@@ -238,7 +238,7 @@ async def test_a_delete_by_a_process_whose_clock_is_behind_is_served(
         await one.close()
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql", "redis"])
 async def test_a_later_tombstone_stamped_earlier_hides_no_delete(
     tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
