@@ -79,4 +79,5 @@ async def unexplained(
         return True
     # (since the incarnation began, not since the mark: two processes' clocks, and in
     # real time no delete between the two could end another incarnation: needs_proof)
-    return not await proof(store, str(mark["agent_id"]), float(mark["c"]))
+    since = min(float(mark["c"]), float(mark["t"]))  # (or the mark's: needs_proof)
+    return not await proof(store, str(mark["agent_id"]), since)
