@@ -39,7 +39,12 @@ End = Callable[[StateStore, Path, Any], Awaitable[None]]
 
 def _store(backend: Any, witness: Path | bool, keyring: Keyring | None = None) -> StateStore:
     return StateStore(
-        backend, witness=witness, cache_size=0, witness_interval=3600, keyring=keyring
+        backend,
+        witness=witness,
+        cache_size=0,
+        witness_interval=3600,
+        keyring=keyring,
+        clock=lambda: time.time(),  # (late bound: the tests that move the clock, _Clock)
     )
 
 
@@ -187,3 +192,118 @@ def _as_an_older_version_wrote_it(path: Path) -> None:
         entry.pop("d", None)
     doc["seal"]["mac"] = _seal(canonical(doc["streams"]))
     path.write_text(json.dumps(doc))
+
+
+class _Clock:
+    """This process's wall clock, moved to act as several processes' (time.time)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.off = 0.0
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + self.off)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("end", list(ENDS))
+async def test_a_delete_by_a_process_whose_clock_is_behind_is_served(
+    tmp_path: Path, kind: str, end: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The incarnation began an hour ago; ``one`` marks it now; the delete comes from a
+    process whose clock is 30 s behind: its deletion (the file's ``"d"``, the store's
+    tombstone) is stamped before ``one``'s mark, but long after the incarnation began.
+    Was: RollbackDetected (the deletion compared with the mark's time)."""
+    clock = _Clock(monkeypatch)
+    keyring = Keyring({"k1": bytes(range(32))})
+    with fresh_url(kind, tmp_path) as url:
+        witness = tmp_path / "w"
+        one = _store(url if kind != "memory" else MemoryBackend(), witness, keyring)
+        shared = one.backend
+        two = _store(shared, witness, keyring)
+        await two.save(B, {"n": 1})
+        await _flush(two)
+        clock.off = -3600.0  # (its first record: an hour ago)
+        await one.save(A, {"n": 1})
+        clock.off = 0.0
+        for n in range(2, 4):
+            await one.save(A, {"n": n})
+        await _flush(one)
+        clock.off = -30.0  # (the deleting process: 30 s behind)
+        await ENDS[end](shared, witness, keyring)
+        clock.off = 0.0
+        await two.save(A, {"other": 1})
+        await _flush(two)
+        assert (await one.load(A)).data == {"other": 1}
+        assert not (await one.verify()).problems
+        await two.witness.close() if two.witness is not None else None
+        await one.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql", "redis"])
+async def test_a_later_tombstone_stamped_earlier_hides_no_delete(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tombstones of one stream are appended by many processes, each by its own clock:
+    the stream's order is not its stamps'. ``a``'s tombstone, then one of ``c`` by a
+    process 60 s behind: the read back from the head stopped at ``c``'s (stamped before
+    the mark) and never reached ``a``'s. Was: RollbackDetected."""
+    clock = _Clock(monkeypatch)
+    with fresh_url(kind, tmp_path) as url:
+        witness = tmp_path / "w"
+        one = _store(url if kind != "memory" else MemoryBackend(), witness)
+        shared = one.backend
+        two = _store(shared, witness)
+        plain = _store(shared, False)
+        await two.save(B, {"n": 1})
+        await _flush(two)
+        await plain.save("t/c", {"n": 1})
+        for n in range(1, 4):
+            await one.save(A, {"n": n})
+        await _flush(one)
+        assert await plain.delete(A)  # (no witness: the store's tombstone proves it)
+        clock.off = -60.0
+        assert await plain.delete("t/c")
+        clock.off = 0.0
+        await two.save(A, {"other": 1})
+        await _flush(two)
+        assert (await one.load(A)).data == {"other": 1}
+        assert not (await one.verify()).problems
+        await two.witness.close() if two.witness is not None else None
+        await one.close()
+
+
+async def test_the_stores_proof_is_read_only_on_the_rare_path(tmp_path: Path) -> None:
+    """Loads and saves that find their mark, and deletes, read no tombstone; a delete
+    without the witness is proven once, not on every read after."""
+    from statekeeper.security.ended import provide
+    from statekeeper.store.deleted_since import deleted_since
+
+    backend, witness = MemoryBackend(), tmp_path / "w"
+    one, two = _store(backend, witness), _store(backend, witness)
+    reads: list[str] = []
+
+    async def counted(store: StateStore, agent_id: str, since: float) -> bool:
+        reads.append(agent_id)
+        return await deleted_since(store, agent_id, since)
+
+    for store in (one, two):
+        assert store.witness is not None
+        provide(store.witness, counted)
+    await two.save(B, {"n": 1})
+    await _flush(two)
+    for n in range(1, 4):
+        await one.save(A, {"n": n})
+        assert (await one.load(A)).data == {"n": n}
+    await _flush(one)
+    assert await one.delete(A)
+    await one.save(A, {"again": 1})
+    await _flush(one)
+    for _ in range(5):
+        await one.load(A)
+        await two.load(A)
+    assert reads == []
+    await _delete_without_witness(backend, witness, None)
+    await two.save(A, {"other": 1})
+    await _flush(two)
+    for _ in range(5):
+        assert (await one.load(A)).data == {"other": 1}
+    assert reads == [A]

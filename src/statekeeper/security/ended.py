@@ -10,7 +10,10 @@ took it for a delete and a new stream — it served ``J``, no error
 
 A delete is a deliberate act, and leaves durable records; a loss leaves none. So a
 holder of a mark of ``I`` that no longer holds, finding the file's newer mark of
-another incarnation ``J`` (which holds), now requires one of them, made after its mark:
+another incarnation ``J`` (which holds), now requires one of them, made after its
+incarnation began (``"c"``; not after the mark: the two are stamped by two processes'
+clocks, and in real time ``I`` was there at the mark, so a deletion made between its
+begin and the mark ended no other incarnation):
 
 - the file's: the deletion it held of the agent before ``J``'s first mark replaced it
   (a delete, a retention purge or a ``forget`` purge through a store with this witness
@@ -19,7 +22,7 @@ another incarnation ``J`` (which holds), now requires one of them, made after it
 - the store's: a feed tombstone of the agent (every delete, purge and ``forget``
   appends one, in the delete's commit where the engine commits several streams
   together; a restore or import of agents the store lacked appends one of each
-  first), stamped at or after the mark — a delete made by a process without this
+  first), stamped at or after that begin — a delete made by a process without this
   witness (the CLI on PostgreSQL or Redis: ``witness=PATH`` is the application's).
 
 Neither found: :class:`~statekeeper.errors.RollbackDetected` naming the agent and the
@@ -74,4 +77,7 @@ async def unexplained(
     proof = _PROOFS.get(witness)
     if proof is None:  # (a witness no store opened: no store's record to look in)
         return True
-    return not await proof(store, str(mark["agent_id"]), float(mark["t"]))
+    # (since the incarnation began, not since the mark: two processes' clocks, and in
+    # real time no delete between the two could end another incarnation: needs_proof)
+    since = min(float(mark["c"]), float(mark["t"]))  # (or the mark's: needs_proof)
+    return not await proof(store, str(mark["agent_id"]), since)

@@ -83,9 +83,9 @@ def reset_kept(mark: dict[str, Any], old: dict[str, Any] | None) -> dict[str, An
 
 def needs_proof(older: dict[str, Any], newer: dict[str, Any]) -> bool:
     """True when ``newer`` (the file's mark of ``older``'s agent, made after it) holding
-    explains ``older`` not holding only if ``older``'s incarnation was ended since
-    ``older`` was made: ``newer`` is of another incarnation, and the file held no
-    deletion of the agent made after ``older`` right before that incarnation's first
+    explains ``older`` not holding only if ``older``'s incarnation was ended: ``newer``
+    is of another incarnation, and the file held no deletion of the agent made after
+    ``older``'s incarnation began (its ``"c"``) right before that incarnation's first
     mark (its ``"d"``). A stream wholly lost (a lossy failover) and begun again by a
     process whose copy of the file never held ``older`` reads the same as a stream
     deleted and made again: only a durable record of the delete tells them apart
@@ -94,7 +94,13 @@ def needs_proof(older: dict[str, Any], newer: dict[str, Any]) -> bool:
     created, other = older.get("c"), newer.get("c")
     if created is None or other is None or other == created:
         return False
-    return float(newer.get("d", float("-inf"))) < float(older["t"])
+    # (made after ``older``'s incarnation began, not after ``older``: the deletion is
+    # stamped by the deleting process's clock, and older was by then, in real time, no
+    # other incarnation's to end; was: compared with ``older``'s time, and a delete by a
+    # process whose clock is behind, made right after the mark, read as a rollback)
+    # (or after ``older`` itself: the begin is the store clock's, the mark and the
+    # deletion time.time's, which a test may freeze)
+    return float(newer.get("d", float("-inf"))) < min(float(created), float(older["t"]))
 
 
 def same_stream(older: dict[str, Any], newer: dict[str, Any]) -> bool:

@@ -6,8 +6,9 @@ to its tombstone stream (:mod:`.feed_deletes`), and so does a restore or import 
 agent the store lacked; a stream lost by the server (a lossy failover) leaves none.
 Read only when a witness mark does not hold and the file's newer mark is of another
 incarnation without a deletion of its own (a rare path): the stream from its head back
-to the first tombstone stamped before the time, a page at a time, each record opened
-only when stamped at or after it.
+to the first tombstone stamped :data:`DISORDER` before the time (each stamped by its
+deleting process's clock: not in the stream's order), a page at a time, each record
+opened only when stamped at or after it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ __all__ = ["deleted_since"]
 
 #: tombstones read per call, going back from the stream's head
 _PAGE = 256
+#: seconds a tombstone may be stamped before one appended ahead of it in its stream:
+#: each is stamped by its deleting process's clock, so the stream's order is not its
+#: stamps' (was: the read back stopped at the first stamped before ``since``, and a
+#: tombstone of another agent by a process whose clock is behind hid the agent's)
+DISORDER = 600.0
 
 
 async def deleted_since(store: StateStore, agent_id: str, since: float) -> bool:
@@ -42,8 +48,10 @@ async def deleted_since(store: StateStore, agent_id: str, since: float) -> bool:
         low = max(0, top - _PAGE)
         raws = await backend.read(stream, low, top)
         for raw in reversed(raws):
+            if raw.timestamp < since - DISORDER:
+                return False  # (older: appended before the incarnation began)
             if raw.timestamp < since:
-                return False  # (older: appended before the mark was made)
+                continue
             try:
                 body, _ = store._open_event(stream, raw)
             except StatekeeperError:  # (a damaged tombstone: verify reports it)
