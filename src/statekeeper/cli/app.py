@@ -427,17 +427,22 @@ def command() -> TyperGroup:
 
 #: the SIGINT / SIGTERM handlers :func:`ignore_stops` replaced (put back by :func:`main`)
 _ignored: dict[int, Any] = {}
+#: how many :func:`main` calls are running (ignore_stops acts only inside one: the typer
+#: ``app`` called directly — typer's ``CliRunner``, an application embedding the CLI —
+#: has no :func:`main` to put the handlers back, and its process kept ignoring Ctrl-C)
+_mains = [0]
 
 
 def ignore_stops() -> None:
     """From now on Ctrl-C and SIGTERM are ignored, to the end of the command (of the
     process, when it is the ``statekeeper`` process): its outcome is decided (a backup
     in place) and a late signal would only make it report a failure, or end the
-    process by the signal, after it succeeded. Main thread only (else nothing)."""
+    process by the signal, after it succeeded. Main thread only, inside :func:`main`
+    (else nothing: see :data:`_mains`)."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or not _mains[0]:
         return
     for signum in (signal.SIGINT, signal.SIGTERM):
         if signum not in _ignored:
@@ -469,6 +474,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (``statekeeper``): every failure, usage errors
     included, ends as one line on stderr and an exit code (:mod:`.exits`)."""
     alone = argv is None  # the process is this run (the console script)
+    _mains[0] += 1
     try:
         try:
             with exits.held_warnings(masked) as warnings, _terminated_as_exit():
@@ -491,6 +497,7 @@ def main(argv: list[str] | None = None) -> None:
                 ignore_stops()
             code = exits.report(exc, masked)
     finally:
+        _mains[0] -= 1
         if not alone:  # run in-process: the caller's handlers back
             _heed_stops()
         # (else the process ends: a command that ignores stops ignores them to its exit)
