@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ..errors import ConflictError
 from ..records import AppendRequest, AppendResult
@@ -42,6 +42,9 @@ Proofs = dict[int, bytes | None]
 
 class TieredProof(TieredHot):
     """Unchecked appends proven onto their hot copies (see the module)."""
+
+    #: the durable append with the cold tier's bookkeeping (:class:`.TieredWrites`)
+    _durable_append: Callable[[AppendRequest], Awaitable[AppendResult]]
 
     async def _proven(
         self, requests: Sequence[AppendRequest]
@@ -154,9 +157,6 @@ class TieredProof(TieredHot):
                 raise
         await self._drop_hot(request.agent_id)  # (another incarnation's copy)
         return await self._durable_append(request), None
-
-    async def _durable_append(self, request: AppendRequest) -> AppendResult:
-        raise NotImplementedError  # (TieredWrites)
 
     async def _hot_apply_proven(
         self,
